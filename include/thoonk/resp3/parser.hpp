@@ -1,0 +1,83 @@
+// Incremental RESP3/RESP2 parser. No I/O.
+//
+// The caller keeps a buffer of received bytes and presents the unconsumed
+// part to consume() each time more bytes arrive. consume() takes only
+// complete tokens (a header line with its CRLF, or a bulk payload with its
+// CRLF), so a partially received token simply stays in the caller's buffer.
+// Aggregates are built across calls on an explicit stack, so a large array
+// arriving in many reads is never re-parsed.
+//
+// Any error is final: the stream cannot be resynchronised, the connection
+// that owns the parser must be closed (DESIGN.md §1).
+#pragma once
+
+#include <thoonk/resp3/value.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace thoonk::resp3 {
+
+/// Hard limits applied while parsing. Every length on the wire is checked
+/// against them before any memory is reserved.
+struct parser_limits {
+  std::size_t max_bulk_length = 512u * 1024 * 1024;       ///< bytes in one bulk string/error/verbatim
+  std::size_t max_aggregate_elements = 4u * 1024 * 1024;  ///< elements of one array/set/push; pairs of one map
+  std::size_t max_depth = 32;                             ///< nesting of aggregates (top level is depth 1)
+  std::size_t max_reply_bytes = 1024u * 1024 * 1024;      ///< wire bytes of one top-level reply
+  std::size_t max_line_length = 64u * 1024;               ///< a header or simple string/error line, without CRLF
+};
+
+class parser {
+ public:
+  explicit parser(parser_limits limits = {});
+
+  /// Consumes complete tokens from the front of `data` and returns how many
+  /// bytes were consumed. Stops as soon as a top-level value is complete
+  /// (then ready() is true), when only an incomplete token is left, or on
+  /// error (then `ec` is set and the parser must not be used again except
+  /// after reset()).
+  std::size_t consume(std::string_view data, boost::system::error_code& ec);
+
+  /// True when a complete top-level value is waiting to be taken.
+  bool ready() const noexcept { return ready_; }
+
+  /// Takes the completed top-level value. Precondition: ready().
+  value take();
+
+  /// Forgets any partial state (after an error or a reconnect).
+  void reset();
+
+  const parser_limits& limits() const noexcept { return limits_; }
+
+ private:
+  struct frame {
+    value v;                   // the aggregate being filled
+    std::size_t remaining;     // elements still expected
+  };
+
+  // Places a finished value into the innermost open aggregate, or makes it
+  // the finished top-level value.
+  void finish_value(value v);
+  void open_aggregate(value v, std::size_t count);
+
+  parser_limits limits_;
+  std::vector<frame> stack_;
+  std::vector<value> pending_attributes_;  // attribute map read but not yet attached
+  std::size_t attribute_depth_ = 0;        // >0 while reading an attribute map
+  std::size_t reply_bytes_ = 0;            // wire bytes of the current top-level reply
+  value result_;
+  bool ready_ = false;
+};
+
+/// Parses a buffer that holds whole replies (tests, tools) and returns the
+/// values in order. Malformed input sets `ec` to the parser's error; a buffer
+/// that ends inside a reply sets `ec` to error::missing_crlf (truncated).
+std::vector<value> parse_all(std::string_view data, boost::system::error_code& ec,
+                             parser_limits limits = {});
+
+}  // namespace thoonk::resp3

@@ -1,0 +1,7 @@
+// Umbrella header: everything a user of thoonk-asio needs.
+#pragma once
+
+#include <thoonk/error.hpp>
+#include <thoonk/request.hpp>
+#include <thoonk/resp3/parser.hpp>
+#include <thoonk/resp3/value.hpp>

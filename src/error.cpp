@@ -1,0 +1,125 @@
+#include <thoonk/error.hpp>
+
+#include <string>
+
+namespace thoonk {
+namespace {
+
+class thoonk_category final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "thoonk"; }
+
+  std::string message(int ev) const override {
+    switch (static_cast<error>(ev)) {
+      case error::invalid_type_byte:
+        return "malformed reply from the server: unknown RESP type byte; the connection was closed "
+               "(is this port really a Redis server?)";
+      case error::invalid_length:
+        return "malformed reply from the server: invalid, negative or overflowing length; the "
+               "connection was closed";
+      case error::invalid_number:
+        return "malformed reply from the server: integer is not a valid 64-bit decimal; the "
+               "connection was closed";
+      case error::invalid_double:
+        return "malformed reply from the server: invalid double; the connection was closed";
+      case error::invalid_boolean:
+        return "malformed reply from the server: boolean is neither #t nor #f; the connection was "
+               "closed";
+      case error::missing_crlf:
+        return "malformed reply from the server: missing CRLF terminator; the connection was closed";
+      case error::bulk_too_large:
+        return "reply rejected: a bulk string is longer than parser_limits::max_bulk_length; raise "
+               "the limit in the config if such values are expected";
+      case error::too_many_elements:
+        return "reply rejected: an aggregate has more elements than "
+               "parser_limits::max_aggregate_elements; raise the limit or fetch in smaller ranges";
+      case error::nesting_too_deep:
+        return "reply rejected: aggregates nest deeper than parser_limits::max_depth";
+      case error::reply_too_large:
+        return "reply rejected: one reply is larger than parser_limits::max_reply_bytes; raise the "
+               "limit or fetch in smaller ranges";
+      case error::line_too_long:
+        return "reply rejected: a header or simple string line is longer than "
+               "parser_limits::max_line_length";
+      case error::unsupported_streamed:
+        return "reply rejected: streamed RESP3 strings/aggregates are not supported";
+      case error::unexpected_reply:
+        return "protocol desynchronised: the server sent a reply no request was waiting for; the "
+               "connection was closed";
+      case error::unknown_outcome:
+        return "the connection was lost after the request was sent: it may or may not have run on "
+               "the server; check the data before retrying a non-idempotent operation";
+      case error::not_connected:
+        return "not connected to the server and the request asked not to wait for a connection";
+      case error::connect_timeout:
+        return "could not connect to the Redis server within connect_timeout: check the address "
+               "(THOONK_REDIS_URL) and that redis-server is running";
+      case error::health_check_timeout:
+        return "the server sent nothing within the health-check deadline; the connection was "
+               "closed and will be re-established";
+      case error::request_timeout:
+        return "the request did not complete within its timeout; if it was already sent it may "
+               "still run on the server";
+      case error::handshake_failed:
+        return "the connection setup (HELLO/SELECT/CLIENT SETNAME) was refused by the server: "
+               "check the database number and server version";
+      case error::auth_failed:
+        return "authentication failed: check the username and password in the config or the "
+               "redis:// URL";
+      case error::client_stopped:
+        return "the client was stopped while the operation was pending";
+      case error::invalid_url:
+        return "invalid Redis URL: expected redis://[user[:password]@]host[:port][/db] or "
+               "unix:///path/to/socket[?db=N]";
+      case error::server_error:
+        return "the server answered with an error reply (see the reply text)";
+      case error::unexpected_type:
+        return "the server's reply had an unexpected type: is another client writing "
+               "incompatible data under the same keys?";
+      case error::script_error:
+        return "a Lua script of the library failed on the server (see the server error text)";
+      case error::invalid_name:
+        return "invalid feed name: it must be 1..max_name_length bytes without NUL, and contain "
+               "'{' or '}' only when a hash tag was asked for";
+      case error::invalid_id:
+        return "invalid item id: it must be 1..max_id_length bytes and contain no NUL byte";
+      case error::item_too_large:
+        return "item rejected: larger than the configured max_item_size; raise the limit or "
+               "store large payloads elsewhere and publish a reference";
+      case error::invalid_argument:
+        return "invalid argument: a count, timeout or option is out of range";
+      case error::feed_exists:
+        return "a feed with this name already exists: open it instead of creating it";
+      case error::feed_not_found:
+        return "no feed with this name exists: create it first";
+      case error::wrong_feed_type:
+        return "the feed exists with another type: open it with the matching class";
+      case error::id_not_found:
+        return "no item with this id exists in the feed; nothing was changed";
+      case error::queue_empty:
+        return "nothing arrived in the queue within the timeout";
+      case error::job_not_found:
+        return "no job with this id exists in the queue; nothing was changed";
+      case error::job_not_claimed:
+        return "the job is not claimed, so it cannot be finished, cancelled, stalled or renewed; "
+               "nothing was changed";
+      case error::job_not_stalled:
+        return "the job is not stalled, so it cannot be retried; nothing was changed";
+      case error::lost_claim:
+        return "this claim is no longer current (its lease lapsed and the job was reclaimed); "
+               "drop the work, the job is handled by its new claim";
+      case error::result_timeout:
+        return "no result for this job was stored within the timeout";
+    }
+    return "unknown thoonk error " + std::to_string(ev);
+  }
+};
+
+}  // namespace
+
+const boost::system::error_category& category() noexcept {
+  static const thoonk_category instance;
+  return instance;
+}
+
+}  // namespace thoonk
