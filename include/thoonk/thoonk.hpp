@@ -5,3 +5,5 @@
 #include <thoonk/request.hpp>
 #include <thoonk/resp3/parser.hpp>
 #include <thoonk/resp3/value.hpp>
+#include <thoonk/config.hpp>
+#include <thoonk/connection.hpp>

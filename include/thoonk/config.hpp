@@ -1,0 +1,74 @@
+// Connection and library configuration.
+#pragma once
+
+#include <thoonk/resp3/parser.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace thoonk {
+
+/// Everything a client needs to reach a server and how to behave there.
+/// Plain data: copy it, change fields, pass it to a client/connection.
+struct config {
+  // ---- where ---------------------------------------------------------------
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  /// When non-empty, connect to this Unix domain socket instead of host:port.
+  std::string unix_socket;
+  int database = 0;
+
+  // ---- who -------------------------------------------------------------------
+  std::string username;  ///< ACL user; empty with a password means "default"
+  std::string password;  ///< empty: no AUTH
+  std::string client_name = "thoonk-asio";  ///< CLIENT SETNAME (empty: not set)
+  /// 3: send HELLO 3 and fall back to RESP2 if the server does not know HELLO.
+  /// 2: never send HELLO (RESP2 only).
+  int protocol = 3;
+
+  // ---- timing ----------------------------------------------------------------
+  /// Bound on TCP connect plus the setup handshake, per attempt.
+  std::chrono::milliseconds connect_timeout{5000};
+  /// A PING is sent after this long without traffic. 0 disables health checks.
+  std::chrono::milliseconds health_check_interval{2000};
+  /// A connection that waits for a reply and hears nothing for this long is
+  /// closed (and re-established when reconnect is on).
+  std::chrono::milliseconds health_check_timeout{6000};
+  bool reconnect = true;
+  /// Reconnect backoff: doubles from min to max, with full jitter.
+  std::chrono::milliseconds reconnect_min_delay{50};
+  std::chrono::milliseconds reconnect_max_delay{5000};
+
+  // ---- limits ----------------------------------------------------------------
+  resp3::parser_limits limits;
+  std::size_t max_name_length = 1024;        ///< feed names, bytes
+  std::size_t max_id_length = 1024;          ///< item and job ids, bytes
+  std::size_t max_item_size = 64u << 20;     ///< item/job payload/result, bytes
+
+  // ---- Redis Cluster ---------------------------------------------------------
+  /// When true, feed names are wrapped as a hash tag inside keys
+  /// (`feed.ids:{orders}`), so every script's keys hash to one slot.
+  bool cluster_hash_tags = false;
+
+  /// Parses `redis://[user[:password]@]host[:port][/db]`,
+  /// `redis://[user[:password]@][host][:port]?db=N` or
+  /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
+  /// every other field of `base`. Percent-escapes are decoded in user and
+  /// password. Sets ec = error::invalid_url on anything else.
+  static config from_url(std::string_view url, boost::system::error_code& ec,
+                         const config& base);
+  static config from_url(std::string_view url, boost::system::error_code& ec);
+
+  /// from_url(THOONK_REDIS_URL) when that variable is set and non-empty;
+  /// otherwise `base` (127.0.0.1:6379). Throws boost::system::system_error
+  /// when the variable does not parse.
+  static config from_env(const config& base);
+  static config from_env();
+};
+
+}  // namespace thoonk

@@ -1,0 +1,166 @@
+// One multiplexed, pipelined connection to a Redis server.
+#pragma once
+
+#include <thoonk/config.hpp>
+#include <thoonk/detail/async.hpp>
+#include <thoonk/request.hpp>
+#include <thoonk/resp3/value.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace thoonk {
+
+/// One reply per command of the request, in order. A server error reply
+/// (`-ERR ...`) is data for its command and does not fail the others.
+using response = std::vector<resp3::value>;
+
+/// Per-request options.
+struct exec_options {
+  /// 0: no timeout. Otherwise the request fails with error::request_timeout
+  /// after this long; if it was already written it is abandoned (its reply
+  /// is read and discarded) and may still run on the server.
+  std::chrono::milliseconds timeout{0};
+  /// true: a request issued while disconnected waits for the reconnect.
+  /// false: it fails at once with error::not_connected.
+  bool wait_for_connection = true;
+};
+
+/// Observable counters. Monotonic over the connection's life.
+struct connection_stats {
+  std::uint64_t requests = 0;        ///< exec() calls accepted
+  std::uint64_t commands = 0;        ///< commands in those requests
+  std::uint64_t writes = 0;          ///< socket write operations (one per coalesced batch)
+  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t replies = 0;         ///< replies matched to requests
+  std::uint64_t pushes = 0;          ///< out-of-band pushes received
+  std::uint64_t connects = 0;        ///< successful connects (first one included)
+  std::uint64_t reconnects = 0;      ///< successful connects after a lost connection
+  std::uint64_t unknown_outcomes = 0;///< requests failed with error::unknown_outcome
+};
+
+/// What happened to the connection, for on_event().
+struct connection_event {
+  enum kind_t { connected, disconnected, connect_failed } kind;
+  boost::system::error_code error;  ///< why it was lost or failed (empty for connected)
+  int protocol = 0;                 ///< 3 or 2 after `connected`
+};
+
+namespace detail {
+class connection_impl;
+}
+
+/// A connection shared by any number of coroutines.
+///
+/// Requests queue up; a writer coroutine coalesces everything queued into one
+/// socket write (pipelining); a reader coroutine parses replies and completes
+/// requests in FIFO order. Lost connections are re-established with
+/// exponential backoff and jitter; requests not yet written are sent after
+/// the reconnect, requests written but unanswered fail with
+/// error::unknown_outcome. See docs/architecture.md.
+///
+/// **Threading**: all operations run on the executor given at construction.
+/// Initiating functions may be called from any thread: they dispatch to that
+/// executor. With an io_context run by several threads, pass a strand.
+///
+/// **Lifetime**: destroying the connection stops it (as stop()); pending
+/// operations complete with error::client_stopped / error::unknown_outcome.
+/// Destroy it on its executor's thread, or after the io_context stopped.
+class connection {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+
+  connection(executor_type ex, config cfg);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  executor_type get_executor() const noexcept;
+  const config& get_config() const noexcept;
+
+  /// Connects (TCP or Unix socket), runs the setup handshake (HELLO 3 with
+  /// AUTH/SETNAME, SELECT; RESP2 fallback), and starts the background loops
+  /// that keep the connection alive and reconnect it.
+  ///
+  /// Completion signature: `void(boost::system::error_code)`. Completes after
+  /// the first attempt: with success, or with that attempt's error (for
+  /// example connection_refused, error::connect_timeout, error::auth_failed).
+  /// After a failed first attempt the connection keeps retrying in the
+  /// background only if config::reconnect is set; call stop() to give up.
+  /// Calling connect() again while connected completes at once.
+  ///
+  /// Cancellation: terminal cancellation of the wait completes it with
+  /// operation_aborted; the background loop is not affected.
+  template <class CompletionToken>
+  auto connect(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
+  }
+
+  /// Sends a request and completes with one reply per expected reply.
+  ///
+  /// Completion signature: `void(boost::system::error_code, thoonk::response)`.
+  /// Errors: error::unknown_outcome (written, then the connection was lost),
+  /// error::request_timeout, error::not_connected (only when
+  /// `opts.wait_for_connection` is false), error::client_stopped,
+  /// operation_aborted (cancelled). Server error replies are data, not
+  /// errors.
+  ///
+  /// `req` is copied into the connection's write buffer when the operation is
+  /// initiated, so it must stay valid until then (for `use_awaitable` and
+  /// callbacks: until exec() returns; for `deferred`: until the deferred
+  /// operation is launched) and may be reused or destroyed afterwards.
+  ///
+  /// Cancellation (terminal, partial, total): a request not yet written is
+  /// removed and never sent; a written one is marked abandoned, completes
+  /// with operation_aborted at once, and its reply is discarded when it
+  /// arrives, so later replies stay aligned.
+  template <class CompletionToken>
+  auto exec(const request& req, CompletionToken&& token) {
+    return exec(req, exec_options{}, std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  auto exec(const request& req, exec_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, response)>(
+        token, [impl = impl_, r = &req, opts](auto handler) {
+          start_exec(impl, *r, opts, std::move(handler));
+        });
+  }
+
+  /// Closes the connection and stops reconnecting. Pending requests complete
+  /// with error::client_stopped (not yet written) or error::unknown_outcome
+  /// (written). Idempotent.
+  void stop();
+
+  /// True while a connection is established and set up.
+  bool is_connected() const noexcept;
+  /// The negotiated protocol: 3, 2, or 0 when not connected.
+  int protocol() const noexcept;
+  connection_stats stats() const noexcept;
+
+  /// Registers a listener for connect/disconnect events. Listeners run on
+  /// the connection's executor and must not block.
+  void on_event(std::function<void(const connection_event&)> listener);
+
+  /// The implementation, for the library's own layers (subscriber, scripts).
+  const std::shared_ptr<detail::connection_impl>& impl() const noexcept { return impl_; }
+
+ private:
+  using connect_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+  using exec_handler =
+      boost::asio::any_completion_handler<void(boost::system::error_code, response)>;
+  static void start_connect(std::shared_ptr<detail::connection_impl> impl, connect_handler h);
+  static void start_exec(std::shared_ptr<detail::connection_impl> impl, const request& req,
+                         exec_options opts, exec_handler h);
+
+  std::shared_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace thoonk

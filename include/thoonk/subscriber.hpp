@@ -1,0 +1,169 @@
+// A second connection in pub/sub mode that fans messages out to callbacks.
+#pragma once
+
+#include <thoonk/config.hpp>
+#include <thoonk/connection.hpp>
+#include <thoonk/detail/async.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace thoonk {
+
+namespace detail {
+class subscriber_impl;
+}
+
+/// One pub/sub message. The views are valid only during the callback.
+struct message {
+  std::string_view channel;
+  std::string_view payload;
+  std::string_view pattern;  ///< the matching pattern for psubscribe callbacks, else empty
+};
+
+/// What happened to the subscriber connection.
+struct subscriber_event {
+  enum kind_t {
+    /// Connected and every registered channel and pattern is subscribed on
+    /// the server (sent after the first connect and after each reconnect).
+    /// Messages published from now on are delivered; those published while
+    /// disconnected were missed (feeds replay them from their data).
+    connected,
+    /// The connection was lost; messages are missed until `connected`.
+    disconnected,
+  } kind;
+  boost::system::error_code error;  ///< why it was lost (disconnected only)
+};
+
+/// RAII handle of a callback registration. Destroying it (or reset())
+/// removes the callback; when the last callback of a channel or pattern
+/// goes, the subscriber sends UNSUBSCRIBE/PUNSUBSCRIBE. Movable, not
+/// copyable. Outliving the subscriber is safe (it then does nothing).
+/// Destroy or reset it on the subscriber's executor.
+class subscription {
+ public:
+  subscription() = default;
+  subscription(subscription&& o) noexcept;
+  subscription& operator=(subscription&& o) noexcept;
+  subscription(const subscription&) = delete;
+  subscription& operator=(const subscription&) = delete;
+  ~subscription();
+
+  void reset();
+  bool active() const noexcept { return !owner_.expired() && id_ != 0; }
+
+ private:
+  friend class detail::subscriber_impl;
+  enum class kind : std::uint8_t { channel, pattern, listener };
+  subscription(std::weak_ptr<detail::subscriber_impl> owner, kind k, std::string name,
+               std::uint64_t id)
+      : owner_(std::move(owner)), kind_(k), name_(std::move(name)), id_(id) {}
+
+  std::weak_ptr<detail::subscriber_impl> owner_;
+  kind kind_ = kind::channel;
+  std::string name_;
+  std::uint64_t id_ = 0;
+};
+
+struct subscriber_stats {
+  std::uint64_t messages = 0;         ///< message/pmessage pushes received
+  std::uint64_t deliveries = 0;       ///< callback invocations
+  std::uint64_t callback_errors = 0;  ///< callbacks that threw
+  connection_stats connection;
+};
+
+/// Subscribes to channels and patterns on its own connection and invokes the
+/// registered callbacks for every message.
+///
+/// **Delivery**: callbacks run inline on the subscriber's executor, in the
+/// order messages arrive; several callbacks on one channel run in
+/// registration order. A callback that throws is counted and reported to the
+/// error handler; the others still run and the subscriber keeps going.
+///
+/// **Slow consumers**: messages are never queued inside the library. While a
+/// callback runs, the subscriber does not read the socket, so a slow
+/// consumer pushes back on TCP and then on the server, whose
+/// `client-output-buffer-limit pubsub` disconnects it. That disconnect is
+/// reported (subscriber_event::disconnected), the subscriber reconnects and
+/// restores every subscription, and feeds that asked for catch-up replay
+/// what was missed. Memory in this process stays bounded by the read buffer.
+///
+/// **Threading and lifetime**: as thoonk::connection.
+class subscriber {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+  using callback = std::function<void(const message&)>;
+
+  subscriber(executor_type ex, config cfg);
+  ~subscriber();
+  subscriber(const subscriber&) = delete;
+  subscriber& operator=(const subscriber&) = delete;
+
+  executor_type get_executor() const noexcept;
+
+  /// As connection::connect. Completion signature `void(error_code)`.
+  template <class CompletionToken>
+  auto connect(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [impl = impl_](auto h) { start_connect(impl, std::move(h)); });
+  }
+
+  /// Registers `cb` for messages on `channel`.
+  ///
+  /// Completion signature `void(error_code, subscription)`. Completes once
+  /// the server has confirmed the subscription (at once when the channel
+  /// was already subscribed), so every message published after completion
+  /// is delivered. Connects first if needed. Errors: error::client_stopped;
+  /// operation_aborted on cancellation (then nothing stays registered).
+  template <class CompletionToken>
+  auto subscribe(std::string channel, callback cb, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        token, [impl = impl_, c = std::move(channel), cb = std::move(cb)](auto h) mutable {
+          start_subscribe(impl, false, std::move(c), std::move(cb), std::move(h));
+        });
+  }
+
+  /// As subscribe() for a glob-style pattern (PSUBSCRIBE).
+  template <class CompletionToken>
+  auto psubscribe(std::string pattern, callback cb, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        token, [impl = impl_, p = std::move(pattern), cb = std::move(cb)](auto h) mutable {
+          start_subscribe(impl, true, std::move(p), std::move(cb), std::move(h));
+        });
+  }
+
+  /// Registers a listener for connected/disconnected events; the handle
+  /// removes it. Call on the subscriber's executor.
+  subscription on_event(std::function<void(const subscriber_event&)> listener);
+
+  /// Called with the exception of a callback that threw (default: ignore).
+  /// Call on the subscriber's executor.
+  void on_callback_error(std::function<void(std::exception_ptr)> handler);
+
+  /// Closes the connection, stops reconnecting, fails pending subscribes.
+  void stop();
+
+  bool is_connected() const noexcept;
+  subscriber_stats stats() const noexcept;
+
+  const std::shared_ptr<detail::subscriber_impl>& impl() const noexcept { return impl_; }
+
+ private:
+  using connect_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+  using subscribe_handler =
+      boost::asio::any_completion_handler<void(boost::system::error_code, subscription)>;
+  static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);
+  static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, bool pattern,
+                              std::string name, callback cb, subscribe_handler h);
+
+  std::shared_ptr<detail::subscriber_impl> impl_;
+};
+
+}  // namespace thoonk

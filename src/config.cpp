@@ -1,0 +1,151 @@
+#include <thoonk/config.hpp>
+#include <thoonk/error.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <charconv>
+#include <cstdlib>
+
+namespace thoonk {
+namespace {
+
+bool parse_uint(std::string_view s, unsigned long& out) {
+  if (s.empty()) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc{} && r.ptr == s.data() + s.size();
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = hex_digit(in[i + 1]), lo = hex_digit(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// Applies `db=N` and `password=...` query parameters.
+bool apply_query(std::string_view query, config& cfg) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    auto eq = part.find('=');
+    if (eq == std::string_view::npos) return false;
+    auto key = part.substr(0, eq), val = part.substr(eq + 1);
+    if (key == "db") {
+      unsigned long db;
+      if (!parse_uint(val, db) || db > 1'000'000) return false;
+      cfg.database = static_cast<int>(db);
+    } else if (key == "password") {
+      if (!percent_decode(val, cfg.password)) return false;
+    } else if (key == "username") {
+      if (!percent_decode(val, cfg.username)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+config config::from_url(std::string_view url, boost::system::error_code& ec, const config& base) {
+  config cfg = base;
+  ec = {};
+  auto fail = [&] {
+    ec = error::invalid_url;
+    return base;
+  };
+  std::string_view query;
+  if (auto q = url.find('?'); q != std::string_view::npos) {
+    query = url.substr(q + 1);
+    url = url.substr(0, q);
+  }
+  if (url.starts_with("unix://")) {
+    auto path = url.substr(7);
+    if (path.empty() || path.front() != '/') return fail();
+    cfg.unix_socket = std::string(path);
+    if (!apply_query(query, cfg)) return fail();
+    return cfg;
+  }
+  if (!url.starts_with("redis://")) return fail();
+  auto rest = url.substr(8);
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    auto db = rest.substr(slash + 1);
+    if (!db.empty()) {
+      unsigned long n;
+      if (!parse_uint(db, n) || n > 1'000'000) return fail();
+      cfg.database = static_cast<int>(n);
+    }
+  }
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    auto userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      // "redis://secret@host" is the common password-only form.
+      if (!percent_decode(userinfo, cfg.password)) return fail();
+    } else {
+      if (!percent_decode(userinfo.substr(0, colon), cfg.username) ||
+          !percent_decode(userinfo.substr(colon + 1), cfg.password))
+        return fail();
+    }
+  }
+  std::string_view host = authority, port;
+  if (authority.starts_with('[')) {  // [::1]:6379
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return fail();
+    host = authority.substr(1, close - 1);
+    auto after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return fail();
+      port = after.substr(1);
+    }
+  } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (!host.empty()) cfg.host = std::string(host);
+  if (!port.empty()) {
+    unsigned long p;
+    if (!parse_uint(port, p) || p == 0 || p > 65535) return fail();
+    cfg.port = static_cast<std::uint16_t>(p);
+  }
+  cfg.unix_socket.clear();
+  if (!apply_query(query, cfg)) return fail();
+  return cfg;
+}
+
+config config::from_url(std::string_view url, boost::system::error_code& ec) {
+  return from_url(url, ec, config{});
+}
+
+config config::from_env() { return from_env(config{}); }
+
+config config::from_env(const config& base) {
+  const char* url = std::getenv("THOONK_REDIS_URL");
+  if (url == nullptr || *url == '\0') return base;
+  boost::system::error_code ec;
+  auto cfg = from_url(url, ec, base);
+  if (ec) throw boost::system::system_error(ec, "THOONK_REDIS_URL");
+  return cfg;
+}
+
+}  // namespace thoonk

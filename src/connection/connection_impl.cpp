@@ -1,0 +1,505 @@
+#include "connection/connection_impl.hpp"
+
+#include "detail/executor_util.hpp"
+
+#include <thoonk/error.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <cstring>
+#include <string_view>
+
+namespace thoonk::detail {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using boost::system::error_code;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t read_chunk = 64 * 1024;
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::toupper(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+// Maps an error reply of the handshake to the error a user can act on.
+error_code classify_handshake_error(const resp3::value& v) {
+  std::string_view msg = v.str;
+  if (starts_with_nocase(msg, "WRONGPASS") || starts_with_nocase(msg, "NOAUTH") ||
+      msg.find("invalid password") != std::string_view::npos ||
+      msg.find("invalid username-password") != std::string_view::npos ||
+      msg.find("without any password configured") != std::string_view::npos)
+    return error::auth_failed;
+  return error::handshake_failed;
+}
+
+// The first element of a RESP2 array that is a pub/sub event.
+bool is_pubsub_kind(std::string_view k) {
+  return k == "message" || k == "pmessage" || k == "smessage" || k == "subscribe" ||
+         k == "psubscribe" || k == "ssubscribe" || k == "unsubscribe" || k == "punsubscribe" ||
+         k == "sunsubscribe";
+}
+
+}  // namespace
+
+connection_impl::connection_impl(executor_type ex, config cfg)
+    : executor_(std::move(ex)),
+      cfg_(std::move(cfg)),
+      socket_(executor_),
+      parser_(cfg_.limits),
+      writer_wake_(executor_),
+      health_timer_(executor_),
+      backoff_timer_(executor_),
+      backoff_(cfg_.reconnect_min_delay, cfg_.reconnect_max_delay) {}
+
+connection_impl::~connection_impl() = default;
+
+// ---------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------
+
+void connection_impl::ensure_running() {
+  if (running_ || stopped_) return;
+  running_ = true;
+  asio::co_spawn(executor_, run(), asio::detached);
+}
+
+void connection_impl::async_connect(connect_handler h) {
+  if (stopped_) {
+    complete_handler(std::move(h), executor_, error_code(error::client_stopped));
+    return;
+  }
+  if (connected_) {
+    complete_handler(std::move(h), executor_, error_code{});
+    return;
+  }
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto id = next_waiter_id_++;
+  connect_waiters_.emplace_back(id, std::move(h));
+  if (slot.is_connected()) {
+    // Cancelling the wait takes this waiter out; the connect loop carries on.
+    slot.assign([weak = weak_from_this(), id](asio::cancellation_type) {
+      auto self = weak.lock();
+      if (!self) return;
+      auto& ws = self->connect_waiters_;
+      for (auto it = ws.begin(); it != ws.end(); ++it) {
+        if (it->first != id) continue;
+        auto h2 = std::move(it->second);
+        ws.erase(it);
+        // Inside the slot's handler: complete through post, never inline.
+        post_handler(std::move(h2), self->executor_, error_code(asio::error::operation_aborted));
+        return;
+      }
+    });
+  }
+  ensure_running();
+}
+
+void connection_impl::async_exec(const request& req, exec_options opts, exec_handler h) {
+  enqueue(req.payload(), req.expected_replies(), opts, std::move(h));
+}
+
+void connection_impl::async_exec_bytes(std::string payload, std::size_t expected,
+                                       exec_options opts, exec_handler h) {
+  enqueue(payload, expected, opts, std::move(h));
+}
+
+void connection_impl::enqueue(std::string_view payload, std::size_t expected, exec_options opts,
+                              exec_handler h) {
+  if (stopped_) {
+    complete_handler(std::move(h), executor_, error_code(error::client_stopped), response{});
+    return;
+  }
+  if (!connected_ && !opts.wait_for_connection) {
+    complete_handler(std::move(h), executor_, error_code(error::not_connected), response{});
+    return;
+  }
+  ++stats_.requests;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  std::shared_ptr<void> guard;
+  std::shared_ptr<asio::steady_timer> timer;
+  if (opts.timeout.count() > 0) {
+    timer = std::make_shared<asio::steady_timer>(executor_, opts.timeout);
+    guard = timer;
+  }
+  auto seq = queue_.push(payload, expected, std::move(h), opts.wait_for_connection,
+                         std::move(guard));
+  if (timer) {
+    timer->async_wait([weak = weak_from_this(), seq](error_code ec) {
+      if (ec) return;  // the request completed first and the timer was destroyed
+      if (auto self = weak.lock()) self->cancel_request(seq, error::request_timeout);
+    });
+  }
+  if (slot.is_connected()) {
+    // The slot's handler lives until the request completes (complete_handler
+    // clears it first), and every request completes before this object is
+    // destroyed, so the raw pointer cannot dangle.
+    slot.assign([self = this, seq](asio::cancellation_type) {
+      self->cancel_request(seq, asio::error::operation_aborted);
+    });
+  }
+  ensure_running();
+  wake_writer();
+}
+
+void connection_impl::wake_writer() {
+  if (connected_ && writer_idle_) {
+    writer_idle_ = false;
+    writer_wake_.cancel();
+  }
+}
+
+void connection_impl::cancel_request(std::uint64_t seq, error_code ec) {
+  std::vector<completion> out;
+  queue_.cancel(seq, ec, out);
+  // We may be inside a cancellation slot's handler: never complete inline.
+  for (auto& c : out) post_handler(std::move(c.handler), executor_, c.ec, std::move(c.replies));
+}
+
+void connection_impl::complete(std::vector<completion>& done) {
+  for (auto& c : done) complete_handler(std::move(c.handler), executor_, c.ec, std::move(c.replies));
+  done.clear();
+}
+
+void connection_impl::finish_connect_waiters(error_code ec) {
+  auto waiters = std::move(connect_waiters_);
+  connect_waiters_.clear();
+  for (auto& w : waiters) complete_handler(std::move(w.second), executor_, ec);
+}
+
+void connection_impl::emit(connection_event::kind_t kind, error_code ec) {
+  connection_event ev{kind, ec, protocol_};
+  // A listener may add listeners; iterate over a snapshot of the count.
+  for (std::size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    try {
+      listeners_[i](ev);
+    } catch (...) {
+      // A listener's exception must not kill the connection loop.
+    }
+  }
+}
+
+void connection_impl::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  error_code ignored;
+  socket_.close(ignored);
+  writer_wake_.cancel();
+  health_timer_.cancel();
+  backoff_timer_.cancel();
+  std::vector<completion> out;
+  queue_.fail_all(error::client_stopped, out);
+  complete(out);
+  finish_connect_waiters(error::client_stopped);
+}
+
+// ---------------------------------------------------------------------------
+// Run loop
+// ---------------------------------------------------------------------------
+
+asio::awaitable<void> connection_impl::run() {
+  auto self = shared_from_this();  // keep alive while the loop runs
+  while (!stopped_) {
+    error_code ec = co_await connect_once();
+    if (stopped_) break;
+    if (!ec) {
+      connected_ = true;
+      backoff_.reset();
+      ++stats_.connects;
+      if (ever_connected_) ++stats_.reconnects;
+      ever_connected_ = true;
+      last_read_ = last_progress_ = clock_type::now();
+      finish_connect_waiters({});
+      emit(connection_event::connected, {});
+      auto result = co_await (reader() || writer() || health());
+      std::visit([&](error_code e) { ec = e; }, result);
+      connected_ = false;
+      writer_idle_ = false;
+      error_code ignored;
+      socket_.close(ignored);
+      if (!stopped_) {
+        queue_.on_disconnect(done_);
+        for (const auto& c : done_) stats_.unknown_outcomes += c.ec == error::unknown_outcome;
+        complete(done_);
+      }
+      emit(connection_event::disconnected, ec);
+    } else {
+      error_code ignored;
+      socket_.close(ignored);
+      finish_connect_waiters(ec);
+      queue_.fail_non_waiting(done_);
+      complete(done_);
+      emit(connection_event::connect_failed, ec);
+    }
+    if (stopped_ || !cfg_.reconnect) break;
+    backoff_timer_.expires_after(backoff_.next());
+    co_await backoff_timer_.async_wait(use_nothrow);
+  }
+  running_ = false;
+  if (!stopped_) {
+    // No reconnect: nothing will ever send what is still queued.
+    queue_.fail_all(error::not_connected, done_);
+    complete(done_);
+  }
+}
+
+asio::awaitable<error_code> connection_impl::connect_once() {
+  asio::steady_timer deadline(executor_, cfg_.connect_timeout);
+  auto r = co_await (connect_socket() || deadline.async_wait(use_nothrow));
+  if (r.index() == 1) co_return error::connect_timeout;
+  error_code ec = std::get<0>(r);
+  if (ec) co_return ec;
+  auto r2 = co_await (handshake() || deadline.async_wait(use_nothrow));
+  if (r2.index() == 1) co_return error::connect_timeout;
+  co_return std::get<0>(r2);
+}
+
+asio::awaitable<error_code> connection_impl::connect_socket() {
+  error_code ec;
+  socket_.close(ec);
+  socket_ = socket_type(executor_);
+  reset_read_buffer();
+  parser_.reset();
+
+  if (!cfg_.unix_socket.empty()) {
+    asio::generic::stream_protocol::endpoint ep{
+        asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
+    auto [e] = co_await socket_.async_connect(ep, use_nothrow);
+    co_return e;
+  }
+
+  asio::ip::tcp::resolver resolver(executor_);
+  auto [rec, results] =
+      co_await resolver.async_resolve(cfg_.host, std::to_string(cfg_.port), use_nothrow);
+  if (rec) co_return rec;
+  ec = asio::error::host_not_found;
+  for (const auto& entry : results) {
+    socket_.close(ec);
+    socket_ = socket_type(executor_);
+    asio::generic::stream_protocol::endpoint ep{entry.endpoint()};
+    auto [e] = co_await socket_.async_connect(ep, use_nothrow);
+    ec = e;
+    if (!ec) {
+      error_code ignored;
+      socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+      break;
+    }
+  }
+  co_return ec;
+}
+
+asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes) {
+  auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(bytes), use_nothrow);
+  stats_.bytes_written += n;
+  ++stats_.writes;
+  co_return ec;
+}
+
+asio::awaitable<error_code> connection_impl::handshake() {
+  protocol_ = 2;
+  resp3::value reply;
+  if (cfg_.protocol >= 3) {
+    request hello;
+    // HELLO 3 [AUTH user pass] [SETNAME name] in one command.
+    std::vector<std::string_view> args{"3"};
+    if (!cfg_.password.empty()) {
+      args.push_back("AUTH");
+      args.push_back(cfg_.username.empty() ? std::string_view("default") : cfg_.username);
+      args.push_back(cfg_.password);
+    }
+    if (!cfg_.client_name.empty()) {
+      args.push_back("SETNAME");
+      args.push_back(cfg_.client_name);
+    }
+    hello.push_range("HELLO", {}, args);
+    if (auto ec = co_await write_all(hello.payload())) co_return ec;
+    if (auto ec = co_await read_reply(reply)) co_return ec;
+    if (!reply.is_error()) {
+      protocol_ = 3;
+    } else if (!starts_with_nocase(reply.str, "NOPROTO") &&
+               reply.str.find("unknown command") == std::string::npos) {
+      co_return classify_handshake_error(reply);
+    }
+  }
+
+  // Second step: what HELLO did not do (RESP2 only), SELECT, and the hook.
+  request setup;
+  std::size_t checked = 0;
+  if (protocol_ == 2) {
+    if (!cfg_.password.empty()) {
+      if (cfg_.username.empty()) setup.push("AUTH", cfg_.password);
+      else setup.push("AUTH", cfg_.username, cfg_.password);
+    }
+    if (!cfg_.client_name.empty()) setup.push("CLIENT", "SETNAME", cfg_.client_name);
+  }
+  if (cfg_.database != 0) setup.push("SELECT", cfg_.database);
+  checked = setup.expected_replies();
+  if (on_setup) on_setup(setup);
+  // Replies beyond `checked` (from on_setup) are not awaited here: they flow
+  // through the reader like any reply, so the hook must only add commands
+  // that expect none (SUBSCRIBE family).
+  if (setup.empty()) co_return error_code{};
+  if (auto ec = co_await write_all(setup.payload())) co_return ec;
+  error_code first_error;
+  for (std::size_t i = 0; i < checked; ++i) {
+    if (auto ec = co_await read_reply(reply)) co_return ec;
+    if (reply.is_error() && !first_error) first_error = classify_handshake_error(reply);
+  }
+  co_return first_error;
+}
+
+void connection_impl::reset_read_buffer() {
+  rbeg_ = rend_ = 0;
+  if (rbuf_.size() < read_chunk) rbuf_.resize(read_chunk);
+}
+
+asio::awaitable<error_code> connection_impl::read_reply(resp3::value& out) {
+  for (;;) {
+    bool got = false;
+    if (auto ec = parse_buffered(false, &out, &got)) co_return ec;
+    if (got) co_return error_code{};
+    if (rbuf_.size() - rend_ < read_chunk / 4) {
+      if (rbeg_ > 0) {
+        std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, rend_ - rbeg_);
+        rend_ -= rbeg_;
+        rbeg_ = 0;
+      }
+      if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
+    }
+    auto [ec, n] = co_await socket_.async_read_some(
+        asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
+    if (ec) co_return ec;
+    rend_ += n;
+    stats_.bytes_read += n;
+  }
+}
+
+bool connection_impl::is_push(const resp3::value& v) const {
+  if (v.type == resp3::type::push) return true;
+  // RESP2 has no push type: on the subscriber connection, pub/sub events
+  // arrive as arrays whose first element names the event. (RESP2 PING in
+  // subscribe mode answers ["pong", ""], which stays a reply.)
+  return subscriber_mode && protocol_ == 2 && v.type == resp3::type::array &&
+         !v.elements.empty() && v.elements.front().is_string() &&
+         is_pubsub_kind(v.elements.front().str);
+}
+
+error_code connection_impl::parse_buffered(bool dispatch, resp3::value* out, bool* got) {
+  error_code ec;
+  while (rbeg_ < rend_) {
+    std::size_t n =
+        parser_.consume(std::string_view(rbuf_.data() + rbeg_, rend_ - rbeg_), ec);
+    rbeg_ += n;
+    if (ec) return ec;
+    if (!parser_.ready()) break;
+    resp3::value v = parser_.take();
+    if (is_push(v)) {
+      ++stats_.pushes;
+      if (on_push) on_push(std::move(v));
+      continue;
+    }
+    if (!dispatch) {
+      *out = std::move(v);
+      *got = true;
+      return {};
+    }
+    ++stats_.replies;
+    if (!queue_.on_reply(std::move(v), done_)) return error::unexpected_reply;
+  }
+  if (rbeg_ == rend_) rbeg_ = rend_ = 0;
+  return {};
+}
+
+asio::awaitable<error_code> connection_impl::reader() {
+  for (;;) {
+    error_code ec = parse_buffered(true, nullptr, nullptr);
+    if (!done_.empty()) {
+      last_progress_ = clock_type::now();
+      complete(done_);
+    }
+    if (ec) co_return ec;
+    if (stopped_) co_return error::client_stopped;
+    // Make room: compact when the free tail is small, grow when a single
+    // reply needs more than the buffer holds.
+    if (rbuf_.size() - rend_ < read_chunk / 4) {
+      if (rbeg_ > 0) {
+        std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, rend_ - rbeg_);
+        rend_ -= rbeg_;
+        rbeg_ = 0;
+      }
+      if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
+    }
+    auto [rec, n] = co_await socket_.async_read_some(
+        asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
+    if (rec) co_return rec;
+    rend_ += n;
+    stats_.bytes_read += n;
+    last_read_ = last_progress_ = clock_type::now();
+  }
+}
+
+asio::awaitable<error_code> connection_impl::writer() {
+  for (;;) {
+    if (!queue_.has_unwritten()) {
+      writer_idle_ = true;
+      writer_wake_.expires_at(clock_type::time_point::max());
+      co_await writer_wake_.async_wait(use_nothrow);
+      writer_idle_ = false;
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
+      if (stopped_) co_return error::client_stopped;
+      continue;
+    }
+    // Nothing was awaited until now: the silence clock starts with this write.
+    if (queue_.in_flight() == 0) last_progress_ = clock_type::now();
+    const std::string& batch = queue_.take_batch();
+    if (auto ec = co_await write_all(batch)) co_return ec;
+    queue_.on_batch_written(done_);
+    if (!done_.empty()) complete(done_);
+  }
+}
+
+asio::awaitable<error_code> connection_impl::health() {
+  const auto interval = cfg_.health_check_interval;
+  if (interval.count() <= 0) {
+    health_timer_.expires_at(clock_type::time_point::max());
+    co_await health_timer_.async_wait(use_nothrow);
+    co_return asio::error::operation_aborted;
+  }
+  const auto timeout = cfg_.health_check_timeout.count() > 0 ? cfg_.health_check_timeout
+                                                              : 3 * interval;
+  // Tick often enough to notice the deadline with ~25% precision.
+  const auto tick = std::max(std::chrono::milliseconds(5), std::min(interval, timeout / 4));
+  for (;;) {
+    health_timer_.expires_after(tick);
+    auto [ec] = co_await health_timer_.async_wait(use_nothrow);
+    if (ec || stopped_) co_return asio::error::operation_aborted;
+    auto now = clock_type::now();
+    if (queue_.in_flight() > 0 && now - last_progress_ >= timeout)
+      co_return error::health_check_timeout;
+    if (now - last_read_ >= interval && queue_.in_flight() == 0 && !queue_.has_unwritten()) {
+      request ping;
+      ping.push("PING");
+      // No handler: the reply only proves the server is alive.
+      queue_.push(ping.payload(), 1, exec_handler{}, false);
+      wake_writer();
+    }
+  }
+}
+
+}  // namespace thoonk::detail

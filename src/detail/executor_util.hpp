@@ -1,0 +1,54 @@
+// Small helpers around executors and handler completion shared by the I/O
+// layer.
+#pragma once
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <utility>
+
+namespace thoonk::detail {
+
+/// True when the calling thread is inside `ex` (so work may run inline).
+/// Unknown executor types answer false, which only costs a copy + dispatch.
+inline bool running_in(const boost::asio::any_io_executor& ex) {
+  namespace asio = boost::asio;
+  if (auto* p = ex.target<asio::io_context::executor_type>()) return p->running_in_this_thread();
+  if (auto* p = ex.target<asio::strand<asio::io_context::executor_type>>())
+    return p->running_in_this_thread();
+  if (auto* p = ex.target<asio::strand<asio::any_io_executor>>()) return p->running_in_this_thread();
+  return false;
+}
+
+/// Invokes a type-erased handler the way Asio requires: its cancellation slot
+/// is cleared first (the slot's handler may refer to the operation that is
+/// completing), and it runs on its associated executor (`fallback` when it
+/// has none), inline when we are already there.
+template <class Handler, class... Args>
+void complete_handler(Handler h, const boost::asio::any_io_executor& fallback, Args&&... args) {
+  namespace asio = boost::asio;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  if (slot.is_connected()) slot.clear();
+  auto ex = asio::get_associated_executor(h, fallback);
+  asio::dispatch(ex, [h = std::move(h), ... a = std::forward<Args>(args)]() mutable {
+    std::move(h)(std::move(a)...);
+  });
+}
+
+/// As complete_handler, but never inline: for completions produced inside a
+/// cancellation handler, where clearing the slot inline would destroy the
+/// handler that is running.
+template <class Handler, class... Args>
+void post_handler(Handler h, const boost::asio::any_io_executor& ex, Args&&... args) {
+  boost::asio::post(ex, [h = std::move(h), ex, ... a = std::forward<Args>(args)]() mutable {
+    complete_handler(std::move(h), ex, std::move(a)...);
+  });
+}
+
+}  // namespace thoonk::detail

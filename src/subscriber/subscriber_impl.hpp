@@ -1,0 +1,86 @@
+// Subscription bookkeeping and fan-out on top of a connection_impl in
+// subscriber mode.
+#pragma once
+
+#include "connection/connection_impl.hpp"
+
+#include <thoonk/subscriber.hpp>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace thoonk::detail {
+
+using subscribe_handler =
+    boost::asio::any_completion_handler<void(boost::system::error_code, subscription)>;
+
+class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
+ public:
+  subscriber_impl(boost::asio::any_io_executor ex, config cfg);
+  ~subscriber_impl();
+
+  /// Wires the connection's hooks; must be called right after construction
+  /// (needs shared_from_this).
+  void init();
+
+  const boost::asio::any_io_executor& executor() const noexcept { return conn_->executor(); }
+  connection_impl& conn() noexcept { return *conn_; }
+
+  void async_connect(connect_handler h) { conn_->async_connect(std::move(h)); }
+  void async_subscribe(bool pattern, std::string name, subscriber::callback cb,
+                       subscribe_handler h);
+  subscription add_listener(std::function<void(const subscriber_event&)> l);
+  void set_error_handler(std::function<void(std::exception_ptr)> h) { error_handler_ = std::move(h); }
+  void remove(subscription::kind k, const std::string& name, std::uint64_t id);
+  void stop();
+
+  bool connected() const noexcept { return conn_->connected() && restore_pending_.empty(); }
+  subscriber_stats stats() const noexcept;
+
+ private:
+  struct callback_slot {
+    std::uint64_t id;
+    subscriber::callback fn;  // empty: removed during a fan-out (tombstone)
+  };
+  struct waiter {
+    std::uint64_t id;
+    subscribe_handler handler;
+  };
+  struct entry {
+    std::vector<callback_slot> callbacks;
+    std::vector<waiter> waiters;  // subscribe() calls waiting for confirmation
+    bool confirmed = false;
+  };
+  using table = std::unordered_map<std::string, entry>;
+
+  void on_push(resp3::value&& v);
+  void on_connection_event(const connection_event& ev);
+  void on_setup(request& req);
+  void confirm(bool pattern, const std::string& name);
+  void deliver(entry& e, const message& m);
+  void send(std::string_view command, const std::string& name);
+  void cleanup(bool pattern, const std::string& name);
+  void emit(const subscriber_event& ev);
+  table& tbl(bool pattern) { return pattern ? patterns_ : channels_; }
+  static bool live(const entry& e);
+
+  std::shared_ptr<connection_impl> conn_;
+  table channels_, patterns_;
+  // Confirmations still due for SUBSCRIBEs whose registration was dropped
+  // before the server confirmed; they must not confirm a newer registration.
+  std::unordered_map<std::string, unsigned> stale_channel_confirms_, stale_pattern_confirms_;
+  // Names re-subscribed by the current connection's setup, not yet confirmed.
+  std::unordered_set<std::string> restore_pending_;
+  std::vector<std::pair<std::uint64_t, std::function<void(const subscriber_event&)>>> listeners_;
+  std::function<void(std::exception_ptr)> error_handler_;
+  std::uint64_t next_id_ = 1;
+  unsigned dispatching_ = 0;   // >0 while callbacks run: removals are deferred
+  std::vector<std::pair<bool, std::string>> deferred_cleanup_;
+  bool stopped_ = false;
+  subscriber_stats stats_;
+};
+
+}  // namespace thoonk::detail
