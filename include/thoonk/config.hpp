@@ -54,6 +54,10 @@ struct config {
   /// When true, feed names are wrapped as a hash tag inside keys
   /// (`feed.ids:{orders}`), so every script's keys hash to one slot.
   bool cluster_hash_tags = false;
+  /// Feed names may contain '{' and '}' (a hash tag of the user's own, e.g.
+  /// `orders.{eu}`). Off by default: braces change key slots in a cluster.
+  /// With a user hash tag in the name, cluster_hash_tags leaves it alone.
+  bool allow_hash_tag_names = false;
 
   /// Parses `redis://[user[:password]@]host[:port][/db]`,
   /// `redis://[user[:password]@][host][:port]?db=N` or

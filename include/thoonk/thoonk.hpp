@@ -1,9 +1,12 @@
 // Umbrella header: everything a user of thoonk-asio needs.
 #pragma once
 
+#include <thoonk/client.hpp>
+#include <thoonk/config.hpp>
+#include <thoonk/connection.hpp>
 #include <thoonk/error.hpp>
 #include <thoonk/request.hpp>
 #include <thoonk/resp3/parser.hpp>
 #include <thoonk/resp3/value.hpp>
-#include <thoonk/config.hpp>
-#include <thoonk/connection.hpp>
+#include <thoonk/script.hpp>
+#include <thoonk/subscriber.hpp>

@@ -1,0 +1,195 @@
+// The entry point: one command connection, one subscriber, feed management.
+#pragma once
+
+#include <thoonk/config.hpp>
+#include <thoonk/connection.hpp>
+#include <thoonk/detail/async.hpp>
+#include <thoonk/resp3/value.hpp>
+#include <thoonk/script.hpp>
+#include <thoonk/subscriber.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/value.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace thoonk {
+
+/// The kinds of feed the contract knows; stored as config field `type`.
+enum class feed_type { feed, sorted_feed, queue, job };
+
+/// "feed", "sorted_feed", "queue", "job".
+std::string_view to_string(feed_type t) noexcept;
+/// Parses the stored `type` value; nullopt for anything else.
+std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept;
+
+/// Extra config fields written at creation, e.g. {{"max_length", "100"}}.
+using feed_config = std::vector<std::pair<std::string, std::string>>;
+
+/// A client of one Redis server: a multiplexed command connection, a
+/// subscriber connection, the script registry and this instance's UUID
+/// (carried in `newfeed`/`delfeed`/`conffeed` payloads).
+///
+/// **Threading**: as thoonk::connection: everything runs on the executor
+/// given at construction; pass a strand when the io_context has several
+/// threads. **Lifetime**: feeds, queues and subscriptions made from a client
+/// must not outlive it, except subscription handles (which then do nothing).
+/// Destroying the client stops both connections.
+class client {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+
+  client(executor_type ex, config cfg);
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  executor_type get_executor() const noexcept { return conn_.get_executor(); }
+  const config& get_config() const noexcept { return conn_.get_config(); }
+  connection& conn() noexcept { return conn_; }
+  subscriber& sub() noexcept { return sub_; }
+  /// A random UUID made at construction: identifies this client instance.
+  const std::string& instance_id() const noexcept { return instance_id_; }
+
+  /// Connects the command connection, then the subscriber.
+  /// Completion signature `void(error_code)`; errors as connection::connect.
+  template <class CompletionToken>
+  auto connect(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [this](auto h) { start_connect(std::move(h)); });
+  }
+
+  /// Runs `s` with EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a
+  /// failover) loads it and runs it again, transparently.
+  ///
+  /// Completion signature `void(error_code, resp3::value)`. The value is the
+  /// script's reply; a Lua error is an error value (check is_error()), not
+  /// an error code. Error codes are transport errors as for exec().
+  /// Cancellation: as connection::exec.
+  template <class CompletionToken>
+  auto eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
+            CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, resp3::value)>(
+        token, [this, s = std::move(s), k = std::move(keys), a = std::move(args)](auto h) mutable {
+          start_eval(std::move(s), std::move(k), std::move(a), std::move(h));
+        });
+  }
+
+  // ---- feed management (spec 002: Create/Delete Feed, Set/Get Config) ------
+  // Every function validates names before any I/O (error::invalid_name).
+
+  /// Creates a feed: SADD feeds, config `type` plus `cfg` fields, and
+  /// PUBLISH newfeed `name\0instance-uuid`, in one atomic script.
+  /// Completion `void(error_code)`; error::feed_exists if it exists.
+  template <class CompletionToken>
+  auto create_feed(std::string name, feed_type type, feed_config cfg, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [this, n = std::move(name), type, c = std::move(cfg)](auto h) mutable {
+          start_create_feed(std::move(n), type, std::move(c), std::move(h));
+        });
+  }
+
+  /// Deletes a feed and every key of it, and PUBLISHes delfeed.
+  /// Completion `void(error_code)`; error::feed_not_found if missing.
+  template <class CompletionToken>
+  auto delete_feed(std::string name, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [this, n = std::move(name)](auto h) mutable {
+          start_delete_feed(std::move(n), std::move(h));
+        });
+  }
+
+  /// Completion `void(error_code, bool)`.
+  template <class CompletionToken>
+  auto feed_exists(std::string name, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, bool)>(
+        token, [this, n = std::move(name)](auto h) mutable {
+          start_feed_exists(std::move(n), std::move(h));
+        });
+  }
+
+  /// Names of all feeds, sorted. Completion `void(error_code, std::vector<std::string>)`.
+  template <class CompletionToken>
+  auto list_feeds(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
+        token, [this](auto h) mutable { start_list_feeds(std::move(h)); });
+  }
+
+  /// Sets one config field (HSET) and PUBLISHes conffeed.
+  /// Completion `void(error_code)`; error::feed_not_found if missing.
+  template <class CompletionToken>
+  auto set_config(std::string name, std::string field, std::string value,
+                  CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [this, n = std::move(name), f = std::move(field), v = std::move(value)](
+                   auto h) mutable {
+          start_set_config(std::move(n), std::move(f), std::move(v), std::move(h));
+        });
+  }
+
+  /// Reads one config field. Completion
+  /// `void(error_code, std::optional<std::string>)` (nullopt: field unset);
+  /// error::feed_not_found if the feed is missing.
+  template <class CompletionToken>
+  auto get_config(std::string name, std::string field, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
+        token, [this, n = std::move(name), f = std::move(field)](auto h) mutable {
+          start_get_config(std::move(n), std::move(f), std::move(h));
+        });
+  }
+
+  /// Stores a structured value as JSON text in one config field.
+  template <class CompletionToken>
+  auto set_config_json(std::string name, std::string field, boost::json::value value,
+                       CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(
+        token, [this, n = std::move(name), f = std::move(field), v = std::move(value)](
+                   auto h) mutable {
+          start_set_config_json(std::move(n), std::move(f), std::move(v), std::move(h));
+        });
+  }
+
+  /// Reads one config field as JSON. Completion
+  /// `void(error_code, boost::json::value)`: null when the field is unset;
+  /// a field that is not valid JSON is returned as a JSON string.
+  template <class CompletionToken>
+  auto get_config_json(std::string name, std::string field, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, boost::json::value)>(
+        token, [this, n = std::move(name), f = std::move(field)](auto h) mutable {
+          start_get_config_json(std::move(n), std::move(f), std::move(h));
+        });
+  }
+
+  /// Stops both connections. Pending operations fail (see connection::stop).
+  void stop();
+
+ private:
+  template <class... Ts>
+  using handler = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
+
+  void start_connect(handler<> h);
+  void start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
+                  handler<resp3::value> h);
+  void start_create_feed(std::string name, feed_type type, feed_config cfg, handler<> h);
+  void start_delete_feed(std::string name, handler<> h);
+  void start_feed_exists(std::string name, handler<bool> h);
+  void start_list_feeds(handler<std::vector<std::string>> h);
+  void start_set_config(std::string name, std::string field, std::string value, handler<> h);
+  void start_get_config(std::string name, std::string field,
+                        handler<std::optional<std::string>> h);
+  void start_set_config_json(std::string name, std::string field, boost::json::value value,
+                             handler<> h);
+  void start_get_config_json(std::string name, std::string field,
+                             handler<boost::json::value> h);
+
+  connection conn_;
+  subscriber sub_;
+  std::string instance_id_;
+};
+
+}  // namespace thoonk

@@ -1,0 +1,27 @@
+// A Lua script run with EVALSHA (loaded on demand).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace thoonk {
+
+/// Lua source plus its SHA1, computed once. Copies share the text, so a
+/// script can be passed by value cheaply. Thread-safe (immutable).
+class script {
+ public:
+  explicit script(std::string source);
+
+  const std::string& source() const noexcept { return data_->source; }
+  /// Lower-case hex SHA1 of the source, as EVALSHA and SCRIPT LOAD use it.
+  const std::string& sha1() const noexcept { return data_->sha1; }
+
+ private:
+  struct data {
+    std::string source;
+    std::string sha1;
+  };
+  std::shared_ptr<const data> data_;
+};
+
+}  // namespace thoonk

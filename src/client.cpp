@@ -1,0 +1,63 @@
+#include <thoonk/client.hpp>
+
+#include "detail/script_exec.hpp"
+#include "detail/spawn.hpp"
+#include "detail/uuid.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace thoonk {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+std::string_view to_string(feed_type t) noexcept {
+  switch (t) {
+    case feed_type::feed: return "feed";
+    case feed_type::sorted_feed: return "sorted_feed";
+    case feed_type::queue: return "queue";
+    case feed_type::job: return "job";
+  }
+  return "feed";
+}
+
+std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept {
+  for (auto t : {feed_type::feed, feed_type::sorted_feed, feed_type::queue, feed_type::job})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+
+client::client(executor_type ex, config cfg)
+    : conn_(ex, cfg), sub_(ex, std::move(cfg)), instance_id_(detail::make_uuid()) {}
+
+client::~client() = default;
+
+void client::stop() {
+  conn_.stop();
+  sub_.stop();
+}
+
+void client::start_connect(handler<> h) {
+  auto op = [](client* self) -> asio::awaitable<std::tuple<error_code>> {
+    auto [ec] = co_await self->conn_.connect(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return std::tuple{ec};
+    auto [ec2] = co_await self->sub_.connect(asio::as_tuple(asio::use_awaitable));
+    co_return std::tuple{ec2};
+  };
+  detail::spawn_op(get_executor(), op(this), std::move(h));
+}
+
+void client::start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
+                        handler<resp3::value> h) {
+  auto op = [](client* self, script s, std::vector<std::string> keys,
+               std::vector<std::string> args)
+      -> asio::awaitable<std::tuple<error_code, resp3::value>> {
+    std::vector<std::string_view> k(keys.begin(), keys.end()), a(args.begin(), args.end());
+    co_return co_await detail::eval_script(self->conn_, s, k, a);
+  };
+  detail::spawn_op(get_executor(), op(this, std::move(s), std::move(keys), std::move(args)),
+                   std::move(h));
+}
+
+}  // namespace thoonk

@@ -1,0 +1,53 @@
+#include "detail/keys.hpp"
+
+#include <thoonk/error.hpp>
+
+namespace thoonk::detail {
+
+feed_names::feed_names(const config& cfg, std::string_view name) : name_(name) {
+  bool has_tag = name.find('{') != std::string_view::npos;
+  in_key_ = cfg.cluster_hash_tags && !has_tag ? "{" + name_ + "}" : name_;
+}
+
+std::string feed_names::key(std::string_view what) const {
+  std::string k;
+  k.reserve(6 + what.size() + in_key_.size());
+  k.append("feed.").append(what).append(":").append(in_key_);
+  return k;
+}
+
+std::string feed_names::channel(std::string_view what) const {
+  std::string c;
+  c.reserve(6 + what.size() + name_.size());
+  c.append("feed.").append(what).append(":").append(name_);
+  return c;
+}
+
+std::string feed_names::job_result_key(std::string_view id) const {
+  std::string k = key("jobfinished");
+  k.push_back('\0');
+  k.append(id);
+  return k;
+}
+
+boost::system::error_code validate_name(const config& cfg, std::string_view name) {
+  if (name.empty() || name.size() > cfg.max_name_length ||
+      name.find('\0') != std::string_view::npos)
+    return error::invalid_name;
+  if (!cfg.allow_hash_tag_names && name.find_first_of("{}") != std::string_view::npos)
+    return error::invalid_name;
+  return {};
+}
+
+boost::system::error_code validate_id(const config& cfg, std::string_view id) {
+  if (id.empty() || id.size() > cfg.max_id_length || id.find('\0') != std::string_view::npos)
+    return error::invalid_id;
+  return {};
+}
+
+boost::system::error_code validate_item(const config& cfg, std::string_view item) {
+  if (item.size() > cfg.max_item_size) return error::item_too_large;
+  return {};
+}
+
+}  // namespace thoonk::detail

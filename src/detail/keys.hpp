@@ -1,0 +1,54 @@
+// The one place where key and channel names are built (DESIGN.md §3), and
+// where names, ids and items are validated before any I/O.
+#pragma once
+
+#include <thoonk/config.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace thoonk::detail {
+
+/// The set of all feed names.
+inline constexpr std::string_view feeds_key = "feeds";
+/// Management channels; payload `name\0instance-uuid`.
+inline constexpr std::string_view newfeed_channel = "newfeed";
+inline constexpr std::string_view delfeed_channel = "delfeed";
+inline constexpr std::string_view conffeed_channel = "conffeed";
+
+/// Names of one feed's keys and channels.
+///
+/// Keys are `feed.<what>:[f]`, where [f] is the feed name, or `{name}` when
+/// config::cluster_hash_tags is set (so all of a feed's keys share a slot).
+/// Channels always use the bare name, as the contract does:
+/// `feed.<what>:name`, plus `job.finish:name`.
+class feed_names {
+ public:
+  feed_names(const config& cfg, std::string_view name);
+
+  const std::string& name() const noexcept { return name_; }
+  /// `feed.<what>:[f]`, e.g. key("ids") → "feed.ids:orders".
+  std::string key(std::string_view what) const;
+  /// `feed.<what>:name`, e.g. channel("publish") → "feed.publish:orders".
+  std::string channel(std::string_view what) const;
+  /// `job.finish:name`.
+  std::string job_finish_channel() const { return "job.finish:" + name_; }
+  /// Contract 001's durable result list: `feed.jobfinished:[f]\0<id>`.
+  std::string job_result_key(std::string_view id) const;
+
+ private:
+  std::string name_;
+  std::string in_key_;  // the name as it appears inside keys
+};
+
+/// error::invalid_name unless 1..max_name_length bytes, no NUL, and no
+/// braces unless config::allow_hash_tag_names.
+boost::system::error_code validate_name(const config& cfg, std::string_view name);
+/// error::invalid_id unless 1..max_id_length bytes and no NUL.
+boost::system::error_code validate_id(const config& cfg, std::string_view id);
+/// error::item_too_large beyond config::max_item_size.
+boost::system::error_code validate_item(const config& cfg, std::string_view item);
+
+}  // namespace thoonk::detail

@@ -1,0 +1,55 @@
+// Runs an operation written as a coroutine and completes a type-erased
+// handler with its result. The handler's cancellation slot is connected to
+// the coroutine, so cancelling the caller's wait cancels the operation's
+// current step (Asio propagates it into every co_await inside).
+#pragma once
+
+#include "detail/executor_util.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <exception>
+#include <tuple>
+#include <utility>
+
+namespace thoonk::detail {
+
+/// An exception escaping an operation coroutine becomes an error code
+/// (operations are written not to throw; this is the safety net).
+inline boost::system::error_code exception_to_code(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const boost::system::system_error& se) {
+    return se.code();
+  } catch (const std::bad_alloc&) {
+    return make_error_code(boost::system::errc::not_enough_memory);
+  } catch (...) {
+    return make_error_code(boost::system::errc::state_not_recoverable);
+  }
+}
+
+/// `op` yields std::tuple<error_code, Ts...>; `h` takes (error_code, Ts...).
+template <class... Ts>
+void spawn_op(const boost::asio::any_io_executor& ex,
+              boost::asio::awaitable<std::tuple<boost::system::error_code, Ts...>> op,
+              boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)> h) {
+  namespace asio = boost::asio;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  asio::co_spawn(
+      ex, std::move(op),
+      asio::bind_cancellation_slot(
+          slot, [h = std::move(h), ex](std::exception_ptr e,
+                                       std::tuple<boost::system::error_code, Ts...> r) mutable {
+            if (e) r = std::tuple<boost::system::error_code, Ts...>{exception_to_code(e), Ts{}...};
+            std::apply(
+                [&](auto&&... a) {
+                  complete_handler(std::move(h), ex, std::forward<decltype(a)>(a)...);
+                },
+                std::move(r));
+          }));
+}
+
+}  // namespace thoonk::detail
