@@ -99,7 +99,7 @@ void connection_impl::async_connect(connect_handler h) {
       auto& ws = self->connect_waiters_;
       for (auto it = ws.begin(); it != ws.end(); ++it) {
         if (it->first != id) continue;
-        auto h2 = std::move(it->second);
+        auto h2 = it->second.take();
         ws.erase(it);
         // Inside the slot's handler: complete through post, never inline.
         post_handler(std::move(h2), self->executor_, error_code(asio::error::operation_aborted));
@@ -121,16 +121,16 @@ void connection_impl::async_exec_bytes(std::string payload, std::size_t expected
 
 void connection_impl::enqueue(std::string_view payload, std::size_t expected, exec_options opts,
                               exec_handler h) {
-  if (stopped_) {
-    complete_handler(std::move(h), executor_, error_code(error::client_stopped), response{});
-    return;
-  }
-  if (!connected_ && !opts.wait_for_connection) {
-    complete_handler(std::move(h), executor_, error_code(error::not_connected), response{});
+  if (stopped_ || (!connected_ && !opts.wait_for_connection)) {
+    if (h)
+      complete_handler(std::move(h), executor_,
+                       error_code(stopped_ ? error::client_stopped : error::not_connected),
+                       response{});
     return;
   }
   ++stats_.requests;
-  auto slot = asio::get_associated_cancellation_slot(h);
+  // An empty handler (internal fire-and-forget request) has no slot.
+  auto slot = h ? asio::get_associated_cancellation_slot(h) : asio::cancellation_slot{};
   std::shared_ptr<void> guard;
   std::shared_ptr<asio::steady_timer> timer;
   if (opts.timeout.count() > 0) {
@@ -168,18 +168,18 @@ void connection_impl::cancel_request(std::uint64_t seq, error_code ec) {
   std::vector<completion> out;
   queue_.cancel(seq, ec, out);
   // We may be inside a cancellation slot's handler: never complete inline.
-  for (auto& c : out) post_handler(std::move(c.handler), executor_, c.ec, std::move(c.replies));
+  for (auto& c : out) post_handler(c.handler.take(), executor_, c.ec, std::move(c.replies));
 }
 
 void connection_impl::complete(std::vector<completion>& done) {
-  for (auto& c : done) complete_handler(std::move(c.handler), executor_, c.ec, std::move(c.replies));
+  for (auto& c : done) complete_handler(c.handler.take(), executor_, c.ec, std::move(c.replies));
   done.clear();
 }
 
 void connection_impl::finish_connect_waiters(error_code ec) {
   auto waiters = std::move(connect_waiters_);
   connect_waiters_.clear();
-  for (auto& w : waiters) complete_handler(std::move(w.second), executor_, ec);
+  for (auto& w : waiters) complete_handler(w.second.take(), executor_, ec);
 }
 
 void connection_impl::emit(connection_event::kind_t kind, error_code ec) {

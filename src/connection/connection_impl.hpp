@@ -5,6 +5,7 @@
 
 #include "connection/backoff.hpp"
 #include "connection/request_queue.hpp"
+#include "detail/executor_util.hpp"
 
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
@@ -99,7 +100,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   request_queue queue_;
   std::vector<completion> done_;  // scratch, reused to avoid allocations
-  std::vector<std::pair<std::uint64_t, connect_handler>> connect_waiters_;
+  std::vector<std::pair<std::uint64_t, handler_box<void(boost::system::error_code)>>>
+      connect_waiters_;
   std::uint64_t next_waiter_id_ = 1;
   std::vector<std::function<void(const connection_event&)>> listeners_;
 

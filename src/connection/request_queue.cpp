@@ -113,8 +113,7 @@ void request_queue::fail_all(boost::system::error_code unwritten_ec, std::vector
 void request_queue::finish(entry& e, boost::system::error_code ec, std::vector<completion>& out) {
   e.guard.reset();
   if (!e.handler) return;
-  out.push_back(completion{std::move(e.handler), ec, ec ? response{} : std::move(e.replies)});
-  e.handler = nullptr;
+  out.push_back(completion{e.handler.take(), ec, ec ? response{} : std::move(e.replies)});
 }
 
 }  // namespace thoonk::detail

@@ -8,6 +8,8 @@
 // outlive the initiation.
 #pragma once
 
+#include "detail/executor_util.hpp"
+
 #include <thoonk/connection.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -26,7 +28,7 @@ using exec_handler =
 
 /// A finished request whose handler the I/O layer must invoke.
 struct completion {
-  exec_handler handler;
+  handler_box<void(boost::system::error_code, response)> handler;
   boost::system::error_code ec;
   response replies;
 };
@@ -88,7 +90,7 @@ class request_queue {
     std::size_t received = 0;  // replies seen, including discarded ones
     bool abandoned = false;
     response replies;
-    exec_handler handler;
+    handler_box<void(boost::system::error_code, response)> handler;
     std::shared_ptr<void> guard;
   };
 

@@ -15,6 +15,37 @@
 
 namespace thoonk::detail {
 
+/// Holds a type-erased handler in containers. Boost 1.81's
+/// any_completion_handler::operator=(any_completion_handler&&) copies its
+/// argument as an lvalue, which re-enters the converting constructor and
+/// recurses until the stack overflows (fixed in later Boost). Containers
+/// move-assign on erase, so stored handlers live in this box, whose
+/// move-assignment uses only move-construction and swap.
+template <class Signature>
+class handler_box {
+ public:
+  using handler_type = boost::asio::any_completion_handler<Signature>;
+
+  handler_box() noexcept = default;
+  handler_box(handler_type&& h) noexcept : h_(std::move(h)) {}
+  handler_box(handler_box&& o) noexcept : h_(std::move(o.h_)) {}
+  handler_box& operator=(handler_box&& o) noexcept {
+    handler_type tmp(std::move(o.h_));
+    h_.swap(tmp);
+    return *this;
+  }
+  handler_box(const handler_box&) = delete;
+  handler_box& operator=(const handler_box&) = delete;
+
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+  /// Moves the handler out, leaving the box empty.
+  handler_type take() noexcept { return handler_type(std::move(h_)); }
+  handler_type& get() noexcept { return h_; }
+
+ private:
+  handler_type h_;
+};
+
 /// True when the calling thread is inside `ex` (so work may run inline).
 /// Unknown executor types answer false, which only costs a copy + dispatch.
 inline bool running_in(const boost::asio::any_io_executor& ex) {

@@ -79,7 +79,7 @@ void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber
       auto& ws = it2->second.waiters;
       auto w = std::find_if(ws.begin(), ws.end(), [&](const waiter& x) { return x.id == id; });
       if (w == ws.end()) return;
-      auto handler = std::move(w->handler);
+      auto handler = w->handler.take();
       ws.erase(w);
       self->remove(pattern ? subscription::kind::pattern : subscription::kind::channel, name, id);
       post_handler(std::move(handler), self->executor(),
@@ -106,7 +106,7 @@ void subscriber_impl::confirm(bool pattern, const std::string& name) {
     auto waiters = std::move(e.waiters);
     e.waiters.clear();
     for (auto& w : waiters)
-      complete_handler(std::move(w.handler), executor(), error_code{},
+      complete_handler(w.handler.take(), executor(), error_code{},
                        subscription(weak_from_this(), kind, name, w.id));
   }
   if (!restore_pending_.empty() && restore_pending_.erase(restore_key(pattern, name)) &&
@@ -260,7 +260,7 @@ void subscriber_impl::stop() {
       auto waiters = std::move(e.waiters);
       e.waiters.clear();
       for (auto& w : waiters)
-        complete_handler(std::move(w.handler), executor(), error_code(error::client_stopped),
+        complete_handler(w.handler.take(), executor(), error_code(error::client_stopped),
                          subscription{});
     }
   }

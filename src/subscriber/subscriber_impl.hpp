@@ -47,7 +47,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   };
   struct waiter {
     std::uint64_t id;
-    subscribe_handler handler;
+    handler_box<void(boost::system::error_code, subscription)> handler;
   };
   struct entry {
     std::vector<callback_slot> callbacks;
