@@ -50,4 +50,24 @@ boost::system::error_code validate_item(const config& cfg, std::string_view item
   return {};
 }
 
+// ---- added for feeds (issue 3) ----------------------------------------------
+
+std::vector<std::string> all_keys(const feed_names& n) {
+  return {
+      // contract 002
+      n.key("config"), n.key("ids"), n.key("items"), n.key("publishes"), n.key("idincr"),
+      // jobs (contract 002 / DESIGN.md §3)
+      n.key("finishes"), n.key("published"), n.key("claimed"), n.key("cancelled"),
+      n.key("stalled"),
+      // feed catch-up extension (docs/feeds.md)
+      n.key("changes"), n.key("retracts"), n.key("retracttrim"),
+  };
+}
+
+std::string catchup_channel(std::string_view instance_id) {
+  std::string c = "thoonk.sync:";
+  c.append(instance_id);
+  return c;
+}
+
 }  // namespace thoonk::detail

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace thoonk::detail {
 
@@ -50,5 +51,18 @@ boost::system::error_code validate_name(const config& cfg, std::string_view name
 boost::system::error_code validate_id(const config& cfg, std::string_view id);
 /// error::item_too_large beyond config::max_item_size.
 boost::system::error_code validate_item(const config& cfg, std::string_view item);
+
+// ---- added for feeds (issue 3); append-only below this line -----------------
+
+/// Every per-feed key name a feed of any type may own, for delete_feed and
+/// for create_feed (which clears leftovers of a half-deleted feed). Contract
+/// keys first, then the library's extensions. The jobs engineer appends the
+/// job-queue keys here: anything a feed can own must be in this list.
+std::vector<std::string> all_keys(const feed_names& names);
+
+/// The private pub/sub channel one client instance uses to mark the point of
+/// a catch-up read in its subscriber's message stream:
+/// `thoonk.sync:<instance-uuid>` (see docs/feeds.md, "Catch-up").
+std::string catchup_channel(std::string_view instance_id);
 
 }  // namespace thoonk::detail
