@@ -233,7 +233,11 @@ asio::awaitable<void> connection_impl::run() {
       error_code ignored;
       socket_.close(ignored);
       if (!stopped_) {
-        queue_.on_disconnect(done_);
+        // A reply the parser rejected belongs to the oldest written request.
+        bool protocol_error = ec.category() == thoonk::category() &&
+                              ec.value() >= static_cast<int>(error::invalid_type_byte) &&
+                              ec.value() <= static_cast<int>(error::unsupported_streamed);
+        queue_.on_disconnect(done_, protocol_error ? ec : error_code{});
         for (const auto& c : done_) stats_.unknown_outcomes += c.ec == error::unknown_outcome;
         complete(done_);
       }

@@ -80,9 +80,12 @@ void request_queue::erase_unwritten(std::size_t index) {
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
-void request_queue::on_disconnect(std::vector<completion>& out) {
+void request_queue::on_disconnect(std::vector<completion>& out,
+                                  boost::system::error_code front_ec) {
   for (std::size_t i = 0; i < written_; ++i) {
-    if (!entries_[i].abandoned) finish(entries_[i], error::unknown_outcome, out);
+    if (entries_[i].abandoned) continue;
+    finish(entries_[i],
+           i == 0 && front_ec ? front_ec : boost::system::error_code(error::unknown_outcome), out);
   }
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(written_));
   written_ = 0;

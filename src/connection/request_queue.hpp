@@ -67,10 +67,12 @@ class request_queue {
   void cancel(std::uint64_t seq, boost::system::error_code ec, std::vector<completion>& out);
 
   /// The connection was lost. Written requests fail with
-  /// error::unknown_outcome (abandoned ones vanish); queued requests stay for
-  /// the next connection except those that asked not to wait, which fail
-  /// with error::not_connected.
-  void on_disconnect(std::vector<completion>& out);
+  /// error::unknown_outcome (abandoned ones vanish), except the oldest one,
+  /// which gets `front_ec` when that is set (the reply that could not be
+  /// parsed was its own: bulk_too_large says more than unknown_outcome).
+  /// Queued requests stay for the next connection except those that asked
+  /// not to wait, which fail with error::not_connected.
+  void on_disconnect(std::vector<completion>& out, boost::system::error_code front_ec = {});
 
   /// Queued requests that asked not to wait fail with error::not_connected
   /// (used while no connection is up).
