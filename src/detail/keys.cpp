@@ -61,6 +61,10 @@ std::vector<std::string> all_keys(const feed_names& n) {
       n.key("stalled"),
       // feed catch-up extension (docs/feeds.md)
       n.key("changes"), n.key("retracts"), n.key("retracttrim"),
+      // queue/job extensions (docs/jobs.md): claim tokens, wake-up flag,
+      // maintenance suspects and lock. Durable results
+      // (feed.jobfinished:[f]\0<id>) expire on their own.
+      n.key("attempts"), n.key("sleepers"), n.key("unaccounted"), n.key("maintenance"),
   };
 }
 
