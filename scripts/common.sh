@@ -1,0 +1,144 @@
+# shellcheck shell=bash
+# Shared helpers for the quick-start scripts. Source it; do not run it.
+#
+#   ensure_deps   install missing build/test dependencies (Debian 12, apt-get)
+#   start_redis   start a throwaway redis-server unless THOONK_REDIS_URL is set
+#
+# The scripts cd to the repository root (THOONK_ROOT) before building.
+
+THOONK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export THOONK_ROOT
+
+thoonk_log() { printf '==> %s\n' "$*" >&2; }
+thoonk_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Everything needed to build the library, its tests, examples and benchmarks
+# and to run the integration tests against a real server.
+THOONK_DEPS=(
+  cmake g++ make pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-system1.81-dev
+  catch2 libssl-dev
+  redis-server redis-tools
+)
+
+# Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no
+# apt-get update, no root needed.
+ensure_deps() {
+  local missing=() pkg
+  for pkg in "${THOONK_DEPS[@]}"; do
+    # dpkg -s alone also succeeds for removed packages whose config files
+    # remain, so look at the status itself.
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  thoonk_log "installing missing packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 ||
+      thoonk_die "missing packages (${missing[*]}) and not root; install them or make sudo available"
+    sudo=(sudo)
+  fi
+  # env rather than an exported variable: sudo drops the environment.
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  command -v redis-server >/dev/null 2>&1 ||
+    thoonk_die "redis-server is still not on PATH after installing redis-server"
+}
+
+# State of the server started by start_redis, used by the EXIT trap.
+THOONK_REDIS_PID=""
+THOONK_REDIS_DIR=""
+
+_thoonk_stop_redis() {
+  # Runs from the EXIT trap: must not fail, must not change the exit status.
+  if [ -n "$THOONK_REDIS_PID" ]; then
+    # Our own pid only; never pkill by name, other servers may be running.
+    kill -TERM "$THOONK_REDIS_PID" 2>/dev/null || true
+    local _i
+    for _i in $(seq 50); do
+      kill -0 "$THOONK_REDIS_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$THOONK_REDIS_PID" 2>/dev/null || true
+    wait "$THOONK_REDIS_PID" 2>/dev/null || true
+    THOONK_REDIS_PID=""
+  fi
+  if [ -n "$THOONK_REDIS_DIR" ]; then
+    rm -rf -- "$THOONK_REDIS_DIR"
+    THOONK_REDIS_DIR=""
+  fi
+}
+
+# Picks a port nothing on 127.0.0.1 answers on. Another process may still take
+# it before redis-server binds, so start_redis retries on failure.
+_thoonk_free_port() {
+  local port _i
+  for _i in $(seq 100); do
+    port=$((20000 + RANDOM % 40000))
+    # A refused connect means nobody listens there.
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  thoonk_die "no free port found on 127.0.0.1"
+}
+
+# Starts a throwaway redis-server (loopback, no persistence) and exports
+# THOONK_REDIS_URL for the programs run afterwards. Does nothing when
+# THOONK_REDIS_URL is already set (an external server). The server is stopped
+# by an EXIT trap, also when the script fails or is interrupted.
+start_redis() {
+  if [ -n "${THOONK_REDIS_URL:-}" ]; then
+    thoonk_log "using external redis at $THOONK_REDIS_URL"
+    return 0
+  fi
+  command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on PATH (ensure_deps installs it)"
+  command -v redis-cli >/dev/null 2>&1 || thoonk_die "redis-cli not found on PATH (ensure_deps installs it)"
+
+  THOONK_REDIS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/thoonk-redis-XXXXXX")"
+  trap _thoonk_stop_redis EXIT
+  # Turn signals into a normal exit so the EXIT trap runs. (Background jobs of
+  # a non-interactive shell ignore SIGINT, so the server would not get a ^C.)
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
+
+  local port _i
+  for _ in 1 2 3 4 5; do
+    port="$(_thoonk_free_port)"
+    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+      --daemonize no --protected-mode yes --dir "$THOONK_REDIS_DIR" \
+      --logfile "$THOONK_REDIS_DIR/redis.log" >>"$THOONK_REDIS_DIR/redis.stderr" 2>&1 </dev/null &
+    THOONK_REDIS_PID=$!
+    for _i in $(seq 100); do
+      kill -0 "$THOONK_REDIS_PID" 2>/dev/null || break
+      if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = "PONG" ] &&
+        grep -q 'Ready to accept connections' "$THOONK_REDIS_DIR/redis.log" 2>/dev/null; then
+        # The log line proves the PONG came from our process, not from a
+        # server that won a race for the port.
+        export THOONK_REDIS_URL="redis://127.0.0.1:$port"
+        thoonk_log "redis-server (pid $THOONK_REDIS_PID) listening at $THOONK_REDIS_URL"
+        return 0
+      fi
+      sleep 0.1
+    done
+    if kill -0 "$THOONK_REDIS_PID" 2>/dev/null; then
+      # Alive but not answering within 10 s: something is wrong beyond a race.
+      tail -n 20 "$THOONK_REDIS_DIR/redis.log" "$THOONK_REDIS_DIR/redis.stderr" >&2 || true
+      thoonk_die "redis-server did not answer PING on port $port within 10 s"
+    fi
+    wait "$THOONK_REDIS_PID" 2>/dev/null || true
+    THOONK_REDIS_PID=""
+    if ! grep -q 'Address already in use' "$THOONK_REDIS_DIR/redis.log" 2>/dev/null; then
+      tail -n 20 "$THOONK_REDIS_DIR/redis.log" "$THOONK_REDIS_DIR/redis.stderr" >&2 || true
+      thoonk_die "redis-server exited during startup"
+    fi
+    thoonk_log "port $port was taken, retrying"
+  done
+  thoonk_die "redis-server could not bind a free port in 5 attempts"
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Quick start 2: install dependencies, build with sanitizers (Debug) and run
+# the unit and integration tests with ctest. Arguments are passed to ctest
+# (e.g. -R unit). THOONK_JOBS overrides the build's -j.
+#
+# No redis-server is started here: the integration test binary starts its own
+# through the harness (test/support/redis_server.hpp), or uses
+# $THOONK_REDIS_URL when set. This script only makes sure one is installed.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$THOONK_ROOT"
+
+ensure_deps
+command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on PATH"
+
+cmake -S . -B build-tests -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON
+cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
+
+# Leaks are failures; UB stops the test at the first report, with a stack.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-tests --output-on-failure "$@"
