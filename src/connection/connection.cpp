@@ -35,9 +35,9 @@ void connection::start_exec(std::shared_ptr<detail::connection_impl> impl, const
     return;
   }
   auto& ex = impl->executor();
-  asio::post(ex, [impl = std::move(impl), bytes = req.payload(), n = req.expected_replies(), opts,
-                  h = std::move(h)]() mutable {
-    impl->async_exec_bytes(std::move(bytes), n, opts, std::move(h));
+  asio::post(ex, [impl = std::move(impl), bytes = req.payload(), c = req.commands(),
+                  n = req.expected_replies(), opts, h = std::move(h)]() mutable {
+    impl->async_exec_bytes(std::move(bytes), c, n, opts, std::move(h));
   });
 }
 

@@ -111,16 +111,16 @@ void connection_impl::async_connect(connect_handler h) {
 }
 
 void connection_impl::async_exec(const request& req, exec_options opts, exec_handler h) {
-  enqueue(req.payload(), req.expected_replies(), opts, std::move(h));
+  enqueue(req.payload(), req.commands(), req.expected_replies(), opts, std::move(h));
 }
 
-void connection_impl::async_exec_bytes(std::string payload, std::size_t expected,
-                                       exec_options opts, exec_handler h) {
-  enqueue(payload, expected, opts, std::move(h));
+void connection_impl::async_exec_bytes(std::string payload, std::size_t commands,
+                                       std::size_t expected, exec_options opts, exec_handler h) {
+  enqueue(payload, commands, expected, opts, std::move(h));
 }
 
-void connection_impl::enqueue(std::string_view payload, std::size_t expected, exec_options opts,
-                              exec_handler h) {
+void connection_impl::enqueue(std::string_view payload, std::size_t commands,
+                              std::size_t expected, exec_options opts, exec_handler h) {
   if (stopped_ || (!connected_ && !opts.wait_for_connection)) {
     if (h)
       complete_handler(std::move(h), executor_,
@@ -129,6 +129,7 @@ void connection_impl::enqueue(std::string_view payload, std::size_t expected, ex
     return;
   }
   ++stats_.requests;
+  stats_.commands += commands;
   // An empty handler (internal fire-and-forget request) has no slot.
   auto slot = h ? asio::get_associated_cancellation_slot(h) : asio::cancellation_slot{};
   std::shared_ptr<void> guard;

@@ -39,7 +39,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void async_connect(connect_handler h);
   void async_exec(const request& req, exec_options opts, exec_handler h);
   /// Same as async_exec for a request already serialized (off-thread path).
-  void async_exec_bytes(std::string payload, std::size_t expected, exec_options opts,
+  void async_exec_bytes(std::string payload, std::size_t commands, std::size_t expected,
+                        exec_options opts,
                         exec_handler h);
   void stop();
 
@@ -66,7 +67,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   using awaitable = boost::asio::awaitable<T>;
   using error_code = boost::system::error_code;
 
-  void enqueue(std::string_view payload, std::size_t expected, exec_options opts, exec_handler h);
+  void enqueue(std::string_view payload, std::size_t commands, std::size_t expected,
+               exec_options opts, exec_handler h);
   void cancel_request(std::uint64_t seq, error_code ec);
   void complete(std::vector<completion>& done);
   void finish_connect_waiters(error_code ec);

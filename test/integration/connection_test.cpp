@@ -91,6 +91,7 @@ TEST_CASE("connection: 10,000 requests from 1,000 coroutines are pipelined", "[c
     CHECK(ok == 10000);
     CHECK(wrong == 0);
     CHECK(after.requests - before.requests == 10000);
+    CHECK(after.commands - before.commands == 20000);
     // Pipelining: far fewer socket writes than requests.
     INFO("writes: " << after.writes - before.writes);
     CHECK(after.writes - before.writes < 10000 / 5);
