@@ -55,22 +55,41 @@ class parser {
   const parser_limits& limits() const noexcept { return limits_; }
 
  private:
+  // One open aggregate on the explicit stack. An attribute map (`|N`) is
+  // parsed like a map but, when complete, its elements become
+  // pending_attributes_ instead of an element of the enclosing aggregate.
   struct frame {
-    value v;                   // the aggregate being filled
-    std::size_t remaining;     // elements still expected
+    value v;                 // the aggregate being filled
+    std::size_t remaining;   // elements still expected
+    bool attribute;          // true for an attribute map
   };
+
+  // Result of looking for one CRLF-terminated line at the front of the input.
+  enum class line_status : std::uint8_t { complete, incomplete, failed };
+
+  // Each parse_* helper looks at one token at the front of `data` (never
+  // empty) and returns the bytes it consumed: 0 when the token is still
+  // incomplete, or when it failed (then error_ is set).
+  std::size_t parse_token(std::string_view data);
+  std::size_t parse_simple(std::string_view data);
+  std::size_t parse_bulk(std::string_view data, resp3::type t);
+  std::size_t parse_aggregate(std::string_view data);
+  // Finds the CRLF ending the line that starts at data[0] (the type byte);
+  // `line` receives the text between the type byte and the CRLF.
+  line_status find_line(std::string_view data, std::string_view& line, std::size_t& token_len);
 
   // Places a finished value into the innermost open aggregate, or makes it
   // the finished top-level value.
-  void finish_value(value v);
-  void open_aggregate(value v, std::size_t count);
+  void finish_value(value&& v);
+  // Gives `v` the attribute map that preceded it, if any.
+  void attach_attributes(value& v);
 
   parser_limits limits_;
   std::vector<frame> stack_;
   std::vector<value> pending_attributes_;  // attribute map read but not yet attached
-  std::size_t attribute_depth_ = 0;        // >0 while reading an attribute map
   std::size_t reply_bytes_ = 0;            // wire bytes of the current top-level reply
   value result_;
+  boost::system::error_code error_;        // sticky: set once, cleared only by reset()
   bool ready_ = false;
 };
 

@@ -1,0 +1,454 @@
+// Incremental RESP3/RESP2 parser: see include/thoonk/resp3/parser.hpp.
+//
+// The parser works token by token. A token is either one line (type byte,
+// text, CRLF) or, for the bulk types ($ ! =), a header line together with its
+// payload and the payload's CRLF: a bulk header is only consumed once its
+// whole payload has arrived, so the parser never needs a "half a bulk"
+// state and everything it has consumed is final. Aggregates live on an
+// explicit stack so that consumed elements are never looked at again.
+//
+// Decisions the header leaves open (all deterministic in the bytes seen, so
+// the result never depends on how the stream was split into reads):
+// * max_line_length counts the whole line including its type byte but not
+//   the CRLF. As soon as max_line_length + 1 bytes of a line are present
+//   without a CR, the line is rejected even though it is incomplete.
+// * max_reply_bytes counts every wire byte of a top-level reply (attributes
+//   included). A partially received line or bulk counts with the bytes it is
+//   known to need (a bulk: header + length + 2 once the header is complete),
+//   so an oversized reply fails before the caller buffers it.
+// * "-1" means null for $ ! = * % ~ (RESP2 null bulk / null array and their
+//   RESP3 relatives). A null push (>-1) or null attribute (|-1) would confuse
+//   the connection's routing of pushes and is rejected as invalid_length.
+// * The streaming markers (`$?`, `*?`, ... and the `;` / `.` type bytes) are
+//   unsupported_streamed: Redis never sends them.
+// * An attribute map counts as one level of nesting while it is open.
+//   Consecutive attribute maps before one value are merged.
+
+#include <thoonk/error.hpp>
+#include <thoonk/resp3/parser.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace thoonk::resp3 {
+namespace {
+
+// Never reserve more than this many elements up front: the count on the wire
+// is only trusted as far as the data that actually arrives.
+constexpr std::size_t max_reserve = 1024;
+
+enum class length_kind : std::uint8_t { count, null, streamed, invalid };
+
+// A length or element count: "-1" (null), "?" (streamed) or plain decimal
+// digits that fit an int64. No sign, no spaces, no empty string.
+length_kind parse_length(std::string_view s, std::uint64_t& out) noexcept {
+  if (s.empty()) return length_kind::invalid;
+  if (s[0] == '-') return s == "-1" ? length_kind::null : length_kind::invalid;
+  if (s.size() == 1 && s[0] == '?') return length_kind::streamed;
+  // from_chars accepts a leading '-', which was ruled out above; it rejects
+  // '+', spaces and overflow (errc::result_out_of_range).
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || ptr != s.data() + s.size()) return length_kind::invalid;
+  out = static_cast<std::uint64_t>(v);
+  return length_kind::count;
+}
+
+bool parse_int64(std::string_view s, std::int64_t& out) noexcept {
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && ptr == s.data() + s.size();
+}
+
+bool parse_double(std::string_view s, double& out) noexcept {
+  // RESP3 spells the non-finite values exactly like this.
+  if (s == "inf") {
+    out = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "-inf") {
+    out = -std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "nan") {
+    out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  // from_chars also accepts spellings such as "infinity" or "NaN"; only the
+  // three exact forms above are RESP3, so anything non-finite here is wrong.
+  return ec == std::errc{} && ptr == s.data() + s.size() && std::isfinite(out);
+}
+
+bool is_big_number(std::string_view s) noexcept {
+  if (!s.empty() && s[0] == '-') s.remove_prefix(1);
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+parser::parser(parser_limits limits) : limits_(limits) {}
+
+void parser::reset() {
+  stack_.clear();
+  pending_attributes_.clear();
+  reply_bytes_ = 0;
+  result_ = value{};
+  error_ = {};
+  ready_ = false;
+}
+
+value parser::take() {
+  assert(ready_ && "parser::take() called without a ready value");
+  ready_ = false;
+  return std::move(result_);
+}
+
+std::size_t parser::consume(std::string_view data, boost::system::error_code& ec) {
+  if (error_) {
+    ec = error_;
+    return 0;
+  }
+  ec = {};
+  std::size_t pos = 0;
+  // A ready value must be taken before the next reply is started.
+  while (!ready_ && pos < data.size()) {
+    const std::size_t n = parse_token(data.substr(pos));
+    if (error_) {
+      ec = error_;
+      return pos;
+    }
+    if (n == 0) break;  // incomplete token: the caller re-presents it with more bytes
+    pos += n;
+  }
+  return pos;
+}
+
+std::size_t parser::parse_token(std::string_view d) {
+  switch (d[0]) {
+    case '+':
+    case '-':
+    case ':':
+    case ',':
+    case '#':
+    case '(':
+    case '_':
+      return parse_simple(d);
+    case '$':
+      return parse_bulk(d, type::blob_string);
+    case '!':
+      return parse_bulk(d, type::blob_error);
+    case '=':
+      return parse_bulk(d, type::verbatim_string);
+    case '*':
+    case '%':
+    case '~':
+    case '>':
+    case '|':
+      return parse_aggregate(d);
+    case ';':  // streamed string chunk
+    case '.':  // end of a streamed aggregate
+      error_ = error::unsupported_streamed;
+      return 0;
+    default:
+      error_ = error::invalid_type_byte;
+      return 0;
+  }
+}
+
+parser::line_status parser::find_line(std::string_view d, std::string_view& line,
+                                      std::size_t& token_len) {
+  // The CR may sit at index max_line_length at the latest; look no further,
+  // so an endless line is rejected instead of being buffered forever.
+  const bool window_full = limits_.max_line_length < d.size();
+  const std::size_t window = window_full ? limits_.max_line_length + 1 : d.size();
+  // reply_bytes_ <= max_reply_bytes always holds, so this cannot wrap.
+  const std::size_t budget = limits_.max_reply_bytes - reply_bytes_;
+
+  const void* cr = window > 1 ? std::memchr(d.data() + 1, '\r', window - 1) : nullptr;
+  if (cr == nullptr) {
+    // Every byte seen so far belongs to this reply, and the CRLF is still to come.
+    if (window + 2 > budget) {
+      error_ = error::reply_too_large;
+      return line_status::failed;
+    }
+    if (window_full) {
+      error_ = error::line_too_long;
+      return line_status::failed;
+    }
+    return line_status::incomplete;
+  }
+  const std::size_t i = static_cast<std::size_t>(static_cast<const char*>(cr) - d.data());
+  if (i + 2 > budget) {
+    error_ = error::reply_too_large;
+    return line_status::failed;
+  }
+  if (i + 1 == d.size()) return line_status::incomplete;  // the LF has not arrived yet
+  if (d[i + 1] != '\n') {
+    error_ = error::missing_crlf;
+    return line_status::failed;
+  }
+  line = d.substr(1, i - 1);
+  token_len = i + 2;
+  return line_status::complete;
+}
+
+std::size_t parser::parse_simple(std::string_view d) {
+  std::string_view line;
+  std::size_t len = 0;
+  if (find_line(d, line, len) != line_status::complete) return 0;
+
+  value v;
+  switch (d[0]) {
+    case '+':
+    case '-':
+      // A bare LF inside the line means the sender does not frame with CRLF.
+      if (std::memchr(line.data(), '\n', line.size()) != nullptr) {
+        error_ = error::missing_crlf;
+        return 0;
+      }
+      v.type = d[0] == '+' ? type::simple_string : type::simple_error;
+      v.str.assign(line);
+      break;
+    case ':':
+      if (!parse_int64(line, v.integer)) {
+        error_ = error::invalid_number;
+        return 0;
+      }
+      v.type = type::number;
+      break;
+    case ',':
+      if (!parse_double(line, v.dbl)) {
+        error_ = error::invalid_double;
+        return 0;
+      }
+      v.type = type::double_number;
+      break;
+    case '#':
+      if (line == "t") {
+        v.integer = 1;
+      } else if (line != "f") {
+        error_ = error::invalid_boolean;
+        return 0;
+      }
+      v.type = type::boolean;
+      break;
+    case '(':
+      if (!is_big_number(line)) {
+        error_ = error::invalid_number;
+        return 0;
+      }
+      v.type = type::big_number;
+      v.str.assign(line);
+      break;
+    default:  // '_'
+      // Null is exactly "_\r\n": anything before the CRLF is misframed.
+      if (!line.empty()) {
+        error_ = error::missing_crlf;
+        return 0;
+      }
+      v.type = type::null;
+      break;
+  }
+  // Count the bytes before finish_value(), which resets the count when this
+  // completes a top-level reply.
+  reply_bytes_ += len;
+  attach_attributes(v);
+  finish_value(std::move(v));
+  return len;
+}
+
+std::size_t parser::parse_bulk(std::string_view d, resp3::type t) {
+  std::string_view line;
+  std::size_t hdr = 0;
+  if (find_line(d, line, hdr) != line_status::complete) return 0;
+
+  std::uint64_t n = 0;
+  switch (parse_length(line, n)) {
+    case length_kind::count:
+      break;
+    case length_kind::null: {
+      reply_bytes_ += hdr;
+      value v;  // type::null
+      attach_attributes(v);
+      finish_value(std::move(v));
+      return hdr;
+    }
+    case length_kind::streamed:
+      error_ = error::unsupported_streamed;
+      return 0;
+    case length_kind::invalid:
+      error_ = error::invalid_length;
+      return 0;
+  }
+  // Limits first, before waiting for (and so before the caller buffers) the payload.
+  if (n > limits_.max_bulk_length) {
+    error_ = error::bulk_too_large;
+    return 0;
+  }
+  if (t == type::verbatim_string && n < 4) {  // must hold at least the "fmt:" prefix
+    error_ = error::invalid_length;
+    return 0;
+  }
+  const std::size_t budget = limits_.max_reply_bytes - reply_bytes_;
+  if (n > budget || budget - n < hdr + 2) {
+    error_ = error::reply_too_large;
+    return 0;
+  }
+  const std::size_t total = hdr + static_cast<std::size_t>(n) + 2;
+  if (d.size() < total) return 0;
+  if (d[total - 2] != '\r' || d[total - 1] != '\n') {
+    error_ = error::missing_crlf;
+    return 0;
+  }
+  std::string_view payload = d.substr(hdr, static_cast<std::size_t>(n));
+
+  value v;
+  v.type = t;
+  if (t == type::verbatim_string) {
+    if (payload[3] != ':') {
+      error_ = error::invalid_length;
+      return 0;
+    }
+    payload.remove_prefix(4);
+  }
+  v.str.assign(payload);
+  reply_bytes_ += total;
+  attach_attributes(v);
+  finish_value(std::move(v));
+  return total;
+}
+
+std::size_t parser::parse_aggregate(std::string_view d) {
+  std::string_view line;
+  std::size_t len = 0;
+  if (find_line(d, line, len) != line_status::complete) return 0;
+
+  const char tb = d[0];
+  std::uint64_t n = 0;
+  switch (parse_length(line, n)) {
+    case length_kind::count:
+      break;
+    case length_kind::null:
+      if (tb == '>' || tb == '|') {
+        error_ = error::invalid_length;
+        return 0;
+      } else {
+        reply_bytes_ += len;
+        value v;  // type::null
+        attach_attributes(v);
+        finish_value(std::move(v));
+        return len;
+      }
+    case length_kind::streamed:
+      error_ = error::unsupported_streamed;
+      return 0;
+    case length_kind::invalid:
+      error_ = error::invalid_length;
+      return 0;
+  }
+  // For maps and attributes the limit applies to pairs.
+  if (n > limits_.max_aggregate_elements) {
+    error_ = error::too_many_elements;
+    return 0;
+  }
+  if (stack_.size() >= limits_.max_depth) {
+    error_ = error::nesting_too_deep;
+    return 0;
+  }
+  reply_bytes_ += len;
+
+  const bool pairs = tb == '%' || tb == '|';
+  // n fits an int64, so doubling it cannot overflow 64 bits.
+  const std::size_t count = static_cast<std::size_t>(pairs ? 2 * n : n);
+  const std::size_t reserve = std::min(count, max_reserve);
+
+  if (tb == '|') {
+    if (count == 0) return len;  // nothing to attach
+    frame f{value{}, count, true};
+    f.v.type = type::map;
+    // Attributes already pending (from an attribute map right before this
+    // one) belong to the same value: start from them, so they get merged.
+    f.v.elements = std::move(pending_attributes_);
+    pending_attributes_.clear();
+    f.v.elements.reserve(f.v.elements.size() + reserve);
+    stack_.push_back(std::move(f));
+    return len;
+  }
+
+  value v;
+  switch (tb) {
+    case '*': v.type = type::array; break;
+    case '%': v.type = type::map; break;
+    case '~': v.type = type::set; break;
+    default: v.type = type::push; break;
+  }
+  attach_attributes(v);
+  if (count == 0) {
+    finish_value(std::move(v));
+    return len;
+  }
+  v.elements.reserve(reserve);
+  stack_.push_back(frame{std::move(v), count, false});
+  return len;
+}
+
+void parser::attach_attributes(value& v) {
+  if (!pending_attributes_.empty()) {
+    v.attributes = std::move(pending_attributes_);
+    pending_attributes_.clear();
+  }
+}
+
+void parser::finish_value(value&& v) {
+  for (;;) {
+    if (stack_.empty()) {
+      result_ = std::move(v);
+      ready_ = true;
+      reply_bytes_ = 0;
+      return;
+    }
+    frame& f = stack_.back();
+    f.v.elements.push_back(std::move(v));
+    if (--f.remaining != 0) return;
+    if (f.attribute) {
+      // A complete attribute map is not an element of anything: it waits
+      // for the value it describes.
+      pending_attributes_ = std::move(f.v.elements);
+      stack_.pop_back();
+      return;
+    }
+    // The aggregate is complete: it is itself a finished value one level up.
+    v = std::move(f.v);
+    stack_.pop_back();
+  }
+}
+
+std::vector<value> parse_all(std::string_view data, boost::system::error_code& ec,
+                             parser_limits limits) {
+  ec = {};
+  parser p(limits);
+  std::vector<value> out;
+  for (;;) {
+    const std::size_t n = p.consume(data, ec);
+    if (ec) return out;
+    data.remove_prefix(n);
+    if (p.ready()) {
+      out.push_back(p.take());
+      continue;
+    }
+    // Not ready: the data ran out. Bytes consumed since the last value, or
+    // bytes left over, mean the buffer ended inside a reply.
+    if (n > 0 || !data.empty()) ec = error::missing_crlf;
+    return out;
+  }
+}
+
+}  // namespace thoonk::resp3
