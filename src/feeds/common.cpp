@@ -1,0 +1,239 @@
+#include "feeds/common.hpp"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include <charconv>
+#include <chrono>
+
+namespace thoonk::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+std::string now_ms() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return std::to_string(ms);
+}
+
+error_code reply_error(const resp3::value& v) {
+  if (!v.is_error()) return {};
+  std::string_view s = v.str;
+  if (s.starts_with("FEEDNOTFOUND")) return error::feed_not_found;
+  if (s.starts_with("WRONGFEEDTYPE")) return error::wrong_feed_type;
+  if (s.starts_with("IDNOTFOUND")) return error::id_not_found;
+  if (s.starts_with("FEEDEXISTS")) return error::feed_exists;
+  if (s.starts_with("INVALIDARG")) return error::invalid_argument;
+  if (s.find("user_script") != std::string_view::npos ||
+      s.starts_with("ERR Error running script") || s.starts_with("ERR Error compiling script"))
+    return error::script_error;
+  return error::server_error;
+}
+
+error_code check_type_reply(const resp3::value& v, feed_type want) {
+  if (v.is_error()) return reply_error(v);
+  if (v.is_null()) return error::feed_not_found;
+  if (!v.is_string()) return error::unexpected_type;
+  if (v.str != to_string(want)) return error::wrong_feed_type;
+  return {};
+}
+
+asio::awaitable<std::tuple<error_code, resp3::value>> run_script(
+    client& c, const script& s, const std::vector<std::string>& keys,
+    const std::vector<std::string>& args) {
+  std::vector<std::string_view> k(keys.begin(), keys.end());
+  std::vector<std::string_view> a(args.begin(), args.end());
+  auto [ec, v] = co_await eval_script(c.conn(), s, k, a);
+  if (!ec) ec = reply_error(v);
+  co_return std::tuple{ec, std::move(v)};
+}
+
+void push_type_check(request& req, const feed_names& names) {
+  req.push("HGET", names.key("config"), "type");
+}
+
+asio::awaitable<std::tuple<error_code, response>> exec_checked(client& c, const request& req,
+                                                               feed_type want) {
+  auto [ec, resp] = co_await exec_co(c.conn(), req);
+  if (!ec && resp.empty()) ec = error::unexpected_type;
+  if (!ec) ec = check_type_reply(resp[0], want);
+  for (std::size_t i = 1; !ec && i < resp.size(); ++i) ec = reply_error(resp[i]);
+  co_return std::tuple{ec, std::move(resp)};
+}
+
+std::vector<std::string> data_keys(const feed_names& n) {
+  return {n.key("config"),  n.key("ids"),      n.key("items"),       n.key("publishes"),
+          n.key("changes"), n.key("retracts"), n.key("retracttrim"), n.key("idincr")};
+}
+
+const std::string_view lua_prelude = R"lua(
+-- ---- prelude shared by every data-changing feed script (src/feeds/common.cpp)
+-- KEYS: 1 feed.config   2 feed.ids      3 feed.items        4 feed.publishes
+--       5 feed.changes  6 feed.retracts 7 feed.retracttrim  8 feed.idincr
+local K_CONFIG, K_IDS, K_ITEMS, K_PUBLISHES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_CHANGES, K_RETRACTS, K_TRIM, K_IDINCR = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+
+-- Checks the feed's type and reads config fields. Returns an error reply
+-- (missing feed / other type) or nil, then {type, fields...}.
+local function open_feed(want, ...)
+  local conf = redis.call('HMGET', K_CONFIG, 'type', ...)
+  if not conf[1] then return redis.error_reply('FEEDNOTFOUND no such feed'), conf end
+  if conf[1] ~= want then
+    return redis.error_reply('WRONGFEEDTYPE the feed has type ' .. conf[1]), conf
+  end
+  return nil, conf
+end
+
+-- feed.publishes: the contract's publish counter, used as the sequence
+-- number of publishes and edits.
+local function publish_count()
+  return tonumber(redis.call('GET', K_PUBLISHES) or '0') or 0
+end
+
+-- Catch-up index (docs/feeds.md): id -> publish counter value of its latest
+-- publish or edit. A (re)published id is no longer retracted.
+local function record_change(id, seq)
+  redis.call('ZADD', K_CHANGES, seq, id)
+  redis.call('ZREM', K_RETRACTS, id)
+end
+
+-- Catch-up retraction log: id -> publish counter value when it was
+-- retracted, the newest `log_max` kept (trimmed in batches of 64);
+-- feed.retracttrim holds the highest counter value trimmed away, so a
+-- catch-up can tell that its gap lost retractions.
+local function record_retracts(ids, log_max)
+  if #ids == 0 then return end
+  local seq = publish_count()
+  for i = 1, #ids do redis.call('ZREM', K_CHANGES, ids[i]) end
+  if log_max <= 0 then
+    redis.call('SET', K_TRIM, seq)
+    return
+  end
+  for i = 1, #ids do redis.call('ZADD', K_RETRACTS, seq, ids[i]) end
+  local n = redis.call('ZCARD', K_RETRACTS)
+  if n > log_max + 64 then
+    local cut = n - log_max
+    local last = redis.call('ZRANGE', K_RETRACTS, cut - 1, cut - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYRANK', K_RETRACTS, 0, cut - 1)
+    redis.call('SET', K_TRIM, last[2])
+  end
+end
+-- ---- end of prelude
+)lua";
+
+const script get_all_script{std::string(lua_prelude) + R"lua(
+-- Get All (contract 002 "Get IDs" + "Get Items" as one snapshot).
+-- ARGV[1] expected type: 'feed' (zset, oldest first) or 'sorted_feed' (list).
+local err = open_feed(ARGV[1])
+if err then return err end
+local ids
+if ARGV[1] == 'feed' then
+  ids = redis.call('ZRANGE', K_IDS, 0, -1)
+else
+  ids = redis.call('LRANGE', K_IDS, 0, -1)
+end
+local out = {}
+-- HMGET in chunks: unpack() has a stack limit.
+for i = 1, #ids, 1000 do
+  local chunk = {}
+  for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end
+  local items = redis.call('HMGET', K_ITEMS, unpack(chunk))
+  for j = 1, #chunk do
+    if items[j] then
+      out[#out + 1] = chunk[j]
+      out[#out + 1] = items[j]
+    end
+  end
+end
+return out
+)lua"};
+
+asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all(client& c,
+                                                                       const std::string& name,
+                                                                       feed_type type) {
+  std::vector<feed_item> out;
+  if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
+  feed_names n(c.get_config(), name);
+  auto keys = data_keys(n);
+  std::vector<std::string> args;
+  args.emplace_back(to_string(type));
+  auto [ec, v] = co_await run_script(c, get_all_script, keys, args);
+  if (ec) co_return std::tuple{ec, std::move(out)};
+  if (v.elements.size() % 2 != 0) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
+  out.reserve(v.elements.size() / 2);
+  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2)
+    out.push_back(feed_item{std::move(v.elements[i].str), std::move(v.elements[i + 1].str)});
+  co_return std::tuple{error_code{}, std::move(out)};
+}
+
+using opt_string = std::optional<std::string>;
+
+asio::awaitable<std::tuple<error_code, opt_string>> get_item(client& c, std::string name,
+                                                             feed_type type, std::string id) {
+  const auto& cfg = c.get_config();
+  error_code ec = validate_name(cfg, name);
+  if (!ec) ec = validate_id(cfg, id);
+  if (ec) co_return std::tuple{ec, opt_string{}};
+  feed_names n(cfg, name);
+  request req;
+  push_type_check(req, n);
+  req.push("HGET", n.key("items"), id);
+  auto [rec, resp] = co_await exec_checked(c, req, type);
+  if (rec) co_return std::tuple{rec, opt_string{}};
+  co_return std::tuple{error_code{}, as_opt_string(resp[1])};
+}
+
+asio::awaitable<std::tuple<error_code, std::vector<opt_string>>> get_items(
+    client& c, std::string name, feed_type type, std::vector<std::string> ids) {
+  const auto& cfg = c.get_config();
+  std::vector<opt_string> out;
+  error_code ec = validate_name(cfg, name);
+  if (!ec) ec = validate_ids(cfg, ids);
+  if (ec) co_return std::tuple{ec, out};
+  feed_names n(cfg, name);
+  request req;
+  push_type_check(req, n);
+  if (!ids.empty()) {
+    std::string items_key = n.key("items");
+    std::string_view head[] = {items_key};
+    req.push_range("HMGET", head, ids);
+  }
+  auto [rec, resp] = co_await exec_checked(c, req, type);
+  if (rec) co_return std::tuple{rec, out};
+  if (!ids.empty()) {
+    if (resp[1].elements.size() != ids.size())
+      co_return std::tuple{error_code(error::unexpected_type), out};
+    for (auto& e : resp[1].elements) out.push_back(as_opt_string(e));
+  }
+  co_return std::tuple{error_code{}, std::move(out)};
+}
+
+std::optional<std::string> as_opt_string(const resp3::value& v) {
+  if (v.is_null() || !v.is_string()) return std::nullopt;
+  return v.str;
+}
+
+std::uint64_t as_u64(const resp3::value& v, error_code& ec) {
+  if (v.type == resp3::type::number) {
+    if (v.integer < 0) ec = error::unexpected_type;
+    return static_cast<std::uint64_t>(v.integer);
+  }
+  if (v.is_string()) {
+    std::uint64_t out = 0;
+    auto r = std::from_chars(v.str.data(), v.str.data() + v.str.size(), out);
+    if (r.ec != std::errc{} || r.ptr != v.str.data() + v.str.size()) ec = error::unexpected_type;
+    return out;
+  }
+  if (v.is_null()) return 0;
+  ec = error::unexpected_type;
+  return 0;
+}
+
+error_code validate_ids(const config& cfg, const std::vector<std::string>& ids) {
+  for (const auto& id : ids)
+    if (auto ec = validate_id(cfg, id)) return ec;
+  return {};
+}
+
+}  // namespace thoonk::detail

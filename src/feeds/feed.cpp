@@ -1,0 +1,225 @@
+// Feed (contract 002 "Feed"): items in a zset scored by publish time (ms).
+#include <thoonk/feed.hpp>
+
+#include "detail/keys.hpp"
+#include "detail/script_exec.hpp"
+#include "detail/spawn.hpp"
+#include "detail/uuid.hpp"
+#include "feeds/common.hpp"
+#include "feeds/subscription.hpp"
+
+namespace thoonk {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+// Publish: a new id evicts the oldest items beyond max_length (each
+// retracted and announced) and is announced on feed.publish; an existing id
+// is an edit (DESIGN.md §4): replaced, moved to the newest score, nothing
+// evicted, announced on feed.edit.
+const script publish_script{std::string(detail::lua_prelude) + R"lua(
+-- ARGV[1] id  ARGV[2] item  ARGV[3] now (ms since epoch)
+-- ARGV[4] feed.publish channel  ARGV[5] feed.edit channel  ARGV[6] feed.retract channel
+-- Returns {edited (0/1), {evicted ids...}}.
+local err, conf = open_feed('feed', 'max_length', 'retraction_log')
+if err then return err end
+local id, item = ARGV[1], ARGV[2]
+local max_length = tonumber(conf[2]) or 0
+local log_max = tonumber(conf[3]) or 1000
+local edited = redis.call('ZSCORE', K_IDS, id) ~= false
+local evicted = {}
+if not edited and max_length > 0 then
+  -- Room for one more: drop the oldest (at most 1000 per publish, so a
+  -- lowered max_length is reached over several publishes).
+  local excess = redis.call('ZCARD', K_IDS) - max_length + 1
+  if excess > 1000 then excess = 1000 end
+  if excess > 0 then
+    evicted = redis.call('ZRANGE', K_IDS, 0, excess - 1)
+  end
+  if #evicted > 0 then
+    redis.call('ZREM', K_IDS, unpack(evicted))
+    redis.call('HDEL', K_ITEMS, unpack(evicted))
+    record_retracts(evicted, log_max)
+    for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
+  end
+end
+redis.call('ZADD', K_IDS, ARGV[3], id)
+local seq = redis.call('INCR', K_PUBLISHES)
+redis.call('HSET', K_ITEMS, id, item)
+record_change(id, seq)
+if edited then
+  redis.call('PUBLISH', ARGV[5], id .. '\0' .. item)
+else
+  redis.call('PUBLISH', ARGV[4], id .. '\0' .. item)
+end
+return {edited and 1 or 0, evicted}
+)lua"};
+
+// Retract: remove the id and announce it; 0 (nothing published) if absent.
+const script retract_script{std::string(detail::lua_prelude) + R"lua(
+-- ARGV[1] id  ARGV[2] feed.retract channel. Returns 1 if removed, 0 if absent.
+local err, conf = open_feed('feed', 'retraction_log')
+if err then return err end
+if redis.call('ZREM', K_IDS, ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', K_ITEMS, ARGV[1])
+record_retracts({ARGV[1]}, tonumber(conf[2]) or 1000)
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return 1
+)lua"};
+
+using opt_string = std::optional<std::string>;
+
+asio::awaitable<std::tuple<error_code, feed>> open_op(client* c, std::string name) {
+  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, feed{}};
+  detail::feed_names n(c->get_config(), name);
+  request req;
+  detail::push_type_check(req, n);
+  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
+  if (ec) co_return std::tuple{ec, feed{}};
+  co_return std::tuple{error_code{}, feed(*c, std::move(name))};
+}
+
+asio::awaitable<std::tuple<error_code, publish_result>> publish_op(client* c, std::string name,
+                                                                   opt_string id,
+                                                                   std::string item) {
+  const auto& cfg = c->get_config();
+  publish_result out;
+  error_code ec = detail::validate_name(cfg, name);
+  if (!ec && id) ec = detail::validate_id(cfg, *id);
+  if (!ec) ec = detail::validate_item(cfg, item);
+  if (ec) co_return std::tuple{ec, std::move(out)};
+  out.id = id ? std::move(*id) : detail::make_uuid();
+  detail::feed_names n(cfg, name);
+  auto keys = detail::data_keys(n);
+  std::vector<std::string> args;
+  args.push_back(out.id);
+  args.push_back(std::move(item));
+  args.push_back(detail::now_ms());
+  args.push_back(n.channel("publish"));
+  args.push_back(n.channel("edit"));
+  args.push_back(n.channel("retract"));
+  auto [sec, v] = co_await detail::run_script(*c, publish_script, keys, args);
+  if (sec) co_return std::tuple{sec, std::move(out)};
+  if (v.elements.size() != 2) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
+  out.edited = v.elements[0].integer == 1;
+  for (auto& e : v.elements[1].elements) out.evicted.push_back(std::move(e.str));
+  co_return std::tuple{error_code{}, std::move(out)};
+}
+
+asio::awaitable<std::tuple<error_code, bool>> retract_op(client* c, std::string name,
+                                                         std::string id) {
+  const auto& cfg = c->get_config();
+  error_code ec = detail::validate_name(cfg, name);
+  if (!ec) ec = detail::validate_id(cfg, id);
+  if (ec) co_return std::tuple{ec, false};
+  detail::feed_names n(cfg, name);
+  auto keys = detail::data_keys(n);
+  std::vector<std::string> args;
+  args.push_back(std::move(id));
+  args.push_back(n.channel("retract"));
+  auto [sec, v] = co_await detail::run_script(*c, retract_script, keys, args);
+  co_return std::tuple{sec, !sec && v.integer == 1};
+}
+
+asio::awaitable<std::tuple<error_code, std::vector<std::string>>> get_ids_op(client* c,
+                                                                            std::string name) {
+  std::vector<std::string> out;
+  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, out};
+  detail::feed_names n(c->get_config(), name);
+  request req;
+  detail::push_type_check(req, n);
+  req.push("ZRANGE", n.key("ids"), 0, -1);
+  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
+  if (ec) co_return std::tuple{ec, out};
+  for (auto& e : resp[1].elements) out.push_back(std::move(e.str));
+  co_return std::tuple{error_code{}, std::move(out)};
+}
+
+asio::awaitable<std::tuple<error_code, bool>> has_id_op(client* c, std::string name,
+                                                        std::string id) {
+  const auto& cfg = c->get_config();
+  error_code ec = detail::validate_name(cfg, name);
+  if (!ec) ec = detail::validate_id(cfg, id);
+  if (ec) co_return std::tuple{ec, false};
+  detail::feed_names n(cfg, name);
+  request req;
+  detail::push_type_check(req, n);
+  req.push("ZSCORE", n.key("ids"), id);
+  auto [rec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
+  if (rec) co_return std::tuple{rec, false};
+  co_return std::tuple{error_code{}, !resp[1].is_null()};
+}
+
+asio::awaitable<std::tuple<error_code, std::uint64_t>> length_op(client* c, std::string name) {
+  if (auto ec = detail::validate_name(c->get_config(), name))
+    co_return std::tuple{ec, std::uint64_t{0}};
+  detail::feed_names n(c->get_config(), name);
+  request req;
+  detail::push_type_check(req, n);
+  req.push("ZCARD", n.key("ids"));
+  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
+  if (ec) co_return std::tuple{ec, std::uint64_t{0}};
+  auto len = detail::as_u64(resp[1], ec);
+  co_return std::tuple{ec, len};
+}
+
+asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all_op(client* c,
+                                                                          std::string name) {
+  co_return co_await detail::get_all(*c, name, feed_type::feed);
+}
+
+}  // namespace
+
+void feed::start_open(client* c, std::string name, handler<feed> h) {
+  detail::spawn_op(c->get_executor(), open_op(c, std::move(name)), std::move(h));
+}
+
+void feed::start_publish(client* c, std::string name, std::optional<std::string> id,
+                         std::string item, handler<publish_result> h) {
+  detail::spawn_op(c->get_executor(), publish_op(c, std::move(name), std::move(id), std::move(item)),
+                   std::move(h));
+}
+
+void feed::start_retract(client* c, std::string name, std::string id, handler<bool> h) {
+  detail::spawn_op(c->get_executor(), retract_op(c, std::move(name), std::move(id)), std::move(h));
+}
+
+void feed::start_get_ids(client* c, std::string name, handler<std::vector<std::string>> h) {
+  detail::spawn_op(c->get_executor(), get_ids_op(c, std::move(name)), std::move(h));
+}
+
+void feed::start_get_item(client* c, std::string name, std::string id,
+                          handler<std::optional<std::string>> h) {
+  detail::spawn_op(c->get_executor(),
+                   detail::get_item(*c, std::move(name), feed_type::feed, std::move(id)),
+                   std::move(h));
+}
+
+void feed::start_get_items(client* c, std::string name, std::vector<std::string> ids,
+                           handler<std::vector<std::optional<std::string>>> h) {
+  detail::spawn_op(c->get_executor(),
+                   detail::get_items(*c, std::move(name), feed_type::feed, std::move(ids)),
+                   std::move(h));
+}
+
+void feed::start_get_all(client* c, std::string name, handler<std::vector<feed_item>> h) {
+  detail::spawn_op(c->get_executor(), get_all_op(c, std::move(name)), std::move(h));
+}
+
+void feed::start_has_id(client* c, std::string name, std::string id, handler<bool> h) {
+  detail::spawn_op(c->get_executor(), has_id_op(c, std::move(name), std::move(id)), std::move(h));
+}
+
+void feed::start_length(client* c, std::string name, handler<std::uint64_t> h) {
+  detail::spawn_op(c->get_executor(), length_op(c, std::move(name)), std::move(h));
+}
+
+void feed::start_subscribe(client* c, std::string name, feed_callback cb,
+                           feed_subscribe_options opts, handler<feed_subscription> h) {
+  detail::start_feed_subscribe(*c, std::move(name), feed_type::feed, std::move(cb),
+                               std::move(opts), std::move(h));
+}
+
+}  // namespace thoonk
