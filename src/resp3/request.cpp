@@ -1,16 +1,17 @@
 #include <thoonk/request.hpp>
 
 #include <algorithm>
-#include <cctype>
 
 namespace thoonk {
 namespace {
 
+// ASCII-only case folding: command names are ASCII, and the C library's
+// toupper depends on the process locale.
+char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; }
+
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::toupper(static_cast<unsigned char>(x)) ==
-                  std::toupper(static_cast<unsigned char>(y));
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return ascii_upper(x) == ascii_upper(y);
          });
 }
 
