@@ -196,3 +196,30 @@ TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber]") {
     CHECK(got == thoonk::error::client_stopped);
   });
 }
+
+TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection", "[subscriber]") {
+  for (int proto : {3, 2}) {
+    asio::io_context ioc;
+    auto cfg = test_config();
+    cfg.protocol = proto;
+    cfg.health_check_interval = 30ms;
+    cfg.health_check_timeout = 500ms;
+    thoonk::subscriber sub(ioc.get_executor(), cfg);
+    thoonk::connection pub(ioc.get_executor(), test_config());
+    auto ch = unique_name("ping");
+    int got = 0;
+    run_coro(ioc, [&]() -> asio::awaitable<void> {
+      auto s = co_await sub.subscribe(ch, [&](const thoonk::message&) { ++got; },
+                                      asio::use_awaitable);
+      auto writes = sub.stats().connection.writes;
+      co_await sleep_for(300ms);
+      INFO("protocol " << proto);
+      CHECK(sub.stats().connection.writes > writes);  // PINGs were sent...
+      CHECK(sub.stats().connection.reconnects == 0);  // ...and their replies understood
+      co_await cmd(pub, "PUBLISH", ch, "still here");
+      co_await until([&] { return got == 1; });
+      sub.stop();
+      pub.stop();
+    });
+  }
+}
