@@ -1,0 +1,303 @@
+// Feed management against a real redis-server: create / delete / exists /
+// list / config (plain and JSON), the newfeed / delfeed / conffeed payloads
+// byte for byte, typed management events, and input validation.
+#include "feed_test_util.hpp"
+
+using namespace feedtest;
+using thoonk::feed_type;
+
+
+TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed payload",
+          "[feed][feed_admin]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  thoonk::subscriber raw(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto cap = co_await capture_patterns(raw, "newfeed", "delfeed", "conffeed");
+    auto name = unique_name("admin");
+
+    auto [e0, exists0] = co_await c.feed_exists(name, tok);
+    CHECK(!e0);
+    CHECK(!exists0);
+
+    auto [ec] = co_await c.create_feed(name, feed_type::feed, max_len(5), tok);
+    REQUIRE(!ec);
+    auto [e1, exists1] = co_await c.feed_exists(name, tok);
+    CHECK(exists1);
+    auto [e2, names] = co_await c.list_feeds(tok);
+    CHECK(std::find(names.begin(), names.end(), name) != names.end());
+    CHECK(std::is_sorted(names.begin(), names.end()));
+
+    // Raw: the feeds set and the config hash, exactly.
+    auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", name);
+    CHECK(member.integer == 1);
+    auto conf = co_await cmd(c.conn(), "HGETALL", key("config", name));
+    std::vector<std::string> flat;
+    for (auto& e : conf.elements) flat.push_back(e.str);  // RESP3 map: k, v, k, v
+    REQUIRE(flat.size() == 4);
+    std::map<std::string, std::string> m{{flat[0], flat[1]}, {flat[2], flat[3]}};
+    CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
+
+    // Creating it again: a distinct error, nothing changed, nothing published.
+    auto [ec2] = co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), tok);
+    CHECK(ec2 == thoonk::error::feed_exists);
+    auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
+    CHECK(t.str == "feed");
+
+    // Config values.
+    auto [e3, v] = co_await c.get_config(name, "max_length", tok);
+    CHECK(!e3);
+    CHECK(v == std::optional<std::string>("5"));
+    auto [e4, unset] = co_await c.get_config(name, "nothing-here", tok);
+    CHECK(!e4);
+    CHECK(!unset);
+    auto [e5] = co_await c.set_config(name, "max_length", "7", tok);
+    CHECK(!e5);
+    auto raw_len = co_await cmd(c.conn(), "HGET", key("config", name), "max_length");
+    CHECK(raw_len.str == "7");
+    auto [e6] = co_await c.set_config(name, "owner", std::string("a\0b", 3), tok);
+    CHECK(!e6);
+    auto [e7, owner] = co_await c.get_config(name, "owner", tok);
+    CHECK(owner == std::optional<std::string>(std::string("a\0b", 3)));
+
+    // Payloads: name\0instance-uuid, once per change.
+    co_await wait_until([&] { return cap->msgs.size() >= 3; });
+    co_await settle();
+    std::vector<msg> expected{{"newfeed", nul_join(name, c.instance_id())},
+                              {"conffeed", nul_join(name, c.instance_id())},
+                              {"conffeed", nul_join(name, c.instance_id())}};
+    std::vector<msg> mine;
+    for (auto& mm : cap->msgs)
+      if (mm.second.starts_with(name + std::string(1, '\0'))) mine.push_back(mm);
+    CHECK(mine == expected);
+    CHECK(c.instance_id().size() == 36);
+
+    auto [e8] = co_await c.delete_feed(name, tok);
+    CHECK(!e8);
+    raw.stop();
+    c.stop();
+  });
+}
+
+TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][feed_admin]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  thoonk::subscriber raw(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto cap = co_await capture_patterns(raw, "delfeed");
+    auto name = co_await make_feed(c, "del", feed_type::feed, max_len(2));
+    thoonk::feed f(c, name);
+    for (int i = 0; i < 4; ++i) co_await f.publish("item" + std::to_string(i), asio::use_awaitable);
+    co_await f.retract("nope", asio::use_awaitable);
+    auto sname = co_await make_feed(c, "del-sorted", feed_type::sorted_feed);
+    thoonk::sorted_feed s(c, sname);
+    auto id = co_await s.append("x", asio::use_awaitable);
+    co_await s.retract(id, asio::use_awaitable);
+    co_await s.append("y", asio::use_awaitable);
+
+    std::vector<std::string> both{name, sname};
+    for (const auto& n : both) {
+      auto keys = co_await cmd(c.conn(), "KEYS", "feed.*:" + n);
+      CHECK(!keys.elements.empty());
+      auto [ec] = co_await c.delete_feed(n, tok);
+      CHECK(!ec);
+      keys = co_await cmd(c.conn(), "KEYS", "*" + n + "*");
+      CHECK(keys.elements.empty());
+      auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", n);
+      CHECK(member.integer == 0);
+      auto [e2, exists] = co_await c.feed_exists(n, tok);
+      CHECK(!exists);
+    }
+    co_await wait_until([&] { return cap->msgs.size() >= 2; });
+    co_await settle();
+    CHECK(cap->msgs == std::vector<msg>{{"delfeed", nul_join(name, c.instance_id())},
+                                        {"delfeed", nul_join(sname, c.instance_id())}});
+
+    // Deleting again, or using the deleted feed: feed_not_found.
+    auto [e3] = co_await c.delete_feed(name, tok);
+    CHECK(e3 == thoonk::error::feed_not_found);
+    auto [e4, r] = co_await f.publish("again", tok);
+    CHECK(e4 == thoonk::error::feed_not_found);
+    auto keys = co_await cmd(c.conn(), "KEYS", "*" + name + "*");
+    CHECK(keys.elements.empty());  // the failed publish wrote nothing
+    raw.stop();
+    c.stop();
+  });
+}
+
+TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct errors",
+          "[feed][feed_admin]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto missing = unique_name("missing");
+    auto [e1] = co_await c.set_config(missing, "max_length", "3", tok);
+    CHECK(e1 == thoonk::error::feed_not_found);
+    auto [e2, v] = co_await c.get_config(missing, "type", tok);
+    CHECK(e2 == thoonk::error::feed_not_found);
+    auto [e3, f] = co_await thoonk::feed::open(c, missing, tok);
+    CHECK(e3 == thoonk::error::feed_not_found);
+    auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, tok);
+    CHECK(e4 == thoonk::error::feed_not_found);
+
+    auto fname = co_await make_feed(c, "typed", feed_type::feed);
+    auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
+    auto qname = co_await make_feed(c, "typed-queue", feed_type::queue);
+    auto [e5, f2] = co_await thoonk::feed::open(c, fname, tok);
+    CHECK(!e5);
+    CHECK(f2.name() == fname);
+    auto [e6, s2] = co_await thoonk::sorted_feed::open(c, fname, tok);
+    CHECK(e6 == thoonk::error::wrong_feed_type);
+    auto [e7, f3] = co_await thoonk::feed::open(c, sname, tok);
+    CHECK(e7 == thoonk::error::wrong_feed_type);
+    auto [e8, f4] = co_await thoonk::feed::open(c, qname, tok);
+    CHECK(e8 == thoonk::error::wrong_feed_type);
+    // Unchecked handles: every operation checks the type too.
+    thoonk::feed wrong(c, sname);
+    auto [e9, r9] = co_await wrong.publish("x", tok);
+    CHECK(e9 == thoonk::error::wrong_feed_type);
+    auto [e10, ids] = co_await wrong.get_ids(tok);
+    CHECK(e10 == thoonk::error::wrong_feed_type);
+    thoonk::sorted_feed wrong2(c, fname);
+    auto [e11, id11] = co_await wrong2.append("x", tok);
+    CHECK(e11 == thoonk::error::wrong_feed_type);
+    auto len = co_await cmd(c.conn(), "LLEN", key("ids", fname));
+    CHECK(len.integer == 0);
+
+    // Names are checked before any I/O.
+    auto before = c.conn().stats().requests;
+    std::string nul_name("a\0b", 3);
+    std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
+                                       std::string(2000, 'n')};
+    for (const std::string& bad : bad_names) {
+      auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), tok);
+      CHECK(b1 == thoonk::error::invalid_name);
+      auto [b2] = co_await c.delete_feed(bad, tok);
+      CHECK(b2 == thoonk::error::invalid_name);
+      auto [b3, x3] = co_await c.feed_exists(bad, tok);
+      CHECK(b3 == thoonk::error::invalid_name);
+      auto [b4] = co_await c.set_config(bad, "a", "b", tok);
+      CHECK(b4 == thoonk::error::invalid_name);
+      auto [b5, x5] = co_await c.get_config(bad, "a", tok);
+      CHECK(b5 == thoonk::error::invalid_name);
+      auto [b6, x6] = co_await thoonk::feed::open(c, bad, tok);
+      CHECK(b6 == thoonk::error::invalid_name);
+      auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", tok);
+      CHECK(b7 == thoonk::error::invalid_name);
+    }
+    // Config values the library interprets are checked too.
+    thoonk::feed_config ten{{"max_length", "ten"}};
+    auto [c1] = co_await c.create_feed(unique_name("badcfg"), feed_type::feed, ten, tok);
+    CHECK(c1 == thoonk::error::invalid_argument);
+    auto [c2] = co_await c.set_config(fname, "max_length", "-1", tok);
+    CHECK(c2 == thoonk::error::invalid_argument);
+    auto [c3] = co_await c.set_config(fname, "type", "sorted_feed", tok);
+    CHECK(c3 == thoonk::error::invalid_argument);
+    auto [c4] = co_await c.set_config(fname, "", "x", tok);
+    CHECK(c4 == thoonk::error::invalid_argument);
+    CHECK(c.conn().stats().requests == before);
+
+    std::vector<std::string> made{fname, sname, qname};
+    for (auto& n : made) co_await c.delete_feed(n, asio::use_awaitable);
+    c.stop();
+  });
+}
+
+TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin]") {
+  asio::io_context ioc;
+  auto cfg = test_config();
+  cfg.allow_hash_tag_names = true;
+  thoonk::client c(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto name = unique_name("tag") + ".{eu}";
+    auto [ec] = co_await c.create_feed(name, feed_type::feed, thoonk::feed_config(), tok);
+    CHECK(!ec);
+    auto [e2, r] = co_await thoonk::feed(c, name).publish("x", tok);
+    CHECK(!e2);
+    auto n = co_await cmd(c.conn(), "ZCARD", key("ids", name));
+    CHECK(n.integer == 1);
+    co_await c.delete_feed(name, asio::use_awaitable);
+    c.stop();
+  });
+}
+
+TEST_CASE("feed admin: JSON config values", "[feed][feed_admin]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto name = co_await make_feed(c, "json", feed_type::feed);
+    boost::json::value v = {{"retries", 3}, {"tags", {"a", "b"}}, {"ratio", 0.5}};
+    auto [e1] = co_await c.set_config_json(name, "policy", v, tok);
+    CHECK(!e1);
+    auto [e2, back] = co_await c.get_config_json(name, "policy", tok);
+    CHECK(!e2);
+    CHECK(back == v);
+    auto raw = co_await cmd(c.conn(), "HGET", key("config", name), "policy");
+    CHECK(boost::json::parse(raw.str) == v);
+    auto [e3, unset] = co_await c.get_config_json(name, "absent", tok);
+    CHECK(unset.is_null());
+    co_await c.set_config(name, "plain", "not json {", asio::use_awaitable);
+    auto [e4, text] = co_await c.get_config_json(name, "plain", tok);
+    CHECK(text == boost::json::value("not json {"));
+    auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", tok);
+    CHECK(e5 == thoonk::error::feed_not_found);
+    co_await c.delete_feed(name, asio::use_awaitable);
+    c.stop();
+  });
+}
+
+TEST_CASE("feed admin: typed management events, once each", "[feed][feed_admin]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  thoonk::client other(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    co_await other.connect(asio::use_awaitable);
+    struct ev {
+      thoonk::feed_admin_event::kind_t kind;
+      std::string feed, instance;
+      bool operator==(const ev&) const = default;
+    };
+    std::vector<ev> a, b;
+    auto s1 = co_await thoonk::subscribe_feed_admin(
+        c, [&](const thoonk::feed_admin_event& e) { a.push_back({e.kind, std::string(e.feed), std::string(e.instance)}); },
+        asio::use_awaitable);
+    auto s2 = co_await thoonk::subscribe_feed_admin(
+        c, [&](const thoonk::feed_admin_event& e) { b.push_back({e.kind, std::string(e.feed), std::string(e.instance)}); },
+        asio::use_awaitable);
+    auto name = unique_name("events");
+    co_await other.create_feed(name, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+    co_await other.set_config(name, "max_length", "3", asio::use_awaitable);
+    co_await c.delete_feed(name, asio::use_awaitable);
+    std::vector<ev> expected{{thoonk::feed_admin_event::created, name, other.instance_id()},
+                             {thoonk::feed_admin_event::config_changed, name, other.instance_id()},
+                             {thoonk::feed_admin_event::deleted, name, c.instance_id()}};
+    auto mine = [&](const std::vector<ev>& all) {
+      std::vector<ev> out;
+      for (auto& e : all)
+        if (e.feed == name) out.push_back(e);
+      return out;
+    };
+    auto r1_ = co_await wait_until([&] { return mine(a).size() >= 3 && mine(b).size() >= 3; });
+    CHECK(r1_);
+    co_await settle();
+    CHECK(mine(a) == expected);
+    CHECK(mine(b) == expected);
+    // Dropping a handle stops its callback only.
+    s1.reset();
+    auto name2 = unique_name("events2");
+    co_await other.create_feed(name2, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+    auto r2_ = co_await wait_until([&] { return !b.empty() && b.back().feed == name2; });
+    CHECK(r2_);
+    co_await settle();
+    CHECK(std::none_of(a.begin(), a.end(), [&](const ev& e) { return e.feed == name2; }));
+    co_await other.delete_feed(name2, asio::use_awaitable);
+    c.stop();
+    other.stop();
+  });
+}
