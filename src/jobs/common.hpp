@@ -1,0 +1,358 @@
+// Shared by queue and job_queue: reply helpers, script error mapping, and
+// the two coalescing machines that make them fast without blocking the
+// shared connection:
+//
+//  * fetcher<T>: the waiting getters/claimers of one queue object. One
+//    script call fetches up to N items for N waiting coroutines; when the
+//    queue runs dry they sleep until notify() (a wake-up message) or the
+//    poll interval.
+//  * batcher<Req, Res>: calls issued in the same tick (or while a call is
+//    in flight) go to the server as one script call (puts, finishes).
+//
+// Everything here runs on the client's executor (single-threaded access).
+#pragma once
+
+#include "detail/executor_util.hpp"
+#include "detail/keys.hpp"
+#include "detail/script_exec.hpp"
+
+#include <thoonk/client.hpp>
+#include <thoonk/error.hpp>
+#include <thoonk/resp3/value.hpp>
+#include <thoonk/script.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace thoonk::detail::jobs {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using clock_type = std::chrono::steady_clock;
+inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+/// Milliseconds since the Unix epoch (system clock), decimal.
+std::string now_ms_string();
+std::int64_t now_ms();
+
+/// Maps an error value returned by a queue/job script ("THOONK <code>") to
+/// its error code; other error replies: a Lua runtime error
+/// (`ERR user_script...`, `ERR Error running script`) → script_error,
+/// anything else (OOM, READONLY, ...) → server_error. Success when `v` is
+/// not an error.
+error_code script_reply_error(const resp3::value& v);
+
+/// Runs a library script; error replies are mapped, so a successful value
+/// is never an error. Keys and args are owned by the coroutine frame.
+asio::awaitable<std::tuple<error_code, resp3::value>> run(client& c, const script& s,
+                                                          std::vector<std::string> keys,
+                                                          std::vector<std::string> args);
+
+/// Integer of a number reply (or a decimal string); `fallback` otherwise.
+std::int64_t as_int(const resp3::value& v, std::int64_t fallback = 0);
+/// String elements of an array reply (null elements become "").
+std::vector<std::string> as_strings(resp3::value&& v);
+
+/// Clamps a batch size option to 1..1000 (the scripts unpack at most a few
+/// thousand arguments per call).
+inline std::size_t clamp_batch(std::size_t n) { return std::clamp<std::size_t>(n, 1, 1000); }
+
+/// Completes an operation's handler with an error before any I/O.
+template <class... Ts>
+asio::awaitable<std::tuple<error_code, Ts...>> fail_now(error_code ec) {
+  co_return std::tuple<error_code, Ts...>{ec, Ts{}...};
+}
+
+// ---------------------------------------------------------------------------
+// pending: one waiting coroutine's slot. The timer is the wake-up signal
+// (cancel() completes the wait) and, for waiters with a deadline, the
+// deadline too.
+// ---------------------------------------------------------------------------
+template <class T>
+struct pending {
+  explicit pending(const asio::any_io_executor& ex) : timer(ex, clock_type::time_point::max()) {}
+  asio::steady_timer timer;
+  bool done = false;       // a result (or error) was delivered
+  bool abandoned = false;  // the waiter gave up (timeout, cancellation, close)
+  error_code ec;
+  T value{};
+
+  bool live() const noexcept { return !done && !abandoned; }
+  void complete(error_code e, T v) {
+    if (!live()) return;
+    done = true;
+    ec = e;
+    value = std::move(v);
+    timer.cancel();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// fetcher
+// ---------------------------------------------------------------------------
+template <class T>
+class fetcher : public std::enable_shared_from_this<fetcher<T>> {
+ public:
+  /// Fetches up to n items (one script call).
+  using fetch_fn =
+      std::function<asio::awaitable<std::tuple<error_code, std::vector<T>>>(std::size_t n)>;
+  /// Returns items fetched for waiters that are gone (runs detached).
+  using give_back_fn = std::function<asio::awaitable<void>(std::vector<T>)>;
+  /// Runs once before the first fetch (subscribes to the wake-up channel, so
+  /// no wake-up published after an empty fetch can be missed).
+  using prepare_fn = std::function<asio::awaitable<void>()>;
+
+  fetcher(asio::any_io_executor ex, std::chrono::milliseconds poll, std::size_t max_batch,
+          fetch_fn fetch, give_back_fn give_back, prepare_fn prepare)
+      : ex_(std::move(ex)),
+        poll_(std::max(poll, std::chrono::milliseconds(1))),
+        max_batch_(clamp_batch(max_batch)),
+        fetch_(std::move(fetch)),
+        give_back_(std::move(give_back)),
+        prepare_(std::move(prepare)),
+        wake_(ex_) {}
+
+  /// Waits for one item. Completes with error::queue_empty no earlier than
+  /// `timeout` and only after a fetch attempt that included this waiter
+  /// completed; operation_aborted when cancelled or closed.
+  asio::awaitable<std::tuple<error_code, T>> wait_one(std::chrono::milliseconds timeout) {
+    if (closed_) co_return std::tuple{error_code(asio::error::operation_aborted), T{}};
+    auto w = std::make_shared<waiter>(ex_);
+    if (timeout != std::chrono::milliseconds::max())
+      w->timer.expires_after(std::max(timeout, std::chrono::milliseconds(0)));
+    waiters_.push_back(w);
+    trigger();
+    for (;;) {
+      if (w->done) break;
+      auto [ec] = co_await w->timer.async_wait(use_nothrow);
+      if (w->done) break;
+      if (ec) {  // cancelled by the caller (we only cancel after done)
+        w->abandoned = true;
+        co_return std::tuple{error_code(asio::error::operation_aborted), T{}};
+      }
+      // Deadline. Give up only once an attempt including us has completed.
+      if (w->attempt_done) {
+        w->abandoned = true;
+        co_return std::tuple{error_code(error::queue_empty), T{}};
+      }
+      w->expired = true;
+      w->timer.expires_at(clock_type::time_point::max());
+    }
+    co_return std::tuple{w->ec, std::move(w->value)};
+  }
+
+  /// Something may have arrived: fetch again if anyone waits.
+  void notify() {
+    if (closed_) return;
+    trigger_ = true;
+    if (idle_) wake_.cancel();
+  }
+
+  /// Completes every waiter with `ec` and ends the loop.
+  void close(error_code ec) {
+    if (closed_) return;
+    closed_ = true;
+    for (auto& w : waiters_) w->complete(ec, T{});
+    waiters_.clear();
+    wake_.cancel();
+  }
+
+  bool closed() const noexcept { return closed_; }
+  std::size_t waiting() const noexcept {
+    return static_cast<std::size_t>(std::count_if(waiters_.begin(), waiters_.end(),
+                                                  [](const auto& w) { return w->live(); }));
+  }
+
+ private:
+  struct waiter : pending<T> {
+    using pending<T>::pending;
+    bool attempt_done = false;  // a fetch including this waiter completed
+    bool expired = false;       // deadline passed while an attempt was due
+  };
+
+  void trigger() {
+    trigger_ = true;
+    if (!running_) {
+      running_ = true;
+      asio::co_spawn(ex_, loop(this->shared_from_this()), asio::detached);
+    } else if (idle_) {
+      wake_.cancel();
+    }
+  }
+
+  void compact() {
+    std::erase_if(waiters_, [](const auto& w) { return !w->live(); });
+  }
+
+  asio::awaitable<void> loop([[maybe_unused]] std::shared_ptr<fetcher> self) {
+    if (prepare_) {
+      try {
+        co_await prepare_();
+      } catch (...) {
+        // Without the subscription we still poll.
+      }
+    }
+    auto next_poll = clock_type::now() + poll_;
+    while (!closed_) {
+      compact();
+      if (waiters_.empty() || !trigger_) {
+        wake_.expires_at(waiters_.empty() ? clock_type::time_point::max() : next_poll);
+        idle_ = true;
+        auto [ec] = co_await wake_.async_wait(use_nothrow);
+        idle_ = false;
+        if (!ec && !closed_) {
+          trigger_ = true;  // poll tick
+          next_poll = clock_type::now() + poll_;
+        }
+        continue;
+      }
+      trigger_ = false;
+      std::vector<std::shared_ptr<waiter>> batch;
+      for (auto& w : waiters_) {
+        if (batch.size() == max_batch_) break;
+        if (w->live()) batch.push_back(w);
+      }
+      auto [ec, results] = co_await fetch_(batch.size());
+      next_poll = clock_type::now() + poll_;
+      std::size_t used = 0;
+      if (!ec && !closed_) {
+        for (auto& w : waiters_) {
+          if (used == results.size()) break;
+          if (w->live()) w->complete({}, std::move(results[used++]));
+        }
+      }
+      if (!ec && used < results.size() && give_back_) {
+        std::vector<T> rest(std::make_move_iterator(results.begin() + used),
+                            std::make_move_iterator(results.end()));
+        asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
+      }
+      for (auto& w : batch) {
+        if (!w->live()) continue;
+        if (ec) {
+          w->complete(ec, T{});
+          continue;
+        }
+        w->attempt_done = true;
+        if (w->expired) w->complete(error::queue_empty, T{});
+      }
+      if (ec == error::client_stopped) {
+        close(ec);
+        break;
+      }
+      if (!ec && results.size() >= batch.size()) trigger_ = true;  // likely more
+      if (ec && !closed_) {
+        // Do not spin on a failing server; new waiters retry after this.
+        wake_.expires_after(std::chrono::milliseconds(20));
+        co_await wake_.async_wait(use_nothrow);
+      }
+    }
+    running_ = false;
+  }
+
+  asio::any_io_executor ex_;
+  std::chrono::milliseconds poll_;
+  std::size_t max_batch_;
+  fetch_fn fetch_;
+  give_back_fn give_back_;
+  prepare_fn prepare_;
+  asio::steady_timer wake_;
+  std::deque<std::shared_ptr<waiter>> waiters_;
+  bool running_ = false;
+  bool idle_ = false;
+  bool trigger_ = false;
+  bool closed_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// batcher
+// ---------------------------------------------------------------------------
+template <class Req, class Res>
+class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
+ public:
+  /// Runs one batch; on success returns one result per request, in order.
+  using run_fn =
+      std::function<asio::awaitable<std::tuple<error_code, std::vector<Res>>>(std::vector<Req>)>;
+
+  batcher(asio::any_io_executor ex, std::size_t max_batch, run_fn run)
+      : ex_(std::move(ex)), max_batch_(clamp_batch(max_batch)), run_(std::move(run)) {}
+
+  /// Queues one request and waits for its result. operation_aborted when
+  /// cancelled (a request not yet sent is then dropped) or closed.
+  asio::awaitable<std::tuple<error_code, Res>> submit(Req r) {
+    if (closed_) co_return std::tuple{error_code(asio::error::operation_aborted), Res{}};
+    auto e = std::make_shared<entry>(ex_, std::move(r));
+    queue_.push_back(e);
+    schedule();
+    if (!e->done) co_await e->timer.async_wait(use_nothrow);
+    if (e->done) co_return std::tuple{e->ec, std::move(e->value)};
+    e->abandoned = true;
+    co_return std::tuple{error_code(asio::error::operation_aborted), Res{}};
+  }
+
+  void close(error_code ec) {
+    closed_ = true;
+    for (auto& e : queue_) e->complete(ec, Res{});
+    queue_.clear();
+  }
+
+ private:
+  struct entry : pending<Res> {
+    entry(const asio::any_io_executor& ex, Req r) : pending<Res>(ex), req(std::move(r)) {}
+    Req req;
+  };
+
+  void schedule() {
+    if (scheduled_ || in_flight_ || queue_.empty()) return;
+    scheduled_ = true;
+    asio::co_spawn(ex_, flush(this->shared_from_this()), asio::detached);
+  }
+
+  asio::awaitable<void> flush([[maybe_unused]] std::shared_ptr<batcher> self) {
+    // Let every coroutine that is ready in this tick add its request.
+    co_await asio::post(ex_, asio::use_awaitable);
+    scheduled_ = false;
+    while (!queue_.empty()) {
+      std::vector<std::shared_ptr<entry>> batch;
+      std::vector<Req> reqs;
+      while (!queue_.empty() && batch.size() < max_batch_) {
+        auto e = std::move(queue_.front());
+        queue_.pop_front();
+        if (!e->live()) continue;
+        reqs.push_back(std::move(e->req));
+        batch.push_back(std::move(e));
+      }
+      if (batch.empty()) break;
+      in_flight_ = true;
+      auto [ec, res] = co_await run_(std::move(reqs));
+      in_flight_ = false;
+      if (!ec && res.size() != batch.size()) ec = error::unexpected_type;
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        batch[i]->complete(ec, ec ? Res{} : std::move(res[i]));
+    }
+  }
+
+  asio::any_io_executor ex_;
+  std::size_t max_batch_;
+  run_fn run_;
+  std::deque<std::shared_ptr<entry>> queue_;
+  bool scheduled_ = false;
+  bool in_flight_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace thoonk::detail::jobs

@@ -1,0 +1,55 @@
+// Key and channel names of one queue / job queue, in the order the scripts
+// of lua.cpp expect them. Built once per queue object from
+// detail::feed_names (the one place key names are made).
+#pragma once
+
+#include "detail/keys.hpp"
+
+#include <string>
+#include <vector>
+
+namespace thoonk::detail::jobs {
+
+struct queue_keys {
+  explicit queue_keys(const feed_names& n)
+      : names(n),
+        keys{n.key("config"), n.key("ids"), n.key("items"), n.key("publishes"),
+             n.key("idincr"), n.key("sleepers")},
+        wake_channel(n.channel("wake")) {}
+
+  feed_names names;
+  /// config, ids, items, publishes, idincr, sleepers.
+  std::vector<std::string> keys;
+  /// `feed.wake:name`: put scripts PUBLISH here when a getter sleeps.
+  std::string wake_channel;
+};
+
+struct job_keys {
+  enum index : std::size_t {
+    config, ids, items, publishes, finishes, published, claimed, cancelled, stalled,
+    attempts, sleepers, idincr, unaccounted, count
+  };
+
+  explicit job_keys(const feed_names& n)
+      : names(n),
+        keys{n.key("config"),    n.key("ids"),      n.key("items"),    n.key("publishes"),
+             n.key("finishes"),  n.key("published"), n.key("claimed"),  n.key("cancelled"),
+             n.key("stalled"),   n.key("attempts"), n.key("sleepers"), n.key("idincr"),
+             n.key("unaccounted")},
+        lock_key(n.key("maintenance")),
+        wake_channel(n.channel("wake")),
+        finish_channel(n.job_finish_channel()) {}
+
+  const std::string& operator[](index i) const { return keys[i]; }
+
+  feed_names names;
+  /// The job layout of lua.cpp (see `index`).
+  std::vector<std::string> keys;
+  /// `feed.maintenance:[f]`: the maintenance lock (SET NX PX).
+  std::string lock_key;
+  std::string wake_channel;
+  /// `job.finish:name` (contract 002).
+  std::string finish_channel;
+};
+
+}  // namespace thoonk::detail::jobs

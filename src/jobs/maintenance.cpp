@@ -1,0 +1,235 @@
+// Job queue maintenance (contract 002 "Maintenance", done properly):
+// lapsed claims, jobs in no state (two-pass), orphaned extension state,
+// stats published to a feed. Every server step is one bounded script.
+#include "jobs/job_queue_impl.hpp"
+#include "jobs/lua.hpp"
+
+#include "detail/uuid.hpp"
+
+#include <thoonk/feed.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <unordered_set>
+
+namespace thoonk::detail {
+
+namespace asio = boost::asio;
+using namespace jobs;  // NOLINT
+
+namespace {
+
+asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string owner) {
+  std::vector<std::string_view> keys{self->k.lock_key};
+  std::vector<std::string_view> args{owner};
+  co_await eval_script(self->cl.conn(), lua::maint_unlock(), keys, args);
+}
+
+std::string stats_json(const std::string& queue, std::int64_t now, const maintenance_report& r) {
+  boost::json::object o;
+  o["queue"] = queue;
+  o["time_ms"] = now;
+  o["waiting"] = r.counts.waiting;
+  o["claimed"] = r.counts.claimed;
+  o["stalled"] = r.counts.stalled;
+  o["jobs"] = r.counts.items;
+  o["puts"] = r.counts.puts;
+  o["finishes"] = r.counts.finishes;
+  o["lapsed_requeued"] = r.requeued;
+  o["lapsed_stalled"] = r.stalled;
+  o["unaccounted_requeued"] = r.unaccounted_requeued;
+  o["unaccounted_suspects"] = r.unaccounted_suspects;
+  o["orphans_removed"] = r.orphans_removed;
+  return boost::json::serialize(o);
+}
+
+// Publishes `item` to the stats feed, creating the feed when missing.
+asio::awaitable<error_code> publish_stats(client& c, std::string name, std::size_t max_length,
+                                          std::string item) {
+  if (auto ec = validate_name(c.get_config(), name)) co_return ec;
+  thoonk::feed f(c, name);
+  auto [ec, r] = co_await f.publish(item, use_nothrow);
+  if (ec != error::feed_not_found) co_return ec;
+  feed_config cfg;
+  cfg.emplace_back("max_length", std::to_string(max_length));
+  auto [cec] = co_await c.create_feed(name, feed_type::feed, std::move(cfg), use_nothrow);
+  if (cec && cec != error::feed_exists) co_return cec;
+  auto [ec2, r2] = co_await f.publish(std::move(item), use_nothrow);
+  co_return ec2;
+}
+
+}  // namespace
+
+namespace {
+asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
+    std::shared_ptr<job_queue_impl> self, maintenance_options opts);
+}  // namespace
+
+asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::maintain(
+    std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
+  maintenance_report rep;
+  if (self->name_ec) co_return std::tuple{self->name_ec, rep};
+
+  // One runner per queue: SET NX PX; released below whatever happens (if
+  // this process dies, it expires after lock_ttl).
+  const std::string owner = self->cl.instance_id() + ":" + make_uuid();
+  {
+    request req;
+    req.push("SET", self->k.lock_key, owner, "NX", "PX",
+             std::max<std::int64_t>(1, opts.lock_ttl.count()));
+    auto [ec, resp] = co_await self->cl.conn().exec(req, use_nothrow);
+    if (ec) co_return std::tuple{ec, rep};
+    if (resp[0].is_error()) co_return std::tuple{script_reply_error(resp[0]), rep};
+    if (resp[0].is_null()) co_return std::tuple{error_code{}, rep};  // someone else runs it
+  }
+  error_code ec;
+  try {
+    std::tie(ec, rep) = co_await maintain_locked(self, std::move(opts));
+  } catch (const boost::system::system_error& e) {
+    ec = e.code();  // cancelled: the next co_await threw
+  }
+  rep.ran = true;
+  asio::co_spawn(self->cl.get_executor(), unlock(self, owner), asio::detached);
+  co_return std::tuple{ec, rep};
+}
+
+namespace {
+asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
+    std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
+  maintenance_report rep;
+  const std::size_t batch = clamp_batch(opts.batch);
+  const std::string batch_s = std::to_string(batch);
+
+  // ---- 1. lapsed claims -----------------------------------------------------
+  for (;;) {
+    std::vector<std::string> args;
+    args.push_back(now_ms_string());
+    args.push_back(batch_s);
+    args.push_back(self->k.wake_channel);
+    auto [ec, v] = co_await self->call(lua::maint_expire(), std::move(args));
+    if (ec) co_return std::tuple{ec, rep};
+    if (v.elements.size() < 3) co_return std::tuple{error_code(error::unexpected_type), rep};
+    rep.requeued += as_int(v.elements[0]);
+    rep.stalled += as_int(v.elements[1]);
+    if (static_cast<std::size_t>(as_int(v.elements[2])) < batch) break;
+  }
+
+  // ---- 2. jobs in no state (two-pass) ---------------------------------------
+  if (opts.check_unaccounted) {
+    // a) the waiting ids, read in chunks. Not atomic with (b): a job put
+    //    after its position was read looks unaccounted in this pass, but it
+    //    will be in feed.ids (or claimed, or gone) on the next one, and only
+    //    ids suspect on both passes are rechecked atomically.
+    std::unordered_set<std::string> waiting;
+    for (std::int64_t start = 0;; start += 1000) {
+      request req;
+      req.push("LRANGE", self->k[job_keys::ids], start, start + 999);
+      auto [ec, resp] = co_await self->cl.conn().exec(req, use_nothrow);
+      if (ec) co_return std::tuple{ec, rep};
+      if (resp[0].is_error()) co_return std::tuple{script_reply_error(resp[0]), rep};
+      for (auto& e : resp[0].elements) waiting.insert(std::move(e.str));
+      if (resp[0].elements.size() < 1000) break;
+    }
+    // b) every job that is neither claimed nor stalled (HSCAN in steps).
+    std::vector<std::string> suspects;
+    std::string cursor = "0";
+    do {
+      std::vector<std::string> args;
+      args.push_back(cursor);
+      args.push_back(batch_s);
+      auto [ec, v] = co_await self->call(lua::maint_scan(), std::move(args));
+      if (ec) co_return std::tuple{ec, rep};
+      if (v.elements.empty()) co_return std::tuple{error_code(error::unexpected_type), rep};
+      cursor = std::move(v.elements[0].str);
+      for (std::size_t i = 1; i < v.elements.size(); ++i)
+        if (!waiting.count(v.elements[i].str)) suspects.push_back(std::move(v.elements[i].str));
+    } while (cursor != "0");
+    std::sort(suspects.begin(), suspects.end());
+    suspects.erase(std::unique(suspects.begin(), suspects.end()), suspects.end());
+
+    // c) suspects of the previous pass that are still in no state: requeue.
+    std::unordered_set<std::string> requeued;
+    for (std::size_t i = 0; i < suspects.size(); i += batch) {
+      std::vector<std::string> args;
+      args.push_back(self->k.wake_channel);
+      for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
+        args.push_back(suspects[j]);
+      auto [ec, v] = co_await self->call(lua::maint_requeue_unaccounted(), std::move(args));
+      if (ec) co_return std::tuple{ec, rep};
+      for (auto& e : v.elements) requeued.insert(std::move(e.str));
+    }
+    rep.unaccounted_requeued = static_cast<std::int64_t>(requeued.size());
+    std::erase_if(suspects, [&](const std::string& s) { return requeued.count(s) > 0; });
+    // d) the rest are this pass's suspects.
+    std::size_t i = 0;
+    do {
+      std::vector<std::string> args;
+      args.push_back(i == 0 ? "1" : "0");
+      for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
+        args.push_back(suspects[j]);
+      auto [ec, v] = co_await self->call(lua::maint_store_suspects(), std::move(args));
+      if (ec) co_return std::tuple{ec, rep};
+      i += batch;
+    } while (i < suspects.size());
+    rep.unaccounted_suspects = static_cast<std::int64_t>(suspects.size());
+
+    // e) tokens of jobs that vanished (finished with plain commands).
+    cursor = "0";
+    do {
+      std::vector<std::string> args;
+      args.push_back(cursor);
+      args.push_back(batch_s);
+      auto [ec, v] = co_await self->call(lua::maint_orphans(), std::move(args));
+      if (ec) co_return std::tuple{ec, rep};
+      if (v.elements.size() < 2) co_return std::tuple{error_code(error::unexpected_type), rep};
+      cursor = std::move(v.elements[0].str);
+      rep.orphans_removed += as_int(v.elements[1]);
+    } while (cursor != "0");
+  }
+
+  // ---- 3. counts and stats ----------------------------------------------------
+  {
+    std::vector<std::string> args{"counts"};
+    auto [ec, v] = co_await self->call(lua::job_read(), std::move(args));
+    if (ec) co_return std::tuple{ec, rep};
+    if (v.elements.size() >= 6) {
+      rep.counts.waiting = as_int(v.elements[0]);
+      rep.counts.claimed = as_int(v.elements[1]);
+      rep.counts.stalled = as_int(v.elements[2]);
+      rep.counts.items = as_int(v.elements[3]);
+      rep.counts.puts = as_int(v.elements[4]);
+      rep.counts.finishes = as_int(v.elements[5]);
+    }
+  }
+  if (opts.publish_stats) {
+    std::string name = opts.stats_feed.empty() ? self->k.names.name() + ".stats" : opts.stats_feed;
+    auto item = stats_json(self->k.names.name(), now_ms(), rep);
+    auto ec = co_await publish_stats(self->cl, std::move(name), opts.stats_max_length,
+                                     std::move(item));
+    // A stats feed that cannot be written does not fail the maintenance.
+    rep.stats_published = !ec;
+  }
+  co_return std::tuple{error_code{}, rep};
+}
+}  // namespace
+
+asio::awaitable<std::tuple<error_code>> job_queue_impl::run_maintenance(
+    std::shared_ptr<job_queue_impl> self, std::chrono::milliseconds interval,
+    maintenance_options opts) {
+  auto p = std::make_shared<pending<std::string>>(self->cl.get_executor());
+  self->track(p);
+  for (;;) {
+    if (self->closed || p->done) co_return std::tuple{error_code(asio::error::operation_aborted)};
+    auto [ec, rep] = co_await maintain(self, opts);
+    if (ec == error::feed_not_found || ec == error::wrong_feed_type || ec == error::invalid_name ||
+        ec == error::client_stopped)
+      co_return std::tuple{ec};
+    if (self->closed || p->done) co_return std::tuple{error_code(asio::error::operation_aborted)};
+    p->timer.expires_after(std::max(interval, std::chrono::milliseconds(1)));
+    auto [wec] = co_await p->timer.async_wait(use_nothrow);
+    if (wec) co_return std::tuple{error_code(asio::error::operation_aborted)};
+  }
+}
+
+}  // namespace thoonk::detail

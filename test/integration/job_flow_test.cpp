@@ -1,0 +1,261 @@
+// Job queue flows (issue 4 "Tests that must exist": job flows), against a
+// real redis-server.
+#include "job_support.hpp"
+
+using namespace jobs_test;
+using thoonk::test::run_coro;
+using thoonk::test::unique_name;
+
+namespace {
+
+struct fixture {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  std::string name = unique_name("jobs-flow");
+};
+
+}  // namespace
+
+TEST_CASE("job: put, claim, finish leaves nothing behind", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("payload", asio::use_awaitable);
+    CHECK(!id.empty());
+    auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
+    CHECK(waiting == 1);
+    auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(!score.is_null());
+
+    auto ids = co_await q.get_ids(asio::use_awaitable);
+    CHECK(ids == std::vector<std::string>{id});
+
+    auto job = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(job.id == id);
+    CHECK(job.item == "payload");
+    CHECK(job.failures == 0);
+    CHECK(job.token == 1);
+    auto counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.waiting == 0);
+    CHECK(counts.claimed == 1);
+    CHECK(counts.items == 1);
+    CHECK(counts.puts == 1);
+
+    co_await q.finish(job.id, job.token, asio::use_awaitable);
+    ids = co_await q.get_ids(asio::use_awaitable);
+    CHECK(ids.empty());
+    counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.waiting == 0);
+    CHECK(counts.claimed == 0);
+    CHECK(counts.stalled == 0);
+    CHECK(counts.items == 0);
+    CHECK(counts.finishes == 1);
+    // Raw keys: only the counters remain.
+    auto snap = co_await snapshot(f.c.conn(), f.name);
+    CHECK(snap ==
+          "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
+          "publishes:bulk \"1\"\nfinishes:bulk \"1\"\nattempts:{}\nunaccounted:{}\n");
+  });
+}
+
+TEST_CASE("job: cancel puts it back with the failure count", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("x", asio::use_awaitable);
+    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+    auto fails = co_await q.cancel(j1.id, j1.token, asio::use_awaitable);
+    CHECK(fails == 1);
+    auto j2 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j2.id == id);
+    CHECK(j2.failures == 1);
+    CHECK(j2.token > j1.token);
+    fails = co_await q.cancel(j2.id, j2.token, asio::use_awaitable);
+    CHECK(fails == 2);
+    auto j3 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j3.id == id);
+    CHECK(j3.failures == 2);
+    fails = co_await q.failures(id, asio::use_awaitable);
+    CHECK(fails == 2);
+    // The old tokens are dead.
+    auto [ec] = co_await q.finish(id, j1.token, nothrow);
+    CHECK(ec == thoonk::error::lost_claim);
+    co_await q.finish(id, j3.token, asio::use_awaitable);
+    auto [ec2, n] = co_await q.failures(id, nothrow);
+    CHECK(ec2 == thoonk::error::job_not_found);
+  });
+}
+
+TEST_CASE("job: stall, retry, claim, finish with a result", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+
+    std::vector<std::string> events;
+    auto sub = co_await f.c.sub().subscribe(
+        "job.finish:" + f.name,
+        [&](const thoonk::message& m) { events.emplace_back(m.payload); }, asio::use_awaitable);
+
+    auto id = co_await q.put("work", asio::use_awaitable);
+    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.stall(j1.id, j1.token, asio::use_awaitable);
+    auto c1 = co_await q.counts(asio::use_awaitable);
+    CHECK(c1.stalled == 1);
+    CHECK(c1.claimed == 0);
+    CHECK(c1.waiting == 0);
+    auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+    CHECK(member.integer == 1);
+    auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(score.is_null());
+    // Nothing to claim while it is stalled.
+    auto [eec, none] = co_await q.claim(0ms, nothrow);
+    CHECK(eec == thoonk::error::queue_empty);
+
+    co_await q.retry(id, asio::use_awaitable);
+    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(!score.is_null());
+
+    // A result waiter that starts before the finish ...
+    std::string early;
+    bool early_done = false;
+    asio::co_spawn(
+        f.ioc,
+        [&]() -> asio::awaitable<void> {
+          early = co_await q.get_result(id, 10s, asio::use_awaitable);
+          early_done = true;
+        },
+        asio::detached);
+
+    auto j2 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j2.id == id);
+    CHECK(j2.token > j1.token);
+    co_await q.finish(j2.id, j2.token, std::string("the result"), asio::use_awaitable);
+    // ... and one that starts after it.
+    auto late = co_await q.get_result(id, 1s, asio::use_awaitable);
+    CHECK(late == "the result");
+    for (int i = 0; i < 200 && (!early_done || events.empty()); ++i)
+      co_await thoonk::test::sleep_for(10ms);
+    CHECK(early_done);
+    CHECK(early == "the result");
+    REQUIRE(events.size() == 1);
+    CHECK(events[0] == id + std::string("\0the result", 11));
+    // The durable result (contract 001) with its expiry.
+    auto rk = "feed.jobfinished:" + f.name + std::string(1, '\0') + id;
+    auto stored = co_await cmd(f.c.conn(), "LRANGE", rk, 0, -1);
+    CHECK(stored.elements.size() == 1);
+    auto pttl = co_await cmd(f.c.conn(), "PTTL", rk);
+    CHECK(pttl.integer > 0);
+    auto [tec, nothing] = co_await q.get_result("no-such-job", 200ms, nothrow);
+    CHECK(tec == thoonk::error::result_timeout);
+  });
+}
+
+TEST_CASE("job: retract removes a job from every key, in every state", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    const std::string empty =
+        "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n";
+
+    // waiting
+    auto a = co_await q.put("a", asio::use_awaitable);
+    co_await q.retract(a, asio::use_awaitable);
+    auto snap = co_await snapshot(f.c.conn(), f.name);
+    CHECK(snap.starts_with(empty));
+    // claimed, with a failure counted
+    auto b = co_await q.put("b", asio::use_awaitable);
+    auto jb = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.cancel(jb.id, jb.token, asio::use_awaitable);
+    jb = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.retract(b, asio::use_awaitable);
+    snap = co_await snapshot(f.c.conn(), f.name);
+    CHECK(snap.starts_with(empty));
+    auto [ec] = co_await q.finish(jb.id, jb.token, nothrow);
+    CHECK(ec == thoonk::error::job_not_found);
+    // stalled
+    auto c = co_await q.put("c", asio::use_awaitable);
+    auto jc = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.stall(jc.id, jc.token, asio::use_awaitable);
+    co_await q.retract(c, asio::use_awaitable);
+    snap = co_await snapshot(f.c.conn(), f.name);
+    CHECK(snap.starts_with(empty));
+    CHECK(snap.find("attempts:{}") != std::string::npos);
+    auto [ec2] = co_await q.retract(c, nothrow);
+    CHECK(ec2 == thoonk::error::job_not_found);
+  });
+}
+
+TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    std::vector<std::string> items{"1", "2", "3"};
+    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    co_await q.put("urgent", thoonk::priority::high, asio::use_awaitable);
+    std::vector<std::string> hi{"h1", "h2"};
+    co_await q.put_many(hi, thoonk::priority::high, asio::use_awaitable);
+    std::vector<std::string> got;
+    for (int i = 0; i < 6; ++i) {
+      auto j = co_await q.claim(1s, asio::use_awaitable);
+      got.push_back(j.item);
+      co_await q.finish(j.id, j.token, asio::use_awaitable);
+    }
+    CHECK(got == std::vector<std::string>{"h1", "h2", "urgent", "1", "2", "3"});
+  });
+}
+
+TEST_CASE("job: heartbeat renews the claim time", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    co_await q.put("x", asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
+    co_await thoonk::test::sleep_for(20ms);
+    co_await q.heartbeat(j.id, j.token, asio::use_awaitable);
+    auto after = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
+    auto num = [](const thoonk::resp3::value& v) { return v.str.empty() ? v.dbl : std::stod(v.str); };
+    CHECK(num(after) > num(before));
+    auto [ec] = co_await q.heartbeat(j.id, j.token + 1, nothrow);
+    CHECK(ec == thoonk::error::lost_claim);
+  });
+}
+
+TEST_CASE("job: names, ids and types are checked", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    {
+      thoonk::job_queue bad(f.c, std::string("a\0b", 3));
+      auto [ec, id] = co_await bad.put("x", nothrow);
+      CHECK(ec == thoonk::error::invalid_name);
+    }
+    thoonk::job_queue missing(f.c, f.name);
+    auto [ec1, id1] = co_await missing.put("x", nothrow);
+    CHECK(ec1 == thoonk::error::feed_not_found);
+    auto [ec2, j2] = co_await missing.claim(0ms, nothrow);
+    CHECK(ec2 == thoonk::error::feed_not_found);
+    auto [ec3] = co_await missing.open(nothrow);
+    CHECK(ec3 == thoonk::error::feed_not_found);
+
+    co_await create_feed(f.c.conn(), f.name, "queue");
+    auto [ec4, id4] = co_await missing.put("x", nothrow);
+    CHECK(ec4 == thoonk::error::wrong_feed_type);
+    auto [ec5] = co_await missing.finish("", 1, nothrow);
+    CHECK(ec5 == thoonk::error::invalid_id);
+    auto [ec6] = co_await missing.finish(std::string("a\0b", 3), 1, nothrow);
+    CHECK(ec6 == thoonk::error::invalid_id);
+  });
+}

@@ -1,0 +1,198 @@
+// Interop with clients that follow contract 002 with plain commands
+// (issue 4: "jobs put with plain commands exactly as the contract writes
+// them are claimed and finished by the library; a job put by the library and
+// claimed with the contract's plain commands is in the expected keys").
+#include "job_support.hpp"
+
+using namespace jobs_test;
+using thoonk::test::run_coro;
+using thoonk::test::sleep_for;
+using thoonk::test::unique_name;
+
+namespace {
+
+struct fixture {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  std::string name = unique_name("jobs-interop");
+};
+
+// Contract 002 "Normal Priority Put", verbatim (MULTI ... EXEC).
+asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::string id,
+                                std::string item) {
+  thoonk::request r;
+  r.push("MULTI");
+  r.push("LPUSH", key("ids", name), id);
+  r.push("INCR", key("publishes", name));
+  r.push("HSET", key("items", name), id, item);
+  r.push("ZADD", key("published", name), now_ms(), id);
+  r.push("EXEC");
+  co_await c.exec(r, asio::use_awaitable);
+}
+
+}  // namespace
+
+TEST_CASE("job interop: jobs put with plain commands are claimed and finished", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    // A short poll: plain puts send no wake-up.
+    thoonk::job_queue_options opts;
+    opts.poll_interval = 100ms;
+    thoonk::job_queue q(f.c, f.name, opts);
+
+    co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000001", "first");
+    auto j = co_await q.claim(2s, asio::use_awaitable);
+    CHECK(j.id == "0b9a5f7e-1111-4c3a-9d1e-000000000001");
+    CHECK(j.item == "first");
+    CHECK(j.failures == 0);
+    co_await q.finish(j.id, j.token, std::string("done"), asio::use_awaitable);
+    auto snap = co_await snapshot(f.c.conn(), f.name);
+    CHECK(snap ==
+          "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
+          "publishes:bulk \"1\"\nfinishes:bulk \"1\"\nattempts:{}\nunaccounted:{}\n");
+    auto r = co_await q.get_result(j.id, 1s, asio::use_awaitable);
+    CHECK(r == "done");
+
+    // A claimer already waiting picks up a plain put by the poll.
+    bool got = false;
+    asio::co_spawn(
+        f.ioc,
+        [&]() -> asio::awaitable<void> {
+          auto [ec, j2] = co_await q.claim(10s, nothrow);
+          got = !ec && j2.item == "second";
+          if (got) co_await q.finish(j2.id, j2.token, asio::use_awaitable);
+        },
+        asio::detached);
+    co_await sleep_for(50ms);
+    co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000002", "second");
+    for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
+    CHECK(got);
+  });
+}
+
+TEST_CASE("job interop: jobs put by the library work with the contract's plain commands",
+          "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("library job", asio::use_awaitable);
+
+    // Put: in feed.ids, feed.items, feed.published, counted.
+    auto ids = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), 0, -1);
+    REQUIRE(ids.elements.size() == 1);
+    CHECK(ids.elements[0].str == id);
+    auto item = co_await cmd(f.c.conn(), "HGET", key("items", f.name), id);
+    CHECK(item.str == "library job");
+    auto pub = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(!pub.is_null());
+    auto puts = co_await cmd(f.c.conn(), "GET", key("publishes", f.name));
+    CHECK(puts.str == "1");
+
+    // Contract "Get" (RPOP for BRPOP: the job is there), then MULTI.
+    auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+    CHECK(popped.str == id);
+    {
+      thoonk::request r;
+      r.push("MULTI");
+      r.push("ZADD", key("claimed", f.name), now_ms(), id);
+      r.push("HGET", key("items", f.name), id);
+      r.push("EXEC");
+      auto resp = co_await f.c.conn().exec(r, asio::use_awaitable);
+      REQUIRE(resp.back().elements.size() == 2);
+      CHECK(resp.back().elements[1].str == "library job");
+    }
+    auto claimed = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), id);
+    CHECK(!claimed.is_null());
+    auto counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.waiting == 0);
+    CHECK(counts.claimed == 1);
+    CHECK(counts.items == 1);
+
+    // Its claim carries no token of ours: the library cannot finish it ...
+    auto [ec] = co_await q.finish(id, 1, nothrow);
+    CHECK(ec == thoonk::error::lost_claim);
+
+    // ... but sees the plain client's "Finish" with a result.
+    std::string result;
+    bool have = false;
+    asio::co_spawn(
+        f.ioc,
+        [&]() -> asio::awaitable<void> {
+          result = co_await q.get_result(id, 10s, asio::use_awaitable);
+          have = true;
+        },
+        asio::detached);
+    co_await sleep_for(100ms);
+    {
+      thoonk::request r;
+      r.push("MULTI");
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("HDEL", key("cancelled", f.name), id);
+      r.push("INCR", key("finishes", f.name));
+      r.push("PUBLISH", "job.finish:" + f.name, id + std::string(1, '\0') + "plain result");
+      r.push("HDEL", key("items", f.name), id);
+      r.push("EXEC");
+      co_await f.c.conn().exec(r, asio::use_awaitable);
+    }
+    for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
+    CHECK(have);
+    CHECK(result == "plain result");
+    counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.items == 0);
+    CHECK(counts.finishes == 1);
+  });
+}
+
+TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("x", asio::use_awaitable);
+    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+
+    // Contract "Cancel" by a plain client.
+    {
+      thoonk::request r;
+      r.push("MULTI");
+      r.push("HINCRBY", key("cancelled", f.name), id, 1);
+      r.push("LPUSH", key("ids", f.name), id);
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("EXEC");
+      co_await f.c.conn().exec(r, asio::use_awaitable);
+    }
+    auto j2 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j2.id == id);
+    CHECK(j2.failures == 1);
+    CHECK(j2.token > j1.token);
+    auto [ec] = co_await q.finish(id, j1.token, nothrow);
+    CHECK(ec == thoonk::error::lost_claim);
+
+    // Contract "Stall", then the library's retry.
+    {
+      thoonk::request r;
+      r.push("MULTI");
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("HDEL", key("cancelled", f.name), id);
+      r.push("SADD", key("stalled", f.name), id);
+      r.push("ZREM", key("published", f.name), id);
+      r.push("EXEC");
+      co_await f.c.conn().exec(r, asio::use_awaitable);
+    }
+    auto [ec2] = co_await q.finish(id, j2.token, nothrow);
+    CHECK(ec2 == thoonk::error::job_not_claimed);
+    co_await q.retry(id, asio::use_awaitable);
+    auto j3 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j3.id == id);
+    CHECK(j3.failures == 0);
+    co_await q.finish(j3.id, j3.token, asio::use_awaitable);
+    auto counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.items == 0);
+    CHECK(counts.finishes == 1);
+  });
+}

@@ -1,0 +1,254 @@
+// Maintenance: lapsed claims and stale tokens, failures past the limit,
+// two-pass detection of jobs in no state, orphaned tokens, the stats feed,
+// the lock, the background loop.
+#include "job_support.hpp"
+
+using namespace jobs_test;
+using thoonk::test::run_coro;
+using thoonk::test::sleep_for;
+using thoonk::test::unique_name;
+
+namespace {
+
+struct fixture {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  std::string name = unique_name("jobs-maint");
+};
+
+thoonk::maintenance_options quiet() {
+  thoonk::maintenance_options o;
+  o.publish_stats = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("job: a stale token is refused and the job is finished exactly once", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    fields cfg{{"claim_timeout_ms", "100"}};
+    co_await create_feed(f.c.conn(), f.name, "job", cfg);
+    thoonk::client other(f.ioc.get_executor(), job_config());
+    co_await other.connect(asio::use_awaitable);
+    thoonk::job_queue qa(f.c, f.name);
+    thoonk::job_queue qb(other, f.name);
+
+    auto id = co_await qa.put("slow work", asio::use_awaitable);
+    auto ja = co_await qa.claim(1s, asio::use_awaitable);
+    // Worker A hangs past the claim timeout; maintenance requeues the job.
+    co_await sleep_for(250ms);
+    auto rep = co_await qb.maintain(quiet(), asio::use_awaitable);
+    CHECK(rep.ran);
+    CHECK(rep.requeued == 1);
+    CHECK(rep.stalled == 0);
+    // Worker B claims it again.
+    auto jb = co_await qb.claim(1s, asio::use_awaitable);
+    CHECK(jb.id == id);
+    CHECK(jb.failures == 1);
+    CHECK(jb.token != ja.token);
+    // A wakes up: every call with its old token is refused, nothing changes.
+    auto before = co_await snapshot(f.c.conn(), f.name);
+    auto [e1] = co_await qa.finish(ja.id, ja.token, std::string("from A"), nothrow);
+    CHECK(e1 == thoonk::error::lost_claim);
+    auto [e2, n2] = co_await qa.cancel(ja.id, ja.token, nothrow);
+    CHECK(e2 == thoonk::error::lost_claim);
+    auto [e3] = co_await qa.stall(ja.id, ja.token, nothrow);
+    CHECK(e3 == thoonk::error::lost_claim);
+    auto [e4] = co_await qa.heartbeat(ja.id, ja.token, nothrow);
+    CHECK(e4 == thoonk::error::lost_claim);
+    auto after = co_await snapshot(f.c.conn(), f.name);
+    CHECK(after == before);
+    // B finishes; A still cannot.
+    co_await qb.finish(jb.id, jb.token, std::string("from B"), asio::use_awaitable);
+    auto [e5] = co_await qa.finish(ja.id, ja.token, std::string("from A"), nothrow);
+    CHECK(e5 == thoonk::error::job_not_found);
+    auto counts = co_await qa.counts(asio::use_awaitable);
+    CHECK(counts.finishes == 1);
+    auto result = co_await qa.get_result(id, 1s, asio::use_awaitable);
+    CHECK(result == "from B");
+    auto stored = co_await cmd(f.c.conn(), "LLEN",
+                               "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
+    CHECK(stored.integer == 1);
+  });
+}
+
+TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    fields cfg{{"claim_timeout_ms", "50"}, {"max_failures", "1"}};
+    co_await create_feed(f.c.conn(), f.name, "job", cfg);
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("poison", asio::use_awaitable);
+    co_await q.claim(1s, asio::use_awaitable);
+    co_await sleep_for(120ms);
+    auto r1 = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(r1.requeued == 1);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j.failures == 1);
+    co_await sleep_for(120ms);
+    auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(r2.requeued == 0);
+    CHECK(r2.stalled == 1);
+    CHECK(r2.counts.stalled == 1);
+    CHECK(r2.counts.claimed == 0);
+    CHECK(r2.counts.waiting == 0);
+    auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+    CHECK(member.integer == 1);
+    // The dead letter can be retried.
+    co_await q.retry(id, asio::use_awaitable);
+    auto j3 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j3.id == id);
+    CHECK(j3.token > j.token);
+    co_await q.finish(j3.id, j3.token, asio::use_awaitable);
+  });
+}
+
+TEST_CASE("job: a job in no state is requeued only on the second pass", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    std::vector<std::string> items{"a", "b", "c"};
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+
+    // Two contract clients do "Get" (BRPOP, then ZADD claimed) and stop
+    // between the two steps. One of them dies there ...
+    auto lost = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+    CHECK(lost.str == ids[0]);
+    // ... the other is just slow.
+    auto slow = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+    CHECK(slow.str == ids[1]);
+
+    auto r1 = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(r1.unaccounted_suspects == 2);
+    CHECK(r1.unaccounted_requeued == 0);
+    auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
+    CHECK(waiting == 1);
+
+    // The slow one completes its claim.
+    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), now_ms(),
+                 slow.str);
+
+    auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(r2.unaccounted_requeued == 1);
+    CHECK(r2.unaccounted_suspects == 0);
+    auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), lost.str);
+    CHECK(!pos.is_null());
+    auto dup = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), slow.str);
+    CHECK(dup.is_null());
+    // Requeued at the end of the line: c first, then the recovered one.
+    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+    auto j2 = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j1.id == ids[2]);
+    CHECK(j2.id == lost.str);
+    auto r3 = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(r3.unaccounted_suspects == 0);
+    CHECK(r3.unaccounted_requeued == 0);
+  });
+}
+
+TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("x", asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    // Contract "Finish", by hand.
+    thoonk::request r;
+    r.push("MULTI");
+    r.push("ZREM", key("claimed", f.name), id);
+    r.push("HDEL", key("cancelled", f.name), id);
+    r.push("INCR", key("finishes", f.name));
+    r.push("HDEL", key("items", f.name), id);
+    r.push("EXEC");
+    co_await f.c.conn().exec(r, asio::use_awaitable);
+    auto left = co_await cmd(f.c.conn(), "HLEN", key("attempts", f.name));
+    CHECK(left.integer == 1);
+    auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(rep.orphans_removed == 1);
+    left = co_await cmd(f.c.conn(), "HLEN", key("attempts", f.name));
+    CHECK(left.integer == 0);
+    (void)j;
+  });
+}
+
+TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    std::vector<std::string> items{"a", "b", "c"};
+    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.finish(j.id, j.token, asio::use_awaitable);
+
+    thoonk::maintenance_options o;
+    o.stats_max_length = 2;
+    auto rep = co_await q.maintain(o, asio::use_awaitable);
+    CHECK(rep.ran);
+    CHECK(rep.stats_published);
+    CHECK(rep.counts.waiting == 2);
+    CHECK(rep.counts.puts == 3);
+    CHECK(rep.counts.finishes == 1);
+    const std::string stats = f.name + ".stats";
+    auto type = co_await cmd(f.c.conn(), "HGET", "feed.config:" + stats, "type");
+    CHECK(type.str == "feed");
+    auto items_now = co_await cmd(f.c.conn(), "HVALS", "feed.items:" + stats);
+    REQUIRE(items_now.elements.size() == 1);
+    auto json = boost::json::parse(items_now.elements[0].str).as_object();
+    CHECK(json.at("waiting").as_int64() == 2);
+    CHECK(json.at("finishes").as_int64() == 1);
+    CHECK(json.at("queue").as_string() == f.name);
+    for (int i = 0; i < 3; ++i) co_await q.maintain(o, asio::use_awaitable);
+    auto n = co_await cmd(f.c.conn(), "ZCARD", "feed.ids:" + stats);
+    CHECK(n.integer == 2);  // max_length
+
+    // Someone else holds the lock: nothing is done.
+    co_await cmd(f.c.conn(), "SET", key("maintenance", f.name), "someone", "PX", 5000);
+    auto rep2 = co_await q.maintain(o, asio::use_awaitable);
+    CHECK(!rep2.ran);
+    auto holder = co_await cmd(f.c.conn(), "GET", key("maintenance", f.name));
+    CHECK(holder.str == "someone");
+    // Our own lock is released after each run.
+    co_await cmd(f.c.conn(), "DEL", key("maintenance", f.name));
+    co_await q.maintain(quiet(), asio::use_awaitable);
+    co_await sleep_for(20ms);
+    auto free_now = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+    CHECK(free_now.integer == 0);
+  });
+}
+
+TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    fields cfg{{"claim_timeout_ms", "50"}};
+    co_await create_feed(f.c.conn(), f.name, "job", cfg);
+    thoonk::job_queue q(f.c, f.name);
+    auto id = co_await q.put("x", asio::use_awaitable);
+    co_await q.claim(1s, asio::use_awaitable);  // and "crash"
+
+    asio::cancellation_signal sig;
+    error_code loop_ec;
+    bool loop_done = false;
+    q.run_maintenance(20ms, quiet(),
+                      asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+                        loop_ec = ec;
+                        loop_done = true;
+                      }));
+    auto j = co_await q.claim(5s, asio::use_awaitable);
+    CHECK(j.id == id);
+    CHECK(j.failures == 1);
+    sig.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 200 && !loop_done; ++i) co_await sleep_for(5ms);
+    CHECK(loop_done);
+    CHECK(loop_ec == asio::error::operation_aborted);
+  });
+}

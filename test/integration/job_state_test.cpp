@@ -1,0 +1,188 @@
+// Every call on a job in a state where it does not apply fails with its
+// error and changes no key (issue 4: "every wrong-state call on every state
+// ... leaves the keys unchanged (check the raw keys)").
+#include "job_support.hpp"
+
+#include <functional>
+
+using namespace jobs_test;
+using thoonk::test::run_coro;
+using thoonk::test::unique_name;
+
+namespace {
+
+enum class state { waiting, requeued, claimed, stalled, finished, unknown };
+
+const char* to_string(state s) {
+  switch (s) {
+    case state::waiting: return "waiting";
+    case state::requeued: return "waiting after a cancel";
+    case state::claimed: return "claimed (wrong token)";
+    case state::stalled: return "stalled";
+    case state::finished: return "finished";
+    case state::unknown: return "unknown";
+  }
+  return "?";
+}
+
+struct setup {
+  std::string id;
+  std::int64_t token = 1;  // the token a caller in that state would present
+};
+
+// Puts two jobs (so the queue is never trivially empty) and brings the
+// second into `s`.
+asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
+  co_await q.put("bystander", asio::use_awaitable);
+  auto id = co_await q.put("subject", thoonk::priority::high, asio::use_awaitable);
+  setup out{id, 1};
+  if (s == state::unknown) {
+    out.id = "no-such-job";
+    co_return out;
+  }
+  if (s == state::waiting) co_return out;
+  auto j = co_await q.claim(2s, asio::use_awaitable);
+  REQUIRE(j.id == id);
+  out.token = j.token;
+  switch (s) {
+    case state::requeued: co_await q.cancel(j.id, j.token, asio::use_awaitable); break;
+    case state::claimed: out.token = j.token + 1; break;
+    case state::stalled: co_await q.stall(j.id, j.token, asio::use_awaitable); break;
+    case state::finished:
+      co_await q.finish(j.id, j.token, std::string("r"), asio::use_awaitable);
+      break;
+    default: break;
+  }
+  co_return out;
+}
+
+using call_fn = std::function<asio::awaitable<error_code>(thoonk::job_queue, std::string,
+                                                          std::int64_t)>;
+
+struct call {
+  const char* name;
+  call_fn fn;
+  // Expected error per state; empty: the call is valid there (not tested here).
+  std::vector<std::pair<state, thoonk::error>> wrong;
+};
+
+std::vector<call> calls() {
+  using E = thoonk::error;
+  const std::vector<std::pair<state, E>> claim_ops{
+      {state::waiting, E::job_not_claimed},  {state::requeued, E::job_not_claimed},
+      {state::claimed, E::lost_claim},       {state::stalled, E::job_not_claimed},
+      {state::finished, E::job_not_found},   {state::unknown, E::job_not_found}};
+  return {
+      {"finish",
+       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.finish(id, t, nothrow);
+         co_return ec;
+       },
+       claim_ops},
+      {"finish with result",
+       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.finish(id, t, std::string("result"), nothrow);
+         co_return ec;
+       },
+       claim_ops},
+      {"cancel",
+       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
+         auto [ec, n] = co_await q.cancel(id, t, nothrow);
+         co_return ec;
+       },
+       claim_ops},
+      {"stall",
+       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.stall(id, t, nothrow);
+         co_return ec;
+       },
+       claim_ops},
+      {"heartbeat",
+       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.heartbeat(id, t, nothrow);
+         co_return ec;
+       },
+       claim_ops},
+      {"retry",
+       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.retry(id, nothrow);
+         co_return ec;
+       },
+       {{state::waiting, E::job_not_stalled},
+        {state::requeued, E::job_not_stalled},
+        {state::claimed, E::job_not_stalled},
+        {state::finished, E::job_not_found},
+        {state::unknown, E::job_not_found}}},
+      {"retract",
+       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
+         auto [ec] = co_await q.retract(id, nothrow);
+         co_return ec;
+       },
+       {{state::finished, E::job_not_found}, {state::unknown, E::job_not_found}}},
+      {"failures",
+       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
+         auto [ec, n] = co_await q.failures(id, nothrow);
+         co_return ec;
+       },
+       {{state::finished, E::job_not_found}, {state::unknown, E::job_not_found}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("job: every wrong-state call fails with its error and changes no key", "[job]") {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        int checked = 0;
+        for (auto& k : calls()) {
+          for (auto& [s, expected] : k.wrong) {
+            auto name = unique_name("jobs-state");
+            co_await create_feed(c.conn(), name, "job");
+            thoonk::job_queue q(c, name);
+            auto st = co_await bring(q, s);
+            auto before = co_await snapshot(c.conn(), name);
+            auto ec = co_await k.fn(q, st.id, st.token);
+            auto after = co_await snapshot(c.conn(), name);
+            INFO(k.name << " on a " << to_string(s) << " job");
+            CHECK(ec == expected);
+            CHECK(after == before);
+            ++checked;
+          }
+        }
+        CHECK(checked == 6 * 5 + 5 + 2 + 2);
+      },
+      60s);
+}
+
+TEST_CASE("job: a second finish of the same claim is refused", "[job]") {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto name = unique_name("jobs-state");
+    co_await create_feed(c.conn(), name, "job");
+    thoonk::job_queue q(c, name);
+    co_await q.put("x", asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    // Both in the same tick: one finish script call; one wins.
+    error_code e1, e2;
+    int done = 0;
+    auto fin = [](thoonk::job_queue q, std::string id, std::int64_t tok, error_code* out,
+                  int* done) -> asio::awaitable<void> {
+      auto [ec] = co_await q.finish(id, tok, nothrow);
+      *out = ec;
+      ++*done;
+    };
+    asio::co_spawn(ioc, fin(q, j.id, j.token, &e1, &done), asio::detached);
+    asio::co_spawn(ioc, fin(q, j.id, j.token, &e2, &done), asio::detached);
+    while (done < 2) co_await thoonk::test::sleep_for(5ms);
+    CHECK(((!e1 && e2 == thoonk::error::job_not_found) ||
+           (!e2 && e1 == thoonk::error::job_not_found)));
+    auto counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.finishes == 1);
+  });
+}

@@ -1,0 +1,252 @@
+// Waiting claimers never block the shared connection, are coalesced, and
+// are woken by a put from another client before the fallback poll.
+#include "job_support.hpp"
+
+#include <set>
+
+using namespace jobs_test;
+using thoonk::test::run_coro;
+using thoonk::test::sleep_for;
+using thoonk::test::unique_name;
+
+namespace {
+
+// One field of INFO (e.g. "blocked_clients"), or -1.
+std::int64_t info_field(const std::string& info, const std::string& field) {
+  auto pos = info.find("\n" + field + ":");
+  if (pos == std::string::npos) pos = info.find(field + ":") == 0 ? 0 : std::string::npos;
+  if (pos == std::string::npos) return -1;
+  pos = info.find(':', pos) + 1;
+  return std::stoll(info.substr(pos, info.find('\r', pos) - pos));
+}
+
+// calls=N of one command in INFO commandstats (0 when absent).
+std::int64_t command_calls(const std::string& stats, const std::string& command) {
+  auto pos = stats.find("cmdstat_" + command + ":calls=");
+  if (pos == std::string::npos) return 0;
+  pos = stats.find('=', pos) + 1;
+  return std::stoll(stats.substr(pos, stats.find(',', pos) - pos));
+}
+
+asio::awaitable<std::string> info(thoonk::connection& c, std::string section) {
+  auto v = co_await cmd(c, "INFO", section);
+  co_return v.str;
+}
+
+asio::awaitable<double> run_requests(thoonk::connection& c, std::string k, int n) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) co_await cmd(c, "INCR", k);
+  co_return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const char* const blocking_commands[] = {"brpop", "blpop", "brpoplpush", "blmove", "blmpop",
+                                         "bzpopmin", "bzpopmax", "bzmpop", "wait", "xread",
+                                         "xreadgroup"};
+
+}  // namespace
+
+TEST_CASE("job: 200 waiting claimers do not delay other requests on the connection", "[job]") {
+  asio::io_context ioc;
+  const auto client_name = unique_name("jobs-wait");
+  thoonk::client c{ioc.get_executor(), job_config(client_name)};
+  const auto name = unique_name("jobs-wait");
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        co_await create_feed(c.conn(), name, "job");
+        thoonk::job_queue q(c, name);
+        co_await q.open(asio::use_awaitable);
+        const std::string counter = "jobs-wait-counter:" + name;
+
+        // Baseline: 10,000 requests, one after the other, nobody waiting.
+        co_await run_requests(c.conn(), counter, 500);  // warm-up
+        const double alone = co_await run_requests(c.conn(), counter, 10000);
+
+        co_await cmd(c.conn(), "CONFIG", "RESETSTAT");
+        constexpr int waiters = 200;
+        int claimed = 0, finished = 0;
+        std::set<std::string> ids;
+        for (int i = 0; i < waiters; ++i) {
+          asio::co_spawn(
+              ioc,
+              [&]() -> asio::awaitable<void> {
+                auto [ec, j] = co_await q.claim(60s, nothrow);
+                if (!ec) {
+                  ++claimed;
+                  ids.insert(j.id);
+                  auto [fec] = co_await q.finish(j.id, j.token, nothrow);
+                  if (!fec) ++finished;
+                }
+              },
+              asio::detached);
+        }
+        co_await sleep_for(100ms);
+        // The server sees nobody blocked, and no blocking command ever.
+        auto clients = co_await info(c.conn(), "clients");
+        CHECK(info_field(clients, "blocked_clients") == 0);
+
+        const double with_waiters = co_await run_requests(c.conn(), counter, 10000);
+        INFO("10,000 requests alone: " << alone << " s, with 200 waiters: " << with_waiters
+                                       << " s");
+        // Generous: the waiters cost a few script calls per poll interval.
+        CHECK(with_waiters < 3 * alone + 0.5);
+
+        auto list = co_await cmd(c.conn(), "CLIENT", "LIST");
+        for (const char* b : blocking_commands) {
+          CHECK(list.str.find(std::string("cmd=") + b + " ") == std::string::npos);
+        }
+
+        // Now feed them: every waiter gets one job, with few claim scripts.
+        std::vector<std::string> items(waiters, "job");
+        co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        for (int i = 0; i < 1000 && finished < waiters; ++i) co_await sleep_for(10ms);
+        CHECK(claimed == waiters);
+        CHECK(finished == waiters);
+        CHECK(ids.size() == static_cast<std::size_t>(waiters));
+
+        auto stats = co_await info(c.conn(), "commandstats");
+        for (const char* b : blocking_commands) {
+          INFO("blocking command " << b);
+          CHECK(command_calls(stats, b) == 0);
+        }
+        // Each claim script pops once (RPOP). 200 claimers, a handful of
+        // calls: coalesced.
+        const auto pops = command_calls(stats, "rpop");
+        INFO("claim scripts run: " << pops);
+        CHECK(pops > 0);
+        CHECK(pops <= 40);
+        co_await cmd(c.conn(), "DEL", counter);
+      },
+      120s);
+}
+
+TEST_CASE("job: a put from another client wakes an idle claimer before the poll", "[job]") {
+  asio::io_context ioc;
+  thoonk::client worker{ioc.get_executor(), job_config()};
+  thoonk::client producer{ioc.get_executor(), job_config()};
+  const auto name = unique_name("jobs-wake");
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await worker.connect(asio::use_awaitable);
+        co_await producer.connect(asio::use_awaitable);
+        co_await create_feed(worker.conn(), name, "job");
+        // The fallback poll is far beyond this test's deadline: only the
+        // wake-up notification can deliver the job in time.
+        thoonk::job_queue_options opts;
+        opts.poll_interval = std::chrono::hours(1);
+        thoonk::job_queue wq(worker, name, opts);
+        thoonk::job_queue pq(producer, name);
+
+        bool got = false;
+        std::string got_id;
+        std::chrono::steady_clock::time_point when{};
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              auto [ec, j] = co_await wq.claim(std::chrono::milliseconds::max(), nothrow);
+              if (!ec) {
+                got = true;
+                got_id = j.id;
+                when = std::chrono::steady_clock::now();
+              }
+            },
+            asio::detached);
+        // Let it go idle (its first attempt finds the queue empty).
+        co_await sleep_for(300ms);
+        CHECK(!got);
+        auto t0 = std::chrono::steady_clock::now();
+        auto id = co_await pq.put("wake up", asio::use_awaitable);
+        for (int i = 0; i < 1000 && !got; ++i) co_await sleep_for(5ms);
+        REQUIRE(got);
+        CHECK(got_id == id);
+        auto latency =
+            std::chrono::duration_cast<std::chrono::milliseconds>(when - t0).count();
+        INFO("put -> claim latency " << latency << " ms");
+        CHECK(latency < 5000);
+      },
+      20s);
+}
+
+TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight loses no job",
+          "[job]") {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  const auto name = unique_name("jobs-cancel");
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    co_await create_feed(c.conn(), name, "job");
+    thoonk::job_queue q(c, name);
+    co_await q.open(asio::use_awaitable);
+    std::vector<std::string> items{"1", "2", "3"};
+    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    int cancels = 0;
+    for (int round = 0; round < 20; ++round) {
+      asio::cancellation_signal sig;
+      int outcome = -1;  // 0 aborted, 1 claimed
+      std::string claimed_id;
+      std::int64_t token = 0;
+      asio::co_spawn(
+          ioc,
+          [&]() -> asio::awaitable<void> {
+            auto [ec, j] = co_await q.claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
+            if (ec == asio::error::operation_aborted) outcome = 0;
+            else if (!ec) {
+              outcome = 1;
+              claimed_id = j.id;
+              token = j.token;
+            }
+          },
+          asio::detached);
+      for (int i = 0; i < round % 5; ++i) co_await asio::post(ioc, asio::use_awaitable);
+      sig.emit(asio::cancellation_type::terminal);
+      for (int i = 0; i < 200 && outcome < 0; ++i) co_await sleep_for(2ms);
+      REQUIRE(outcome >= 0);
+      co_await sleep_for(20ms);  // a release, if any, lands
+      if (outcome == 1) {
+        co_await q.cancel(claimed_id, token, asio::use_awaitable);
+        ++cancels;
+      }
+      auto counts = co_await q.counts(asio::use_awaitable);
+      CHECK(counts.waiting == 3);
+      CHECK(counts.claimed == 0);
+    }
+    // Released claims count no failure; cancels do.
+    std::int64_t failures = 0;
+    for (int i = 0; i < 3; ++i) {
+      auto j = co_await q.claim(1s, asio::use_awaitable);
+      failures += j.failures;
+      co_await q.finish(j.id, j.token, asio::use_awaitable);
+    }
+    CHECK(failures == cancels);
+  });
+}
+
+TEST_CASE("job: destroying the queue ends pending claims and result waits", "[job]") {
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  const auto name = unique_name("jobs-close");
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    co_await create_feed(c.conn(), name, "job");
+    error_code claim_ec, result_ec;
+    int done = 0;
+    {
+      thoonk::job_queue q(c, name);
+      q.claim(60s, [&](error_code ec, thoonk::claimed_job) {
+        claim_ec = ec;
+        ++done;
+      });
+      q.get_result("nothing", 60s, [&](error_code ec, std::string) {
+        result_ec = ec;
+        ++done;
+      });
+      co_await sleep_for(50ms);
+    }
+    for (int i = 0; i < 200 && done < 2; ++i) co_await sleep_for(5ms);
+    CHECK(done == 2);
+    CHECK(claim_ec == asio::error::operation_aborted);
+    CHECK(result_ec == asio::error::operation_aborted);
+  });
+}
