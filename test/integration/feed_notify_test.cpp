@@ -1,0 +1,452 @@
+// Feed notifications against a real redis-server: typed events, exactly
+// once per callback, one server subscription per channel, unsubscribe on
+// drop, and catch-up across subscriber reconnects (CLIENT KILL while
+// another client publishes; a deterministic gap with exact edit/retract
+// semantics; resume from a saved cursor).
+#include "feed_test_util.hpp"
+
+#include <set>
+
+using namespace feedtest;
+using thoonk::feed_event;
+using thoonk::feed_position;
+using thoonk::feed_type;
+
+namespace {
+
+asio::awaitable<std::int64_t> numsub(thoonk::connection& c, const std::string& ch) {
+  auto v = co_await cmd(c, "PUBSUB", "NUMSUB", ch);
+  co_return v.elements.at(1).integer;  // RESP3 map {ch: n} / RESP2 [ch, n]
+}
+
+rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string where = {},
+      bool replayed = false) {
+  return rec{k, std::move(id), std::move(item), std::move(where), replayed};
+}
+
+// A user whose connections can be locked out, so a test can hold a
+// subscriber disconnected while it changes the feed (a deterministic gap).
+struct gap_user {
+  std::string name = unique_name("feedsub");
+  std::string pass = "pw-" + unique_name("x");
+
+  thoonk::config config() const {
+    auto cfg = test_config();
+    cfg.username = name;
+    cfg.password = pass;
+    return cfg;
+  }
+  asio::awaitable<void> create(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
+  }
+  // Disables the user and kills its subscriber connection: it cannot come
+  // back until close().
+  asio::awaitable<void> open_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "off");
+    auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
+    CHECK(killed.integer == 1);
+  }
+  asio::awaitable<void> close_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on");
+  }
+  asio::awaitable<void> remove(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "DELUSER", name);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("feed notify: typed events reach every callback exactly once, one server subscription",
+          "[feed][feed_notify]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
+    thoonk::feed mine(c, name), theirs(pub, name);
+    std::vector<rec> a, b, cu;
+    std::set<std::string> feeds_seen;
+    auto s1 = co_await mine.subscribe(
+        [&](const feed_event& e) {
+          a.push_back(to_rec(e));
+          feeds_seen.emplace(e.feed);
+        },
+        asio::use_awaitable);
+    auto s2 = co_await mine.subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
+                                      asio::use_awaitable);
+    thoonk::feed_subscribe_options opts;
+    opts.catch_up = true;
+    auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); },
+                                      opts, asio::use_awaitable);
+    std::vector<std::string> kinds{"publish", "edit", "retract"};
+    for (const auto& what : kinds) {
+      auto n = co_await numsub(pub.conn(), "feed." + std::string(what) + ":" + name);
+      CHECK(n == 1);  // three subscriptions, one server subscription
+    }
+
+    // Distinct milliseconds: the feed's order is (publish ms, id).
+    co_await theirs.publish("x", "1", asio::use_awaitable);
+    co_await sleep_for(3ms);
+    co_await theirs.publish("y", "2", asio::use_awaitable);
+    co_await sleep_for(3ms);
+    co_await theirs.publish("x", "1b", asio::use_awaitable);  // edit: x is now newest
+    co_await sleep_for(3ms);
+    co_await theirs.publish("z", "3", asio::use_awaitable);   // evicts y
+    co_await theirs.retract("x", asio::use_awaitable);
+    std::vector<rec> expected{R(feed_event::publish, "x", "1"), R(feed_event::publish, "y", "2"),
+                              R(feed_event::edit, "x", "1b"), R(feed_event::retract, "y"),
+                              R(feed_event::publish, "z", "3"), R(feed_event::retract, "x")};
+    bool all = co_await wait_until([&] {
+      return a.size() >= expected.size() && b.size() >= expected.size() &&
+             cu.size() >= expected.size();
+    });
+    CHECK(all);
+    co_await settle();
+    CHECK(a == expected);
+    CHECK(b == expected);
+    CHECK(cu == expected);
+    CHECK(feeds_seen == std::set<std::string>{name});
+    CHECK(s1.stats().delivered == expected.size());
+    CHECK(s3.cursor() == 4);  // publishes + edits seen: feed.publishes
+
+    // Dropping handles: the other callbacks still get events; the last one
+    // unsubscribes on the server.
+    s1.reset();
+    CHECK(!s1.active());
+    co_await theirs.publish("w", "4", asio::use_awaitable);
+    bool got = co_await wait_until([&] { return b.size() == expected.size() + 1; });
+    CHECK(got);
+    co_await settle();
+    CHECK(a.size() == expected.size());
+    s2.reset();
+    s3.reset();
+    co_await settle();
+    auto n = co_await numsub(pub.conn(), "feed.publish:" + name);
+    CHECK(n == 0);
+    co_await pub.delete_feed(name, asio::use_awaitable);
+    c.stop();
+    pub.stop();
+  });
+}
+
+TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from inside a callback",
+          "[feed][feed_notify][sorted_feed]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.connect(asio::use_awaitable);
+    auto name = co_await make_feed(c, "notify-sorted", feed_type::sorted_feed);
+    thoonk::sorted_feed s(c, name);
+    std::vector<rec> got, after_throw;
+    int thrown = 0;
+    auto sub = co_await s.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                    asio::use_awaitable);
+    auto bad = co_await s.subscribe(
+        [&](const feed_event&) {
+          ++thrown;
+          throw std::runtime_error("callback failure");
+        },
+        asio::use_awaitable);
+    thoonk::feed_subscription self_reset;
+    int self_calls = 0;
+    self_reset = co_await s.subscribe(
+        [&](const feed_event&) {
+          ++self_calls;
+          self_reset.reset();  // from inside its own callback
+        },
+        asio::use_awaitable);
+
+    co_await s.append("a", asio::use_awaitable);                                 // 1
+    co_await s.prepend("b", asio::use_awaitable);                                // 2
+    co_await s.publish_after("1", "c", asio::use_awaitable);                     // 3
+    co_await s.edit("1", "a2", asio::use_awaitable);
+    co_await s.move("2", feed_position::at_end(), asio::use_awaitable);
+    co_await s.move("3", feed_position::before_id("2"), asio::use_awaitable);
+    co_await s.retract("1", asio::use_awaitable);
+    std::vector<rec> expected{
+        R(feed_event::publish, "1", "a"),  R(feed_event::position, "1", "", ":end"),
+        R(feed_event::publish, "2", "b"),  R(feed_event::position, "2", "", "begin:"),
+        R(feed_event::publish, "3", "c"),  R(feed_event::position, "3", "", "1:"),
+        R(feed_event::publish, "1", "a2"),  // the contract's edit: publish, no position
+        R(feed_event::position, "2", "", ":end"),
+        R(feed_event::position, "3", "", ":2"),
+        R(feed_event::retract, "1"),
+    };
+    bool all = co_await wait_until([&] { return got.size() >= expected.size(); });
+    CHECK(all);
+    co_await settle();
+    CHECK(got == expected);
+    CHECK(thrown == static_cast<int>(expected.size()));
+    CHECK(bad.stats().callback_errors == expected.size());
+    CHECK(self_calls == 1);
+    co_await c.delete_feed(name, asio::use_awaitable);
+    c.stop();
+  });
+}
+
+TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another client publishes "
+          "10,000 items: all, in order, none twice",
+          "[feed][feed_notify][catch_up]") {
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        co_await pub.connect(asio::use_awaitable);
+        co_await admin.connect(asio::use_awaitable);
+        constexpr int total = 10000;
+        auto name = co_await make_feed(pub, "catchup", feed_type::feed);
+        thoonk::feed f(c, name);
+        std::vector<std::string> got, plain;
+        std::vector<thoonk::catch_up_info> infos;
+        int disconnects = 0;
+        auto ev = c.sub().on_event([&](const thoonk::subscriber_event& e) {
+          disconnects += e.kind == thoonk::subscriber_event::disconnected;
+        });
+        thoonk::feed_subscribe_options opts;
+        opts.catch_up = true;
+        opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
+        auto s1 = co_await f.subscribe(
+            [&](const feed_event& e) {
+              if (e.kind == feed_event::publish) got.emplace_back(e.id);
+            },
+            opts, asio::use_awaitable);
+        auto s2 = co_await f.subscribe(
+            [&](const feed_event& e) { plain.emplace_back(e.id); }, asio::use_awaitable);
+
+        bool published = false;
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              thoonk::feed theirs(pub, name);
+              char id[16];
+              for (int i = 0; i < total; ++i) {
+                std::snprintf(id, sizeof id, "k%05d", i);
+                co_await theirs.publish(id, "item", asio::use_awaitable);
+              }
+              published = true;
+            },
+            asio::detached);
+
+        // Kill the subscriber three times while the publisher is running.
+        int kills = 0;
+        std::vector<int> kill_at{1500, 4500, 7500};
+        for (int at : kill_at) {
+          bool reached = co_await wait_until([&] { return static_cast<int>(got.size()) >= at; }, 60s);
+          REQUIRE(reached);
+          if (published) break;
+          auto killed = co_await cmd(admin, "CLIENT", "KILL", "TYPE", "pubsub");
+          kills += killed.integer >= 1;
+        }
+        CHECK(kills >= 1);
+        bool all = co_await wait_until([&] { return published && got.size() >= total; }, 90s);
+        CHECK(all);
+        co_await settle();
+        REQUIRE(got.size() == total);
+        int out_of_order = 0;
+        char id[16];
+        for (int i = 0; i < total; ++i) {
+          std::snprintf(id, sizeof id, "k%05d", i);
+          out_of_order += got[i] != id;
+        }
+        CHECK(out_of_order == 0);
+        CHECK(std::set<std::string>(got.begin(), got.end()).size() == total);
+        CHECK(disconnects >= kills);
+        CHECK(static_cast<int>(infos.size()) >= kills);
+        std::uint64_t replayed = 0;
+        for (auto& i : infos) {
+          CHECK(!i.error);
+          CHECK(i.retractions == 0);
+          replayed += i.items;
+        }
+        CHECK(replayed == s1.stats().replayed);
+        CHECK(s1.cursor() == total);
+        // The plain subscription saw no duplicates either, but may have gaps.
+        CHECK(std::set<std::string>(plain.begin(), plain.end()).size() == plain.size());
+        CHECK(plain.size() <= total);
+        INFO("replayed " << replayed << ", plain subscription missed " << total - plain.size());
+        CHECK(true);
+        co_await pub.delete_feed(name, asio::use_awaitable);
+        c.stop();
+        pub.stop();
+        admin.stop();
+      },
+      std::chrono::seconds(150));
+}
+
+TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version, retractions, "
+          "evictions, then live events; resume from a cursor",
+          "[feed][feed_notify][catch_up]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  gap_user user;
+  std::optional<thoonk::client> c;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await admin.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    co_await user.create(admin);
+    c.emplace(ioc.get_executor(), user.config());
+    co_await c->connect(asio::use_awaitable);
+    auto name = co_await make_feed(pub, "gap", feed_type::feed, max_len(4));
+    thoonk::feed theirs(pub, name), mine(*c, name);
+    std::vector<rec> got;
+    std::vector<thoonk::catch_up_info> infos;
+    thoonk::feed_subscribe_options opts;
+    opts.catch_up = true;
+    opts.on_catch_up = [&](const thoonk::catch_up_info& i) {
+      infos.push_back(i);
+      got.push_back(R(feed_event::position, "caught-up"));  // a marker in the event stream
+    };
+    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                       opts, asio::use_awaitable);
+    std::vector<std::pair<std::string, std::string>> first{{"a", "A"}, {"b", "B"}, {"c", "C"}};
+    for (const auto& [id, item] : first) {
+      co_await theirs.publish(id, item, asio::use_awaitable);
+      co_await sleep_for(3ms);
+    }
+    bool live = co_await wait_until([&] { return got.size() == 3; });
+    CHECK(live);
+    CHECK(sub.cursor() == 3);
+
+    co_await user.open_gap(admin);
+    co_await theirs.retract("a", asio::use_awaitable);        // seen before: reported
+    co_await theirs.publish("b", "B1", asio::use_awaitable);  // edited twice: latest only
+    co_await theirs.publish("b", "B2", asio::use_awaitable);
+    co_await theirs.publish("d", "D", asio::use_awaitable);
+    co_await theirs.publish("x", "X", asio::use_awaitable);   // published and retracted
+    co_await theirs.retract("x", asio::use_awaitable);
+    co_await theirs.publish("e", "E", asio::use_awaitable);
+    co_await theirs.publish("g", "G", asio::use_awaitable);   // evicts c (max_length 4)
+    co_await settle();
+    CHECK(got.size() == 3);  // nothing arrived during the gap
+    co_await user.close_gap(admin);
+
+    bool caught = co_await wait_until([&] { return infos.size() == 1; });
+    REQUIRE(caught);
+    co_await theirs.publish("h", "H", asio::use_awaitable);  // live again
+    bool h = co_await wait_until([&] { return !got.empty() && got.back().id == "h"; });
+    CHECK(h);
+    co_await settle();
+    constexpr bool rp = true;
+    std::vector<rec> expected{
+        R(feed_event::publish, "a", "A"),
+        R(feed_event::publish, "b", "B"),
+        R(feed_event::publish, "c", "C"),
+        // the replay, in publish-counter order, each change once:
+        R(feed_event::retract, "a", "", "", rp),
+        R(feed_event::publish, "b", "B2", "", rp),
+        R(feed_event::publish, "d", "D", "", rp),
+        R(feed_event::retract, "x", "", "", rp),
+        R(feed_event::publish, "e", "E", "", rp),
+        R(feed_event::retract, "c", "", "", rp),
+        R(feed_event::publish, "g", "G", "", rp),
+        R(feed_event::position, "caught-up"),
+        R(feed_event::retract, "b"),  // evicted by h (max_length 4)
+        R(feed_event::publish, "h", "H"),
+    };
+    CHECK(got == expected);
+    REQUIRE(infos.size() == 1);
+    CHECK(infos[0].from == 3);
+    CHECK(infos[0].to == 9);
+    CHECK(infos[0].items == 4);
+    CHECK(infos[0].retractions == 3);
+    CHECK(infos[0].retractions_complete);
+    CHECK(!infos[0].counter_reset);
+    CHECK(sub.cursor() == 10);
+    auto ids = co_await theirs.get_ids(asio::use_awaitable);
+    CHECK(ids == std::vector<std::string>{"d", "e", "g", "h"});
+
+    // Resuming from the saved cursor 3 replays the same changes (plus the
+    // retraction at exactly the cursor), then live events.
+    std::vector<rec> resumed;
+    thoonk::feed_subscribe_options ropts;
+    ropts.catch_up = true;
+    ropts.resume_from = 3;
+    auto sub2 = co_await mine.subscribe(
+        [&](const feed_event& e) { resumed.push_back(to_rec(e)); }, ropts, asio::use_awaitable);
+    bool r = co_await wait_until([&] { return sub2.stats().catch_ups == 1; });
+    CHECK(r);
+    std::vector<rec> expected2{
+        // b was evicted since: only its retraction is replayed
+        R(feed_event::retract, "a", "", "", rp), R(feed_event::publish, "d", "D", "", rp), R(feed_event::retract, "x", "", "", rp),
+        R(feed_event::publish, "e", "E", "", rp), R(feed_event::retract, "c", "", "", rp),
+        R(feed_event::publish, "g", "G", "", rp), R(feed_event::retract, "b", "", "", rp),
+        R(feed_event::publish, "h", "H", "", rp),
+    };
+    CHECK(resumed == expected2);
+    CHECK(sub2.cursor() == 10);
+
+    sub.reset();
+    sub2.reset();
+    co_await pub.delete_feed(name, asio::use_awaitable);
+    c->stop();
+    co_await user.remove(admin);
+    pub.stop();
+    admin.stop();
+  });
+}
+
+TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
+          "[feed][feed_notify][catch_up][sorted_feed]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  gap_user user;
+  std::optional<thoonk::client> c;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await admin.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    co_await user.create(admin);
+    c.emplace(ioc.get_executor(), user.config());
+    co_await c->connect(asio::use_awaitable);
+    thoonk::feed_config cfg{{"retraction_log", "2"}};
+    auto name = co_await make_feed(pub, "gap-sorted", feed_type::sorted_feed, cfg);
+    thoonk::sorted_feed theirs(pub, name), mine(*c, name);
+    std::vector<rec> got;
+    std::vector<thoonk::catch_up_info> infos;
+    thoonk::feed_subscribe_options opts;
+    opts.catch_up = true;
+    opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
+    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                       opts, asio::use_awaitable);
+    co_await theirs.append("one", asio::use_awaitable);    // 1
+    co_await theirs.append("two", asio::use_awaitable);    // 2
+    bool live = co_await wait_until([&] { return got.size() == 4; });  // 2 x (publish, position)
+    CHECK(live);
+
+    co_await user.open_gap(admin);
+    co_await theirs.edit("1", "one'", asio::use_awaitable);
+    co_await theirs.prepend("three", asio::use_awaitable);  // 3
+    co_await theirs.move("2", feed_position::at_begin(), asio::use_awaitable);
+    std::vector<std::string> extra;
+    for (int i = 0; i < 70; ++i) extra.push_back(co_await theirs.append("x", asio::use_awaitable));
+    for (auto& id : extra) co_await theirs.retract(id, asio::use_awaitable);  // > log size
+    co_await user.close_gap(admin);
+    bool caught = co_await wait_until([&] { return infos.size() == 1; });
+    REQUIRE(caught);
+    co_await settle();
+    constexpr bool rp = true;
+    // Replayed: changed items once each, latest version, no positions (the
+    // move of 2 is not replayed); retractions beyond the log are lost and
+    // reported as such.
+    REQUIRE(got.size() >= 6);
+    std::vector<rec> head(got.begin() + 4, got.begin() + 6);
+    CHECK(head == std::vector<rec>{R(feed_event::publish, "1", "one'", "", rp),
+                                   R(feed_event::publish, "3", "three", "", rp)});
+    CHECK(!infos[0].retractions_complete);
+    CHECK(infos[0].items == 2);  // the 70 extra items were retracted: not replayed
+    for (std::size_t i = 6; i < got.size(); ++i) CHECK(got[i].kind == feed_event::retract);
+    co_await pub.delete_feed(name, asio::use_awaitable);
+    sub.reset();
+    c->stop();
+    co_await user.remove(admin);
+    pub.stop();
+    admin.stop();
+  });
+}
