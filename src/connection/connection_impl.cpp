@@ -378,20 +378,34 @@ asio::awaitable<error_code> connection_impl::read_reply(resp3::value& out) {
     bool got = false;
     if (auto ec = parse_buffered(false, &out, &got)) co_return ec;
     if (got) co_return error_code{};
-    if (rbuf_.size() - rend_ < read_chunk / 4) {
-      if (rbeg_ > 0) {
-        std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, rend_ - rbeg_);
-        rend_ -= rbeg_;
-        rbeg_ = 0;
-      }
-      if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
-    }
-    auto [ec, n] = co_await socket_.async_read_some(
-        asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
-    if (ec) co_return ec;
-    rend_ += n;
-    stats_.bytes_read += n;
+    if (auto ec = co_await read_more()) co_return ec;
   }
+}
+
+asio::awaitable<error_code> connection_impl::read_more() {
+  if (rbeg_ == rend_ && rbuf_.size() > 4 * read_chunk) {
+    // A large reply is gone: give its memory back.
+    rbuf_.resize(read_chunk);
+    rbuf_.shrink_to_fit();
+    rbeg_ = rend_ = 0;
+  }
+  // Make room: compact when the free tail is small, grow when a single
+  // reply needs more than the buffer holds.
+  if (rbuf_.size() - rend_ < read_chunk / 4) {
+    if (rbeg_ > 0) {
+      std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, rend_ - rbeg_);
+      rend_ -= rbeg_;
+      rbeg_ = 0;
+    }
+    if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
+  }
+  auto [ec, n] = co_await socket_.async_read_some(
+      asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
+  if (ec) co_return ec;
+  rend_ += n;
+  stats_.bytes_read += n;
+  last_read_ = last_progress_ = clock_type::now();
+  co_return error_code{};
 }
 
 bool connection_impl::is_push(const resp3::value& v) const {
@@ -439,22 +453,7 @@ asio::awaitable<error_code> connection_impl::reader() {
     }
     if (ec) co_return ec;
     if (stopped_) co_return error::client_stopped;
-    // Make room: compact when the free tail is small, grow when a single
-    // reply needs more than the buffer holds.
-    if (rbuf_.size() - rend_ < read_chunk / 4) {
-      if (rbeg_ > 0) {
-        std::memmove(rbuf_.data(), rbuf_.data() + rbeg_, rend_ - rbeg_);
-        rend_ -= rbeg_;
-        rbeg_ = 0;
-      }
-      if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
-    }
-    auto [rec, n] = co_await socket_.async_read_some(
-        asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
-    if (rec) co_return rec;
-    rend_ += n;
-    stats_.bytes_read += n;
-    last_read_ = last_progress_ = clock_type::now();
+    if (auto rec = co_await read_more()) co_return rec;
   }
 }
 

@@ -82,6 +82,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<error_code> handshake();
   awaitable<error_code> write_all(const std::string& bytes);
   awaitable<error_code> read_reply(resp3::value& out);
+  /// Reads more bytes into the buffer (compacting or growing it first).
+  awaitable<error_code> read_more();
   awaitable<error_code> reader();
   awaitable<error_code> writer();
   awaitable<error_code> health();
