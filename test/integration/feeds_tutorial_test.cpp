@@ -1,0 +1,154 @@
+// The tutorial of docs/feeds.md, compiled and run against the test server,
+// plus a check that the document shows exactly this code, and a run of the
+// example program's feed part (examples/feed_demo.hpp).
+#include "support/run_coro.hpp"
+#include "support/test_client.hpp"
+
+#include "../../examples/feed_demo.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+// tutorial-begin
+#include <thoonk/client.hpp>
+#include <thoonk/feed.hpp>
+#include <thoonk/sorted_feed.hpp>
+
+#include <boost/asio.hpp>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+
+asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::ostream& out) {
+  // 1. Create a feed that keeps its 100 newest items, and open it (open
+  //    checks that it exists and is a `feed`).
+  thoonk::feed_config cfg{{"max_length", "100"}};
+  co_await client.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+  thoonk::feed news = co_await thoonk::feed::open(client, name, asio::use_awaitable);
+
+  // 2. Subscribe. With catch_up, a subscriber reconnect loses nothing: what
+  //    was published meanwhile is replayed from the feed before live events.
+  thoonk::feed_subscribe_options opts;
+  opts.catch_up = true;
+  std::vector<std::string> seen;
+  thoonk::feed_subscription sub = co_await news.subscribe(
+      [&seen](const thoonk::feed_event& e) {
+        // Views are valid during the callback only: copy what you keep.
+        seen.push_back(std::string(e.id) + (e.kind == thoonk::feed_event::edit ? " edited" : ""));
+      },
+      opts, asio::use_awaitable);
+
+  // 3. Publish with a generated id, then with our own id; publishing an id
+  //    again is an edit.
+  thoonk::publish_result first = co_await news.publish("first post", asio::use_awaitable);
+  co_await news.publish("post-2", "second post", asio::use_awaitable);
+  thoonk::publish_result again =
+      co_await news.publish("post-2", "second post, corrected", asio::use_awaitable);
+  out << "generated id: " << first.id.size() << " chars; edited: " << again.edited << "\n";
+
+  // 4. Read it back, oldest first.
+  std::vector<thoonk::feed_item> items = co_await news.get_all(asio::use_awaitable);
+  for (const thoonk::feed_item& it : items) out << it.item << "\n";
+
+  // 5. Errors are error codes. With as_tuple nothing throws.
+  auto [ec, removed] =
+      co_await news.retract("no-such-id", asio::as_tuple(asio::use_awaitable));
+  out << "retract missing: " << (ec ? ec.message() : "ok") << ", removed " << removed << "\n";
+  auto [ec2, wrong] =
+      co_await thoonk::sorted_feed::open(client, name, asio::as_tuple(asio::use_awaitable));
+  out << "open as sorted feed: " << ec2.message() << "\n";  // error::wrong_feed_type
+
+  // 6. A sorted feed: you choose the order.
+  std::string todo_name = name + ".todo";
+  co_await client.create_feed(todo_name, thoonk::feed_type::sorted_feed, thoonk::feed_config(),
+                              asio::use_awaitable);
+  thoonk::sorted_feed todo = co_await thoonk::sorted_feed::open(client, todo_name,
+                                                                asio::use_awaitable);
+  std::string milk = co_await todo.append("buy milk", asio::use_awaitable);    // "1"
+  std::string bread = co_await todo.append("buy bread", asio::use_awaitable);  // "2"
+  co_await todo.move(bread, thoonk::feed_position::at_begin(), asio::use_awaitable);
+  co_await todo.publish_after(milk, "buy eggs", asio::use_awaitable);          // "3"
+  std::vector<std::string> order = co_await todo.get_ids(asio::use_awaitable);
+  for (const std::string& id : order) out << id << " ";  // 2 1 3
+  out << "\n";
+
+  // 7. Events arrive asynchronously; by now ours may still be in flight.
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (seen.size() < 3) {
+    timer.expires_after(std::chrono::milliseconds(5));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  for (const std::string& s : seen) out << "event: " << s << "\n";
+
+  // 8. Clean up. Dropping (or resetting) the handle unsubscribes.
+  sub.reset();
+  co_await client.delete_feed(todo_name, asio::use_awaitable);
+  co_await client.delete_feed(name, asio::use_awaitable);
+}
+// tutorial-end
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string between(const std::string& text, const std::string& begin, const std::string& end) {
+  auto b = text.find(begin);
+  if (b == std::string::npos) return {};
+  b += begin.size();
+  auto e = text.find(end, b);
+  return e == std::string::npos ? std::string{} : text.substr(b, e - b);
+}
+
+const std::string here = __FILE__;
+const std::string root = here.substr(0, here.rfind("/test/integration/"));
+
+}  // namespace
+
+TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here",
+          "[feed][feed_docs]") {
+  auto source = between(slurp(here), "// tutorial-begin\n", "// tutorial-end\n");
+  auto doc = between(slurp(root + "/docs/feeds.md"), "<!-- tutorial-begin -->\n```cpp\n",
+                     "```\n<!-- tutorial-end -->");
+  REQUIRE(!source.empty());
+  CHECK(doc == source);
+}
+
+TEST_CASE("feeds tutorial: runs against a real server", "[feed][feed_docs]") {
+  asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
+  std::ostringstream out;
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await client.connect(asio::use_awaitable);
+    co_await tutorial(client, thoonk::test::unique_name("tutorial"), out);
+    client.stop();
+  });
+  auto text = out.str();
+  INFO(text);
+  CHECK(text.find("generated id: 36 chars; edited: 1\n") != std::string::npos);
+  CHECK(text.find("first post\nsecond post, corrected\n") != std::string::npos);
+  CHECK(text.find("retract missing: ok, removed 0\n") != std::string::npos);
+  CHECK(text.find("open as sorted feed: " +
+                  make_error_code(thoonk::error::wrong_feed_type).message()) != std::string::npos);
+  CHECK(text.find("2 1 3 \n") != std::string::npos);
+  CHECK(text.find("event: post-2\nevent: post-2 edited\n") != std::string::npos);
+}
+
+TEST_CASE("feeds example: the feed part of the example program runs", "[feed][feed_docs]") {
+  asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await client.connect(asio::use_awaitable);
+    co_await run_feed_demo(client);
+    client.stop();
+  });
+}
