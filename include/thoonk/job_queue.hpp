@@ -80,6 +80,13 @@ struct job_queue_options {
   std::size_t max_finish_batch = 512;
   /// As queue_options::max_put_batch.
   std::size_t max_put_batch = 1000;
+  /// Claim scripts in flight at once for this object's claimers (1..8).
+  /// More overlap server work with round trips; each call takes fewer jobs.
+  std::size_t max_claims_in_flight = 2;
+  /// Finish scripts in flight at once (1..8).
+  std::size_t max_finishes_in_flight = 2;
+  /// Put scripts in flight at once per priority (1..8).
+  std::size_t max_puts_in_flight = 2;
 };
 
 /// What one maintenance run does.

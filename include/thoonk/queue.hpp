@@ -34,6 +34,10 @@ struct queue_options {
   /// coalesced into one script call; put_many is split into chunks of
   /// this size). Clamped to 1..1000.
   std::size_t max_put_batch = 1000;
+  /// Get scripts in flight at once for this object's getters (1..8).
+  std::size_t max_fetches_in_flight = 2;
+  /// Put scripts in flight at once per priority (1..8).
+  std::size_t max_puts_in_flight = 2;
 };
 
 /// One item taken from a queue.

@@ -118,10 +118,11 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   using prepare_fn = std::function<asio::awaitable<void>()>;
 
   fetcher(asio::any_io_executor ex, std::chrono::milliseconds poll, std::size_t max_batch,
-          fetch_fn fetch, give_back_fn give_back, prepare_fn prepare)
+          std::size_t max_in_flight, fetch_fn fetch, give_back_fn give_back, prepare_fn prepare)
       : ex_(std::move(ex)),
         poll_(std::max(poll, std::chrono::milliseconds(1))),
         max_batch_(clamp_batch(max_batch)),
+        max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
         fetch_(std::move(fetch)),
         give_back_(std::move(give_back)),
         prepare_(std::move(prepare)),
@@ -146,7 +147,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         co_return std::tuple{error_code(asio::error::operation_aborted), T{}};
       }
       // Deadline. Give up only once an attempt including us has completed.
-      if (w->attempt_done) {
+      if (w->attempt_done && !w->in_batch) {
         w->abandoned = true;
         co_return std::tuple{error_code(error::queue_empty), T{}};
       }
@@ -173,17 +174,15 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   }
 
   bool closed() const noexcept { return closed_; }
-  std::size_t waiting() const noexcept {
-    return static_cast<std::size_t>(std::count_if(waiters_.begin(), waiters_.end(),
-                                                  [](const auto& w) { return w->live(); }));
-  }
 
  private:
   struct waiter : pending<T> {
     using pending<T>::pending;
+    bool in_batch = false;      // a fetch for it is in flight
     bool attempt_done = false;  // a fetch including this waiter completed
     bool expired = false;       // deadline passed while an attempt was due
   };
+  using batch_type = std::vector<std::shared_ptr<waiter>>;
 
   void trigger() {
     trigger_ = true;
@@ -195,10 +194,9 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     }
   }
 
-  void compact() {
-    std::erase_if(waiters_, [](const auto& w) { return !w->live(); });
-  }
-
+  // The loop starts fetches (at most max_in_flight_ at a time) for waiters
+  // that have none in flight, whenever something may have arrived: a new
+  // waiter, a wake-up, the poll tick, a fetch that came back full.
   asio::awaitable<void> loop([[maybe_unused]] std::shared_ptr<fetcher> self) {
     if (prepare_) {
       try {
@@ -207,71 +205,96 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         // Without the subscription we still poll.
       }
     }
-    auto next_poll = clock_type::now() + poll_;
+    next_poll_ = clock_type::now() + poll_;
     while (!closed_) {
-      compact();
-      if (waiters_.empty() || !trigger_) {
-        wake_.expires_at(waiters_.empty() ? clock_type::time_point::max() : next_poll);
-        idle_ = true;
-        auto [ec] = co_await wake_.async_wait(use_nothrow);
-        idle_ = false;
-        if (!ec && !closed_) {
-          trigger_ = true;  // poll tick
-          next_poll = clock_type::now() + poll_;
+      std::erase_if(waiters_, [](const auto& w) { return !w->live() && !w->in_batch; });
+      batch_type batch;
+      if (trigger_ && in_flight_ < max_in_flight_) {
+        for (auto& w : waiters_) {
+          if (batch.size() == max_batch_) break;
+          if (w->live() && !w->in_batch) batch.push_back(w);
         }
+      }
+      if (!batch.empty()) {
+        for (auto& w : batch) w->in_batch = true;
+        // More waiters than one batch takes: keep the trigger for them.
+        trigger_ = batch.size() == max_batch_;
+        ++in_flight_;
+        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch)),
+                       asio::detached);
         continue;
       }
-      trigger_ = false;
-      std::vector<std::shared_ptr<waiter>> batch;
-      for (auto& w : waiters_) {
-        if (batch.size() == max_batch_) break;
-        if (w->live()) batch.push_back(w);
-      }
-      auto [ec, results] = co_await fetch_(batch.size());
-      next_poll = clock_type::now() + poll_;
-      std::size_t used = 0;
-      if (!ec && !closed_) {
-        for (auto& w : waiters_) {
-          if (used == results.size()) break;
-          if (w->live()) w->complete({}, std::move(results[used++]));
-        }
-      }
-      if (!ec && used < results.size() && give_back_) {
-        std::vector<T> rest(std::make_move_iterator(results.begin() + used),
-                            std::make_move_iterator(results.end()));
-        asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
-      }
-      for (auto& w : batch) {
-        if (!w->live()) continue;
-        if (ec) {
-          w->complete(ec, T{});
-          continue;
-        }
-        w->attempt_done = true;
-        if (w->expired) w->complete(error::queue_empty, T{});
-      }
-      if (ec == error::client_stopped) {
-        close(ec);
-        break;
-      }
-      if (!ec && results.size() >= batch.size()) trigger_ = true;  // likely more
-      if (ec && !closed_) {
-        // Do not spin on a failing server; new waiters retry after this.
-        wake_.expires_after(std::chrono::milliseconds(20));
-        co_await wake_.async_wait(use_nothrow);
+      if (trigger_ && in_flight_ == 0) trigger_ = false;  // nobody to fetch for
+      bool anyone = std::any_of(waiters_.begin(), waiters_.end(),
+                                [](const auto& w) { return w->live(); });
+      wake_.expires_at(anyone && in_flight_ == 0 ? next_poll_ : clock_type::time_point::max());
+      idle_ = true;
+      auto [ec] = co_await wake_.async_wait(use_nothrow);
+      idle_ = false;
+      if (!ec && !closed_ && clock_type::now() >= next_poll_) {
+        trigger_ = true;  // poll tick
+        next_poll_ = clock_type::now() + poll_;
       }
     }
     running_ = false;
   }
 
+  asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, batch_type batch) {
+    auto [ec, results] = co_await fetch_(batch.size());
+    --in_flight_;
+    next_poll_ = clock_type::now() + poll_;
+    std::size_t used = 0;
+    if (!ec && !closed_) {
+      // Our batch first, then anyone else waiting without a fetch.
+      for (auto& w : batch) {
+        if (used == results.size()) break;
+        if (w->live()) w->complete({}, std::move(results[used++]));
+      }
+      for (auto& w : waiters_) {
+        if (used == results.size()) break;
+        if (w->live() && !w->in_batch) w->complete({}, std::move(results[used++]));
+      }
+    }
+    if (!ec && used < results.size() && give_back_) {
+      std::vector<T> rest(std::make_move_iterator(results.begin() + used),
+                          std::make_move_iterator(results.end()));
+      asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
+    }
+    for (auto& w : batch) {
+      w->in_batch = false;
+      if (!w->live()) continue;
+      if (ec) {
+        w->complete(ec, T{});
+        continue;
+      }
+      w->attempt_done = true;
+      if (w->expired) w->complete(error::queue_empty, T{});
+    }
+    if (ec == error::client_stopped) {
+      close(ec);
+      co_return;
+    }
+    if (!ec && results.size() >= batch.size()) trigger_ = true;  // likely more
+    if (ec && !closed_) {
+      // Do not spin on a failing server; later waiters retry after this.
+      asio::steady_timer pause(ex_, std::chrono::milliseconds(20));
+      co_await pause.async_wait(use_nothrow);
+    }
+    if (idle_) wake_.cancel();
+    (void)self;
+  }
+
   asio::any_io_executor ex_;
   std::chrono::milliseconds poll_;
   std::size_t max_batch_;
+  std::size_t max_in_flight_;
   fetch_fn fetch_;
   give_back_fn give_back_;
   prepare_fn prepare_;
   asio::steady_timer wake_;
   std::deque<std::shared_ptr<waiter>> waiters_;
+  clock_type::time_point next_poll_{};
+  std::size_t in_flight_ = 0;
   bool running_ = false;
   bool idle_ = false;
   bool trigger_ = false;
@@ -288,8 +311,11 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   using run_fn =
       std::function<asio::awaitable<std::tuple<error_code, std::vector<Res>>>(std::vector<Req>)>;
 
-  batcher(asio::any_io_executor ex, std::size_t max_batch, run_fn run)
-      : ex_(std::move(ex)), max_batch_(clamp_batch(max_batch)), run_(std::move(run)) {}
+  batcher(asio::any_io_executor ex, std::size_t max_batch, std::size_t max_in_flight, run_fn run)
+      : ex_(std::move(ex)),
+        max_batch_(clamp_batch(max_batch)),
+        max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
+        run_(std::move(run)) {}
 
   /// Queues one request and waits for its result. operation_aborted when
   /// cancelled (a request not yet sent is then dropped) or closed.
@@ -316,8 +342,10 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     Req req;
   };
 
+  // One flush gathers everything queued in the current tick; while
+  // max_in_flight_ calls are out, requests wait and form the next batch.
   void schedule() {
-    if (scheduled_ || in_flight_ || queue_.empty()) return;
+    if (scheduled_ || in_flight_ >= max_in_flight_ || queue_.empty()) return;
     scheduled_ = true;
     asio::co_spawn(ex_, flush(this->shared_from_this()), asio::detached);
   }
@@ -326,32 +354,33 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     // Let every coroutine that is ready in this tick add its request.
     co_await asio::post(ex_, asio::use_awaitable);
     scheduled_ = false;
-    while (!queue_.empty()) {
-      std::vector<std::shared_ptr<entry>> batch;
-      std::vector<Req> reqs;
-      while (!queue_.empty() && batch.size() < max_batch_) {
-        auto e = std::move(queue_.front());
-        queue_.pop_front();
-        if (!e->live()) continue;
-        reqs.push_back(std::move(e->req));
-        batch.push_back(std::move(e));
-      }
-      if (batch.empty()) break;
-      in_flight_ = true;
-      auto [ec, res] = co_await run_(std::move(reqs));
-      in_flight_ = false;
-      if (!ec && res.size() != batch.size()) ec = error::unexpected_type;
-      for (std::size_t i = 0; i < batch.size(); ++i)
-        batch[i]->complete(ec, ec ? Res{} : std::move(res[i]));
+    std::vector<std::shared_ptr<entry>> batch;
+    std::vector<Req> reqs;
+    while (!queue_.empty() && batch.size() < max_batch_) {
+      auto e = std::move(queue_.front());
+      queue_.pop_front();
+      if (!e->live()) continue;
+      reqs.push_back(std::move(e->req));
+      batch.push_back(std::move(e));
     }
+    if (batch.empty()) co_return;
+    ++in_flight_;
+    schedule();  // a full batch left more behind
+    auto [ec, res] = co_await run_(std::move(reqs));
+    --in_flight_;
+    if (!ec && res.size() != batch.size()) ec = error::unexpected_type;
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      batch[i]->complete(ec, ec ? Res{} : std::move(res[i]));
+    schedule();
   }
 
   asio::any_io_executor ex_;
   std::size_t max_batch_;
+  std::size_t max_in_flight_;
   run_fn run_;
   std::deque<std::shared_ptr<entry>> queue_;
+  std::size_t in_flight_ = 0;
   bool scheduled_ = false;
-  bool in_flight_ = false;
   bool closed_ = false;
 };
 

@@ -22,18 +22,20 @@ void job_queue_impl::init() {
   std::weak_ptr<job_queue_impl> weak = weak_from_this();
   auto ex = cl.get_executor();
   claims = std::make_shared<fetcher<claimed_job>>(
-      ex, opts.poll_interval, opts.max_claim_batch,
+      ex, opts.poll_interval, opts.max_claim_batch, opts.max_claims_in_flight,
       [weak](std::size_t n) { return claim_batch(weak.lock(), n); },
       [weak](std::vector<claimed_job> js) { return release(weak.lock(), std::move(js)); },
       [weak]() { return prepare(weak.lock()); });
   for (int high = 0; high < 2; ++high) {
     puts[high] = std::make_shared<batcher<std::string, std::string>>(
-        ex, opts.max_put_batch, [weak, high](std::vector<std::string> items) {
+        ex, opts.max_put_batch, opts.max_puts_in_flight,
+        [weak, high](std::vector<std::string> items) {
           return put_batch(weak.lock(), high != 0, std::move(items));
         });
   }
   finishes = std::make_shared<batcher<finish_request, error_code>>(
-      ex, opts.max_finish_batch, [weak](std::vector<finish_request> reqs) {
+      ex, opts.max_finish_batch, opts.max_finishes_in_flight,
+      [weak](std::vector<finish_request> reqs) {
         return finish_batch(weak.lock(), std::move(reqs));
       });
 }

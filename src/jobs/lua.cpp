@@ -50,8 +50,24 @@ local function new_ids(key, n, now)
     base = now * 1024
     redis.call('SET', key, int(base + n))
   end
-  local ids = {}
-  for i = 1, n do ids[i] = b36(base + i) end
+  -- b36(v) = b36(floor(v / 1296)) .. two digits: the prefix changes
+  -- once every 1296 ids, so most ids cost one concatenation.
+  local ids, hi, prefix = {}, -1, ''
+  for i = 1, n do
+    local v = base + i
+    local lo = v % 1296
+    local h = (v - lo) / 1296
+    if h ~= hi then
+      hi = h
+      prefix = h > 0 and b36(h) or ''
+    end
+    local d1, d2 = (lo - lo % 36) / 36, lo % 36
+    if prefix == '' and d1 == 0 then
+      ids[i] = string.sub(B36, d2 + 1, d2 + 1)
+    else
+      ids[i] = prefix .. string.sub(B36, d1 + 1, d1 + 1) .. string.sub(B36, d2 + 1, d2 + 1)
+    end
+  end
   return ids
 end
 -- normal: LPUSH (end of the line); high: RPUSH, first id next out.
@@ -173,14 +189,15 @@ if cfg[1] ~= 'job' then return fail('wrong_feed_type') end
 local n = #ARGV - 3
 if n < 1 then return {} end
 local ids = new_ids(KEYS[12], n, tonumber(ARGV[1]))
-local h, z = {}, {}
-for i = 1, n do
-  h[2 * i - 1] = ids[i]; h[2 * i] = ARGV[3 + i]
-  z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i]
-end
+local h = {}
+for i = 1, n do h[2 * i - 1] = ids[i]; h[2 * i] = ARGV[3 + i] end
 push(KEYS[2], ids, ARGV[2] == '1')
 redis.call('HSET', KEYS[3], unpack(h))
-if cfg[2] ~= '0' then redis.call('ZADD', KEYS[6], unpack(z)) end
+if cfg[2] ~= '0' then
+  local z = {}
+  for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
+  redis.call('ZADD', KEYS[6], unpack(z))
+end
 redis.call('INCRBY', KEYS[4], n)
 wake(KEYS[11], ARGV[3], n)
 return ids
@@ -213,8 +230,10 @@ if #ids == 0 then return {} end
 local z = {}
 for i = 1, #ids do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
 redis.call('ZADD', KEYS[7], unpack(z))
-local fails = redis.call('HMGET', KEYS[8], unpack(ids))
-local att = redis.call('HMGET', KEYS[10], unpack(ids))
+local fails = {}
+if redis.call('EXISTS', KEYS[8]) == 1 then fails = redis.call('HMGET', KEYS[8], unpack(ids)) end
+local att = {}
+if redis.call('EXISTS', KEYS[10]) == 1 then att = redis.call('HMGET', KEYS[10], unpack(ids)) end
 local h, out = {}, {}
 for i = 1, #ids do
   local a = math.abs(tonumber(att[i]) or 0) + 1
@@ -293,10 +312,10 @@ if #ok > 0 then
   local o = {}
   for i, j in ipairs(ok) do o[i] = ids[j] end
   redis.call('ZREM', KEYS[7], unpack(o))
-  redis.call('HDEL', KEYS[8], unpack(o))
+  if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HDEL', KEYS[8], unpack(o)) end
   redis.call('HDEL', KEYS[3], unpack(o))
   redis.call('HDEL', KEYS[10], unpack(o))
-  redis.call('ZREM', KEYS[6], unpack(o))
+  if redis.call('EXISTS', KEYS[6]) == 1 then redis.call('ZREM', KEYS[6], unpack(o)) end
   redis.call('INCRBY', KEYS[5], #o)
   for _, j in ipairs(ok) do
     local k = tonumber(ARGV[4 * j])

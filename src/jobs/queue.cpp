@@ -24,7 +24,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
     std::weak_ptr<queue_impl> weak = weak_from_this();
     auto ex = cl.get_executor();
     gets = std::make_shared<fetcher<queue_item>>(
-        ex, opts.poll_interval, opts.max_fetch_batch,
+        ex, opts.poll_interval, opts.max_fetch_batch, opts.max_fetches_in_flight,
         [weak](std::size_t n) -> asio::awaitable<std::tuple<error_code, std::vector<queue_item>>> {
           return get_batch(weak.lock(), n);
         },
@@ -34,7 +34,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
         [weak]() -> asio::awaitable<void> { return prepare(weak.lock()); });
     for (int high = 0; high < 2; ++high) {
       puts[high] = std::make_shared<batcher<std::string, std::string>>(
-          ex, opts.max_put_batch,
+          ex, opts.max_put_batch, opts.max_puts_in_flight,
           [weak, high](std::vector<std::string> items)
               -> asio::awaitable<std::tuple<error_code, std::vector<std::string>>> {
             return put_batch(weak.lock(), high != 0, std::move(items));

@@ -1,0 +1,523 @@
+// Job queue throughput, latency and memory (issue 4 "Measure"), with the
+// server's own ceiling for the same scripts measured in the same run.
+//
+//   job_bench [--quick]
+//   job_bench --e2e WORKERS JOBS     (one end-to-end run, for profiling)
+//
+// Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
+// 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
+//   end_to_end      jobs/s for put + claim + finish with 1, 16, 64 workers
+//                   (one producer with put_many concurrently; one client)
+//   enqueue         puts/s: one by one awaited, one by one from 64
+//                   coroutines (coalesced), put_many of 1000
+//   latency         put -> claim at 1,000 jobs/s, p50/p99 ms (producer and
+//                   workers on different clients: the wake-up path)
+//   memory          Redis bytes per waiting job, 100,000 jobs of 70 bytes
+//                   (INFO memory before/after), default and published=0,
+//                   plus the contract's plain put with UUID ids for scale
+//   ceiling         redis-benchmark -P 64 -c 1 EVALSHA of the put and claim
+//                   scripts (and SET), calls/s and jobs/s, with ratios
+// Bounded: every phase has a job count and a time limit.
+#include "support/bench_support.hpp"
+
+#include "../src/jobs/lua.hpp"
+
+#include <thoonk/client.hpp>
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <sys/resource.h>
+
+namespace asio = boost::asio;
+namespace bench = thoonk::bench;
+using boost::system::error_code;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+const std::string payload70(70, 'p');
+
+std::string unique(const std::string& prefix) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return prefix + "-" + std::to_string(rng() % 1000000000);
+}
+
+// Runs `f` on a fresh io_context until it finishes or `limit` passes.
+template <class F>
+bool run(F f, std::chrono::seconds limit) {
+  asio::io_context ioc(1);
+  bool done = false;
+  asio::co_spawn(ioc, f(ioc), [&](std::exception_ptr e) {
+    done = true;
+    ioc.stop();
+    if (e) std::rethrow_exception(e);
+  });
+  ioc.run_for(limit);
+  return done;
+}
+
+asio::awaitable<void> create(thoonk::client& c, std::string name, thoonk::feed_config cfg) {
+  co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), asio::use_awaitable);
+}
+
+asio::awaitable<void> drop(thoonk::client& c, std::string name) {
+  auto [ec] = co_await c.delete_feed(name, nothrow);
+  (void)ec;
+}
+
+// CPU seconds the server has used (INFO cpu: used_cpu_user + used_cpu_sys).
+asio::awaitable<double> server_cpu(thoonk::client& c) {
+  thoonk::request r;
+  r.push("INFO", "cpu");
+  auto resp = co_await c.conn().exec(r, asio::use_awaitable);
+  const auto& s = resp[0].str;
+  auto field = [&](const char* f) {
+    auto p = s.find(std::string(f) + ":");
+    return p == std::string::npos ? 0.0 : std::stod(s.substr(p + std::strlen(f) + 1));
+  };
+  co_return field("used_cpu_user") + field("used_cpu_sys");
+}
+
+// CPU seconds this process has used.
+double own_cpu() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// ---------------------------------------------------------------------------
+struct e2e_result {
+  int workers;
+  long jobs;
+  double seconds;
+  double jobs_per_s;
+  bool complete;
+  double server_cpu_us_per_job = 0;
+  double client_cpu_us_per_job = 0;
+};
+
+e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs) {
+  e2e_result r{workers, jobs, 0, 0, false};
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        auto name = unique("bench-e2e");
+        thoonk::feed_config fc;
+        if (const char* p = std::getenv("JOB_BENCH_PUBLISHED")) fc.emplace_back("published", p);
+        co_await create(c, name, std::move(fc));
+        thoonk::job_queue_options qo;
+        if (const char* p = std::getenv("JOB_BENCH_INFLIGHT"))
+          qo.max_claims_in_flight = qo.max_finishes_in_flight = std::strtoul(p, nullptr, 10);
+        thoonk::job_queue q(c, name, qo);
+        co_await q.open(asio::use_awaitable);
+        long finished = 0;
+        int live = workers;
+        const double scpu0 = co_await server_cpu(c);
+        const double ccpu0 = own_cpu();
+        auto t0 = steady::now();
+        auto producer = [](thoonk::job_queue q, long n) -> asio::awaitable<void> {
+          for (long done = 0; done < n;) {
+            long k = std::min<long>(1000, n - done);
+            std::vector<std::string> items(static_cast<std::size_t>(k), payload70);
+            co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+            done += k;
+          }
+        };
+        auto worker = [](thoonk::job_queue q, long* finished, long total,
+                         int* live) -> asio::awaitable<void> {
+          while (*finished < total) {
+            auto [ec, j] = co_await q.claim(500ms, nothrow);
+            if (ec) continue;
+            auto [fec] = co_await q.finish(j.id, j.token, nothrow);
+            if (!fec) ++*finished;
+          }
+          --*live;
+        };
+        asio::co_spawn(ioc, producer(q, jobs), asio::detached);
+        for (int i = 0; i < workers; ++i)
+          asio::co_spawn(ioc, worker(q, &finished, jobs, &live), asio::detached);
+        asio::steady_timer t(ioc);
+        while (live > 0 && steady::now() - t0 < 60s) {
+          t.expires_after(1ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        r.seconds = bench::seconds_since(t0);
+        r.complete = finished >= jobs;
+        r.jobs_per_s = static_cast<double>(finished) / r.seconds;
+        r.client_cpu_us_per_job = (own_cpu() - ccpu0) * 1e6 / static_cast<double>(finished);
+        r.server_cpu_us_per_job =
+            (co_await server_cpu(c) - scpu0) * 1e6 / static_cast<double>(finished);
+        // Let the workers' last claims time out before the queue goes.
+        while (live > 0) {
+          t.expires_after(10ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        co_await drop(c, name);
+      },
+      90s);
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+struct enqueue_result {
+  double sequential_per_s = 0;
+  double concurrent_per_s = 0;
+  double batched_per_s = 0;
+};
+
+enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long n_batch) {
+  enqueue_result r;
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        auto name = unique("bench-put");
+        co_await create(c, name, {});
+        thoonk::job_queue q(c, name);
+        co_await q.open(asio::use_awaitable);
+        // One by one, each awaited.
+        auto t0 = steady::now();
+        for (long i = 0; i < n_seq; ++i) co_await q.put(payload70, asio::use_awaitable);
+        r.sequential_per_s = static_cast<double>(n_seq) / bench::seconds_since(t0);
+        // One by one from 64 coroutines (coalesced into shared script calls).
+        long left = n_conc;
+        int live = 64;
+        auto producer = [](thoonk::job_queue q, long* left, int* live) -> asio::awaitable<void> {
+          while (*left > 0) {
+            --*left;
+            co_await q.put(payload70, asio::use_awaitable);
+          }
+          --*live;
+        };
+        t0 = steady::now();
+        for (int i = 0; i < 64; ++i) asio::co_spawn(ioc, producer(q, &left, &live), asio::detached);
+        asio::steady_timer t(ioc);
+        while (live > 0) {
+          t.expires_after(1ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        r.concurrent_per_s = static_cast<double>(n_conc) / bench::seconds_since(t0);
+        // put_many, 1000 per call.
+        t0 = steady::now();
+        for (long done = 0; done < n_batch; done += 1000) {
+          std::vector<std::string> items(1000, payload70);
+          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+        }
+        r.batched_per_s = static_cast<double>(n_batch) / bench::seconds_since(t0);
+        co_await drop(c, name);
+      },
+      120s);
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+struct latency_result {
+  long samples = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double rate = 0;
+};
+
+latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds duration) {
+  latency_result r;
+  std::vector<double> lat;
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client prod(ioc.get_executor(), cfg);
+        thoonk::client work(ioc.get_executor(), cfg);
+        co_await prod.connect(asio::use_awaitable);
+        co_await work.connect(asio::use_awaitable);
+        auto name = unique("bench-lat");
+        co_await create(prod, name, {});
+        thoonk::job_queue pq(prod, name);
+        thoonk::job_queue wq(work, name);
+        co_await wq.open(asio::use_awaitable);
+        const long total = rate * duration.count();
+        bool stop = false;
+        int live = 4;
+        auto worker = [](thoonk::job_queue q, std::vector<double>* lat, bool* stop,
+                         int* live) -> asio::awaitable<void> {
+          while (!*stop) {
+            auto [ec, j] = co_await q.claim(200ms, nothrow);
+            if (ec) continue;
+            auto now = steady::now().time_since_epoch().count();
+            auto put_at = std::stoll(j.item);
+            lat->push_back(static_cast<double>(now - put_at) / 1e6);
+            co_await q.finish(j.id, j.token, nothrow);
+          }
+          --*live;
+        };
+        for (int i = 0; i < 4; ++i) asio::co_spawn(ioc, worker(wq, &lat, &stop, &live), asio::detached);
+        asio::steady_timer t(ioc);
+        t.expires_after(100ms);
+        co_await t.async_wait(asio::use_awaitable);
+        auto t0 = steady::now();
+        const auto step = std::chrono::nanoseconds(1000000000LL / rate);
+        for (long i = 0; i < total; ++i) {
+          t.expires_at(t0 + step * i);
+          co_await t.async_wait(asio::use_awaitable);
+          auto stamp = std::to_string(steady::now().time_since_epoch().count());
+          // Not awaited one after the other: the pace is the timer's.
+          pq.put(std::move(stamp), asio::detached);
+        }
+        r.rate = static_cast<double>(total) / bench::seconds_since(t0);
+        t.expires_after(500ms);
+        co_await t.async_wait(asio::use_awaitable);
+        stop = true;
+        while (live > 0) {
+          t.expires_after(10ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        co_await drop(prod, name);
+      },
+      duration + 30s);
+  r.samples = static_cast<long>(lat.size());
+  r.p50_ms = bench::percentile(lat, 0.50);
+  r.p99_ms = bench::percentile(lat, 0.99);
+  r.max_ms = lat.empty() ? 0 : lat.back();
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+asio::awaitable<long long> used_memory(thoonk::client& c) {
+  thoonk::request r;
+  r.push("INFO", "memory");
+  auto resp = co_await c.conn().exec(r, asio::use_awaitable);
+  const auto& s = resp[0].str;
+  auto p = s.find("used_memory:");
+  co_return std::stoll(s.substr(p + 12, s.find('\r', p) - p - 12));
+}
+
+struct memory_result {
+  double default_bytes = 0;
+  double no_published_bytes = 0;
+  double contract_uuid_bytes = 0;
+};
+
+memory_result memory(const thoonk::config& cfg, long n) {
+  memory_result r;
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        // Warm up: scripts loaded, buffers grown.
+        {
+          auto name = unique("bench-mem-warm");
+          co_await create(c, name, {});
+          thoonk::job_queue q(c, name);
+          std::vector<std::string> items(1000, payload70);
+          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+          co_await drop(c, name);
+        }
+        // Nothing is deleted until every figure is taken (a lazily freed
+        // queue would shrink used_memory during the next measurement).
+        std::vector<std::string> made;
+        for (int mode = 0; mode < 2; ++mode) {
+          auto name = unique("bench-mem");
+          made.push_back(name);
+          thoonk::feed_config fc;
+          if (mode == 1) fc.emplace_back("published", "0");
+          co_await create(c, name, std::move(fc));
+          thoonk::job_queue q(c, name);
+          auto before = co_await used_memory(c);
+          for (long done = 0; done < n; done += 1000) {
+            std::vector<std::string> items(1000, payload70);
+            co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+          }
+          auto after = co_await used_memory(c);
+          (mode == 0 ? r.default_bytes : r.no_published_bytes) =
+              static_cast<double>(after - before) / static_cast<double>(n);
+        }
+        // The contract's own put (MULTI LPUSH/INCR/HSET/ZADD) with UUID ids.
+        {
+          auto name = unique("bench-mem-plain");
+          made.push_back(name);
+          co_await create(c, name, {});
+          auto before = co_await used_memory(c);
+          std::mt19937_64 rng{42};
+          for (long done = 0; done < n; done += 1000) {
+            thoonk::request req;
+            for (int i = 0; i < 1000; ++i) {
+              char id[40];
+              std::snprintf(id, sizeof id, "%08llx-%04llx-4%03llx-a%03llx-%012llx",
+                            (unsigned long long)(rng() & 0xffffffff),
+                            (unsigned long long)(rng() & 0xffff), (unsigned long long)(rng() & 0xfff),
+                            (unsigned long long)(rng() & 0xfff),
+                            (unsigned long long)(rng() & 0xffffffffffffULL));
+              req.push("MULTI");
+              req.push("LPUSH", "feed.ids:" + name, id);
+              req.push("INCR", "feed.publishes:" + name);
+              req.push("HSET", "feed.items:" + name, id, payload70);
+              req.push("ZADD", "feed.published:" + name, "1700000000000", id);
+              req.push("EXEC");
+            }
+            co_await c.conn().exec(req, asio::use_awaitable);
+          }
+          auto after = co_await used_memory(c);
+          r.contract_uuid_bytes = static_cast<double>(after - before) / static_cast<double>(n);
+        }
+        for (auto& name : made) co_await drop(c, name);
+      },
+      120s);
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+struct ceiling_result {
+  std::optional<double> set_rps, put1_calls, claim1_calls, claim64_calls;
+};
+
+std::vector<std::string> job_keys(const std::string& name) {
+  std::vector<std::string> k;
+  for (const char* w : {"config", "ids", "items", "publishes", "finishes", "published", "claimed",
+                        "cancelled", "stalled", "attempts", "sleepers", "idincr", "unaccounted"})
+    k.push_back(std::string("feed.") + w + ":" + name);
+  return k;
+}
+
+ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, bool quick) {
+  ceiling_result r;
+  r.set_rps = bench::redis_benchmark_rps(
+      srv, {"-P", "64", "-c", "1", "-n", quick ? "200000" : "1000000", "-t", "set"});
+  const long n_put = quick ? 50000 : 200000;
+  const long n_claim64 = quick ? 1000 : 4000;
+  auto name = unique("bench-ceiling");
+  std::string put_sha, claim_sha;
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        co_await create(c, name, {});
+        thoonk::request req;
+        req.push("SCRIPT", "LOAD", thoonk::detail::jobs::lua::job_put().source());
+        req.push("SCRIPT", "LOAD", thoonk::detail::jobs::lua::job_claim().source());
+        auto resp = co_await c.conn().exec(req, asio::use_awaitable);
+        put_sha = resp[0].str;
+        claim_sha = resp[1].str;
+      },
+      30s);
+  const std::string now = "1700000000000";
+  auto keys = job_keys(name);
+  // put, 1 job per call (this also fills the queue for claim-1).
+  std::vector<std::string> a{"-P", "64", "-c", "1", "-n", std::to_string(n_put), "EVALSHA", put_sha,
+                             "13"};
+  a.insert(a.end(), keys.begin(), keys.end());
+  a.insert(a.end(), {now, "0", "feed.wake:" + name, payload70});
+  r.put1_calls = bench::redis_benchmark_rps(srv, a);
+  // claim, 1 job per call, on the queue just filled.
+  a = {"-P", "64", "-c", "1", "-n", std::to_string(n_put), "EVALSHA", claim_sha, "13"};
+  a.insert(a.end(), keys.begin(), keys.end());
+  a.insert(a.end(), {now, "1"});
+  r.claim1_calls = bench::redis_benchmark_rps(srv, a);
+  // claim, 64 jobs per call: fill first.
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        thoonk::job_queue q(c, name);
+        for (long done = 0; done < n_claim64 * 64; done += 1000) {
+          std::vector<std::string> items(1000, payload70);
+          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+        }
+      },
+      120s);
+  a = {"-P", "64", "-c", "1", "-n", std::to_string(n_claim64), "EVALSHA", claim_sha, "13"};
+  a.insert(a.end(), keys.begin(), keys.end());
+  a.insert(a.end(), {now, "64"});
+  r.claim64_calls = bench::redis_benchmark_rps(srv, a);
+  run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        co_await drop(c, name);
+      },
+      30s);
+  return r;
+}
+
+std::string num(std::optional<double> v) {
+  if (!v) return "null";
+  std::ostringstream o;
+  o.precision(6);
+  o << *v;
+  return o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bench::server srv;
+  auto cfg = srv.cfg();
+  cfg.client_name = "job_bench";
+  // --e2e WORKERS JOBS: only that end-to-end run (for profiling).
+  if (argc > 3 && std::strcmp(argv[1], "--e2e") == 0) {
+    auto r = end_to_end(cfg, std::atoi(argv[2]), std::atol(argv[3]));
+    std::cout << "{\"workers\": " << r.workers << ", \"jobs\": " << r.jobs
+              << ", \"seconds\": " << r.seconds << ", \"jobs_per_s\": " << r.jobs_per_s
+              << ", \"server_cpu_us_per_job\": " << r.server_cpu_us_per_job
+              << ", \"client_cpu_us_per_job\": " << r.client_cpu_us_per_job << "}\n";
+    return 0;
+  }
+
+  std::vector<e2e_result> e2e;
+  for (auto [w, n] : {std::pair{1, quick ? 5000L : 20000L}, std::pair{16, quick ? 20000L : 100000L},
+                      std::pair{64, quick ? 50000L : 200000L}})
+    e2e.push_back(end_to_end(cfg, w, n));
+  auto enq = enqueue(cfg, quick ? 5000 : 20000, quick ? 20000 : 100000, quick ? 50000 : 200000);
+  auto lat = latency(cfg, 1000, quick ? 2s : 5s);
+  auto mem = memory(cfg, 100000);
+  auto ceil = ceilings(srv, cfg, quick);
+
+  const double e2e64 = e2e.back().jobs_per_s;
+  std::ostringstream o;
+  o.precision(6);
+  o << "{\n  \"benchmark\": \"job_bench\",\n  \"server\": \"" << bench::json_escape(srv.host())
+    << ":" << srv.port() << "\",\n  \"end_to_end\": [";
+  for (std::size_t i = 0; i < e2e.size(); ++i) {
+    const auto& r = e2e[i];
+    o << (i ? "," : "") << "\n    {\"workers\": " << r.workers << ", \"jobs\": " << r.jobs
+      << ", \"seconds\": " << r.seconds << ", \"jobs_per_s\": " << r.jobs_per_s
+      << ", \"complete\": " << (r.complete ? "true" : "false")
+      << ", \"server_cpu_us_per_job\": " << r.server_cpu_us_per_job
+      << ", \"client_cpu_us_per_job\": " << r.client_cpu_us_per_job << "}";
+  }
+  o << "\n  ],\n  \"enqueue\": {\"one_by_one_awaited_per_s\": " << enq.sequential_per_s
+    << ", \"one_by_one_64_coroutines_per_s\": " << enq.concurrent_per_s
+    << ", \"put_many_1000_per_s\": " << enq.batched_per_s << "},\n";
+  o << "  \"latency_put_to_claim\": {\"rate_per_s\": " << lat.rate << ", \"samples\": " << lat.samples
+    << ", \"p50_ms\": " << lat.p50_ms << ", \"p99_ms\": " << lat.p99_ms << ", \"max_ms\": " << lat.max_ms
+    << "},\n";
+  o << "  \"memory_bytes_per_waiting_job\": {\"payload_bytes\": 70, \"jobs\": 100000, \"default\": "
+    << mem.default_bytes << ", \"published_0\": " << mem.no_published_bytes
+    << ", \"contract_plain_put_uuid_ids\": " << mem.contract_uuid_bytes << "},\n";
+  o << "  \"ceiling_redis_benchmark_P64_c1\": {\"set_per_s\": " << num(ceil.set_rps)
+    << ", \"put_script_1_job_calls_per_s\": " << num(ceil.put1_calls)
+    << ", \"claim_script_1_job_calls_per_s\": " << num(ceil.claim1_calls)
+    << ", \"claim_script_64_jobs_calls_per_s\": " << num(ceil.claim64_calls)
+    << ", \"claim_script_64_jobs_jobs_per_s\": "
+    << num(ceil.claim64_calls ? std::optional<double>(*ceil.claim64_calls * 64) : std::nullopt)
+    << "},\n";
+  auto ratio = [&](std::optional<double> c) {
+    return c && *c > 0 ? num(e2e64 / *c) : std::string("null");
+  };
+  o << "  \"ratios\": {\"e2e_64_workers_vs_claim_script_1_job_ceiling\": " << ratio(ceil.claim1_calls)
+    << ", \"e2e_64_workers_vs_put_script_1_job_ceiling\": " << ratio(ceil.put1_calls)
+    << ", \"e2e_64_workers_vs_claim_script_64_jobs_ceiling\": "
+    << ratio(ceil.claim64_calls ? std::optional<double>(*ceil.claim64_calls * 64) : std::nullopt)
+    << ", \"e2e_64_workers_vs_set_P64\": " << ratio(ceil.set_rps) << "},\n";
+  o << "  \"targets\": {\"e2e_64_workers_jobs_per_s\": 40000, \"memory_bytes_per_waiting_job\": 220}\n}\n";
+  std::cout << o.str();
+  return 0;
+}
