@@ -132,7 +132,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// `timeout` and only after a fetch attempt that included this waiter
   /// completed; operation_aborted when cancelled or closed.
   asio::awaitable<std::tuple<error_code, T>> wait_one(std::chrono::milliseconds timeout) {
-    if (closed_) co_return std::tuple{error_code(asio::error::operation_aborted), T{}};
+    if (closed_) co_return std::tuple{close_ec_, T{}};
     auto w = std::make_shared<waiter>(ex_);
     if (timeout != std::chrono::milliseconds::max())
       w->timer.expires_after(std::max(timeout, std::chrono::milliseconds(0)));
@@ -168,6 +168,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   void close(error_code ec) {
     if (closed_) return;
     closed_ = true;
+    close_ec_ = ec;
     for (auto& w : waiters_) w->complete(ec, T{});
     waiters_.clear();
     wake_.cancel();
@@ -294,6 +295,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   asio::steady_timer wake_;
   std::deque<std::shared_ptr<waiter>> waiters_;
   clock_type::time_point next_poll_{};
+  error_code close_ec_;
   std::size_t in_flight_ = 0;
   bool running_ = false;
   bool idle_ = false;
@@ -320,7 +322,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   /// Queues one request and waits for its result. operation_aborted when
   /// cancelled (a request not yet sent is then dropped) or closed.
   asio::awaitable<std::tuple<error_code, Res>> submit(Req r) {
-    if (closed_) co_return std::tuple{error_code(asio::error::operation_aborted), Res{}};
+    if (closed_) co_return std::tuple{close_ec_, Res{}};
     auto e = std::make_shared<entry>(ex_, std::move(r));
     queue_.push_back(e);
     schedule();
@@ -331,7 +333,9 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   }
 
   void close(error_code ec) {
+    if (closed_) return;
     closed_ = true;
+    close_ec_ = ec;
     for (auto& e : queue_) e->complete(ec, Res{});
     queue_.clear();
   }
@@ -379,6 +383,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   std::size_t max_in_flight_;
   run_fn run_;
   std::deque<std::shared_ptr<entry>> queue_;
+  error_code close_ec_;
   std::size_t in_flight_ = 0;
   bool scheduled_ = false;
   bool closed_ = false;

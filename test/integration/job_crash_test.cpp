@@ -48,8 +48,9 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
       continue;
     }
     ++st->claims;
-    // "Work", then finish; on an unknown outcome ask again: the answer is
+    // "Work" (a little, so claims and finishes overlap the kills), then finish; on an unknown outcome ask again: the answer is
     // success, job_not_found (it was finished) or lost_claim (it lapsed).
+    if (st->claims % 7 == 0) co_await sleep_for(1ms);
     for (int attempt = 0; attempt < 50 && !st->stop; ++attempt) {
       auto [fec] = co_await q.finish(j.id, j.token, std::string(j.id), nothrow);
       if (!fec) {
@@ -103,11 +104,12 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
         }
 
         int kills = 0, maint_runs = 0;
+        std::int64_t recovered = 0;
         std::int64_t finishes = 0;
         auto t0 = std::chrono::steady_clock::now();
         auto last_maint = t0;
         while (finishes < total && ms_since(t0) < 150000) {
-          co_await sleep_for(100ms);
+          co_await sleep_for(30ms);
           // Kill every connection of client `a` (command and subscriber).
           auto list = co_await cmd(admin.conn(), "CLIENT", "LIST");
           if (ms_since(t0) < 60000) {
@@ -122,6 +124,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
             mo.check_unaccounted = (maint_runs % 4) == 0;
             auto [mec, rep] = co_await qadmin.maintain(mo, nothrow);
             CHECK(!mec);
+            recovered += rep.requeued + rep.unaccounted_requeued;
             ++maint_runs;
             last_maint = std::chrono::steady_clock::now();
           }
@@ -132,7 +135,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
         for (int i = 0; i < 600 && st.workers_done < 16; ++i) co_await sleep_for(10ms);
         INFO("kills " << kills << ", claims " << st.claims << ", transport errors "
                       << st.transport_errors << ", lost claims " << st.lost_claims
-                      << ", maintenance runs " << maint_runs << ", "
+                      << ", maintenance runs " << maint_runs << " (requeued " << recovered
+                      << "), "
                       << ms_since(t0) << " ms");
         CHECK(st.workers_done == 16);
         CHECK(kills >= 3);
