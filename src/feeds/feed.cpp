@@ -5,6 +5,7 @@
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
+#include "feeds/bench_access.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
 
@@ -171,6 +172,13 @@ asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all_op(clien
 }
 
 }  // namespace
+
+namespace detail {
+const script& feed_publish_script() { return publish_script; }
+std::vector<std::string> feed_script_keys(std::string_view name) {
+  return data_keys(feed_names(config{}, name));
+}
+}  // namespace detail
 
 void feed::start_open(client* c, std::string name, handler<feed> h) {
   detail::spawn_op(c->get_executor(), open_op(c, std::move(name)), std::move(h));

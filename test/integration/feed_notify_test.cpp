@@ -450,3 +450,42 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     admin.stop();
   });
 }
+
+TEST_CASE("feed notify: many subscriber clients each get every event once",
+          "[feed][feed_notify]") {
+  asio::io_context ioc;
+  thoonk::client pub(ioc.get_executor(), test_config());
+  std::vector<std::unique_ptr<thoonk::client>> clients;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await pub.connect(asio::use_awaitable);
+    auto name = co_await make_feed(pub, "many", feed_type::feed);
+    constexpr int n_clients = 16, n_items = 20;
+    std::vector<std::vector<std::string>> got(n_clients);
+    std::vector<thoonk::feed_subscription> subs;
+    for (int i = 0; i < n_clients; ++i) {
+      clients.push_back(std::make_unique<thoonk::client>(ioc.get_executor(), test_config()));
+      co_await clients.back()->connect(asio::use_awaitable);
+      thoonk::feed f(*clients.back(), name);
+      thoonk::feed_subscribe_options opts;
+      opts.catch_up = i % 2 == 1;
+      thoonk::feed_callback cb = [&got, i](const feed_event& e) { got[i].emplace_back(e.id); };
+      subs.push_back(co_await f.subscribe(cb, opts, asio::use_awaitable));
+    }
+    thoonk::feed theirs(pub, name);
+    std::vector<std::string> ids;
+    for (int k = 0; k < n_items; ++k) {
+      ids.push_back("i" + std::to_string(k));
+      co_await theirs.publish(ids.back(), "x", asio::use_awaitable);
+    }
+    bool all = co_await wait_until([&] {
+      return std::all_of(got.begin(), got.end(), [&](auto& g) { return g.size() >= std::size_t(n_items); });
+    });
+    CHECK(all);
+    co_await settle();
+    for (auto& g : got) CHECK(g == ids);
+    subs.clear();
+    for (auto& c : clients) c->stop();
+    co_await pub.delete_feed(name, asio::use_awaitable);
+    pub.stop();
+  });
+}
