@@ -1,0 +1,154 @@
+// The tutorial of docs/jobs.md, compiled and run against the test server,
+// plus a check that the document shows exactly this code, and a run of the
+// example program's job part (examples/job_demo.hpp).
+#include "support/run_coro.hpp"
+#include "support/test_client.hpp"
+
+#include "../../examples/job_demo.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+// tutorial-begin
+#include <thoonk/client.hpp>
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// A worker: claims jobs until none arrives for 200 ms; finishes each with a
+// result. (Coroutines take their arguments by value.)
+asio::awaitable<void> jobs_tutorial_worker(thoonk::job_queue jobs) {
+  for (;;) {
+    auto [ec, job] = co_await jobs.claim(200ms, asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;  // error::queue_empty: nothing arrived in time
+    co_await jobs.finish(job.id, job.token, "done: " + job.item, asio::use_awaitable);
+  }
+}
+
+asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, std::ostream& out) {
+  // 1. Create a job queue. Claims lapse after 30 s without a finish or a
+  //    heartbeat; a job whose claim lapses more than 3 times is stalled.
+  thoonk::feed_config cfg{{"claim_timeout_ms", "30000"}, {"max_failures", "3"}};
+  co_await client.create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
+  thoonk::job_queue jobs(client, name);
+
+  // 2. Producer: each put returns the job's id. High priority is next out.
+  auto cat = co_await jobs.put("resize cat.jpg", asio::use_awaitable);
+  std::vector<std::string> more{"resize dog.jpg", "resize owl.jpg"};
+  co_await jobs.put_many(more, thoonk::priority::normal, asio::use_awaitable);
+  co_await jobs.put("resize logo.png", thoonk::priority::high, asio::use_awaitable);
+
+  // 3. Worker: claim, work, finish. The token proves the claim is ours.
+  auto job = co_await jobs.claim(5s, asio::use_awaitable);
+  out << "claimed " << job.item << ", attempt " << job.token << "\n";
+  co_await jobs.finish(job.id, job.token, "logo done", asio::use_awaitable);
+
+  // 4. Give a job back: it returns to the end of the line, failure +1.
+  job = co_await jobs.claim(5s, asio::use_awaitable);
+  auto failures = co_await jobs.cancel(job.id, job.token, asio::use_awaitable);
+  out << "gave back " << job.item << ", failures " << failures << "\n";
+
+  // 5. The old token is dead: errors are codes, not exceptions, with
+  //    as_tuple.
+  auto [ec] = co_await jobs.finish(job.id, job.token, asio::as_tuple(asio::use_awaitable));
+  out << "stale finish: " << ec.message() << "\n";
+
+  // 6. A caller waits for one result while two workers empty the queue.
+  using namespace asio::experimental::awaitable_operators;
+  auto result = co_await (jobs.get_result(cat, 5s, asio::use_awaitable) &&
+                          jobs_tutorial_worker(jobs) && jobs_tutorial_worker(jobs));
+  out << "result: " << result << "\n";
+
+  // 7. Maintenance (run it every few seconds in one or more processes: a
+  //    lock keeps one runner at a time) recovers lapsed claims and reports.
+  thoonk::maintenance_options mo;
+  auto report = co_await jobs.maintain(mo, asio::use_awaitable);
+  out << "waiting " << report.counts.waiting << ", finished " << report.counts.finishes << "\n";
+
+  co_await client.delete_feed(name + ".stats", asio::use_awaitable);
+  co_await client.delete_feed(name, asio::use_awaitable);
+}
+// tutorial-end
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string between(const std::string& text, const std::string& begin, const std::string& end) {
+  auto b = text.find(begin);
+  if (b == std::string::npos) return {};
+  b += begin.size();
+  auto e = text.find(end, b);
+  return e == std::string::npos ? std::string{} : text.substr(b, e - b);
+}
+
+const std::string here = __FILE__;
+const std::string root = here.substr(0, here.rfind("/test/integration/"));
+
+}  // namespace
+
+TEST_CASE("jobs tutorial: docs/jobs.md shows exactly the code compiled here", "[job][job_docs]") {
+  auto source = between(slurp(here), "// tutorial-begin\n", "// tutorial-end\n");
+  auto doc = between(slurp(root + "/docs/jobs.md"), "<!-- tutorial-begin -->\n```cpp\n",
+                     "```\n<!-- tutorial-end -->");
+  REQUIRE(!source.empty());
+  CHECK(doc == source);
+}
+
+TEST_CASE("jobs tutorial: runs against a real server", "[job][job_docs]") {
+  asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
+  std::ostringstream out;
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await client.connect(asio::use_awaitable);
+    co_await jobs_tutorial(client, thoonk::test::unique_name("jobs-tutorial"), out);
+    client.stop();
+  });
+  auto text = out.str();
+  INFO(text);
+  CHECK(text.find("claimed resize logo.png, attempt 1\n") != std::string::npos);
+  CHECK(text.find("gave back resize cat.jpg, failures 1\n") != std::string::npos);
+  CHECK(text.find("stale finish: " + make_error_code(thoonk::error::job_not_claimed).message()) !=
+        std::string::npos);
+  CHECK(text.find("result: done: resize cat.jpg\n") != std::string::npos);
+  CHECK(text.find("waiting 0, finished 4\n") != std::string::npos);
+}
+
+TEST_CASE("jobs example: the job part of the example program runs", "[job][job_docs]") {
+  asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
+  std::ostringstream captured;
+  auto* old = std::cout.rdbuf(captured.rdbuf());
+  try {
+    thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+      co_await client.connect(asio::use_awaitable);
+      co_await run_job_demo(client);
+      client.stop();
+    });
+  } catch (...) {
+    std::cout.rdbuf(old);
+    throw;
+  }
+  std::cout.rdbuf(old);
+  auto text = captured.str();
+  INFO(text);
+  CHECK(text.find("counts: waiting 0, claimed 0, stalled 0, puts 6, finishes 6") !=
+        std::string::npos);
+  CHECK(text.find("caller: result of") != std::string::npos);
+  CHECK(text.find("(attempt 2, failures 1)") != std::string::npos);
+}
