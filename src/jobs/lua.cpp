@@ -291,27 +291,30 @@ local ttl = tonumber(cfg[2]) or 300000
 local m = (#ARGV - 1) / 4
 local ids = {}
 for j = 1, m do ids[j] = ARGV[4 * j - 2] end
-local sc = redis.call('ZMSCORE', KEYS[7], unpack(ids))
-local att = redis.call('HMGET', KEYS[10], unpack(ids))
+local att = {}
+if redis.call('EXISTS', KEYS[10]) == 1 then att = redis.call('HMGET', KEYS[10], unpack(ids)) end
 local st, ok, seen = {}, {}, {}
 for j = 1, m do
   local id = ids[j]
   if seen[id] then
     st[j] = 1
-  elseif not sc[j] then
-    if redis.call('HEXISTS', KEYS[3], id) == 1 then st[j] = 2 else st[j] = 1 end
-  elseif att[j] ~= ARGV[4 * j - 1] then
-    st[j] = 3
-  else
+  elseif att[j] == ARGV[4 * j - 1] and redis.call('ZREM', KEYS[7], id) == 1 then
+    -- Claimed under this token (and now out of feed.claimed). One ZREM per
+    -- job checks and removes in one pass over the (small) claimed set.
     st[j] = 0
     seen[id] = true
     ok[#ok + 1] = j
+  elseif redis.call('ZSCORE', KEYS[7], id) then
+    st[j] = 3
+  elseif redis.call('HEXISTS', KEYS[3], id) == 1 then
+    st[j] = 2
+  else
+    st[j] = 1
   end
 end
 if #ok > 0 then
   local o = {}
   for i, j in ipairs(ok) do o[i] = ids[j] end
-  redis.call('ZREM', KEYS[7], unpack(o))
   if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HDEL', KEYS[8], unpack(o)) end
   redis.call('HDEL', KEYS[3], unpack(o))
   redis.call('HDEL', KEYS[10], unpack(o))
