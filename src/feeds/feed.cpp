@@ -30,6 +30,8 @@ local id, item = ARGV[1], ARGV[2]
 local max_length = tonumber(conf[2]) or 0
 local log_max = tonumber(conf[3]) or 1000
 local edited = redis.call('ZSCORE', K_IDS, id) ~= false
+-- This publish's sequence number; evictions below are announced before it.
+local seq = redis.call('INCR', K_PUBLISHES)
 local evicted = {}
 if not edited and max_length > 0 then
   -- Room for one more: drop the oldest (at most 1000 per publish, so a
@@ -42,12 +44,11 @@ if not edited and max_length > 0 then
   if #evicted > 0 then
     redis.call('ZREM', K_IDS, unpack(evicted))
     redis.call('HDEL', K_ITEMS, unpack(evicted))
-    record_retracts(evicted, log_max)
+    record_retracts(evicted, seq - 1, log_max, seq % 64 == 0)
     for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
   end
 end
 redis.call('ZADD', K_IDS, ARGV[3], id)
-local seq = redis.call('INCR', K_PUBLISHES)
 redis.call('HSET', K_ITEMS, id, item)
 record_change(id, seq)
 if edited then
@@ -65,7 +66,7 @@ local err, conf = open_feed('feed', 'retraction_log')
 if err then return err end
 if redis.call('ZREM', K_IDS, ARGV[1]) == 0 then return 0 end
 redis.call('HDEL', K_ITEMS, ARGV[1])
-record_retracts({ARGV[1]}, tonumber(conf[2]) or 1000)
+record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
 )lua"};

@@ -124,9 +124,13 @@ TEST_CASE("feed: raw wire: keys, ms scores, counters and payloads byte for byte"
     auto pubs = co_await cmd(c.conn(), "GET", key("publishes", name));
     CHECK(pubs.str == "1");
 
+    // Distinct milliseconds, so the feed order is the publish order.
+    co_await sleep_for(3ms);
     co_await f.publish("id2", "two", asio::use_awaitable);
+    co_await sleep_for(3ms);
     auto e = co_await f.publish("id1", "one-edited", asio::use_awaitable);  // edit
     CHECK(e.edited);
+    co_await sleep_for(3ms);
     auto r3 = co_await f.publish("id3", "three", asio::use_awaitable);  // evicts id2
     CHECK(r3.evicted == std::vector<std::string>{"id2"});
     auto gone = co_await f.retract("id1", asio::use_awaitable);
