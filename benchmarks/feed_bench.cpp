@@ -155,6 +155,13 @@ double rb_rps(const std::string& out) {
 
 // ---- helpers ------------------------------------------------------------------
 
+// The 1-minute load average: the machine may be shared, and the figures
+// mean little when it is busy.
+double loadavg() {
+  double l[1] = {0};
+  return ::getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}
+
 template <class T>
 T run_sync(asio::io_context& ioc, asio::awaitable<T> a) {
   std::optional<T> result;
@@ -337,6 +344,8 @@ int main(int argc, char** argv) {
   thoonk::client c(ioc.get_executor(), cfg);
   json::object out;
   out["benchmark"] = "feed";
+  out["cpu_cores"] = std::thread::hardware_concurrency();
+  out["loadavg_at_start"] = loadavg();
   out["item_bytes"] = item_size;
   out["feed_max_length"] = max_length;
   try {
@@ -418,6 +427,7 @@ int main(int argc, char** argv) {
     out["error"] = e.what();
   }
   c.stop();
+  out["loadavg_at_end"] = loadavg();
   std::cout << json::serialize(out) << std::endl;
   if (server) server->stop();
   return out.contains("error") ? 1 : 0;
