@@ -6,6 +6,8 @@
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/lua.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
 namespace thoonk {
 namespace detail {
 
@@ -65,8 +67,10 @@ asio::awaitable<std::tuple<error_code, resp3::value>> job_queue_impl::call(
 
 asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> self) {
   if (!self || self->closed) co_return;
+  // Bounded: if the subscriber cannot connect, claims still work (polling).
   co_await self->wake.ensure(self->cl, self->k.wake_channel,
-                             std::weak_ptr<fetcher<claimed_job>>(self->claims));
+                             std::weak_ptr<fetcher<claimed_job>>(self->claims),
+                             std::chrono::milliseconds(1000));
 }
 
 asio::awaitable<std::tuple<error_code, std::vector<std::string>>> job_queue_impl::put_batch(
@@ -195,7 +199,8 @@ void job_queue::start_open(handler<> h) {
     auto [ec, v] = co_await impl->call(lua::job_read(), std::move(args));
     if (ec) co_return std::tuple{ec};
     auto sec = co_await impl->wake.ensure(impl->cl, impl->k.wake_channel,
-                                          std::weak_ptr<fetcher<claimed_job>>(impl->claims));
+                                          std::weak_ptr<fetcher<claimed_job>>(impl->claims),
+                                          std::chrono::milliseconds::max());
     co_return std::tuple{sec};
   };
   detail::spawn_op(client_->get_executor(), op(impl_), std::move(h));
@@ -406,16 +411,29 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       if (nul == std::string_view::npos || m.payload.substr(0, nul) != id) return;
       p->complete({}, std::string(m.payload.substr(nul + 1)));
     };
-    // Without the subscription (error) we still poll.
-    auto [sec, sub] =
-        co_await impl->cl.sub().subscribe(impl->k.finish_channel, std::move(cb), use_nothrow);
-    (void)sec;
+    // Waiting for the subscription is bounded (a subscriber that cannot
+    // connect, or may not subscribe, must not hold the caller): without it
+    // we still poll.
+    subscription sub;
+    {
+      using namespace asio::experimental::awaitable_operators;
+      auto soon = clock_type::now() + std::chrono::seconds(1);
+      asio::steady_timer limit(impl->cl.get_executor(), std::min(deadline, soon));
+      auto r = co_await (impl->cl.sub().subscribe(impl->k.finish_channel, std::move(cb),
+                                                 use_nothrow) ||
+                         limit.async_wait(use_nothrow));
+      if (r.index() == 0) sub = std::move(std::get<1>(std::get<0>(r)));
+    }
     const std::string key = impl->k.names.job_result_key(id);
     for (;;) {
       if (p->done) break;
       request req;
       req.push("LINDEX", key, 0);
-      auto [ec, resp] = co_await impl->cl.conn().exec(req, use_nothrow);
+      exec_options eo;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                        clock_type::now());
+      eo.timeout = std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(60000));
+      auto [ec, resp] = co_await impl->cl.conn().exec(req, eo, use_nothrow);
       if (p->done) break;
       if (ec) co_return std::tuple{ec, std::string{}};
       if (!resp.empty() && resp[0].is_string()) co_return std::tuple{error_code{}, std::move(resp[0].str)};

@@ -52,8 +52,10 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
 
   static asio::awaitable<void> prepare(std::shared_ptr<queue_impl> self) {
     if (!self || self->closed) co_return;
+    // Bounded: if the subscriber cannot connect, gets still work (polling).
     co_await self->wake.ensure(self->cl, self->k.wake_channel,
-                               std::weak_ptr<fetcher<queue_item>>(self->gets));
+                               std::weak_ptr<fetcher<queue_item>>(self->gets),
+                               std::chrono::milliseconds(1000));
   }
 
   static asio::awaitable<std::tuple<error_code, std::vector<std::string>>> put_batch(
@@ -139,7 +141,8 @@ void queue::start_open(handler<> h) {
     auto [ec, v] = co_await run(impl->cl, lua::queue_read(), impl->k.keys, std::move(args));
     if (ec) co_return std::tuple{ec};
     auto sec = co_await impl->wake.ensure(impl->cl, impl->k.wake_channel,
-                                          std::weak_ptr<fetcher<queue_item>>(impl->gets));
+                                          std::weak_ptr<fetcher<queue_item>>(impl->gets),
+                                          std::chrono::milliseconds::max());
     co_return std::tuple{sec};
   };
   detail::spawn_op(client_->get_executor(), op(impl_), std::move(h));

@@ -10,48 +10,88 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace thoonk::detail::jobs {
 
 class wake_subscription {
  public:
-  /// Subscribes (once; later calls return at once when active) and
-  /// completes when the server confirmed, so a wake-up published after an
-  /// empty fetch that follows is delivered. On error the fetcher still
-  /// polls. Call on the client's executor.
+  /// Starts the subscription (once) and waits until the server confirmed it
+  /// or `max_wait` passed (milliseconds::max(): no limit). A wake-up
+  /// published after the confirmation is delivered; when the confirmation
+  /// comes after `max_wait` the fetcher is poked then, so a wake-up lost in
+  /// between costs nothing. Returns the subscription's error (or
+  /// error::request_timeout when it is still pending). Call on the client's
+  /// executor.
   template <class T>
-  asio::awaitable<error_code> ensure(client& c, const std::string& channel,
-                                     std::weak_ptr<fetcher<T>> f) {
-    if (closed_) co_return error_code(asio::error::operation_aborted);
-    if (!events_.active()) {
-      events_ = c.sub().on_event([f](const subscriber_event& ev) {
+  asio::awaitable<error_code> ensure(client& c, std::string channel, std::weak_ptr<fetcher<T>> f,
+                                     std::chrono::milliseconds max_wait) {
+    auto st = st_;
+    if (st->closed) co_return error_code(asio::error::operation_aborted);
+    if (!st->events.active()) {
+      st->events = c.sub().on_event([f](const subscriber_event& ev) {
         // After a reconnect every wake-up published meanwhile is lost:
         // look again.
         if (ev.kind == subscriber_event::connected)
           if (auto p = f.lock()) p->notify();
       });
     }
-    if (channel_.active()) co_return error_code{};
-    auto cb = [f](const message&) {
-      if (auto p = f.lock()) p->notify();
-    };
-    auto [ec, s] = co_await c.sub().subscribe(channel, std::move(cb), use_nothrow);
-    if (ec) co_return ec;
-    if (closed_) co_return error_code(asio::error::operation_aborted);  // s unsubscribes
-    channel_ = std::move(s);
-    co_return error_code{};
+    if (st->done) co_return st->ec;
+    if (!st->started) {
+      st->started = true;
+      asio::co_spawn(c.get_executor(), subscribe(&c, std::move(channel), f, st), asio::detached);
+    }
+    auto t = std::make_shared<asio::steady_timer>(c.get_executor());
+    if (max_wait == std::chrono::milliseconds::max()) t->expires_at(clock_type::time_point::max());
+    else t->expires_after(max_wait);
+    st->waiting.push_back(t);
+    co_await t->async_wait(use_nothrow);
+    if (st->done) co_return st->ec;
+    if (st->closed) co_return error_code(asio::error::operation_aborted);
+    co_return error_code(error::request_timeout);
   }
 
   void close() {
-    closed_ = true;
-    channel_.reset();
-    events_.reset();
+    auto st = st_;
+    st->closed = true;
+    st->channel.reset();
+    st->events.reset();
+    for (auto& w : st->waiting)
+      if (auto t = w.lock()) t->cancel();
+    st->waiting.clear();
   }
 
  private:
-  subscription channel_;
-  subscription events_;
-  bool closed_ = false;
+  struct state {
+    subscription channel;
+    subscription events;
+    bool started = false;
+    bool done = false;
+    bool closed = false;
+    error_code ec;
+    std::vector<std::weak_ptr<asio::steady_timer>> waiting;
+  };
+
+  template <class T>
+  static asio::awaitable<void> subscribe(client* c, std::string channel,
+                                         std::weak_ptr<fetcher<T>> f,
+                                         std::shared_ptr<state> st) {
+    auto cb = [f](const message&) {
+      if (auto p = f.lock()) p->notify();
+    };
+    auto [ec, s] = co_await c->sub().subscribe(std::move(channel), std::move(cb), use_nothrow);
+    st->done = true;
+    st->ec = ec;
+    if (!ec && !st->closed) st->channel = std::move(s);  // else `s` unsubscribes
+    for (auto& w : st->waiting)
+      if (auto t = w.lock()) t->cancel();
+    st->waiting.clear();
+    // A wake-up published before the confirmation was not seen: look again.
+    if (!ec)
+      if (auto p = f.lock()) p->notify();
+  }
+
+  std::shared_ptr<state> st_ = std::make_shared<state>();
 };
 
 /// Runs `fn` on `ex` now if we are there, else posts it (destructors of

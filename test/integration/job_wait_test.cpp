@@ -2,6 +2,7 @@
 // are woken by a put from another client before the fallback poll.
 #include "job_support.hpp"
 
+#include <optional>
 #include <set>
 
 using namespace jobs_test;
@@ -249,4 +250,67 @@ TEST_CASE("job: destroying the queue ends pending claims and result waits", "[jo
     CHECK(claim_ec == asio::error::operation_aborted);
     CHECK(result_ec == asio::error::operation_aborted);
   });
+}
+
+TEST_CASE("job: claims and results work by polling when pub/sub is not permitted", "[job]") {
+  asio::io_context ioc;
+  const auto user = unique_name("jobs-nopubsub");
+  thoonk::client admin{ioc.get_executor(), job_config()};
+  auto cfg = job_config();
+  cfg.username = user;
+  cfg.password = "secret";
+  std::optional<thoonk::client> worker;
+  const auto name = unique_name("jobs-poll");
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await admin.connect(asio::use_awaitable);
+        // Every command and key, no channel: SUBSCRIBE is refused.
+        co_await cmd(admin.conn(), "ACL", "SETUSER", user, "on", ">secret", "~*",
+                     "resetchannels", "+@all");
+        co_await create_feed(admin.conn(), name, "job");
+        worker.emplace(ioc.get_executor(), cfg);
+        co_await worker->conn().connect(asio::use_awaitable);
+        thoonk::job_queue_options opts;
+        opts.poll_interval = 100ms;
+        thoonk::job_queue wq(*worker, name, opts);
+        thoonk::job_queue aq(admin, name);
+
+        bool got = false;
+        thoonk::claimed_job job;
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              auto [ec, j] = co_await wq.claim(10s, nothrow);
+              got = !ec;
+              job = j;
+            },
+            asio::detached);
+        co_await sleep_for(200ms);
+        auto id = co_await aq.put("no wake-up for me", asio::use_awaitable);
+        for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
+        REQUIRE(got);
+        CHECK(job.id == id);
+
+        std::string result;
+        bool have = false;
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              auto [ec, r] = co_await wq.get_result(id, 10s, nothrow);
+              have = !ec;
+              result = r;
+            },
+            asio::detached);
+        co_await sleep_for(100ms);
+        // (This user may not PUBLISH either: the finish comes from another
+        // client; the token is the job's, not the client's.)
+        co_await aq.finish(job.id, job.token, std::string("polled"), asio::use_awaitable);
+        for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
+        CHECK(have);
+        CHECK(result == "polled");
+        worker->stop();
+        co_await cmd(admin.conn(), "ACL", "DELUSER", user);
+      },
+      30s);
 }
