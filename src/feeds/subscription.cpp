@@ -544,6 +544,8 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
       info.from = info.to = cursor;
       info.error = ec;
       ph = phase::live;  // nothing to replay; keep delivering whatever comes
+      buffer.clear();
+      buffer_bytes = 0;
       if (opts.on_catch_up) {
         try {
           opts.on_catch_up(info);

@@ -499,3 +499,60 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
     pub.stop();
   });
 }
+
+TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-created, in a gap",
+          "[feed][feed_notify][catch_up]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  gap_user user;
+  std::optional<thoonk::client> c;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await admin.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    co_await user.create(admin);
+    c.emplace(ioc.get_executor(), user.config());
+    co_await c->connect(asio::use_awaitable);
+    auto recreated = co_await make_feed(pub, "reset", feed_type::feed);
+    auto deleted = co_await make_feed(pub, "gone", feed_type::feed);
+    std::vector<rec> got;
+    std::vector<thoonk::catch_up_info> infos_r, infos_d;
+    thoonk::feed_subscribe_options o1, o2;
+    o1.catch_up = o2.catch_up = true;
+    o1.on_catch_up = [&](const thoonk::catch_up_info& i) { infos_r.push_back(i); };
+    o2.on_catch_up = [&](const thoonk::catch_up_info& i) { infos_d.push_back(i); };
+    thoonk::feed_callback cb = [&](const feed_event& e) { got.push_back(to_rec(e)); };
+    auto s1 = co_await thoonk::feed(*c, recreated).subscribe(cb, o1, asio::use_awaitable);
+    auto s2 = co_await thoonk::feed(*c, deleted).subscribe(cb, o2, asio::use_awaitable);
+    thoonk::feed r(pub, recreated);
+    for (int i = 0; i < 3; ++i) co_await r.publish("old" + std::to_string(i), "o", asio::use_awaitable);
+    bool live = co_await wait_until([&] { return got.size() == 3; });
+    CHECK(live);
+
+    co_await user.open_gap(admin);
+    co_await pub.delete_feed(recreated, asio::use_awaitable);
+    co_await pub.delete_feed(deleted, asio::use_awaitable);
+    co_await pub.create_feed(recreated, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+    co_await r.publish("new0", "n", asio::use_awaitable);
+    co_await r.publish("new1", "n", asio::use_awaitable);
+    co_await user.close_gap(admin);
+    bool caught = co_await wait_until([&] { return infos_r.size() == 1 && infos_d.size() == 1; });
+    REQUIRE(caught);
+    CHECK(infos_r[0].counter_reset);
+    CHECK(infos_r[0].items == 2);
+    CHECK(!infos_r[0].error);
+    CHECK(infos_d[0].error == thoonk::error::feed_not_found);
+    co_await settle();
+    REQUIRE(got.size() == 5);
+    CHECK(got[3] == R(feed_event::publish, "new0", "n", "", true));
+    CHECK(got[4] == R(feed_event::publish, "new1", "n", "", true));
+    CHECK(s1.cursor() == 2);
+    s1.reset();
+    s2.reset();
+    co_await pub.delete_feed(recreated, asio::use_awaitable);
+    c->stop();
+    co_await user.remove(admin);
+    pub.stop();
+    admin.stop();
+  });
+}
