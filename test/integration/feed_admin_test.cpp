@@ -166,6 +166,19 @@ TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct er
     CHECK(e11 == thoonk::error::wrong_feed_type);
     auto len = co_await cmd(c.conn(), "LLEN", key("ids", fname));
     CHECK(len.integer == 0);
+    // Subscribing checks the feed too (and registers nothing on failure).
+    thoonk::feed_callback ignore = [](const thoonk::feed_event&) {};
+    auto [e12, sub12] = co_await thoonk::feed(c, missing).subscribe(ignore, tok);
+    CHECK(e12 == thoonk::error::feed_not_found);
+    CHECK(!sub12.active());
+    auto [e13, sub13] = co_await thoonk::sorted_feed(c, fname).subscribe(ignore, tok);
+    CHECK(e13 == thoonk::error::wrong_feed_type);
+    thoonk::feed_subscribe_options cu;
+    cu.catch_up = true;
+    auto [e14, sub14] = co_await thoonk::feed(c, sname).subscribe(ignore, cu, tok);
+    CHECK(e14 == thoonk::error::wrong_feed_type);
+    auto numsub = co_await cmd(c.conn(), "PUBSUB", "NUMSUB", "feed.publish:" + sname);
+    CHECK(numsub.elements.at(1).integer == 0);
 
     // Names are checked before any I/O.
     auto before = c.conn().stats().requests;
