@@ -258,7 +258,8 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
           }
           --*live;
         };
-        for (int i = 0; i < 4; ++i) asio::co_spawn(ioc, worker(wq, &lat, &stop, &live), asio::detached);
+        for (int i = 0; i < 4; ++i)
+          asio::co_spawn(ioc, worker(wq, &lat, &stop, &live), asio::detached);
         asio::steady_timer t(ioc);
         t.expires_after(100ms);
         co_await t.async_wait(asio::use_awaitable);
@@ -350,11 +351,11 @@ memory_result memory(const thoonk::config& cfg, long n) {
             thoonk::request req;
             for (int i = 0; i < 1000; ++i) {
               char id[40];
-              std::snprintf(id, sizeof id, "%08llx-%04llx-4%03llx-a%03llx-%012llx",
-                            (unsigned long long)(rng() & 0xffffffff),
-                            (unsigned long long)(rng() & 0xffff), (unsigned long long)(rng() & 0xfff),
-                            (unsigned long long)(rng() & 0xfff),
-                            (unsigned long long)(rng() & 0xffffffffffffULL));
+              std::snprintf(
+                  id, sizeof id, "%08llx-%04llx-4%03llx-a%03llx-%012llx",
+                  (unsigned long long)(rng() & 0xffffffff), (unsigned long long)(rng() & 0xffff),
+                  (unsigned long long)(rng() & 0xfff), (unsigned long long)(rng() & 0xfff),
+                  (unsigned long long)(rng() & 0xffffffffffffULL));
               req.push("MULTI");
               req.push("LPUSH", "feed.ids:" + name, id);
               req.push("INCR", "feed.publishes:" + name);
@@ -410,8 +411,8 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   const std::string now = "1700000000000";
   auto keys = job_keys(name);
   // put, 1 job per call (this also fills the queue for claim-1).
-  std::vector<std::string> a{"-P", "64", "-c", "1", "-n", std::to_string(n_put), "EVALSHA", put_sha,
-                             "13"};
+  std::vector<std::string> a{"-P",      "64",    "-c", "1", "-n", std::to_string(n_put),
+                             "EVALSHA", put_sha, "13"};
   a.insert(a.end(), keys.begin(), keys.end());
   a.insert(a.end(), {now, "0", "feed.wake:" + name, payload70});
   r.put1_calls = bench::redis_benchmark_rps(srv, a);
@@ -496,9 +497,9 @@ int main(int argc, char** argv) {
   o << "\n  ],\n  \"enqueue\": {\"one_by_one_awaited_per_s\": " << enq.sequential_per_s
     << ", \"one_by_one_64_coroutines_per_s\": " << enq.concurrent_per_s
     << ", \"put_many_1000_per_s\": " << enq.batched_per_s << "},\n";
-  o << "  \"latency_put_to_claim\": {\"rate_per_s\": " << lat.rate << ", \"samples\": " << lat.samples
-    << ", \"p50_ms\": " << lat.p50_ms << ", \"p99_ms\": " << lat.p99_ms << ", \"max_ms\": " << lat.max_ms
-    << "},\n";
+  o << "  \"latency_put_to_claim\": {\"rate_per_s\": " << lat.rate
+    << ", \"samples\": " << lat.samples << ", \"p50_ms\": " << lat.p50_ms
+    << ", \"p99_ms\": " << lat.p99_ms << ", \"max_ms\": " << lat.max_ms << "},\n";
   o << "  \"memory_bytes_per_waiting_job\": {\"payload_bytes\": 70, \"jobs\": 100000, \"default\": "
     << mem.default_bytes << ", \"published_0\": " << mem.no_published_bytes
     << ", \"contract_plain_put_uuid_ids\": " << mem.contract_uuid_bytes << "},\n";
@@ -512,12 +513,14 @@ int main(int argc, char** argv) {
   auto ratio = [&](std::optional<double> c) {
     return c && *c > 0 ? num(e2e64 / *c) : std::string("null");
   };
-  o << "  \"ratios\": {\"e2e_64_workers_vs_claim_script_1_job_ceiling\": " << ratio(ceil.claim1_calls)
+  o << "  \"ratios\": {\"e2e_64_workers_vs_claim_script_1_job_ceiling\": "
+    << ratio(ceil.claim1_calls)
     << ", \"e2e_64_workers_vs_put_script_1_job_ceiling\": " << ratio(ceil.put1_calls)
     << ", \"e2e_64_workers_vs_claim_script_64_jobs_ceiling\": "
     << ratio(ceil.claim64_calls ? std::optional<double>(*ceil.claim64_calls * 64) : std::nullopt)
     << ", \"e2e_64_workers_vs_set_P64\": " << ratio(ceil.set_rps) << "},\n";
-  o << "  \"targets\": {\"e2e_64_workers_jobs_per_s\": 40000, \"memory_bytes_per_waiting_job\": 220}\n}\n";
+  o << "  \"targets\": {\"e2e_64_workers_jobs_per_s\": 40000, \"memory_bytes_per_waiting_job\": "
+       "220}\n}\n";
   std::cout << o.str();
   return 0;
 }

@@ -42,8 +42,8 @@ inline asio::awaitable<void> worker(thoonk::job_queue q, int n) {
       std::cout << "  worker " << n << ": claim failed: " << ec.message() << "\n";
       break;
     }
-    std::cout << "  worker " << n << ": claimed " << job.id << " \"" << job.item
-              << "\" (attempt " << job.token << ", failures " << job.failures << ")\n";
+    std::cout << "  worker " << n << ": claimed " << job.id << " \"" << job.item << "\" (attempt "
+              << job.token << ", failures " << job.failures << ")\n";
     if (job.item == "resize photo-3.jpg" && job.failures == 0) {
       auto [cec, failures] = co_await q.cancel(job.id, job.token, nothrow);
       std::cout << "  worker " << n << ": gave " << job.id << " back (failures now " << failures
@@ -112,7 +112,8 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   thoonk::maintenance_options mo;
   mo.publish_stats = false;
   auto [mec, rep] = co_await q.maintain(mo, nothrow);
-  std::cout << "  maintenance: ran " << (rep.ran ? "yes" : "no") << ", lapsed claims requeued " << rep.requeued
-            << ", stalled " << rep.stalled << ", unaccounted " << rep.unaccounted_suspects << "\n";
+  std::cout << "  maintenance: ran " << (rep.ran ? "yes" : "no") << ", lapsed claims requeued "
+            << rep.requeued << ", stalled " << rep.stalled << ", unaccounted "
+            << rep.unaccounted_suspects << "\n";
   co_await c.delete_feed(name, nothrow);
 }

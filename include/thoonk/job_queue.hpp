@@ -112,12 +112,12 @@ struct maintenance_options {
 struct maintenance_report {
   /// false: another client held the maintenance lock; nothing was done.
   bool ran = false;
-  std::int64_t requeued = 0;               ///< lapsed claims put back (failure counted)
-  std::int64_t stalled = 0;                ///< lapsed claims stalled (failures exhausted)
-  std::int64_t unaccounted_requeued = 0;   ///< jobs in no state on two passes, requeued
-  std::int64_t unaccounted_suspects = 0;   ///< in no state now; rechecked next run
-  std::int64_t orphans_removed = 0;        ///< extension state of vanished jobs removed
-  job_counts counts;                       ///< after the run
+  std::int64_t requeued = 0;              ///< lapsed claims put back (failure counted)
+  std::int64_t stalled = 0;               ///< lapsed claims stalled (failures exhausted)
+  std::int64_t unaccounted_requeued = 0;  ///< jobs in no state on two passes, requeued
+  std::int64_t unaccounted_suspects = 0;  ///< in no state now; rechecked next run
+  std::int64_t orphans_removed = 0;       ///< extension state of vanished jobs removed
+  job_counts counts;                      ///< after the run
   bool stats_published = false;
 };
 
@@ -254,8 +254,8 @@ class job_queue {
   auto finish(std::string id, std::int64_t claim_token, std::string result,
               CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id), claim_token, r = std::move(result)](
-                   auto h) mutable {
+        token,
+        [self = *this, i = std::move(id), claim_token, r = std::move(result)](auto h) mutable {
           self.start_finish(std::move(i), claim_token, std::optional<std::string>(std::move(r)),
                             std::move(h));
         });
@@ -408,8 +408,7 @@ class job_queue {
   void start_failures(std::string id, handler<std::int64_t> h);
   void start_get_ids(handler<std::vector<std::string>> h);
   void start_counts(handler<job_counts> h);
-  void start_get_result(std::string id, std::chrono::milliseconds timeout,
-                        handler<std::string> h);
+  void start_get_result(std::string id, std::chrono::milliseconds timeout, handler<std::string> h);
   void start_maintain(maintenance_options opts, handler<maintenance_report> h);
   void start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                              handler<> h);

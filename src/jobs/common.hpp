@@ -221,13 +221,12 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         // More waiters than one batch takes: keep the trigger for them.
         trigger_ = batch.size() == max_batch_;
         ++in_flight_;
-        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch)),
-                       asio::detached);
+        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch)), asio::detached);
         continue;
       }
       if (trigger_ && in_flight_ == 0) trigger_ = false;  // nobody to fetch for
-      bool anyone = std::any_of(waiters_.begin(), waiters_.end(),
-                                [](const auto& w) { return w->live(); });
+      bool anyone =
+          std::any_of(waiters_.begin(), waiters_.end(), [](const auto& w) { return w->live(); });
       wake_.expires_at(anyone && in_flight_ == 0 ? next_poll_ : clock_type::time_point::max());
       idle_ = true;
       auto [ec] = co_await wake_.async_wait(use_nothrow);

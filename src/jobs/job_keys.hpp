@@ -13,8 +13,8 @@ namespace thoonk::detail::jobs {
 struct queue_keys {
   explicit queue_keys(const feed_names& n)
       : names(n),
-        keys{n.key("config"), n.key("ids"), n.key("items"), n.key("publishes"),
-             n.key("idincr"), n.key("sleepers")},
+        keys{n.key("config"),    n.key("ids"),    n.key("items"),
+             n.key("publishes"), n.key("idincr"), n.key("sleepers")},
         wake_channel(n.channel("wake")) {}
 
   feed_names names;
@@ -26,15 +26,27 @@ struct queue_keys {
 
 struct job_keys {
   enum index : std::size_t {
-    config, ids, items, publishes, finishes, published, claimed, cancelled, stalled,
-    attempts, sleepers, idincr, unaccounted, count
+    config,
+    ids,
+    items,
+    publishes,
+    finishes,
+    published,
+    claimed,
+    cancelled,
+    stalled,
+    attempts,
+    sleepers,
+    idincr,
+    unaccounted,
+    count
   };
 
   explicit job_keys(const feed_names& n)
       : names(n),
-        keys{n.key("config"),    n.key("ids"),      n.key("items"),    n.key("publishes"),
-             n.key("finishes"),  n.key("published"), n.key("claimed"),  n.key("cancelled"),
-             n.key("stalled"),   n.key("attempts"), n.key("sleepers"), n.key("idincr"),
+        keys{n.key("config"),     n.key("ids"),       n.key("items"),    n.key("publishes"),
+             n.key("finishes"),   n.key("published"), n.key("claimed"),  n.key("cancelled"),
+             n.key("stalled"),    n.key("attempts"),  n.key("sleepers"), n.key("idincr"),
              n.key("unaccounted")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),

@@ -183,9 +183,8 @@ job_queue::job_queue(client& c, std::string name, job_queue_options opts)
     : client_(&c), impl_(std::make_shared<job_queue_impl>(c, std::move(name), opts)) {
   impl_->init();
   auto ex = c.get_executor();
-  closer_ = std::shared_ptr<void>(nullptr, [impl = impl_, ex](void*) {
-    on_executor(ex, [impl] { impl->close(); });
-  });
+  closer_ = std::shared_ptr<void>(
+      nullptr, [impl = impl_, ex](void*) { on_executor(ex, [impl] { impl->close(); }); });
 }
 
 job_queue::~job_queue() = default;
@@ -419,9 +418,9 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       using namespace asio::experimental::awaitable_operators;
       auto soon = clock_type::now() + std::chrono::seconds(1);
       asio::steady_timer limit(impl->cl.get_executor(), std::min(deadline, soon));
-      auto r = co_await (impl->cl.sub().subscribe(impl->k.finish_channel, std::move(cb),
-                                                 use_nothrow) ||
-                         limit.async_wait(use_nothrow));
+      auto r =
+          co_await (impl->cl.sub().subscribe(impl->k.finish_channel, std::move(cb), use_nothrow) ||
+                    limit.async_wait(use_nothrow));
       if (r.index() == 0) sub = std::move(std::get<1>(std::get<0>(r)));
     }
     const std::string key = impl->k.names.job_result_key(id);
@@ -430,16 +429,18 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       request req;
       req.push("LINDEX", key, 0);
       exec_options eo;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                        clock_type::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
       eo.timeout = std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(60000));
       auto [ec, resp] = co_await impl->cl.conn().exec(req, eo, use_nothrow);
       if (p->done) break;
       if (ec) co_return std::tuple{ec, std::string{}};
-      if (!resp.empty() && resp[0].is_string()) co_return std::tuple{error_code{}, std::move(resp[0].str)};
+      if (!resp.empty() && resp[0].is_string())
+        co_return std::tuple{error_code{}, std::move(resp[0].str)};
       auto now = clock_type::now();
       if (now >= deadline) co_return std::tuple{error_code(error::result_timeout), std::string{}};
-      auto next = deadline - now > impl->opts.poll_interval ? now + impl->opts.poll_interval : deadline;
+      auto next =
+          deadline - now > impl->opts.poll_interval ? now + impl->opts.poll_interval : deadline;
       p->timer.expires_at(next);
       auto [wec] = co_await p->timer.async_wait(use_nothrow);
       if (p->done) break;
@@ -455,8 +456,8 @@ void job_queue::start_maintain(maintenance_options opts, handler<maintenance_rep
                    std::move(h));
 }
 
-void job_queue::start_run_maintenance(std::chrono::milliseconds interval,
-                                      maintenance_options opts, handler<> h) {
+void job_queue::start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
+                                      handler<> h) {
   detail::spawn_op(client_->get_executor(),
                    job_queue_impl::run_maintenance(impl_, interval, std::move(opts)), std::move(h));
 }

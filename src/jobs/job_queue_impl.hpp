@@ -39,8 +39,7 @@ class job_queue_impl : public std::enable_shared_from_this<job_queue_impl> {
       std::shared_ptr<job_queue_impl> self, bool high, std::vector<std::string> items);
   static awaitable<std::tuple<error_code, std::vector<claimed_job>>> claim_batch(
       std::shared_ptr<job_queue_impl> self, std::size_t n);
-  static awaitable<void> release(std::shared_ptr<job_queue_impl> self,
-                                 std::vector<claimed_job> js);
+  static awaitable<void> release(std::shared_ptr<job_queue_impl> self, std::vector<claimed_job> js);
   static awaitable<std::tuple<error_code, std::vector<error_code>>> finish_batch(
       std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs);
   static awaitable<void> prepare(std::shared_ptr<job_queue_impl> self);
@@ -53,8 +52,8 @@ class job_queue_impl : public std::enable_shared_from_this<job_queue_impl> {
   static awaitable<std::tuple<error_code, maintenance_report>> maintain(
       std::shared_ptr<job_queue_impl> self, maintenance_options opts);
   static awaitable<std::tuple<error_code>> run_maintenance(std::shared_ptr<job_queue_impl> self,
-                                                          std::chrono::milliseconds interval,
-                                                          maintenance_options opts);
+                                                           std::chrono::milliseconds interval,
+                                                           maintenance_options opts);
 
   /// A timer close() cancels (waits of get_result and run_maintenance).
   void track(const std::shared_ptr<jobs::pending<std::string>>& p);

@@ -205,8 +205,8 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
   if (opts.publish_stats) {
     std::string name = opts.stats_feed.empty() ? self->k.names.name() + ".stats" : opts.stats_feed;
     auto item = stats_json(self->k.names.name(), now_ms(), rep);
-    auto ec = co_await publish_stats(self->cl, std::move(name), opts.stats_max_length,
-                                     std::move(item));
+    auto ec =
+        co_await publish_stats(self->cl, std::move(name), opts.stats_max_length, std::move(item));
     // A stats feed that cannot be written does not fail the maintenance.
     rep.stats_published = !ec;
   }

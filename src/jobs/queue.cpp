@@ -60,8 +60,8 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
 
   static asio::awaitable<std::tuple<error_code, std::vector<std::string>>> put_batch(
       std::shared_ptr<queue_impl> self, bool high, std::vector<std::string> items) {
-    if (!self) co_return std::tuple{error_code(asio::error::operation_aborted),
-                                    std::vector<std::string>{}};
+    if (!self)
+      co_return std::tuple{error_code(asio::error::operation_aborted), std::vector<std::string>{}};
     const std::size_t n = items.size();
     std::vector<std::string> args;
     args.reserve(n + 3);
@@ -125,9 +125,8 @@ queue::queue(client& c, std::string name, queue_options opts)
     : client_(&c), impl_(std::make_shared<detail::queue_impl>(c, std::move(name), opts)) {
   impl_->init();
   auto ex = c.get_executor();
-  closer_ = std::shared_ptr<void>(nullptr, [impl = impl_, ex](void*) {
-    on_executor(ex, [impl] { impl->close(); });
-  });
+  closer_ = std::shared_ptr<void>(
+      nullptr, [impl = impl_, ex](void*) { on_executor(ex, [impl] { impl->close(); }); });
 }
 
 queue::~queue() = default;
@@ -135,7 +134,8 @@ queue::~queue() = default;
 const std::string& queue::name() const noexcept { return impl_->k.names.name(); }
 
 void queue::start_open(handler<> h) {
-  auto op = [](std::shared_ptr<detail::queue_impl> impl) -> asio::awaitable<std::tuple<error_code>> {
+  auto op =
+      [](std::shared_ptr<detail::queue_impl> impl) -> asio::awaitable<std::tuple<error_code>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec};
     std::vector<std::string> args{"len"};
     auto [ec, v] = co_await run(impl->cl, lua::queue_read(), impl->k.keys, std::move(args));
@@ -177,7 +177,8 @@ void queue::start_put_many(std::vector<std::string> items, priority p,
     for (std::size_t c = 0; c < nchunks; ++c) {
       std::size_t idx = high ? nchunks - 1 - c : c;
       auto first = items.begin() + static_cast<std::ptrdiff_t>(idx * chunk);
-      auto last = items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), (idx + 1) * chunk));
+      auto last =
+          items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), (idx + 1) * chunk));
       std::vector<std::string> part(std::make_move_iterator(first), std::make_move_iterator(last));
       auto [ec, got] = co_await detail::queue_impl::put_batch(impl, high, std::move(part));
       if (ec) {
@@ -195,8 +196,9 @@ void queue::start_put_many(std::vector<std::string> items, priority p,
 }
 
 void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) {
-  auto op = [](std::shared_ptr<detail::queue_impl> impl,
-               std::chrono::milliseconds timeout) -> asio::awaitable<std::tuple<error_code, queue_item>> {
+  auto op =
+      [](std::shared_ptr<detail::queue_impl> impl,
+         std::chrono::milliseconds timeout) -> asio::awaitable<std::tuple<error_code, queue_item>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec, queue_item{}};
     co_return co_await impl->gets->wait_one(timeout);
   };

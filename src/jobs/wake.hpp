@@ -74,8 +74,7 @@ class wake_subscription {
 
   template <class T>
   static asio::awaitable<void> subscribe(client* c, std::string channel,
-                                         std::weak_ptr<fetcher<T>> f,
-                                         std::shared_ptr<state> st) {
+                                         std::weak_ptr<fetcher<T>> f, std::shared_ptr<state> st) {
     auto cb = [f](const message&) {
       if (auto p = f.lock()) p->notify();
     };

@@ -48,8 +48,9 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
       continue;
     }
     ++st->claims;
-    // "Work" (a little, so claims and finishes overlap the kills), then finish; on an unknown outcome ask again: the answer is
-    // success, job_not_found (it was finished) or lost_claim (it lapsed).
+    // "Work" (a little, so claims and finishes overlap the kills), then finish; on an unknown
+    // outcome ask again: the answer is success, job_not_found (it was finished) or lost_claim (it
+    // lapsed).
     if (st->claims % 7 == 0) co_await sleep_for(1ms);
     for (int attempt = 0; attempt < 50 && !st->stop; ++attempt) {
       auto [fec] = co_await q.finish(j.id, j.token, std::string(j.id), nothrow);
@@ -135,8 +136,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
         for (int i = 0; i < 600 && st.workers_done < 16; ++i) co_await sleep_for(10ms);
         INFO("kills " << kills << ", claims " << st.claims << ", transport errors "
                       << st.transport_errors << ", lost claims " << st.lost_claims
-                      << ", maintenance runs " << maint_runs << " (requeued " << recovered
-                      << "), "
+                      << ", maintenance runs " << maint_runs << " (requeued " << recovered << "), "
                       << ms_since(t0) << " ms");
         CHECK(st.workers_done == 16);
         CHECK(kills >= 3);
@@ -164,7 +164,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
         for (auto& [id, n] : st.ok_finishes) dup += n > 1;
         CHECK(dup == 0);
         thoonk::request del;
-        for (auto& id : ids) del.push("DEL", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+        for (auto& id : ids)
+          del.push("DEL", "feed.jobfinished:" + name + std::string(1, '\0') + id);
         co_await admin.conn().exec(del, asio::use_awaitable);
       },
       200s);

@@ -99,8 +99,8 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job]") {
 
     std::vector<std::string> events;
     auto sub = co_await f.c.sub().subscribe(
-        "job.finish:" + f.name,
-        [&](const thoonk::message& m) { events.emplace_back(m.payload); }, asio::use_awaitable);
+        "job.finish:" + f.name, [&](const thoonk::message& m) { events.emplace_back(m.payload); },
+        asio::use_awaitable);
 
     auto id = co_await q.put("work", asio::use_awaitable);
     auto j1 = co_await q.claim(1s, asio::use_awaitable);
@@ -226,7 +226,9 @@ TEST_CASE("job: heartbeat renews the claim time", "[job]") {
     co_await thoonk::test::sleep_for(20ms);
     co_await q.heartbeat(j.id, j.token, asio::use_awaitable);
     auto after = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
-    auto num = [](const thoonk::resp3::value& v) { return v.str.empty() ? v.dbl : std::stod(v.str); };
+    auto num = [](const thoonk::resp3::value& v) {
+      return v.str.empty() ? v.dbl : std::stod(v.str);
+    };
     CHECK(num(after) > num(before));
     auto [ec] = co_await q.heartbeat(j.id, j.token + 1, nothrow);
     CHECK(ec == thoonk::error::lost_claim);

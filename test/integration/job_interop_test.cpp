@@ -72,8 +72,7 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
   });
 }
 
-TEST_CASE("job interop: jobs put by the library work with the contract's plain commands",
-          "[job]") {
+TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job]") {
   fixture f;
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);

@@ -68,8 +68,8 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once", 
     CHECK(counts.finishes == 1);
     auto result = co_await qa.get_result(id, 1s, asio::use_awaitable);
     CHECK(result == "from B");
-    auto stored = co_await cmd(f.c.conn(), "LLEN",
-                               "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
+    auto stored =
+        co_await cmd(f.c.conn(), "LLEN", "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
     CHECK(stored.integer == 1);
   });
 }
@@ -130,8 +130,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job]")
     CHECK(waiting == 1);
 
     // The slow one completes its claim.
-    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), now_ms(),
-                 slow.str);
+    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), now_ms(), slow.str);
 
     auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
     CHECK(r2.unaccounted_requeued == 1);
@@ -238,8 +237,7 @@ TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", 
     asio::cancellation_signal sig;
     error_code loop_ec;
     bool loop_done = false;
-    q.run_maintenance(20ms, quiet(),
-                      asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+    q.run_maintenance(20ms, quiet(), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
                         loop_ec = ec;
                         loop_done = true;
                       }));

@@ -56,8 +56,8 @@ asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
   co_return out;
 }
 
-using call_fn = std::function<asio::awaitable<error_code>(thoonk::job_queue, std::string,
-                                                          std::int64_t)>;
+using call_fn =
+    std::function<asio::awaitable<error_code>(thoonk::job_queue, std::string, std::int64_t)>;
 
 struct call {
   const char* name;
@@ -69,9 +69,9 @@ struct call {
 std::vector<call> calls() {
   using E = thoonk::error;
   const std::vector<std::pair<state, E>> claim_ops{
-      {state::waiting, E::job_not_claimed},  {state::requeued, E::job_not_claimed},
-      {state::claimed, E::lost_claim},       {state::stalled, E::job_not_claimed},
-      {state::finished, E::job_not_found},   {state::unknown, E::job_not_found}};
+      {state::waiting, E::job_not_claimed}, {state::requeued, E::job_not_claimed},
+      {state::claimed, E::lost_claim},      {state::stalled, E::job_not_claimed},
+      {state::finished, E::job_not_found},  {state::unknown, E::job_not_found}};
   return {
       {"finish",
        [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {

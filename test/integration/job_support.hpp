@@ -31,8 +31,8 @@ using thoonk::test::cmd;
 using fields = std::vector<std::pair<std::string, std::string>>;
 
 /// Creates a queue/job feed the way the contract does (SADD feeds + config).
-inline asio::awaitable<void> create_feed(thoonk::connection& c, std::string name,
-                                         std::string type, fields extra = {}) {
+inline asio::awaitable<void> create_feed(thoonk::connection& c, std::string name, std::string type,
+                                         fields extra = {}) {
   thoonk::request r;
   r.push("SADD", "feeds", name);
   r.push("HSET", "feed.config:" + name, "type", type);
@@ -59,13 +59,14 @@ inline asio::awaitable<std::string> snapshot(thoonk::connection& c, std::string 
   r.push("SMEMBERS", key("unaccounted", name));
   auto resp = co_await c.exec(r, asio::use_awaitable);
   std::string out;
-  const char* names[] = {"ids", "items", "claimed", "published", "cancelled",
-                         "stalled", "publishes", "finishes", "attempts", "unaccounted"};
+  const char* names[] = {"ids",     "items",     "claimed",  "published", "cancelled",
+                         "stalled", "publishes", "finishes", "attempts",  "unaccounted"};
   for (std::size_t i = 0; i < resp.size(); ++i) {
     auto& v = resp[i];
     // Hashes and sets: order-independent rendering.
     if (v.type == thoonk::resp3::type::map || v.type == thoonk::resp3::type::set ||
-        (v.type == thoonk::resp3::type::array && (i == 1 || i == 4 || i == 5 || i == 8 || i == 9))) {
+        (v.type == thoonk::resp3::type::array &&
+         (i == 1 || i == 4 || i == 5 || i == 8 || i == 9))) {
       std::vector<std::string> parts;
       auto& e = v.elements;
       bool pairs = i == 1 || i == 4 || i == 8;

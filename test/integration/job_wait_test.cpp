@@ -40,9 +40,9 @@ asio::awaitable<double> run_requests(thoonk::connection& c, std::string k, int n
   co_return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-const char* const blocking_commands[] = {"brpop", "blpop", "brpoplpush", "blmove", "blmpop",
-                                         "bzpopmin", "bzpopmax", "bzmpop", "wait", "xread",
-                                         "xreadgroup"};
+const char* const blocking_commands[] = {"brpop",  "blpop",    "brpoplpush", "blmove",
+                                         "blmpop", "bzpopmin", "bzpopmax",   "bzmpop",
+                                         "wait",   "xread",    "xreadgroup"};
 
 }  // namespace
 
@@ -162,8 +162,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         for (int i = 0; i < 1000 && !got; ++i) co_await sleep_for(5ms);
         REQUIRE(got);
         CHECK(got_id == id);
-        auto latency =
-            std::chrono::duration_cast<std::chrono::milliseconds>(when - t0).count();
+        auto latency = std::chrono::duration_cast<std::chrono::milliseconds>(when - t0).count();
         INFO("put -> claim latency " << latency << " ms");
         CHECK(latency < 5000);
       },
@@ -266,8 +265,8 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
       [&]() -> asio::awaitable<void> {
         co_await admin.connect(asio::use_awaitable);
         // Every command and key, no channel: SUBSCRIBE is refused.
-        co_await cmd(admin.conn(), "ACL", "SETUSER", user, "on", ">secret", "~*",
-                     "resetchannels", "+@all");
+        co_await cmd(admin.conn(), "ACL", "SETUSER", user, "on", ">secret", "~*", "resetchannels",
+                     "+@all");
         co_await create_feed(admin.conn(), name, "job");
         worker.emplace(ioc.get_executor(), cfg);
         co_await worker->conn().connect(asio::use_awaitable);
