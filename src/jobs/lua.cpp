@@ -17,7 +17,9 @@ namespace {
 //   feed.attempts:[f]  hash id -> attempt number: +k while claimed with
 //                      token k, -k once that claim ended. Absent for jobs
 //                      never claimed by this library (plain-command clients
-//                      never write it: their claims have no token).
+//                      never write it: their claims have no token). Plus
+//                      one field KEEP_FIELD ("\0encoding") that keeps the
+//                      hash in hashtable encoding (see the prelude).
 //   feed.sleepers:[f]  exists while some getter found the queue empty and
 //                      waits; a put deletes it and PUBLISHes a wake-up, so
 //                      a busy queue pays no PUBLISH per put.
@@ -30,6 +32,12 @@ local function check(want)
   return nil
 end
 local function int(n) return string.format('%d', n) end
+-- A field no job id can have (ids never contain NUL) whose value is longer
+-- than hash-max-listpack-value (64): it keeps feed.attempts in Redis's
+-- hashtable encoding, so token lookups do not scan a listpack.
+local KEEP_FIELD = '\0encoding'
+local KEEP_VALUE = 'thoonk: keeps this hash in hashtable encoding, see docs/jobs.md (feed.attempts)'
+
 local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
 local function b36(n)
   local s = ''
@@ -232,11 +240,11 @@ for i = 1, #ids do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
 redis.call('ZADD', KEYS[7], unpack(z))
 local fails = {}
 if redis.call('EXISTS', KEYS[8]) == 1 then fails = redis.call('HMGET', KEYS[8], unpack(ids)) end
-local att = {}
-if redis.call('EXISTS', KEYS[10]) == 1 then att = redis.call('HMGET', KEYS[10], unpack(ids)) end
+local att = redis.call('HMGET', KEYS[10], KEEP_FIELD, unpack(ids))
+if not att[1] then redis.call('HSET', KEYS[10], KEEP_FIELD, KEEP_VALUE) end
 local h, out = {}, {}
 for i = 1, #ids do
-  local a = math.abs(tonumber(att[i]) or 0) + 1
+  local a = math.abs(tonumber(att[i + 1]) or 0) + 1
   h[2 * i - 1] = ids[i]; h[2 * i] = int(a)
   out[4 * i - 3] = ids[i]
   out[4 * i - 2] = its[i]
@@ -551,7 +559,9 @@ local r = redis.call('HSCAN', KEYS[10], ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local kv = r[2]
 local gone = {}
 for i = 1, #kv, 2 do
-  if redis.call('HEXISTS', KEYS[3], kv[i]) == 0 then gone[#gone + 1] = kv[i] end
+  if kv[i] ~= KEEP_FIELD and redis.call('HEXISTS', KEYS[3], kv[i]) == 0 then
+    gone[#gone + 1] = kv[i]
+  end
 end
 if #gone > 0 then redis.call('HDEL', KEYS[10], unpack(gone)) end
 return {r[1], #gone}

@@ -167,12 +167,18 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
     r.push("HDEL", key("items", f.name), id);
     r.push("EXEC");
     co_await f.c.conn().exec(r, asio::use_awaitable);
-    auto left = co_await cmd(f.c.conn(), "HLEN", key("attempts", f.name));
+    auto left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
     CHECK(left.integer == 1);
     auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
     CHECK(rep.orphans_removed == 1);
-    left = co_await cmd(f.c.conn(), "HLEN", key("attempts", f.name));
+    left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
     CHECK(left.integer == 0);
+    // The encoding field stays (docs/jobs.md).
+    auto keep =
+        co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), std::string("\0encoding", 9));
+    CHECK(keep.integer == 1);
+    auto enc = co_await cmd(f.c.conn(), "OBJECT", "ENCODING", key("attempts", f.name));
+    CHECK(enc.str == "hashtable");
     (void)j;
   });
 }

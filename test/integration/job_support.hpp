@@ -70,8 +70,12 @@ inline asio::awaitable<std::string> snapshot(thoonk::connection& c, std::string 
       std::vector<std::string> parts;
       auto& e = v.elements;
       bool pairs = i == 1 || i == 4 || i == 8;
-      for (std::size_t j = 0; j < e.size(); j += pairs ? 2 : 1)
+      for (std::size_t j = 0; j < e.size(); j += pairs ? 2 : 1) {
+        // feed.attempts keeps one field, "\0encoding", for its encoding
+        // (docs/jobs.md); it is no job's.
+        if (i == 8 && !e[j].str.empty() && e[j].str[0] == '\0') continue;
         parts.push_back(pairs && j + 1 < e.size() ? e[j].str + "=" + e[j + 1].str : e[j].str);
+      }
       std::sort(parts.begin(), parts.end());
       out += std::string(names[i]) + ":{";
       for (auto& p : parts) out += p + ",";
