@@ -71,6 +71,9 @@ class thoonk_category final : public boost::system::error_category {
       case error::invalid_url:
         return "invalid Redis URL: expected redis://[user[:password]@]host[:port][/db] or "
                "unix:///path/to/socket[?db=N]";
+      case error::subscribe_refused:
+        return "the server refused the subscription (an ACL user without permission for this "
+               "channel or pattern?); nothing stays registered";
       case error::server_error:
         return "the server answered with an error reply (see the reply text)";
       case error::unexpected_type:

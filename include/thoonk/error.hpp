@@ -40,6 +40,7 @@ enum class error {
   auth_failed,             ///< AUTH (or HELLO AUTH) was rejected
   client_stopped,          ///< the client was stopped while the operation was pending
   invalid_url,             ///< a redis:// URL (e.g. THOONK_REDIS_URL) did not parse
+  subscribe_refused,       ///< the server refused SUBSCRIBE/PSUBSCRIBE (ACL channel permissions?)
 
   // ---- replies -----------------------------------------------------------
   server_error,            ///< the server answered with an error reply (text in the reply)

@@ -438,6 +438,17 @@ error_code connection_impl::parse_buffered(bool dispatch, resp3::value* out, boo
       return {};
     }
     ++stats_.replies;
+    if (subscriber_mode && v.is_error() && on_unmatched_error) {
+      // Requests that expect nothing (SUBSCRIBE) may still sit in front.
+      // Their completions run first: the subscriber learns from them what
+      // was written, which tells it whose refusal this is.
+      queue_.on_batch_written(done_);
+      complete(done_);
+      if (queue_.in_flight() == 0) {
+        on_unmatched_error(std::move(v));
+        continue;
+      }
+    }
     if (!queue_.on_reply(std::move(v), done_)) return error::unexpected_reply;
   }
   if (rbeg_ == rend_) rbeg_ = rend_ = 0;

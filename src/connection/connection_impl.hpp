@@ -58,6 +58,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   /// Commands appended to the handshake on every (re)connect, written before
   /// any queued request (the subscriber restores its subscriptions here).
   std::function<void(request&)> on_setup;
+  /// Subscriber mode: an error reply that no request waits for. SUBSCRIBE
+  /// is confirmed by a push but refused by an ordinary error reply (for
+  /// example -NOPERM under ACLs); such a reply is the subscriber's, not a
+  /// protocol desync.
+  std::function<void(resp3::value&&)> on_unmatched_error;
   /// RESP2 pub/sub arrays ("message", "subscribe", ...) are pushes.
   bool subscriber_mode = false;
 

@@ -34,6 +34,9 @@ void subscriber_impl::init() {
   conn_->on_setup = [weak](request& req) {
     if (auto self = weak.lock()) self->on_setup(req);
   };
+  conn_->on_unmatched_error = [weak](resp3::value&& v) {
+    if (auto self = weak.lock()) self->on_refused(std::move(v));
+  };
   conn_->add_listener([weak](const connection_event& ev) {
     if (auto self = weak.lock()) self->on_connection_event(ev);
   });
@@ -49,6 +52,47 @@ void subscriber_impl::send(std::string_view command, const std::string& name) {
   req.push(command, name);
   // Fire and forget: the confirmation comes back as a push.
   conn_->async_exec(req, exec_options{}, exec_handler{});
+}
+
+void subscriber_impl::subscribe_on_server(bool pattern, const std::string& name,
+                                          request* setup) {
+  if (setup) {
+    // Setup commands are written before anything queued: they are next.
+    unconfirmed_.emplace_back(pattern, name);
+    setup->push(pattern ? "PSUBSCRIBE" : "SUBSCRIBE", name);
+    return;
+  }
+  request req;
+  req.push(pattern ? "PSUBSCRIBE" : "SUBSCRIBE", name);
+  // The command expects no reply, so its handler runs when it is written:
+  // only then does it take its place in the order the server answers in.
+  // (One queued before a reconnect is written after the setup's own
+  // re-subscription; the duplicate is harmless and accounted for.)
+  exec_handler on_written([weak = weak_from_this(), pattern, name](error_code ec, response) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->unconfirmed_.emplace_back(pattern, name);
+  });
+  conn_->async_exec(req, exec_options{}, std::move(on_written));
+}
+
+void subscriber_impl::on_refused(resp3::value&& error_reply) {
+  if (unconfirmed_.empty()) return;  // an error for nothing we sent: ignore
+  auto [pattern, name] = std::move(unconfirmed_.front());
+  unconfirmed_.pop_front();
+  (void)error_reply;  // the text (e.g. "NOPERM ...") is summarised by the error code
+  auto it = tbl(pattern).find(name);
+  if (it != tbl(pattern).end()) {
+    // The registration failed: its subscribe() calls fail and it is dropped.
+    auto waiters = std::move(it->second.waiters);
+    it->second.waiters.clear();
+    tbl(pattern).erase(it);
+    for (auto& w : waiters)
+      complete_handler(w.handler.take(), executor(), error_code(error::subscribe_refused),
+                       subscription{});
+  }
+  if (restore_pending_.erase(restore_key(pattern, name)) && restore_pending_.empty() &&
+      conn_->connected())
+    emit({subscriber_event::connected, {}});
 }
 
 void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber::callback cb,
@@ -89,10 +133,16 @@ void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber
   // The first live callback of a name sends the SUBSCRIBE; later ones ride
   // on its confirmation. While disconnected the request waits in the queue,
   // and the reconnect's setup subscribes anyway.
-  if (!had_live) send(pattern ? "PSUBSCRIBE" : "SUBSCRIBE", name);
+  if (!had_live) subscribe_on_server(pattern, name);
 }
 
 void subscriber_impl::confirm(bool pattern, const std::string& name) {
+  for (auto u = unconfirmed_.begin(); u != unconfirmed_.end(); ++u) {
+    if (u->first == pattern && u->second == name) {
+      unconfirmed_.erase(u);
+      break;
+    }
+  }
   auto& stale = pattern ? stale_pattern_confirms_ : stale_channel_confirms_;
   if (auto s = stale.find(name); s != stale.end()) {
     if (--s->second == 0) stale.erase(s);
@@ -199,18 +249,19 @@ void subscriber_impl::cleanup(bool pattern, const std::string& name) {
 void subscriber_impl::on_setup(request& req) {
   // Every (re)connect starts from an unsubscribed server connection.
   restore_pending_.clear();
+  unconfirmed_.clear();
   stale_channel_confirms_.clear();
   stale_pattern_confirms_.clear();
   for (auto& [name, e] : channels_) {
     e.confirmed = false;
     if (!live(e) && e.waiters.empty()) continue;
-    req.push("SUBSCRIBE", name);
+    subscribe_on_server(false, name, &req);
     restore_pending_.insert(restore_key(false, name));
   }
   for (auto& [name, e] : patterns_) {
     e.confirmed = false;
     if (!live(e) && e.waiters.empty()) continue;
-    req.push("PSUBSCRIBE", name);
+    subscribe_on_server(true, name, &req);
     restore_pending_.insert(restore_key(true, name));
   }
 }

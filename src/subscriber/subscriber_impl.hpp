@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -62,6 +63,8 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   void confirm(bool pattern, const std::string& name);
   void deliver(entry& e, const message& m);
   void send(std::string_view command, const std::string& name);
+  void subscribe_on_server(bool pattern, const std::string& name, request* setup = nullptr);
+  void on_refused(resp3::value&& error_reply);
   void cleanup(bool pattern, const std::string& name);
   void emit(const subscriber_event& ev);
   table& tbl(bool pattern) { return pattern ? patterns_ : channels_; }
@@ -74,6 +77,10 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   std::unordered_map<std::string, unsigned> stale_channel_confirms_, stale_pattern_confirms_;
   // Names re-subscribed by the current connection's setup, not yet confirmed.
   std::unordered_set<std::string> restore_pending_;
+  // SUBSCRIBE/PSUBSCRIBE commands sent on this connection and not confirmed
+  // yet, in order. The server answers them in order, so a refusal (an error
+  // reply) belongs to the oldest one.
+  std::deque<std::pair<bool, std::string>> unconfirmed_;
   std::vector<std::pair<std::uint64_t, std::function<void(const subscriber_event&)>>> listeners_;
   std::function<void(std::exception_ptr)> error_handler_;
   std::uint64_t next_id_ = 1;

@@ -223,3 +223,34 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
     });
   }
 }
+
+TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only", "[subscriber][fault]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  auto user = unique_name("acl");
+  auto allowed = user + ":ok";
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    // A user that may only use channels starting with "<user>:ok".
+    thoonk::request acl;
+    acl.push("ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*", "+@all",
+             "~*");
+    co_await admin.exec(acl, asio::use_awaitable);
+    auto cfg = test_config();
+    cfg.username = user;
+    cfg.password = "pw";
+    thoonk::subscriber sub(ioc.get_executor(), cfg);
+    auto [ec, s1] = co_await sub.subscribe(
+        "forbidden-" + user, [](const thoonk::message&) {}, asio::as_tuple(asio::use_awaitable));
+    CHECK(ec == thoonk::error::subscribe_refused);
+    CHECK(!s1.active());
+    int got = 0;
+    auto s2 = co_await sub.subscribe(allowed, [&](const thoonk::message&) { ++got; },
+                                     asio::use_awaitable);
+    co_await cmd(admin, "PUBLISH", allowed, "x");
+    co_await until([&] { return got == 1; });
+    CHECK(sub.stats().connection.reconnects == 0);
+    sub.stop();
+    co_await cmd(admin, "ACL", "DELUSER", user);
+    admin.stop();
+  });
+}
