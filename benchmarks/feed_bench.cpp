@@ -12,6 +12,8 @@
 // Bounded: every phase has a count and a time limit.
 //
 // Usage: feed_bench [--quick]   (--quick: smaller counts, for smoke tests)
+#include "support/bench_support.hpp"
+
 #include <thoonk/client.hpp>
 #include <thoonk/feed.hpp>
 #include <thoonk/feed_events.hpp>
@@ -57,72 +59,17 @@ struct limits {
   int rb_evalsha_n = 60000;       // per round
 };
 
-// ---- the server -------------------------------------------------------------
-
-class own_server {
- public:
-  own_server() {
-    port_ = free_port();
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      std::string port = std::to_string(port_);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel",
-               "warning", "--logfile", "/dev/null", static_cast<char*>(nullptr));
-      std::_Exit(127);
-    }
-    // Ready when redis-cli PING answers (bounded).
-    for (int i = 0; i < 100; ++i) {
-      std::string cmd = "redis-cli -h 127.0.0.1 -p " + std::to_string(port_) + " PING 2>/dev/null";
-      if (run(cmd).find("PONG") != std::string::npos) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    stop();
-    throw std::runtime_error("redis-server did not start");
+// Runs a shell command (redis-cli / redis-benchmark) and returns its stdout.
+std::string run_command(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
   }
-  ~own_server() { stop(); }
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 100 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i)
-      std::this_thread::sleep_for(50ms);
-    if (::waitpid(pid_, &status, WNOHANG) == 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-  }
-  unsigned short port() const { return port_; }
-
-  static std::string run(const std::string& cmd) {
-    std::string out;
-    if (FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buf[4096];
-      std::size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-      ::pclose(p);
-    }
-    return out;
-  }
-
- private:
-  static unsigned short free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
-  pid_t pid_ = -1;
-  unsigned short port_ = 0;
-};
+  return out;
+}
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -327,16 +274,10 @@ int main(int argc, char** argv) {
   const std::size_t item_size = 100;
   const int max_length = 10000;
 
-  std::unique_ptr<own_server> server;
-  thoonk::config cfg;
-  const char* url = std::getenv("THOONK_REDIS_URL");
-  if (url && *url) {
-    cfg = thoonk::config::from_env();
-  } else {
-    server = std::make_unique<own_server>();
-    cfg.host = "127.0.0.1";
-    cfg.port = server->port();
-  }
+  // $THOONK_REDIS_URL, or a throwaway redis-server on a free loopback port
+  // (the test harness's launcher), stopped by its pid at the end.
+  thoonk::bench::server server;
+  const thoonk::config cfg = server.cfg();
   const std::string rb_target = cfg.unix_socket.empty()
                                     ? "-h " + cfg.host + " -p " + std::to_string(cfg.port)
                                     : "-s " + shell_quote(cfg.unix_socket);
@@ -363,7 +304,7 @@ int main(int argc, char** argv) {
     const auto& script = thoonk::detail::feed_publish_script();
     std::string load = "redis-cli " + rb_target + rb_auth + " SCRIPT LOAD " +
                        shell_quote(script.source()) + " 2>/dev/null";
-    std::string sha = own_server::run(load);
+    std::string sha = run_command(load);
     sha.erase(std::remove_if(sha.begin(), sha.end(),
                              [](char ch) { return !std::isxdigit(static_cast<unsigned char>(ch)); }),
               sha.end());
@@ -399,7 +340,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 3; ++round) {
       auto lib = run_sync(ioc, throughput(c, feed_name, 64, lim.throughput_64 / 3,
                                           lim.throughput_time, item_size));
-      double evalsha_rps = rb_rps(own_server::run(evalsha_cmd));
+      double evalsha_rps = rb_rps(run_command(evalsha_cmd));
       double lib_rps = lib.at("publishes_per_s").to_number<double>();
       json::object r;
       r["library_64_coroutines_per_s"] = lib_rps;
@@ -413,7 +354,7 @@ int main(int argc, char** argv) {
     }
     out["publish_throughput"] = tp;
     out["publish_64_vs_ceiling_rounds"] = rounds;
-    double publish_rps = rb_rps(own_server::run(publish_cmd));
+    double publish_rps = rb_rps(run_command(publish_cmd));
 
     // ---- latency ----
     json::array lat;
@@ -462,6 +403,5 @@ int main(int argc, char** argv) {
   c.stop();
   out["loadavg_at_end"] = loadavg();
   std::cout << json::serialize(out) << std::endl;
-  if (server) server->stop();
   return out.contains("error") ? 1 : 0;
 }
