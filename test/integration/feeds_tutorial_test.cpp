@@ -1,6 +1,7 @@
 // The tutorial of docs/feeds.md, compiled and run against the test server,
 // plus a check that the document shows exactly this code, and a run of the
 // example program's feed part (examples/feed_demo.hpp).
+#include "support/doc_snippet.hpp"
 #include "support/run_coro.hpp"
 #include "support/test_client.hpp"
 
@@ -92,35 +93,10 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
 }
 // tutorial-end
 
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string between(const std::string& text, const std::string& begin, const std::string& end) {
-  auto b = text.find(begin);
-  if (b == std::string::npos) return {};
-  b += begin.size();
-  auto e = text.find(end, b);
-  return e == std::string::npos ? std::string{} : text.substr(b, e - b);
-}
-
-const std::string here = __FILE__;
-const std::string root = here.substr(0, here.rfind("/test/integration/"));
-
-}  // namespace
-
-TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here",
-          "[feed][feed_docs]") {
-  auto source = between(slurp(here), "// tutorial-begin\n", "// tutorial-end\n");
-  auto doc = between(slurp(root + "/docs/feeds.md"), "<!-- tutorial-begin -->\n```cpp\n",
-                     "```\n<!-- tutorial-end -->");
-  REQUIRE(!source.empty());
-  CHECK(doc == source);
+TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here", "[feed][feed_docs]") {
+  auto snippets = thoonk::test::read_tutorial_snippets(__FILE__, "docs/feeds.md");
+  REQUIRE(!snippets.source.empty());
+  CHECK(snippets.doc == snippets.source);
 }
 
 TEST_CASE("feeds tutorial: runs against a real server", "[feed][feed_docs]") {
