@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <concepts>
+#include <ranges>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -39,8 +40,9 @@ class request {
   }
 
   /// Appends one command whose trailing arguments come from a range
-  /// (`keys` before `values`, both may be empty).
-  template <class Range>
+  /// (`keys` before `values`, both may be empty). The range is read twice
+  /// (count, then bytes), so it must be a forward range.
+  template <std::ranges::forward_range Range>
   void push_range(std::string_view command, std::span<const std::string_view> head,
                   const Range& tail) {
     std::size_t n = 1 + head.size();

@@ -124,9 +124,7 @@ using namespace detail::jobs;  // NOLINT
 queue::queue(client& c, std::string name, queue_options opts)
     : client_(&c), impl_(std::make_shared<detail::queue_impl>(c, std::move(name), opts)) {
   impl_->init();
-  auto ex = c.get_executor();
-  closer_ = std::shared_ptr<void>(
-      nullptr, [impl = impl_, ex](void*) { on_executor(ex, [impl] { impl->close(); }); });
+  closer_ = close_when_released(impl_, c.get_executor());
 }
 
 queue::~queue() = default;

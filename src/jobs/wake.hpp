@@ -101,4 +101,14 @@ void on_executor(const asio::any_io_executor& ex, Fn fn) {
   else asio::post(ex, std::move(fn));
 }
 
+/// A token whose destruction closes `impl` on `ex`: the public queue
+/// handles hold one, so the last copy of a handle closes the queue.
+template <class Impl>
+std::shared_ptr<void> close_when_released(std::shared_ptr<Impl> impl,
+                                          const asio::any_io_executor& ex) {
+  return std::shared_ptr<void>(nullptr, [impl = std::move(impl), ex](void*) {
+    on_executor(ex, [impl] { impl->close(); });
+  });
+}
+
 }  // namespace thoonk::detail::jobs

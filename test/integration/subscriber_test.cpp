@@ -111,19 +111,24 @@ TEST_CASE("subscriber: dropping the last handle unsubscribes on the server", "[s
                                      asio::use_awaitable);
     auto s2 = co_await sub.subscribe(ch, [&](const thoonk::message&) { ++calls; },
                                      asio::use_awaitable);
-    CHECK(co_await numsub(admin, ch) == 1);
+    // Await first, check after: Catch2 may evaluate a CHECK's expression twice.
+    auto n = co_await numsub(admin, ch);
+    CHECK(n == 1);
     s1.reset();
     co_await sleep_for(50ms);
-    CHECK(co_await numsub(admin, ch) == 1);  // s2 still wants it
+    n = co_await numsub(admin, ch);
+    CHECK(n == 1);  // s2 still wants it
     co_await cmd(admin, "PUBLISH", ch, "x");
     co_await until([&] { return calls == 1; });  // only s2's callback
     s2.reset();
-    for (int i = 0; i < 200 && co_await numsub(admin, ch) != 0; ++i) co_await sleep_for(5ms);
-    CHECK(co_await numsub(admin, ch) == 0);
+    for (int i = 0; i < 200 && (n = co_await numsub(admin, ch)) != 0; ++i)
+      co_await sleep_for(5ms);
+    CHECK(n == 0);
     // Subscribing again after the unsubscribe works.
     auto s3 = co_await sub.subscribe(ch, [&](const thoonk::message&) { ++calls; },
                                      asio::use_awaitable);
-    CHECK(co_await numsub(admin, ch) == 1);
+    n = co_await numsub(admin, ch);
+    CHECK(n == 1);
     sub.stop();
     admin.stop();
   });
