@@ -7,13 +7,15 @@
 // Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
 // 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
 //   end_to_end      jobs/s for put + claim + finish with 1, 16, 64 workers
-//                   (one producer with put_many concurrently; one client)
+//                   (one producer with put_many concurrently; one client),
+//                   default options; end_to_end_prefetch: the same with
+//                   job_queue_options::prefetch = 256 (claim ahead)
 //   enqueue         puts/s: one by one awaited, one by one from 64
 //                   coroutines (coalesced), put_many of 1000
 //   latency         put -> claim at 1,000 jobs/s, p50/p99 ms (producer and
 //                   workers on different clients: the wake-up path)
 //   memory          Redis bytes per waiting job, 100,000 jobs of 70 bytes
-//                   (INFO memory before/after), default and published=0,
+//                   (INFO memory before/after), default and published=1,
 //                   plus the contract's plain put with UUID ids for scale
 //   ceiling         redis-benchmark -P 64 -c 1 EVALSHA of the put and claim
 //                   scripts (and SET), calls/s and jobs/s, with ratios
@@ -107,19 +109,16 @@ struct e2e_result {
   double client_cpu_us_per_job = 0;
 };
 
-e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs) {
+e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::size_t prefetch) {
   e2e_result r{workers, jobs, 0, 0, false};
   run(
       [&](asio::io_context& ioc) -> asio::awaitable<void> {
         thoonk::client c(ioc.get_executor(), cfg);
         co_await c.connect(asio::use_awaitable);
         auto name = unique("bench-e2e");
-        thoonk::feed_config fc;
-        if (const char* p = std::getenv("JOB_BENCH_PUBLISHED")) fc.emplace_back("published", p);
-        co_await create(c, name, std::move(fc));
+        co_await create(c, name, {});
         thoonk::job_queue_options qo;
-        if (const char* p = std::getenv("JOB_BENCH_INFLIGHT"))
-          qo.max_claims_in_flight = qo.max_finishes_in_flight = std::strtoul(p, nullptr, 10);
+        qo.prefetch = prefetch;
         thoonk::job_queue q(c, name, qo);
         co_await q.open(asio::use_awaitable);
         long finished = 0;
@@ -302,7 +301,7 @@ asio::awaitable<long long> used_memory(thoonk::client& c) {
 
 struct memory_result {
   double default_bytes = 0;
-  double no_published_bytes = 0;
+  double published_bytes = 0;
   double contract_uuid_bytes = 0;
 };
 
@@ -328,7 +327,7 @@ memory_result memory(const thoonk::config& cfg, long n) {
           auto name = unique("bench-mem");
           made.push_back(name);
           thoonk::feed_config fc;
-          if (mode == 1) fc.emplace_back("published", "0");
+          if (mode == 1) fc.emplace_back("published", "1");
           co_await create(c, name, std::move(fc));
           thoonk::job_queue q(c, name);
           auto before = co_await used_memory(c);
@@ -337,7 +336,7 @@ memory_result memory(const thoonk::config& cfg, long n) {
             co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
           }
           auto after = co_await used_memory(c);
-          (mode == 0 ? r.default_bytes : r.no_published_bytes) =
+          (mode == 0 ? r.default_bytes : r.published_bytes) =
               static_cast<double>(after - before) / static_cast<double>(n);
         }
         // The contract's own put (MULTI LPUSH/INCR/HSET/ZADD) with UUID ids.
@@ -462,9 +461,10 @@ int main(int argc, char** argv) {
   bench::server srv;
   auto cfg = srv.cfg();
   cfg.client_name = "job_bench";
-  // --e2e WORKERS JOBS: only that end-to-end run (for profiling).
+  // --e2e WORKERS JOBS [PREFETCH]: only that end-to-end run (profiling).
   if (argc > 3 && std::strcmp(argv[1], "--e2e") == 0) {
-    auto r = end_to_end(cfg, std::atoi(argv[2]), std::atol(argv[3]));
+    const std::size_t prefetch = argc > 4 ? std::strtoul(argv[4], nullptr, 10) : 0;
+    auto r = end_to_end(cfg, std::atoi(argv[2]), std::atol(argv[3]), prefetch);
     std::cout << "{\"workers\": " << r.workers << ", \"jobs\": " << r.jobs
               << ", \"seconds\": " << r.seconds << ", \"jobs_per_s\": " << r.jobs_per_s
               << ", \"server_cpu_us_per_job\": " << r.server_cpu_us_per_job
@@ -472,36 +472,47 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::vector<e2e_result> e2e;
+  constexpr std::size_t bench_prefetch = 256;
+  std::vector<e2e_result> e2e, e2e_pf;
   for (auto [w, n] : {std::pair{1, quick ? 5000L : 20000L}, std::pair{16, quick ? 20000L : 100000L},
-                      std::pair{64, quick ? 50000L : 200000L}})
-    e2e.push_back(end_to_end(cfg, w, n));
+                      std::pair{64, quick ? 50000L : 200000L}}) {
+    e2e.push_back(end_to_end(cfg, w, n, 0));
+    e2e_pf.push_back(end_to_end(cfg, w, n, bench_prefetch));
+  }
   auto enq = enqueue(cfg, quick ? 5000 : 20000, quick ? 20000 : 100000, quick ? 50000 : 200000);
   auto lat = latency(cfg, 1000, quick ? 2s : 5s);
   auto mem = memory(cfg, 100000);
   auto ceil = ceilings(srv, cfg, quick);
 
   const double e2e64 = e2e.back().jobs_per_s;
+  const double e2e64_pf = e2e_pf.back().jobs_per_s;
   std::ostringstream o;
   o.precision(6);
   o << "{\n  \"benchmark\": \"job_bench\",\n  \"server\": \"" << bench::json_escape(srv.host())
-    << ":" << srv.port() << "\",\n  \"end_to_end\": [";
-  for (std::size_t i = 0; i < e2e.size(); ++i) {
-    const auto& r = e2e[i];
-    o << (i ? "," : "") << "\n    {\"workers\": " << r.workers << ", \"jobs\": " << r.jobs
-      << ", \"seconds\": " << r.seconds << ", \"jobs_per_s\": " << r.jobs_per_s
-      << ", \"complete\": " << (r.complete ? "true" : "false")
-      << ", \"server_cpu_us_per_job\": " << r.server_cpu_us_per_job
-      << ", \"client_cpu_us_per_job\": " << r.client_cpu_us_per_job << "}";
-  }
-  o << "\n  ],\n  \"enqueue\": {\"one_by_one_awaited_per_s\": " << enq.sequential_per_s
+    << ":" << srv.port() << "\",\n";
+  auto e2e_list = [&](const char* key, const std::vector<e2e_result>& runs) {
+    o << "  \"" << key << "\": [";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const auto& r = runs[i];
+      o << (i ? "," : "") << "\n    {\"workers\": " << r.workers << ", \"jobs\": " << r.jobs
+        << ", \"seconds\": " << r.seconds << ", \"jobs_per_s\": " << r.jobs_per_s
+        << ", \"complete\": " << (r.complete ? "true" : "false")
+        << ", \"server_cpu_us_per_job\": " << r.server_cpu_us_per_job
+        << ", \"client_cpu_us_per_job\": " << r.client_cpu_us_per_job << "}";
+    }
+    o << "\n  ],\n";
+  };
+  e2e_list("end_to_end", e2e);
+  o << "  \"prefetch\": " << bench_prefetch << ",\n";
+  e2e_list("end_to_end_prefetch", e2e_pf);
+  o << "  \"enqueue\": {\"one_by_one_awaited_per_s\": " << enq.sequential_per_s
     << ", \"one_by_one_64_coroutines_per_s\": " << enq.concurrent_per_s
     << ", \"put_many_1000_per_s\": " << enq.batched_per_s << "},\n";
   o << "  \"latency_put_to_claim\": {\"rate_per_s\": " << lat.rate
     << ", \"samples\": " << lat.samples << ", \"p50_ms\": " << lat.p50_ms
     << ", \"p99_ms\": " << lat.p99_ms << ", \"max_ms\": " << lat.max_ms << "},\n";
   o << "  \"memory_bytes_per_waiting_job\": {\"payload_bytes\": 70, \"jobs\": 100000, \"default\": "
-    << mem.default_bytes << ", \"published_0\": " << mem.no_published_bytes
+    << mem.default_bytes << ", \"published_1\": " << mem.published_bytes
     << ", \"contract_plain_put_uuid_ids\": " << mem.contract_uuid_bytes << "},\n";
   o << "  \"ceiling_redis_benchmark_P64_c1\": {\"set_per_s\": " << num(ceil.set_rps)
     << ", \"put_script_1_job_calls_per_s\": " << num(ceil.put1_calls)
@@ -518,7 +529,11 @@ int main(int argc, char** argv) {
     << ", \"e2e_64_workers_vs_put_script_1_job_ceiling\": " << ratio(ceil.put1_calls)
     << ", \"e2e_64_workers_vs_claim_script_64_jobs_ceiling\": "
     << ratio(ceil.claim64_calls ? std::optional<double>(*ceil.claim64_calls * 64) : std::nullopt)
-    << ", \"e2e_64_workers_vs_set_P64\": " << ratio(ceil.set_rps) << "},\n";
+    << ", \"e2e_64_workers_vs_set_P64\": " << ratio(ceil.set_rps)
+    << ", \"e2e_prefetch_64_workers_vs_claim_script_1_job_ceiling\": "
+    << (ceil.claim1_calls && *ceil.claim1_calls > 0 ? num(e2e64_pf / *ceil.claim1_calls)
+                                                    : std::string("null"))
+    << "},\n";
   o << "  \"targets\": {\"e2e_64_workers_jobs_per_s\": 40000, \"memory_bytes_per_waiting_job\": "
        "220}\n}\n";
   std::cout << o.str();

@@ -38,9 +38,10 @@ inline constexpr std::string_view max_failures = "max_failures";
 /// How long a finish result is kept for get_result(), in milliseconds.
 /// Default 300000 (5 minutes).
 inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
-/// "0": do not index waiting jobs by put time in feed.published (saves
-/// about 100 bytes of Redis memory per waiting job; the contract's put
-/// writes it, but no contract operation reads it). Default: indexed.
+/// "1": index jobs by put time in feed.published, as the contract's put
+/// does. Default "0" (not written): no contract operation reads the index,
+/// and it costs about 110 bytes of Redis memory per waiting job
+/// (docs/jobs.md, "Why feed.published is off by default").
 inline constexpr std::string_view published = "published";
 }  // namespace job_config
 
@@ -87,6 +88,19 @@ struct job_queue_options {
   std::size_t max_finishes_in_flight = 2;
   /// Put scripts in flight at once per priority (1..8).
   std::size_t max_puts_in_flight = 2;
+  /// Claim ahead: once claims are being served from a busy queue, keep up
+  /// to this many jobs claimed for this object before any worker asks
+  /// (capped at max_claim_batch). A worker loop then gets its next job
+  /// without a round trip, and the server claims while this process runs
+  /// its workers. A prefetched job's claim (lease) starts when it is
+  /// prefetched; one that no claim() takes within prefetch_hold, or that is
+  /// still held at close(), is released: back to the front of the line, no
+  /// failure counted, its token ended. If the process dies, its prefetched
+  /// jobs lapse like its running ones (maintenance requeues them, counting
+  /// a failure). 0 (default): claim() claims exactly one job, when called.
+  std::size_t prefetch = 0;
+  /// How long a prefetched job waits for a claim() before it is released.
+  std::chrono::milliseconds prefetch_hold{1000};
 };
 
 /// What one maintenance run does.
@@ -172,7 +186,7 @@ class job_queue {
   /// Puts a job (waiting), returns its generated id. Normal priority: the
   /// end of the line (LPUSH); high: the next one out (RPUSH). Puts issued in
   /// the same tick share one script call. The put time goes to
-  /// feed.published unless config `published` is "0".
+  /// feed.published only with the queue config `published` = "1".
   ///
   /// Completion `void(error_code, std::string id)`. Errors: invalid_name,
   /// item_too_large (before any I/O), feed_not_found, wrong_feed_type,
@@ -207,6 +221,8 @@ class job_queue {
   /// milliseconds::max(): forever). One atomic script pops the id, records
   /// the claim in feed.claimed (score: claim time, ms), assigns the token
   /// and reads item and failure count: no step where a crash loses the job.
+  /// With job_queue_options::prefetch, a job this object already claimed
+  /// ahead is handed out at once (no I/O), in queue order.
   ///
   /// Completion `void(error_code, claimed_job)`. Errors: error::queue_empty
   /// (never before `timeout`, and only after at least one attempt on the

@@ -117,12 +117,21 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// no wake-up published after an empty fetch can be missed).
   using prepare_fn = std::function<asio::awaitable<void>()>;
 
+  /// Items fetched ahead of demand (see prefetch_).
+  struct prefetch_options {
+    std::size_t limit = 0;  ///< 0: fetch only for waiting coroutines
+    std::chrono::milliseconds hold{1000};
+  };
+
   fetcher(asio::any_io_executor ex, std::chrono::milliseconds poll, std::size_t max_batch,
-          std::size_t max_in_flight, fetch_fn fetch, give_back_fn give_back, prepare_fn prepare)
+          std::size_t max_in_flight, fetch_fn fetch, give_back_fn give_back, prepare_fn prepare,
+          prefetch_options prefetch = {})
       : ex_(std::move(ex)),
         poll_(std::max(poll, std::chrono::milliseconds(1))),
         max_batch_(clamp_batch(max_batch)),
         max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
+        prefetch_(std::min(prefetch.limit, max_batch_)),
+        hold_(std::max(prefetch.hold, std::chrono::milliseconds(1))),
         fetch_(std::move(fetch)),
         give_back_(std::move(give_back)),
         prepare_(std::move(prepare)),
@@ -133,6 +142,12 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// completed; operation_aborted when cancelled or closed.
   asio::awaitable<std::tuple<error_code, T>> wait_one(std::chrono::milliseconds timeout) {
     if (closed_) co_return std::tuple{close_ec_, T{}};
+    if (!buffer_.empty()) {
+      T v = std::move(buffer_.front().value);
+      buffer_.pop_front();
+      refill();
+      co_return std::tuple{error_code{}, std::move(v)};
+    }
     auto w = std::make_shared<waiter>(ex_);
     if (timeout != std::chrono::milliseconds::max())
       w->timer.expires_after(std::max(timeout, std::chrono::milliseconds(0)));
@@ -171,6 +186,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     close_ec_ = ec;
     for (auto& w : waiters_) w->complete(ec, T{});
     waiters_.clear();
+    give_back_buffer(buffer_.size());
     wake_.cancel();
   }
 
@@ -184,6 +200,45 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     bool expired = false;       // deadline passed while an attempt was due
   };
   using batch_type = std::vector<std::shared_ptr<waiter>>;
+  struct buffered {
+    T value;
+    clock_type::time_point expires;
+  };
+
+  // Prefetch: after a fetch that served waiters came back full, or a waiter
+  // took a buffered item, top the buffer up to prefetch_ items with one
+  // fetch that no waiter is attached to. Its items go to waiters first, the
+  // rest wait in buffer_ (at most hold_, then given back), so a worker loop
+  // finds its next item here instead of waiting a round trip, and the
+  // server works on the next fetch while this process runs its workers.
+  void refill() {
+    if (prefetch_ == 0 || closed_ || !last_full_ || in_flight_ >= max_in_flight_) return;
+    const std::size_t have = buffer_.size() + prefetching_;
+    if (have >= prefetch_) return;
+    const std::size_t n = prefetch_ - have;
+    prefetching_ += n;
+    ++in_flight_;
+    asio::co_spawn(ex_, fetch_one(this->shared_from_this(), batch_type{}, n), asio::detached);
+  }
+
+  // Gives the first n buffered items back (oldest first).
+  void give_back_buffer(std::size_t n) {
+    if (n == 0) return;
+    std::vector<T> back;
+    back.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      back.push_back(std::move(buffer_.front().value));
+      buffer_.pop_front();
+    }
+    if (give_back_) asio::co_spawn(ex_, give_back_(std::move(back)), asio::detached);
+  }
+
+  void expire_buffer() {
+    const auto now = clock_type::now();
+    std::size_t n = 0;
+    while (n < buffer_.size() && buffer_[n].expires <= now) ++n;
+    give_back_buffer(n);
+  }
 
   void trigger() {
     trigger_ = true;
@@ -221,16 +276,21 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         // More waiters than one batch takes: keep the trigger for them.
         trigger_ = batch.size() == max_batch_;
         ++in_flight_;
-        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch)), asio::detached);
+        const std::size_t n = batch.size();
+        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch), n),
+                       asio::detached);
         continue;
       }
       if (trigger_ && in_flight_ == 0) trigger_ = false;  // nobody to fetch for
       bool anyone =
           std::any_of(waiters_.begin(), waiters_.end(), [](const auto& w) { return w->live(); });
-      wake_.expires_at(anyone && in_flight_ == 0 ? next_poll_ : clock_type::time_point::max());
+      auto until = anyone && in_flight_ == 0 ? next_poll_ : clock_type::time_point::max();
+      if (!buffer_.empty()) until = std::min(until, buffer_.front().expires);
+      wake_.expires_at(until);
       idle_ = true;
       auto [ec] = co_await wake_.async_wait(use_nothrow);
       idle_ = false;
+      if (!buffer_.empty()) expire_buffer();
       if (!ec && !closed_ && clock_type::now() >= next_poll_) {
         trigger_ = true;  // poll tick
         next_poll_ = clock_type::now() + poll_;
@@ -239,9 +299,13 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     running_ = false;
   }
 
-  asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, batch_type batch) {
-    auto [ec, results] = co_await fetch_(batch.size());
+  // Fetches n items: one for each waiter of `batch`, the rest (n greater
+  // than the batch) a prefetch.
+  asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, batch_type batch, std::size_t n) {
+    auto [ec, results] = co_await fetch_(n);
     --in_flight_;
+    prefetching_ -= n - batch.size();
+    last_full_ = !ec && results.size() >= n;
     next_poll_ = clock_type::now() + poll_;
     std::size_t used = 0;
     if (!ec && !closed_) {
@@ -250,15 +314,24 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         if (used == results.size()) break;
         if (w->live()) w->complete({}, std::move(results[used++]));
       }
+      // With prefetch, waiters of other fetches too: items go out in the
+      // order they were claimed (the other fetch's items are buffered).
       for (auto& w : waiters_) {
         if (used == results.size()) break;
-        if (w->live() && !w->in_batch) w->complete({}, std::move(results[used++]));
+        if (w->live() && (prefetch_ > 0 || !w->in_batch))
+          w->complete({}, std::move(results[used++]));
       }
     }
-    if (!ec && used < results.size() && give_back_) {
-      std::vector<T> rest(std::make_move_iterator(results.begin() + used),
-                          std::make_move_iterator(results.end()));
-      asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
+    if (!ec && used < results.size()) {
+      if (prefetch_ > 0 && !closed_) {
+        const auto expires = clock_type::now() + hold_;
+        for (std::size_t i = used; i < results.size(); ++i)
+          buffer_.push_back(buffered{std::move(results[i]), expires});
+      } else if (give_back_) {
+        std::vector<T> rest(std::make_move_iterator(results.begin() + used),
+                            std::make_move_iterator(results.end()));
+        asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
+      }
     }
     for (auto& w : batch) {
       w->in_batch = false;
@@ -275,6 +348,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
       co_return;
     }
     if (!ec && results.size() >= batch.size()) trigger_ = true;  // likely more
+    if (used > 0) refill();  // served waiters: they are likely to come back
     if (ec && !closed_) {
       // Do not spin on a failing server; later waiters retry after this.
       asio::steady_timer pause(ex_, std::chrono::milliseconds(20));
@@ -288,11 +362,16 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   std::chrono::milliseconds poll_;
   std::size_t max_batch_;
   std::size_t max_in_flight_;
+  std::size_t prefetch_;
+  std::chrono::milliseconds hold_;
   fetch_fn fetch_;
   give_back_fn give_back_;
   prepare_fn prepare_;
   asio::steady_timer wake_;
   std::deque<std::shared_ptr<waiter>> waiters_;
+  std::deque<buffered> buffer_;
+  std::size_t prefetching_ = 0;  // items asked for by prefetches in flight
+  bool last_full_ = false;       // the last fetch got all it asked for
   clock_type::time_point next_poll_{};
   error_code close_ec_;
   std::size_t in_flight_ = 0;

@@ -27,7 +27,8 @@ void job_queue_impl::init() {
       ex, opts.poll_interval, opts.max_claim_batch, opts.max_claims_in_flight,
       [weak](std::size_t n) { return claim_batch(weak.lock(), n); },
       [weak](std::vector<claimed_job> js) { return release(weak.lock(), std::move(js)); },
-      [weak]() { return prepare(weak.lock()); });
+      [weak]() { return prepare(weak.lock()); },
+      fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
   for (int high = 0; high < 2; ++high) {
     puts[high] = std::make_shared<batcher<std::string, std::string>>(
         ex, opts.max_put_batch, opts.max_puts_in_flight,
@@ -429,7 +430,10 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       exec_options eo;
       auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-      eo.timeout = std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(60000));
+      // Not the caller's remaining time: when waiting for the subscription
+      // used it up, this last read must still get an answer (result or
+      // result_timeout), not a request_timeout of its own.
+      eo.timeout = std::clamp(left, std::chrono::milliseconds(1000), std::chrono::milliseconds(60000));
       auto [ec, resp] = co_await impl->cl.conn().exec(req, eo, use_nothrow);
       if (p->done) break;
       if (ec) co_return std::tuple{ec, std::string{}};

@@ -201,7 +201,7 @@ local h = {}
 for i = 1, n do h[2 * i - 1] = ids[i]; h[2 * i] = ARGV[3 + i] end
 push(KEYS[2], ids, ARGV[2] == '1')
 redis.call('HSET', KEYS[3], unpack(h))
-if cfg[2] ~= '0' then
+if cfg[2] == '1' then
   local z = {}
   for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
   redis.call('ZADD', KEYS[6], unpack(z))
@@ -221,31 +221,45 @@ const script& job_claim() {
   static const script s = make(R"lua(
 local e = check('job') if e then return e end
 local n = tonumber(ARGV[2])
-local popped = redis.call('RPOP', KEYS[2], n)
-if not popped then redis.call('SET', KEYS[11], '1') return {} end
-if #popped < n then redis.call('SET', KEYS[11], '1') end
-local items = redis.call('HMGET', KEYS[3], unpack(popped))
-local ids, its, seen = {}, {}, {}
-for i = 1, #popped do
-  local id = popped[i]
-  if items[i] and not seen[id] then
-    seen[id] = true
-    ids[#ids + 1] = id
-    its[#its + 1] = items[i]
+local ids = redis.call('RPOP', KEYS[2], n)
+if not ids then redis.call('SET', KEYS[11], '1') return {} end
+if #ids < n then redis.call('SET', KEYS[11], '1') end
+local its = redis.call('HMGET', KEYS[3], unpack(ids))
+-- Rare: an id without an item (left by a plain-command client) is dropped.
+for i = 1, #ids do
+  if not its[i] then
+    local ki, kt = {}, {}
+    for j = 1, #ids do
+      if its[j] then ki[#ki + 1] = ids[j]; kt[#kt + 1] = its[j] end
+    end
+    ids, its = ki, kt
+    break
   end
 end
-if #ids == 0 then return {} end
+local m = #ids
+if m == 0 then return {} end
 local z = {}
-for i = 1, #ids do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
-redis.call('ZADD', KEYS[7], unpack(z))
+for i = 1, m do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
+if redis.call('ZADD', KEYS[7], unpack(z)) ~= m then
+  -- Rare: an id twice in the line (or already claimed): hand it out once.
+  local ki, kt, seen = {}, {}, {}
+  for i = 1, m do
+    if not seen[ids[i]] then
+      seen[ids[i]] = true
+      ki[#ki + 1] = ids[i]; kt[#kt + 1] = its[i]
+    end
+  end
+  ids, its, m = ki, kt, #ki
+end
 local fails = {}
 if redis.call('EXISTS', KEYS[8]) == 1 then fails = redis.call('HMGET', KEYS[8], unpack(ids)) end
 local att = redis.call('HMGET', KEYS[10], KEEP_FIELD, unpack(ids))
 if not att[1] then redis.call('HSET', KEYS[10], KEEP_FIELD, KEEP_VALUE) end
 local h, out = {}, {}
-for i = 1, #ids do
-  local a = math.abs(tonumber(att[i + 1]) or 0) + 1
-  h[2 * i - 1] = ids[i]; h[2 * i] = int(a)
+for i = 1, m do
+  local a = att[i + 1]
+  a = a and math.abs(tonumber(a)) + 1 or 1
+  h[2 * i - 1] = ids[i]; h[2 * i] = a
   out[4 * i - 3] = ids[i]
   out[4 * i - 2] = its[i]
   out[4 * i - 1] = tonumber(fails[i]) or 0
@@ -301,18 +315,18 @@ local ids = {}
 for j = 1, m do ids[j] = ARGV[4 * j - 2] end
 local att = {}
 if redis.call('EXISTS', KEYS[10]) == 1 then att = redis.call('HMGET', KEYS[10], unpack(ids)) end
-local st, ok, seen = {}, {}, {}
+local sc = redis.call('ZMSCORE', KEYS[7], unpack(ids))
+local st, ok, o, seen = {}, {}, {}, {}
 for j = 1, m do
   local id = ids[j]
   if seen[id] then
-    st[j] = 1
-  elseif att[j] == ARGV[4 * j - 1] and redis.call('ZREM', KEYS[7], id) == 1 then
-    -- Claimed under this token (and now out of feed.claimed). One ZREM per
-    -- job checks and removes in one pass over the (small) claimed set.
-    st[j] = 0
+    st[j] = 1  -- the same job twice in one batch: the first one finished it
+  elseif sc[j] and att[j] == ARGV[4 * j - 1] then
+    st[j] = 0  -- claimed under this token
     seen[id] = true
     ok[#ok + 1] = j
-  elseif redis.call('ZSCORE', KEYS[7], id) then
+    o[#o + 1] = id
+  elseif sc[j] then
     st[j] = 3
   elseif redis.call('HEXISTS', KEYS[3], id) == 1 then
     st[j] = 2
@@ -321,8 +335,7 @@ for j = 1, m do
   end
 end
 if #ok > 0 then
-  local o = {}
-  for i, j in ipairs(ok) do o[i] = ids[j] end
+  redis.call('ZREM', KEYS[7], unpack(o))
   if redis.call('EXISTS', KEYS[8]) == 1 then redis.call('HDEL', KEYS[8], unpack(o)) end
   redis.call('HDEL', KEYS[3], unpack(o))
   redis.call('HDEL', KEYS[10], unpack(o))
@@ -401,7 +414,7 @@ if redis.call('HEXISTS', KEYS[3], id) == 0 then return fail('job_not_found') end
 if redis.call('SISMEMBER', KEYS[9], id) == 0 then return fail('job_not_stalled') end
 redis.call('SREM', KEYS[9], id)
 redis.call('LPUSH', KEYS[2], id)
-if cfg[2] ~= '0' then redis.call('ZADD', KEYS[6], ARGV[2], id) end
+if cfg[2] == '1' then redis.call('ZADD', KEYS[6], ARGV[2], id) end
 wake(KEYS[11], ARGV[3], 1)
 return 1
 )lua");

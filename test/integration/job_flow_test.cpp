@@ -26,8 +26,9 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job]") {
     CHECK(!id.empty());
     auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
     CHECK(waiting == 1);
+    // By default the put-time index (feed.published) is not written.
     auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(!score.is_null());
+    CHECK(score.is_null());
 
     auto ids = co_await q.get_ids(asio::use_awaitable);
     CHECK(ids == std::vector<std::string>{id});
@@ -111,15 +112,11 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job]") {
     CHECK(c1.waiting == 0);
     auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
     CHECK(member.integer == 1);
-    auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(score.is_null());
     // Nothing to claim while it is stalled.
     auto [eec, none] = co_await q.claim(0ms, nothrow);
     CHECK(eec == thoonk::error::queue_empty);
 
     co_await q.retry(id, asio::use_awaitable);
-    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(!score.is_null());
 
     // A result waiter that starts before the finish ...
     std::string early;
@@ -259,5 +256,36 @@ TEST_CASE("job: names, ids and types are checked", "[job]") {
     CHECK(ec5 == thoonk::error::invalid_id);
     auto [ec6] = co_await missing.finish(std::string("a\0b", 3), 1, nothrow);
     CHECK(ec6 == thoonk::error::invalid_id);
+  });
+}
+
+TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    fields cfg{{"published", "1"}};
+    co_await create_feed(f.c.conn(), f.name, "job", cfg);
+    thoonk::job_queue q(f.c, f.name);
+    auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    auto id = co_await q.put("work", asio::use_awaitable);
+    auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    REQUIRE(!score.is_null());
+    const double put_ms = score.is_string() ? std::stod(score.str) : score.dbl;
+    CHECK(put_ms >= static_cast<double>(before));
+    // Stall drops it (contract "Stall"), retry writes it again ("Retry").
+    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.stall(j1.id, j1.token, asio::use_awaitable);
+    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(score.is_null());
+    co_await q.retry(id, asio::use_awaitable);
+    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+    CHECK(!score.is_null());
+    // Finish drops it too (the contract's finish would leak it).
+    auto j2 = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.finish(j2.id, j2.token, asio::use_awaitable);
+    auto card = co_await cmd(f.c.conn(), "ZCARD", key("published", f.name));
+    CHECK(card.integer == 0);
   });
 }
