@@ -29,12 +29,16 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -137,39 +141,50 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         prepare_(std::move(prepare)),
         wake_(ex_) {}
 
-  /// Waits for one item. Completes with error::queue_empty no earlier than
-  /// `timeout` and only after a fetch attempt that included this waiter
-  /// completed; operation_aborted when cancelled or closed.
-  asio::awaitable<std::tuple<error_code, T>> wait_one(std::chrono::milliseconds timeout) {
-    if (closed_) co_return std::tuple{close_ec_, T{}};
-    if (!buffer_.empty()) {
-      T v = std::move(buffer_.front().value);
-      buffer_.pop_front();
-      refill();
-      co_return std::tuple{error_code{}, std::move(v)};
+  using handler_type = asio::any_completion_handler<void(error_code, T)>;
+
+  /// Waits for one item; `h` gets it (posted, never inline). Completes with
+  /// error::queue_empty no earlier than `timeout` and only after a fetch
+  /// attempt that included this waiter completed; operation_aborted when
+  /// h's cancellation slot fires or the fetcher closes.
+  void wait(std::chrono::milliseconds timeout, handler_type h) {
+    if (closed_) {
+      post_handler(std::move(h), ex_, close_ec_, T{});
+      return;
     }
-    auto w = std::make_shared<waiter>(ex_);
-    if (timeout != std::chrono::milliseconds::max())
-      w->timer.expires_after(std::max(timeout, std::chrono::milliseconds(0)));
-    waiters_.push_back(w);
+    if (auto v = try_take()) {
+      post_handler(std::move(h), ex_, error_code{}, std::move(*v));
+      return;
+    }
+    auto w = std::make_shared<waiter>(ex_, std::move(h));
+    auto slot = asio::get_associated_cancellation_slot(w->h.get());
+    if (slot.is_connected()) {
+      slot.assign([weak = std::weak_ptr<waiter>(w)](asio::cancellation_type) {
+        if (auto w = weak.lock()) w->finish(asio::error::operation_aborted, T{});
+      });
+    }
+    if (timeout != std::chrono::milliseconds::max()) {
+      w->timer.emplace(ex_, std::max(timeout, std::chrono::milliseconds(0)));
+      w->timer->async_wait([weak = std::weak_ptr<waiter>(w)](error_code ec) {
+        auto w = weak.lock();
+        if (ec || !w || !w->live()) return;
+        // Deadline. Give up only once an attempt including us has completed
+        // (fetch_one ends it then, seeing `expired`).
+        if (w->attempt_done && !w->in_batch) w->finish(error::queue_empty, T{});
+        else w->expired = true;
+      });
+    }
+    waiters_.push_back(std::move(w));
     trigger();
-    for (;;) {
-      if (w->done) break;
-      auto [ec] = co_await w->timer.async_wait(use_nothrow);
-      if (w->done) break;
-      if (ec) {  // cancelled by the caller (we only cancel after done)
-        w->abandoned = true;
-        co_return std::tuple{error_code(asio::error::operation_aborted), T{}};
-      }
-      // Deadline. Give up only once an attempt including us has completed.
-      if (w->attempt_done && !w->in_batch) {
-        w->abandoned = true;
-        co_return std::tuple{error_code(error::queue_empty), T{}};
-      }
-      w->expired = true;
-      w->timer.expires_at(clock_type::time_point::max());
-    }
-    co_return std::tuple{w->ec, std::move(w->value)};
+  }
+
+  /// An item fetched ahead (prefetch), if one is held; tops the buffer up.
+  std::optional<T> try_take() {
+    if (closed_ || buffer_.empty()) return std::nullopt;
+    std::optional<T> v(std::move(buffer_.front().value));
+    buffer_.pop_front();
+    refill();
+    return v;
   }
 
   /// Something may have arrived: fetch again if anyone waits.
@@ -193,11 +208,22 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   bool closed() const noexcept { return closed_; }
 
  private:
-  struct waiter : pending<T> {
-    using pending<T>::pending;
+  struct waiter {
+    waiter(const asio::any_io_executor& e, handler_type handler) : ex(e), h(std::move(handler)) {}
+    asio::any_io_executor ex;
+    handler_box<void(error_code, T)> h;     // empty once completed
+    std::optional<asio::steady_timer> timer;  // the deadline, if any
     bool in_batch = false;      // a fetch for it is in flight
     bool attempt_done = false;  // a fetch including this waiter completed
     bool expired = false;       // deadline passed while an attempt was due
+
+    bool live() const noexcept { return static_cast<bool>(h); }
+    void complete(error_code e, T v) { finish(e, std::move(v)); }
+    void finish(error_code e, T v) {
+      if (!h) return;
+      if (timer) timer->cancel();
+      post_handler(h.take(), ex, e, std::move(v));
+    }
   };
   using batch_type = std::vector<std::shared_ptr<waiter>>;
   struct buffered {
@@ -397,31 +423,52 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
         max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
         run_(std::move(run)) {}
 
-  /// Queues one request and waits for its result. operation_aborted when
-  /// cancelled (a request not yet sent is then dropped) or closed.
-  asio::awaitable<std::tuple<error_code, Res>> submit(Req r) {
-    if (closed_) co_return std::tuple{close_ec_, Res{}};
-    auto e = std::make_shared<entry>(ex_, std::move(r));
-    queue_.push_back(e);
+  using handler_type = asio::any_completion_handler<void(error_code, Res)>;
+
+  /// Queues one request; `h` gets its result (posted, never inline).
+  /// Cancelling h's slot completes it with operation_aborted at once; a
+  /// request not yet sent is then dropped, one in flight may still happen.
+  void submit(Req r, handler_type h) {
+    if (closed_) {
+      post_handler(std::move(h), ex_, close_ec_, Res{});
+      return;
+    }
+    auto e = std::make_shared<entry>(std::move(r), std::move(h));
+    auto slot = asio::get_associated_cancellation_slot(e->h.get());
+    if (slot.is_connected()) {
+      slot.assign([weak = std::weak_ptr<entry>(e), ex = ex_](asio::cancellation_type) {
+        auto e = weak.lock();
+        if (!e || !e->h) return;
+        post_handler(e->h.take(), ex, error_code(asio::error::operation_aborted), Res{});
+      });
+    }
+    queue_.push_back(std::move(e));
     schedule();
-    if (!e->done) co_await e->timer.async_wait(use_nothrow);
-    if (e->done) co_return std::tuple{e->ec, std::move(e->value)};
-    e->abandoned = true;
-    co_return std::tuple{error_code(asio::error::operation_aborted), Res{}};
+  }
+
+  /// submit() for coroutines.
+  asio::awaitable<std::tuple<error_code, Res>> submit(Req r) {
+    return asio::async_initiate<decltype(use_nothrow), void(error_code, Res)>(
+        [self = this->shared_from_this()](auto h, Req r) {
+          self->submit(std::move(r), handler_type(std::move(h)));
+        },
+        use_nothrow, std::move(r));
   }
 
   void close(error_code ec) {
     if (closed_) return;
     closed_ = true;
     close_ec_ = ec;
-    for (auto& e : queue_) e->complete(ec, Res{});
+    for (auto& e : queue_)
+      if (e->h) post_handler(e->h.take(), ex_, ec, Res{});
     queue_.clear();
   }
 
  private:
-  struct entry : pending<Res> {
-    entry(const asio::any_io_executor& ex, Req r) : pending<Res>(ex), req(std::move(r)) {}
+  struct entry {
+    entry(Req r, handler_type handler) : req(std::move(r)), h(std::move(handler)) {}
     Req req;
+    handler_box<void(error_code, Res)> h;  // empty once completed or cancelled
   };
 
   // One flush gathers everything queued in the current tick; while
@@ -441,7 +488,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     while (!queue_.empty() && batch.size() < max_batch_) {
       auto e = std::move(queue_.front());
       queue_.pop_front();
-      if (!e->live()) continue;
+      if (!e->h) continue;  // cancelled before it was sent
       reqs.push_back(std::move(e->req));
       batch.push_back(std::move(e));
     }
@@ -452,7 +499,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     --in_flight_;
     if (!ec && res.size() != batch.size()) ec = error::unexpected_type;
     for (std::size_t i = 0; i < batch.size(); ++i)
-      batch[i]->complete(ec, ec ? Res{} : std::move(res[i]));
+      if (batch[i]->h) post_handler(batch[i]->h.take(), ex_, ec, ec ? Res{} : std::move(res[i]));
     schedule();
   }
 

@@ -6,6 +6,8 @@
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/lua.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 namespace thoonk {
@@ -249,30 +251,38 @@ void job_queue::start_put_many(std::vector<std::string> items, priority p,
 }
 
 void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_job> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::chrono::milliseconds timeout)
-      -> asio::awaitable<std::tuple<error_code, claimed_job>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, claimed_job{}};
-    co_return co_await impl->claims->wait_one(timeout);
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, timeout), std::move(h));
+  // No coroutine per claim: the waiter holds h (a job claimed ahead is
+  // handed out at once).
+  if (impl_->name_ec) {
+    detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, claimed_job{});
+    return;
+  }
+  impl_->claims->wait(timeout, std::move(h));
 }
 
 void job_queue::start_finish(std::string id, std::int64_t claim_token,
                              std::optional<std::string> result, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id, std::int64_t tok,
-               std::optional<std::string> result) -> asio::awaitable<std::tuple<error_code>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
-    if (result)
-      if (auto ec = detail::validate_item(impl->cl.get_config(), *result)) co_return std::tuple{ec};
-    detail::finish_request req;
-    req.id = std::move(id);
-    req.token = tok;
-    req.result = std::move(result);
-    auto [ec, status] = co_await impl->finishes->submit(std::move(req));
-    co_return std::tuple{ec ? ec : status};
-  };
-  detail::spawn_op(client_->get_executor(),
-                   op(impl_, std::move(id), claim_token, std::move(result)), std::move(h));
+  // No coroutine per finish: the request goes straight to the batcher, whose
+  // (status) result completes h. Validation fails before any I/O.
+  const auto& ex = client_->get_executor();
+  auto invalid = detail::check_id(*impl_, id);
+  if (!invalid && result) invalid = detail::validate_item(impl_->cl.get_config(), *result);
+  if (invalid) {
+    detail::post_handler(std::move(h), ex, invalid);
+    return;
+  }
+  detail::finish_request req;
+  req.id = std::move(id);
+  req.token = claim_token;
+  req.result = std::move(result);
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto hex = asio::get_associated_executor(h, ex);
+  impl_->finishes->submit(
+      std::move(req),
+      asio::bind_cancellation_slot(
+          slot, asio::bind_executor(hex, [h = std::move(h)](error_code ec, error_code status) mutable {
+            std::move(h)(ec ? ec : status);
+          })));
 }
 
 void job_queue::start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h) {

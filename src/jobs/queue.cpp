@@ -194,13 +194,12 @@ void queue::start_put_many(std::vector<std::string> items, priority p,
 }
 
 void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) {
-  auto op =
-      [](std::shared_ptr<detail::queue_impl> impl,
-         std::chrono::milliseconds timeout) -> asio::awaitable<std::tuple<error_code, queue_item>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, queue_item{}};
-    co_return co_await impl->gets->wait_one(timeout);
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, timeout), std::move(h));
+  // No coroutine per get: the waiter holds h.
+  if (impl_->name_ec) {
+    detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, queue_item{});
+    return;
+  }
+  impl_->gets->wait(timeout, std::move(h));
 }
 
 void queue::start_get_ids(handler<std::vector<std::string>> h) {

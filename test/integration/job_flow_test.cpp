@@ -289,3 +289,37 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job]"
     CHECK(card.integer == 0);
   });
 }
+
+TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    co_await q.put("work", asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+
+    // Finishes of one tick are sent together at the end of the tick, so a
+    // cancellation in the same tick reaches this one before it is sent.
+    asio::cancellation_signal sig;
+    error_code got = thoonk::error::unexpected_type;
+    bool called = false;
+    q.finish(j.id, j.token, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+               got = ec;
+               called = true;
+             }));
+    sig.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 100 && !called; ++i) co_await thoonk::test::sleep_for(5ms);
+    CHECK(called);
+    CHECK(got == asio::error::operation_aborted);
+    co_await thoonk::test::sleep_for(50ms);
+    auto c = co_await q.counts(asio::use_awaitable);
+    CHECK(c.claimed == 1);
+    CHECK(c.finishes == 0);
+    // The claim is intact: finishing it now works, once.
+    auto [ec1] = co_await q.finish(j.id, j.token, nothrow);
+    CHECK(!ec1);
+    auto [ec2] = co_await q.finish(j.id, j.token, nothrow);
+    CHECK(ec2 == thoonk::error::job_not_found);
+  });
+}
