@@ -2,7 +2,8 @@
 // server's own ceiling for the same scripts measured in the same run.
 //
 //   job_bench [--quick]
-//   job_bench --e2e WORKERS JOBS     (one end-to-end run, for profiling)
+//   job_bench --e2e WORKERS JOBS [PREFETCH]  (one end-to-end run, profiling)
+//   job_bench --latency SECONDS      (only the put -> claim latency phase)
 //
 // Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
 // 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
@@ -472,6 +473,14 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // --latency SECONDS: only the put -> claim latency phase.
+  if (argc > 2 && std::strcmp(argv[1], "--latency") == 0) {
+    auto l = latency(cfg, 1000, std::chrono::seconds(std::atoi(argv[2])));
+    std::cout << "{\"rate_per_s\": " << l.rate << ", \"samples\": " << l.samples
+              << ", \"p50_ms\": " << l.p50_ms << ", \"p99_ms\": " << l.p99_ms
+              << ", \"max_ms\": " << l.max_ms << "}\n";
+    return 0;
+  }
   constexpr std::size_t bench_prefetch = 256;
   std::vector<e2e_result> e2e, e2e_pf;
   for (auto [w, n] : {std::pair{1, quick ? 5000L : 20000L}, std::pair{16, quick ? 20000L : 100000L},
