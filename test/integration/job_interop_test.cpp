@@ -7,14 +7,11 @@
 using namespace jobs_test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
-using thoonk::test::unique_name;
 
 namespace {
 
-struct fixture {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
-  std::string name = unique_name("jobs-interop");
+struct fixture : job_fixture {
+  fixture() : job_fixture("jobs-interop") {}
 };
 
 // Contract 002 "Normal Priority Put", verbatim (MULTI ... EXEC).

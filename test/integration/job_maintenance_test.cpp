@@ -6,14 +6,11 @@
 using namespace jobs_test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
-using thoonk::test::unique_name;
 
 namespace {
 
-struct fixture {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
-  std::string name = unique_name("jobs-maint");
+struct fixture : job_fixture {
+  fixture() : job_fixture("jobs-maint") {}
 };
 
 thoonk::maintenance_options quiet() {

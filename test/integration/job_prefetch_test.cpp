@@ -7,14 +7,12 @@
 
 using namespace jobs_test;
 using thoonk::test::run_coro;
-using thoonk::test::unique_name;
+using thoonk::test::sleep_for;
 
 namespace {
 
-struct fixture {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
-  std::string name = unique_name("jobs-prefetch");
+struct fixture : job_fixture {
+  fixture() : job_fixture("jobs-prefetch") {}
 };
 
 thoonk::job_queue_options prefetching(std::size_t n, std::chrono::milliseconds hold) {
@@ -22,11 +20,6 @@ thoonk::job_queue_options prefetching(std::size_t n, std::chrono::milliseconds h
   o.prefetch = n;
   o.prefetch_hold = hold;
   return o;
-}
-
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::use_awaitable);
 }
 
 }  // namespace

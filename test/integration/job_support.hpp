@@ -99,6 +99,15 @@ inline thoonk::config job_config(std::string client_name = "thoonk-jobs-test") {
   return cfg;
 }
 
+/// Per test case: an io_context, a client on the shared test server, and a
+/// fresh queue name starting with `prefix`.
+struct job_fixture {
+  explicit job_fixture(const char* prefix) : name(thoonk::test::unique_name(prefix)) {}
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), job_config()};
+  std::string name;
+};
+
 /// Milliseconds since the epoch, as the contract's timestamps.
 inline std::string now_ms() {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
