@@ -59,6 +59,12 @@ struct claimed_job {
   std::int64_t token = 0;
 };
 
+/// A claim a worker holds: the job id and its claim token.
+struct claim_ref {
+  std::string id;
+  std::int64_t token = 0;
+};
+
 /// Counts per state and the contract's counters.
 struct job_counts {
   std::int64_t waiting = 0;   ///< LLEN feed.ids
@@ -309,6 +315,22 @@ class job_queue {
         });
   }
 
+  /// Renews many claims at once (a worker holding several jobs): one atomic
+  /// script call per 1000 claims. Completion
+  /// `void(error_code, std::vector<error_code>)`: the first error is the
+  /// call's (invalid_name, invalid_id of any claim before any I/O,
+  /// feed_not_found, wrong_feed_type, transport errors); otherwise the
+  /// vector has one entry per claim, in order: success (renewed),
+  /// job_not_found, job_not_claimed or lost_claim. Cancellation: as finish;
+  /// renewals already sent may have happened.
+  template <class CompletionToken>
+  auto heartbeat_many(std::vector<claim_ref> claims, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::vector<boost::system::error_code>)>(
+        token, [self = *this, c = std::move(claims)](auto h) mutable {
+          self.start_heartbeat_many(std::move(c), std::move(h));
+        });
+  }
+
   /// Puts a stalled job back in the queue (contract "Retry").
   /// Completion `void(error_code)`. Errors: job_not_stalled (waiting or
   /// claimed), job_not_found, invalid_id, feed_not_found, wrong_feed_type.
@@ -419,6 +441,8 @@ class job_queue {
   void start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h);
   void start_stall(std::string id, std::int64_t claim_token, handler<> h);
   void start_heartbeat(std::string id, std::int64_t claim_token, handler<> h);
+  void start_heartbeat_many(std::vector<claim_ref> claims,
+                            handler<std::vector<boost::system::error_code>> h);
   void start_retry(std::string id, handler<> h);
   void start_retract(std::string id, handler<> h);
   void start_failures(std::string id, handler<std::int64_t> h);

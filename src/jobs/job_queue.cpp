@@ -152,6 +152,11 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
   }
   auto [ec, v] = co_await run(self->cl, lua::job_finish(), std::move(keys), std::move(args));
   if (ec) co_return std::tuple{ec, std::move(out)};
+  co_return std::tuple{error_code{}, claim_statuses(v)};
+}
+
+std::vector<error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
+  std::vector<error_code> out;
   out.reserve(v.elements.size());
   for (const auto& s : v.elements) {
     switch (as_int(s, -1)) {
@@ -161,6 +166,32 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
       case 3: out.emplace_back(error::lost_claim); break;
       default: out.emplace_back(error::unexpected_type); break;
     }
+  }
+  return out;
+}
+
+asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl::heartbeat_batch(
+    std::shared_ptr<job_queue_impl> self, std::vector<claim_ref> claims) {
+  std::vector<error_code> out;
+  if (self->name_ec) co_return std::tuple{self->name_ec, std::move(out)};
+  for (const auto& c : claims)
+    if (auto ec = validate_id(self->cl.get_config(), c.id)) co_return std::tuple{ec, std::move(out)};
+  // Chunks of at most 1000 claims, each one atomic script call.
+  for (std::size_t first = 0; first < claims.size(); first += 1000) {
+    const std::size_t last = std::min(claims.size(), first + 1000);
+    std::vector<std::string> args;
+    args.reserve(1 + 2 * (last - first));
+    args.push_back(now_ms_string());
+    for (std::size_t i = first; i < last; ++i) {
+      args.push_back(std::move(claims[i].id));
+      args.push_back(std::to_string(claims[i].token));
+    }
+    auto [ec, v] = co_await self->call(lua::job_heartbeat(), std::move(args));
+    if (ec) co_return std::tuple{ec, std::move(out)};
+    auto part = claim_statuses(v);
+    if (part.size() != last - first)
+      co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
+    out.insert(out.end(), part.begin(), part.end());
   }
   co_return std::tuple{error_code{}, std::move(out)};
 }
@@ -257,7 +288,11 @@ void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_j
     detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, claimed_job{});
     return;
   }
-  impl_->claims->wait(timeout, std::move(h));
+  // The dispatcher is only touched on the client's executor (callers may
+  // be on other threads, docs/threading.md).
+  on_executor(client_->get_executor(), [impl = impl_, timeout, h = std::move(h)]() mutable {
+    impl->claims->wait(timeout, std::move(h));
+  });
 }
 
 void job_queue::start_finish(std::string id, std::int64_t claim_token,
@@ -277,12 +312,13 @@ void job_queue::start_finish(std::string id, std::int64_t claim_token,
   req.result = std::move(result);
   auto slot = asio::get_associated_cancellation_slot(h);
   auto hex = asio::get_associated_executor(h, ex);
-  impl_->finishes->submit(
-      std::move(req),
-      asio::bind_cancellation_slot(
-          slot, asio::bind_executor(hex, [h = std::move(h)](error_code ec, error_code status) mutable {
-            std::move(h)(ec ? ec : status);
-          })));
+  auto done = asio::bind_cancellation_slot(
+      slot, asio::bind_executor(hex, [h = std::move(h)](error_code ec, error_code status) mutable {
+        std::move(h)(ec ? ec : status);
+      }));
+  on_executor(ex, [impl = impl_, req = std::move(req), done = std::move(done)]() mutable {
+    impl->finishes->submit(std::move(req), std::move(done));
+  });
 }
 
 void job_queue::start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h) {
@@ -315,15 +351,17 @@ void job_queue::start_stall(std::string id, std::int64_t claim_token, handler<> 
 void job_queue::start_heartbeat(std::string id, std::int64_t claim_token, handler<> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,
                std::int64_t tok) -> asio::awaitable<std::tuple<error_code>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
-    std::vector<std::string> args;
-    args.push_back(std::move(id));
-    args.push_back(std::to_string(tok));
-    args.push_back(now_ms_string());
-    auto [ec, v] = co_await impl->call(lua::job_heartbeat(), std::move(args));
-    co_return std::tuple{ec};
+    std::vector<claim_ref> one{claim_ref{std::move(id), tok}};
+    auto [ec, st] = co_await job_queue_impl::heartbeat_batch(impl, std::move(one));
+    co_return std::tuple{ec ? ec : st.at(0)};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
+}
+
+void job_queue::start_heartbeat_many(std::vector<claim_ref> claims,
+                                     handler<std::vector<error_code>> h) {
+  detail::spawn_op(client_->get_executor(),
+                   job_queue_impl::heartbeat_batch(impl_, std::move(claims)), std::move(h));
 }
 
 void job_queue::start_retry(std::string id, handler<> h) {

@@ -43,6 +43,11 @@ class job_queue_impl : public std::enable_shared_from_this<job_queue_impl> {
   static awaitable<std::tuple<error_code, std::vector<error_code>>> finish_batch(
       std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs);
   static awaitable<void> prepare(std::shared_ptr<job_queue_impl> self);
+  /// Renews claims (validated here; chunks of 1000 per script call).
+  static awaitable<std::tuple<error_code, std::vector<error_code>>> heartbeat_batch(
+      std::shared_ptr<job_queue_impl> self, std::vector<claim_ref> claims);
+  /// Per-job statuses of job_finish / job_heartbeat as error codes.
+  static std::vector<error_code> claim_statuses(const resp3::value& v);
 
   /// Runs a job script with the job key layout.
   awaitable<std::tuple<error_code, resp3::value>> call(const script& s,

@@ -391,14 +391,25 @@ return 1
   return s;
 }
 
-// ARGV: 1 id, 2 token, 3 now_ms. Renews the claim time.
+// ARGV: 1 now_ms, then id, token pairs. Renews the claim time of each job
+// claimed under its token. Returns one status per job, as job_finish:
+// 0 renewed, 1 job_not_found, 2 job_not_claimed, 3 lost_claim.
 const script& job_heartbeat() {
   static const script s = make(R"lua(
 local e = check('job') if e then return e end
-local id = ARGV[1]
-local c = claim_check(id, ARGV[2]) if c then return fail(c) end
-redis.call('ZADD', KEYS[7], 'XX', ARGV[3], id)
-return 1
+local code = {job_not_found = 1, job_not_claimed = 2, lost_claim = 3}
+local st = {}
+for j = 1, (#ARGV - 1) / 2 do
+  local id = ARGV[2 * j]
+  local c = claim_check(id, ARGV[2 * j + 1])
+  if c then
+    st[j] = code[c]
+  else
+    redis.call('ZADD', KEYS[7], 'XX', ARGV[1], id)
+    st[j] = 0
+  end
+end
+return st
 )lua");
   return s;
 }

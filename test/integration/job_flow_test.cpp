@@ -229,6 +229,59 @@ TEST_CASE("job: heartbeat renews the claim time", "[job]") {
   });
 }
 
+TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    std::vector<std::string> items{"a", "b", "c", "d"};
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    auto a = co_await q.claim(1s, asio::use_awaitable);
+    auto b = co_await q.claim(1s, asio::use_awaitable);
+    auto c = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.finish(b.id, b.token, asio::use_awaitable);
+    auto num = [](const thoonk::resp3::value& v) {
+      return v.str.empty() ? v.dbl : std::stod(v.str);
+    };
+    auto before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), a.id);
+    auto c_before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), c.id);
+    co_await thoonk::test::sleep_for(20ms);
+
+    std::vector<thoonk::claim_ref> held{{a.id, a.token},       // renewed
+                                        {b.id, b.token},       // finished: gone
+                                        {c.id, c.token + 1},   // not its token
+                                        {ids[3], 1},           // waiting
+                                        {"no-such-job", 1}};   // unknown
+    auto st = co_await q.heartbeat_many(held, asio::use_awaitable);
+    REQUIRE(st.size() == 5);
+    CHECK(!st[0]);
+    CHECK(st[1] == thoonk::error::job_not_found);
+    CHECK(st[2] == thoonk::error::lost_claim);
+    CHECK(st[3] == thoonk::error::job_not_claimed);
+    CHECK(st[4] == thoonk::error::job_not_found);
+    auto after = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), a.id);
+    CHECK(num(after) > num(before));
+    // A refused renewal changes nothing.
+    auto c_after = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), c.id);
+    CHECK(num(c_after) == num(c_before));
+    auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
+    CHECK(waiting == 1);
+
+    // A bad id fails the whole call before any I/O.
+    std::vector<thoonk::claim_ref> bad{{a.id, a.token}, {"", 1}};
+    auto [ec, none] = co_await q.heartbeat_many(bad, nothrow);
+    CHECK(ec == thoonk::error::invalid_id);
+    CHECK(none.empty());
+    // More than one script's worth: chunks, statuses in order.
+    std::vector<thoonk::claim_ref> many(2500, thoonk::claim_ref{a.id, a.token});
+    many.back() = thoonk::claim_ref{c.id, c.token};
+    auto st2 = co_await q.heartbeat_many(many, asio::use_awaitable);
+    REQUIRE(st2.size() == 2500);
+    CHECK(std::all_of(st2.begin(), st2.end(), [](error_code e) { return !e; }));
+  });
+}
+
 TEST_CASE("job: names, ids and types are checked", "[job]") {
   fixture f;
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <set>
+#include <thread>
 
 using namespace jobs_test;
 using thoonk::test::run_coro;
@@ -312,4 +313,43 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         co_await cmd(admin.conn(), "ACL", "DELUSER", user);
       },
       30s);
+}
+
+TEST_CASE("job and queue operations initiated from another thread", "[job]") {
+  asio::io_context ioc;
+  auto work = asio::make_work_guard(ioc);
+  thoonk::client c{ioc.get_executor(), job_config()};
+  const std::string jname = thoonk::test::unique_name("jobs-thread");
+  const std::string qname = thoonk::test::unique_name("queue-thread");
+  std::thread runner([&] { ioc.run(); });
+  // Everything below runs on this thread; the client's work runs on `runner`.
+  c.connect(asio::use_future).get();
+  c.create_feed(jname, thoonk::feed_type::job, {}, asio::use_future).get();
+  c.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_future).get();
+  {
+    thoonk::job_queue_options o;
+    o.prefetch = 4;  // claims are served from the prefetch buffer too
+    thoonk::job_queue q(c, jname, o);
+    std::vector<std::future<std::string>> puts;
+    for (int i = 0; i < 20; ++i) puts.push_back(q.put("job " + std::to_string(i), asio::use_future));
+    for (auto& p : puts) CHECK(!p.get().empty());
+    int finished = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto j = q.claim(5s, asio::use_future).get();
+      q.finish(j.id, j.token, asio::use_future).get();
+      ++finished;
+    }
+    CHECK(finished == 20);
+    auto counts = q.counts(asio::use_future).get();
+    CHECK(counts.items == 0);
+    CHECK(counts.claimed == 0);
+
+    thoonk::queue plain(c, qname);
+    plain.put("item", asio::use_future).get();
+    auto it = plain.get(5s, asio::use_future).get();
+    CHECK(it.item == "item");
+  }
+  asio::post(ioc, [&] { c.stop(); });
+  work.reset();
+  runner.join();
 }
