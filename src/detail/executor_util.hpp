@@ -57,6 +57,14 @@ inline bool running_in(const boost::asio::any_io_executor& ex) {
   return false;
 }
 
+/// Runs `fn` on `ex`: inline when already there, else posted (for state
+/// that only the executor's thread may touch).
+template <class Fn>
+void on_executor(const boost::asio::any_io_executor& ex, Fn fn) {
+  if (running_in(ex)) fn();
+  else boost::asio::post(ex, std::move(fn));
+}
+
 /// Invokes a type-erased handler the way Asio requires: its cancellation slot
 /// is cleared first (the slot's handler may refer to the operation that is
 /// completing), and it runs on its associated executor (`fallback` when it

@@ -146,8 +146,15 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// Waits for one item; `h` gets it (posted, never inline). Completes with
   /// error::queue_empty no earlier than `timeout` and only after a fetch
   /// attempt that included this waiter completed; operation_aborted when
-  /// h's cancellation slot fires or the fetcher closes.
+  /// h's cancellation slot fires or the fetcher closes. Any thread may call
+  /// it: the fetcher's state is only touched on its executor.
   void wait(std::chrono::milliseconds timeout, handler_type h) {
+    if (!running_in(ex_)) {
+      asio::post(ex_, [self = this->shared_from_this(), timeout, h = std::move(h)]() mutable {
+        self->wait(timeout, std::move(h));
+      });
+      return;
+    }
     if (closed_) {
       post_handler(std::move(h), ex_, close_ec_, T{});
       return;
@@ -160,7 +167,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     auto slot = asio::get_associated_cancellation_slot(w->h.get());
     if (slot.is_connected()) {
       slot.assign([weak = std::weak_ptr<waiter>(w)](asio::cancellation_type) {
-        if (auto w = weak.lock()) w->finish(asio::error::operation_aborted, T{});
+        if (auto w = weak.lock()) w->complete(asio::error::operation_aborted, T{});
       });
     }
     if (timeout != std::chrono::milliseconds::max()) {
@@ -170,7 +177,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         if (ec || !w || !w->live()) return;
         // Deadline. Give up only once an attempt including us has completed
         // (fetch_one ends it then, seeing `expired`).
-        if (w->attempt_done && !w->in_batch) w->finish(error::queue_empty, T{});
+        if (w->attempt_done && !w->in_batch) w->complete(error::queue_empty, T{});
         else w->expired = true;
       });
     }
@@ -218,8 +225,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     bool expired = false;       // deadline passed while an attempt was due
 
     bool live() const noexcept { return static_cast<bool>(h); }
-    void complete(error_code e, T v) { finish(e, std::move(v)); }
-    void finish(error_code e, T v) {
+    void complete(error_code e, T v) {
       if (!h) return;
       if (timer) timer->cancel();
       post_handler(h.take(), ex, e, std::move(v));
@@ -428,7 +434,14 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   /// Queues one request; `h` gets its result (posted, never inline).
   /// Cancelling h's slot completes it with operation_aborted at once; a
   /// request not yet sent is then dropped, one in flight may still happen.
+  /// Any thread may call it (the batcher's state is touched on ex_ only).
   void submit(Req r, handler_type h) {
+    if (!running_in(ex_)) {
+      asio::post(ex_, [self = this->shared_from_this(), r = std::move(r), h = std::move(h)]() mutable {
+        self->submit(std::move(r), std::move(h));
+      });
+      return;
+    }
     if (closed_) {
       post_handler(std::move(h), ex_, close_ec_, Res{});
       return;

@@ -288,11 +288,7 @@ void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_j
     detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, claimed_job{});
     return;
   }
-  // The dispatcher is only touched on the client's executor (callers may
-  // be on other threads, docs/threading.md).
-  on_executor(client_->get_executor(), [impl = impl_, timeout, h = std::move(h)]() mutable {
-    impl->claims->wait(timeout, std::move(h));
-  });
+  impl_->claims->wait(timeout, std::move(h));
 }
 
 void job_queue::start_finish(std::string id, std::int64_t claim_token,
@@ -316,9 +312,7 @@ void job_queue::start_finish(std::string id, std::int64_t claim_token,
       slot, asio::bind_executor(hex, [h = std::move(h)](error_code ec, error_code status) mutable {
         std::move(h)(ec ? ec : status);
       }));
-  on_executor(ex, [impl = impl_, req = std::move(req), done = std::move(done)]() mutable {
-    impl->finishes->submit(std::move(req), std::move(done));
-  });
+  impl_->finishes->submit(std::move(req), std::move(done));
 }
 
 void job_queue::start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h) {

@@ -199,10 +199,7 @@ void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) 
     detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, queue_item{});
     return;
   }
-  // The dispatcher is only touched on the client's executor.
-  on_executor(client_->get_executor(), [impl = impl_, timeout, h = std::move(h)]() mutable {
-    impl->gets->wait(timeout, std::move(h));
-  });
+  impl_->gets->wait(timeout, std::move(h));
 }
 
 void queue::start_get_ids(handler<std::vector<std::string>> h) {

@@ -93,14 +93,6 @@ class wake_subscription {
   std::shared_ptr<state> st_ = std::make_shared<state>();
 };
 
-/// Runs `fn` on `ex` now if we are there, else posts it (destructors of
-/// queue handles may run on any thread).
-template <class Fn>
-void on_executor(const asio::any_io_executor& ex, Fn fn) {
-  if (running_in(ex)) fn();
-  else asio::post(ex, std::move(fn));
-}
-
 /// A token whose destruction closes `impl` on `ex`: the public queue
 /// handles hold one, so the last copy of a handle closes the queue.
 template <class Impl>

@@ -22,6 +22,19 @@ thoonk::job_queue_options prefetching(std::size_t n, std::chrono::milliseconds h
   return o;
 }
 
+// Polls counts until `done` holds (prefetches and releases are in flight
+// in the background), at most 5 s; returns the last counts.
+template <class Pred>
+asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done) {
+  thoonk::job_counts c;
+  for (int i = 0; i < 500; ++i) {
+    c = co_await q.counts(asio::use_awaitable);
+    if (done(c)) break;
+    co_await sleep_for(10ms);
+  }
+  co_return c;
+}
+
 }  // namespace
 
 TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job]") {
@@ -37,8 +50,7 @@ TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job]") 
 
     // The first claim is served, then up to 8 more are claimed ahead.
     auto first = co_await q.claim(1s, asio::use_awaitable);
-    co_await sleep_for(100ms);
-    auto c1 = co_await q.counts(asio::use_awaitable);
+    auto c1 = co_await counts_when(q, [](const auto& c) { return c.claimed == 9; });
     CHECK(c1.claimed == 9);
     CHECK(c1.waiting == 31);
 
@@ -75,8 +87,7 @@ TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job]"
     co_await q.finish(j.id, j.token, asio::use_awaitable);
     // Claimed ahead, not taken: back at the front of the line after the
     // hold, no failure counted, their claims (tokens) ended.
-    co_await sleep_for(600ms);
-    auto c = co_await q.counts(asio::use_awaitable);
+    auto c = co_await counts_when(q, [](const auto& c) { return c.claimed == 0; });
     CHECK(c.claimed == 0);
     CHECK(c.waiting == 9);
     auto next = co_await cmd(f.c.conn(), "LINDEX", key("ids", f.name), -1);
@@ -105,13 +116,11 @@ TEST_CASE("job prefetch: closing the queue releases what it holds", "[job]") {
       thoonk::job_queue q(f.c, f.name, prefetching(4, 60s));
       co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
       j = co_await q.claim(1s, asio::use_awaitable);
-      co_await sleep_for(100ms);
-      auto c = co_await q.counts(asio::use_awaitable);
+      auto c = co_await counts_when(q, [](const auto& c) { return c.claimed == 5; });
       CHECK(c.claimed == 5);
     }  // last handle gone: the object closes
-    co_await sleep_for(300ms);
     thoonk::job_queue other(f.c, f.name);
-    auto c = co_await other.counts(asio::use_awaitable);
+    auto c = co_await counts_when(other, [](const auto& c) { return c.claimed == 1; });
     CHECK(c.claimed == 1);  // only the job a worker holds
     CHECK(c.waiting == 9);
     auto [ec] = co_await other.finish(j.id, j.token, nothrow);
