@@ -113,6 +113,20 @@ class thoonk_category final : public boost::system::error_category {
                "drop the work, the job is handled by its new claim";
       case error::result_timeout:
         return "no result for this job was stored within the timeout";
+      case error::no_permission:
+        return "the Redis ACL user may not run a command this operation needs (NOPERM); nothing "
+               "was changed: grant the command (docs/errors.md lists what each operation needs)";
+      case error::no_script_permission:
+        return "the Redis ACL user may not run the library's Lua scripts; nothing was changed: "
+               "grant +evalsha, and +script|load or +eval so scripts can be reloaded after a "
+               "restart or SCRIPT FLUSH";
+      case error::no_channel_permission:
+        return "the Redis ACL user may not PUBLISH this operation's notification (command "
+               "+publish or the channel, e.g. &feed.* &job.* &newfeed &delfeed &conffeed); "
+               "nothing was changed";
+      case error::no_key_permission:
+        return "the Redis ACL user may not access the keys of this feed or queue (~feed.* and "
+               "~feeds); nothing was changed";
     }
     return "unknown thoonk error " + std::to_string(ev);
   }

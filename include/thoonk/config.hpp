@@ -26,7 +26,10 @@ struct config {
   // ---- who -------------------------------------------------------------------
   std::string username;  ///< ACL user; empty with a password means "default"
   std::string password;  ///< empty: no AUTH
-  std::string client_name = "thoonk-asio";  ///< CLIENT SETNAME (empty: not set)
+  /// CLIENT SETNAME / HELLO SETNAME (empty: not set). A name the server
+  /// refuses (an ACL user without +client, a name with spaces) is skipped,
+  /// not an error: connection_stats::client_name_refusals counts it.
+  std::string client_name = "thoonk-asio";
   /// 3: send HELLO 3 and fall back to RESP2 if the server does not know HELLO.
   /// 2: never send HELLO (RESP2 only).
   int protocol = 3;
@@ -40,9 +43,21 @@ struct config {
   /// closed (and re-established when reconnect is on).
   std::chrono::milliseconds health_check_timeout{6000};
   bool reconnect = true;
-  /// Reconnect backoff: doubles from min to max, with full jitter.
+  /// Reconnect backoff: the delay cap doubles from min to max, and each
+  /// delay is drawn with equal jitter, uniformly from [cap/2, cap]. After a
+  /// refused setup (wrong password, SELECT refused, NOPERM) the cap jumps to
+  /// max: retrying sooner cannot help.
   std::chrono::milliseconds reconnect_min_delay{50};
   std::chrono::milliseconds reconnect_max_delay{5000};
+  /// Default timeout of every request that sets no exec_options::timeout of
+  /// its own, the library's typed operations (feeds, queues, jobs) included:
+  /// such a request fails with error::request_timeout after this long,
+  /// whether it waited for a connection or for the reply. 0 (the default):
+  /// no timeout, a request waits until it completes or the connection gives
+  /// up on it (a Redis command that takes long is not an error by itself).
+  /// The subscriber's own SUBSCRIBE/UNSUBSCRIBE commands are not bounded
+  /// by it; bound subscribe() with cancellation.
+  std::chrono::milliseconds request_timeout{0};
 
   // ---- limits ----------------------------------------------------------------
   resp3::parser_limits limits;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace thoonk {
@@ -23,9 +24,10 @@ using response = std::vector<resp3::value>;
 
 /// Per-request options.
 struct exec_options {
-  /// 0: no timeout. Otherwise the request fails with error::request_timeout
-  /// after this long; if it was already written it is abandoned (its reply
-  /// is read and discarded) and may still run on the server.
+  /// 0: config::request_timeout applies (itself 0, no timeout, by default).
+  /// Otherwise the request fails with error::request_timeout after this
+  /// long; if it was already written it is abandoned (its reply is read and
+  /// discarded) and may still run on the server.
   std::chrono::milliseconds timeout{0};
   /// true: a request issued while disconnected waits for the reconnect.
   /// false: it fails at once with error::not_connected.
@@ -44,13 +46,37 @@ struct connection_stats {
   std::uint64_t connects = 0;        ///< successful connects (first one included)
   std::uint64_t reconnects = 0;      ///< successful connects after a lost connection
   std::uint64_t unknown_outcomes = 0;///< requests failed with error::unknown_outcome
+  /// Connection setups whose CLIENT SETNAME (or HELLO's SETNAME) the server
+  /// refused: an ACL user without +client, or a name with spaces. Not an
+  /// error: the connection goes on without a name (see
+  /// connection_event::client_name_refused).
+  std::uint64_t client_name_refusals = 0;
 };
 
 /// What happened to the connection, for on_event().
 struct connection_event {
-  enum kind_t { connected, disconnected, connect_failed } kind;
+  enum kind_t {
+    connected,
+    disconnected,
+    connect_failed,
+    /// During the setup, the server refused the client name (config::
+    /// client_name): `error` is error::no_permission (an ACL user without
+    /// +client) or error::handshake_failed (e.g. a name with spaces). The
+    /// setup goes on without a name; `connected` follows if all else works.
+    client_name_refused,
+  } kind;
   boost::system::error_code error;  ///< why it was lost or failed (empty for connected)
   int protocol = 0;                 ///< 3 or 2 after `connected`
+  /// connect_failed only: the server refused the setup for a reason that
+  /// will not go away by itself (error::auth_failed, error::no_permission,
+  /// error::handshake_failed for a refused SELECT). Until an attempt
+  /// succeeds, requests fail with `error` instead of waiting, and attempts
+  /// are spaced by config::reconnect_max_delay.
+  bool setup_refused = false;
+  /// The server's error reply when a setup command was refused (e.g.
+  /// "WRONGPASS invalid username-password pair or user is disabled."),
+  /// else empty.
+  std::string server_message;
 };
 
 namespace detail {
@@ -91,10 +117,15 @@ class connection {
   ///
   /// Completion signature: `void(boost::system::error_code)`. Completes after
   /// the first attempt: with success, or with that attempt's error (for
-  /// example connection_refused, error::connect_timeout, error::auth_failed).
+  /// example connection_refused, error::connect_timeout, error::auth_failed,
+  /// error::no_permission, error::handshake_failed).
   /// After a failed first attempt the connection keeps retrying in the
   /// background only if config::reconnect is set; call stop() to give up.
-  /// Calling connect() again while connected completes at once.
+  /// Calling connect() again while connected completes at once; while not
+  /// connected it completes with the next attempt's outcome.
+  ///
+  /// A refused client name (an ACL user without +client) is not an error:
+  /// see connection_stats::client_name_refusals.
   ///
   /// Cancellation: terminal cancellation of the wait completes it with
   /// operation_aborted; the background loop is not affected.
@@ -108,8 +139,13 @@ class connection {
   ///
   /// Completion signature: `void(boost::system::error_code, thoonk::response)`.
   /// Errors: error::unknown_outcome (written, then the connection was lost),
-  /// error::request_timeout, error::not_connected (only when
-  /// `opts.wait_for_connection` is false), error::client_stopped,
+  /// error::request_timeout (`opts.timeout`, else config::request_timeout),
+  /// error::not_connected (only when `opts.wait_for_connection` is false, or
+  /// when config::reconnect is off and the connection is gone),
+  /// error::auth_failed / error::no_permission / error::handshake_failed
+  /// (the server refused the connection setup: issued or queued while no
+  /// connection is up, the request fails instead of waiting, see
+  /// connection_event::setup_refused), error::client_stopped,
   /// operation_aborted (cancelled). Server error replies are data, not
   /// errors.
   ///

@@ -66,6 +66,12 @@ enum class error {
   job_not_stalled,         ///< retry of a job that is not stalled
   lost_claim,              ///< the claim token is no longer current: the job was reclaimed
   result_timeout,          ///< no result was stored within the timeout
+
+  // ---- permissions (Redis ACL; nothing was changed) ----------------------
+  no_permission,           ///< NOPERM for a command this operation needs
+  no_script_permission,    ///< the user may not run the library's scripts (EVALSHA / SCRIPT LOAD)
+  no_channel_permission,   ///< the user may not PUBLISH on the operation's notification channel
+  no_key_permission,       ///< the user may not access the feed's or queue's keys
 };
 
 /// The category of thoonk::error codes ("thoonk").

@@ -121,7 +121,11 @@ class subscriber {
   /// the server has confirmed the subscription (at once when the channel
   /// was already subscribed), so every message published after completion
   /// is delivered. Connects first if needed. Errors: error::client_stopped;
-  /// operation_aborted on cancellation (then nothing stays registered).
+  /// error::subscribe_refused (ACL channel permissions); the setup's own
+  /// error (auth_failed, handshake_failed, no_permission) when the
+  /// connection's setup was refused, instead of waiting for a reconnect that
+  /// would be refused too; operation_aborted on cancellation. On any error
+  /// nothing stays registered.
   template <class CompletionToken>
   auto subscribe(std::string channel, callback cb, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, subscription)>(

@@ -1,5 +1,7 @@
 #include "connection/connection_impl.hpp"
 
+#include "connection/handshake.hpp"
+
 #include "detail/executor_util.hpp"
 
 #include <thoonk/error.hpp>
@@ -29,25 +31,6 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;
 
-bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    if (std::toupper(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  }
-  return true;
-}
-
-// Maps an error reply of the handshake to the error a user can act on.
-error_code classify_handshake_error(const resp3::value& v) {
-  std::string_view msg = v.str;
-  if (starts_with_nocase(msg, "WRONGPASS") || starts_with_nocase(msg, "NOAUTH") ||
-      msg.find("invalid password") != std::string_view::npos ||
-      msg.find("invalid username-password") != std::string_view::npos ||
-      msg.find("without any password configured") != std::string_view::npos)
-    return error::auth_failed;
-  return error::handshake_failed;
-}
-
 // The first element of a RESP2 array that is a pub/sub event.
 bool is_pubsub_kind(std::string_view k) {
   return k == "message" || k == "pmessage" || k == "smessage" || k == "subscribe" ||
@@ -65,7 +48,7 @@ connection_impl::connection_impl(executor_type ex, config cfg)
       writer_wake_(executor_),
       health_timer_(executor_),
       backoff_timer_(executor_),
-      backoff_(cfg_.reconnect_min_delay, cfg_.reconnect_max_delay) {}
+      policy_(cfg_.reconnect_min_delay, cfg_.reconnect_max_delay) {}
 
 connection_impl::~connection_impl() = default;
 
@@ -121,13 +104,21 @@ void connection_impl::async_exec_bytes(std::string payload, std::size_t commands
 
 void connection_impl::enqueue(std::string_view payload, std::size_t commands,
                               std::size_t expected, exec_options opts, exec_handler h) {
-  if (stopped_ || (!connected_ && !opts.wait_for_connection)) {
+  // While the server refuses our setup (wrong password...), waiting would
+  // mean waiting until someone fixes the config or the ACL: fail at once.
+  const error_code refused = refusal();
+  if (stopped_ || (!connected_ && !opts.wait_for_connection) || refused) {
     if (h)
       complete_handler(std::move(h), executor_,
-                       error_code(stopped_ ? error::client_stopped : error::not_connected),
+                       stopped_  ? error_code(error::client_stopped)
+                       : refused ? refused
+                                 : error_code(error::not_connected),
                        response{});
     return;
   }
+  // config::request_timeout bounds every request that sets no timeout of
+  // its own, the library's typed operations included.
+  if (opts.timeout.count() <= 0) opts.timeout = cfg_.request_timeout;
   ++stats_.requests;
   stats_.commands += commands;
   // An empty handler (internal fire-and-forget request) has no slot.
@@ -183,8 +174,14 @@ void connection_impl::finish_connect_waiters(error_code ec) {
   for (auto& w : waiters) complete_handler(w.second.take(), executor_, ec);
 }
 
-void connection_impl::emit(connection_event::kind_t kind, error_code ec) {
-  connection_event ev{kind, ec, protocol_};
+void connection_impl::emit(connection_event::kind_t kind, error_code ec, bool setup_refused,
+                           const std::string& server_message) {
+  connection_event ev{};
+  ev.kind = kind;
+  ev.error = ec;
+  ev.protocol = protocol_;
+  ev.setup_refused = setup_refused;
+  ev.server_message = server_message;
   // A listener may add listeners; iterate over a snapshot of the count.
   for (std::size_t i = 0, n = listeners_.size(); i < n; ++i) {
     try {
@@ -220,7 +217,7 @@ asio::awaitable<void> connection_impl::run() {
     if (stopped_) break;
     if (!ec) {
       connected_ = true;
-      backoff_.reset();
+      policy_.on_connected();
       ++stats_.connects;
       if (ever_connected_) ++stats_.reconnects;
       ever_connected_ = true;
@@ -243,16 +240,28 @@ asio::awaitable<void> connection_impl::run() {
         complete(done_);
       }
       emit(connection_event::disconnected, ec);
+      if (stopped_ || !cfg_.reconnect) break;
+      backoff_timer_.expires_after(policy_.on_lost());
     } else {
       error_code ignored;
       socket_.close(ignored);
-      finish_connect_waiters(ec);
-      queue_.fail_non_waiting(done_);
+      const bool refused = attempt_refused_;
+      // From here on, new requests see the refusal (refusal()).
+      const auto delay = policy_.on_failed(ec, refused);
+      // Listeners first, completions last: a completion may resume the
+      // caller inline, and the caller may then destroy what listeners use.
+      emit(connection_event::connect_failed, ec, refused, attempt_message_);
+      // Decision (docs/decisions.md, "Connection"): a refused setup fails
+      // every queued request, those that asked to wait for a connection
+      // included, because the refusal will not go away by itself; a
+      // transient failure only fails those that asked not to wait.
+      if (refused) queue_.fail_all(ec, done_);
+      else queue_.fail_non_waiting(done_);
       complete(done_);
-      emit(connection_event::connect_failed, ec);
+      finish_connect_waiters(ec);
+      if (stopped_ || !cfg_.reconnect) break;
+      backoff_timer_.expires_after(delay);
     }
-    if (stopped_ || !cfg_.reconnect) break;
-    backoff_timer_.expires_after(backoff_.next());
     co_await backoff_timer_.async_wait(use_nothrow);
   }
   running_ = false;
@@ -264,6 +273,8 @@ asio::awaitable<void> connection_impl::run() {
 }
 
 asio::awaitable<error_code> connection_impl::connect_once() {
+  attempt_refused_ = false;  // only a refused handshake sets it
+  attempt_message_.clear();
   asio::steady_timer deadline(executor_, cfg_.connect_timeout);
   auto r = co_await (connect_socket() || deadline.async_wait(use_nothrow));
   if (r.index() == 1) co_return error::connect_timeout;
@@ -316,56 +327,41 @@ asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes)
 }
 
 asio::awaitable<error_code> connection_impl::handshake() {
-  protocol_ = 2;
+  // The protocol decisions (what to send, what each reply means) live in
+  // detail::handshake; this only moves its batches and replies.
+  detail::handshake hs(cfg_);
+  protocol_ = hs.protocol();
+  bool name_reported = false;
+  request batch;
   resp3::value reply;
-  if (cfg_.protocol >= 3) {
-    request hello;
-    // HELLO 3 [AUTH user pass] [SETNAME name] in one command.
-    std::vector<std::string_view> args{"3"};
-    if (!cfg_.password.empty()) {
-      args.push_back("AUTH");
-      args.push_back(cfg_.username.empty() ? std::string_view("default") : cfg_.username);
-      args.push_back(cfg_.password);
+  while (hs.next_batch(batch)) {
+    // Replies to on_setup's commands (appended to the last batch) are not
+    // awaited here: they flow through the reader like any reply, so the hook
+    // must only add commands that expect none (SUBSCRIBE family).
+    if (hs.final_batch() && on_setup) on_setup(batch);
+    if (batch.empty()) continue;
+    if (auto ec = co_await write_all(batch.payload())) co_return ec;
+    while (hs.replies_due() > 0) {
+      if (auto ec = co_await read_reply(reply)) co_return ec;
+      hs.on_reply(reply);
+      // Set before the next read: RESP2 pub/sub arrays are told apart from
+      // replies by the protocol (is_push).
+      protocol_ = hs.protocol();
     }
-    if (!cfg_.client_name.empty()) {
-      args.push_back("SETNAME");
-      args.push_back(cfg_.client_name);
-    }
-    hello.push_range("HELLO", {}, args);
-    if (auto ec = co_await write_all(hello.payload())) co_return ec;
-    if (auto ec = co_await read_reply(reply)) co_return ec;
-    if (!reply.is_error()) {
-      protocol_ = 3;
-    } else if (!starts_with_nocase(reply.str, "NOPROTO") &&
-               reply.str.find("unknown command") == std::string::npos) {
-      co_return classify_handshake_error(reply);
+    if (hs.name_refused() && !name_reported) {
+      // Not fatal: the name only labels the connection in CLIENT LIST. An
+      // ACL user without +client gets here on every RESP2 (re)connect.
+      name_reported = true;
+      ++stats_.client_name_refusals;
+      emit(connection_event::client_name_refused, hs.name_error(), false,
+           hs.server_message());
     }
   }
-
-  // Second step: what HELLO did not do (RESP2 only), SELECT, and the hook.
-  request setup;
-  std::size_t checked = 0;
-  if (protocol_ == 2) {
-    if (!cfg_.password.empty()) {
-      if (cfg_.username.empty()) setup.push("AUTH", cfg_.password);
-      else setup.push("AUTH", cfg_.username, cfg_.password);
-    }
-    if (!cfg_.client_name.empty()) setup.push("CLIENT", "SETNAME", cfg_.client_name);
+  if (hs.error()) {
+    attempt_refused_ = hs.refused();
+    attempt_message_ = hs.server_message();
   }
-  if (cfg_.database != 0) setup.push("SELECT", cfg_.database);
-  checked = setup.expected_replies();
-  if (on_setup) on_setup(setup);
-  // Replies beyond `checked` (from on_setup) are not awaited here: they flow
-  // through the reader like any reply, so the hook must only add commands
-  // that expect none (SUBSCRIBE family).
-  if (setup.empty()) co_return error_code{};
-  if (auto ec = co_await write_all(setup.payload())) co_return ec;
-  error_code first_error;
-  for (std::size_t i = 0; i < checked; ++i) {
-    if (auto ec = co_await read_reply(reply)) co_return ec;
-    if (reply.is_error() && !first_error) first_error = classify_handshake_error(reply);
-  }
-  co_return first_error;
+  co_return hs.error();
 }
 
 void connection_impl::reset_read_buffer() {

@@ -47,6 +47,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool connected() const noexcept { return connected_; }
   int protocol() const noexcept { return connected_ ? protocol_ : 0; }
   const connection_stats& stats() const noexcept { return stats_; }
+  /// While no connection is up because the last setup was refused (wrong
+  /// password, SELECT refused, NOPERM): the error new requests fail with.
+  /// Empty otherwise (requests wait for the connection). See
+  /// reconnect_policy.
+  boost::system::error_code refusal() const noexcept {
+    return connected_ || !running_ ? boost::system::error_code{} : policy_.refusal();
+  }
   void add_listener(std::function<void(const connection_event&)> l) {
     listeners_.push_back(std::move(l));
   }
@@ -77,7 +84,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void cancel_request(std::uint64_t seq, error_code ec);
   void complete(std::vector<completion>& done);
   void finish_connect_waiters(error_code ec);
-  void emit(connection_event::kind_t kind, error_code ec);
+  void emit(connection_event::kind_t kind, error_code ec, bool setup_refused = false,
+            const std::string& server_message = {});
   void ensure_running();
   void wake_writer();
 
@@ -117,13 +125,17 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   boost::asio::steady_timer writer_wake_;
   boost::asio::steady_timer health_timer_;
   boost::asio::steady_timer backoff_timer_;
-  backoff backoff_;
+  reconnect_policy policy_;
 
   bool running_ = false;
   bool stopped_ = false;
   bool connected_ = false;
   bool writer_idle_ = false;
   bool ever_connected_ = false;
+  // Set by handshake(): the last attempt's setup was refused (not transient),
+  // and the server's text for it.
+  bool attempt_refused_ = false;
+  std::string attempt_message_;
   int protocol_ = 0;
   std::chrono::steady_clock::time_point last_read_{};
   std::chrono::steady_clock::time_point last_progress_{};

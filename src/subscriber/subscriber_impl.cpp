@@ -16,10 +16,20 @@ namespace {
 std::string restore_key(bool pattern, const std::string& name) {
   return (pattern ? "p:" : "c:") + name;
 }
+
+// The subscriber's commands are its own bookkeeping: a SUBSCRIBE that timed
+// out while disconnected would only be dropped from the queue while its
+// subscribe() kept waiting (the reconnect re-subscribes anyway), so
+// config::request_timeout does not apply to them.
+config without_request_timeout(config cfg) {
+  cfg.request_timeout = std::chrono::milliseconds(0);
+  return cfg;
+}
 }  // namespace
 
 subscriber_impl::subscriber_impl(asio::any_io_executor ex, config cfg)
-    : conn_(std::make_shared<connection_impl>(std::move(ex), std::move(cfg))) {
+    : conn_(std::make_shared<connection_impl>(std::move(ex),
+                                              without_request_timeout(std::move(cfg)))) {
   conn_->subscriber_mode = true;
 }
 
@@ -99,6 +109,12 @@ void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber
                                       subscribe_handler h) {
   if (stopped_) {
     complete_handler(std::move(h), executor(), error_code(error::client_stopped), subscription{});
+    return;
+  }
+  if (auto refused = conn_->refusal()) {
+    // The server refuses our setup (wrong password...): as for requests,
+    // fail now rather than wait for someone to fix the config or the ACL.
+    complete_handler(std::move(h), executor(), refused, subscription{});
     return;
   }
   auto kind = pattern ? subscription::kind::pattern : subscription::kind::channel;
@@ -279,8 +295,31 @@ void subscriber_impl::on_connection_event(const connection_event& ev) {
       emit({subscriber_event::disconnected, ev.error});
       break;
     case connection_event::connect_failed:
+      if (ev.setup_refused) fail_waiters(ev.error);
+      break;
+    case connection_event::client_name_refused:
       break;
   }
+}
+
+void subscriber_impl::fail_waiters(error_code ec) {
+  // subscribe() calls still waiting for a confirmation fail with the setup
+  // error and their callbacks go; registrations confirmed on an earlier
+  // connection stay and are restored when an attempt succeeds.
+  std::vector<handler_box<void(error_code, subscription)>> failed;
+  for (auto* t : {&channels_, &patterns_}) {
+    for (auto it = t->begin(); it != t->end();) {
+      entry& e = it->second;
+      for (auto& w : e.waiters) {
+        std::erase_if(e.callbacks, [&](const callback_slot& s) { return s.id == w.id; });
+        failed.push_back(std::move(w.handler));
+      }
+      e.waiters.clear();
+      if (e.callbacks.empty()) it = t->erase(it);
+      else ++it;
+    }
+  }
+  for (auto& h : failed) complete_handler(h.take(), executor(), ec, subscription{});
 }
 
 subscription subscriber_impl::add_listener(std::function<void(const subscriber_event&)> l) {

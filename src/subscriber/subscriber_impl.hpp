@@ -65,6 +65,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   void send(std::string_view command, const std::string& name);
   void subscribe_on_server(bool pattern, const std::string& name, request* setup = nullptr);
   void on_refused(resp3::value&& error_reply);
+  void fail_waiters(boost::system::error_code ec);
   void cleanup(bool pattern, const std::string& name);
   void emit(const subscriber_event& ev);
   table& tbl(bool pattern) { return pattern ? patterns_ : channels_; }
