@@ -121,7 +121,9 @@ class client {
   }
 
   /// Sets one config field (HSET) and PUBLISHes conffeed.
-  /// Completion `void(error_code)`; error::feed_not_found if missing.
+  /// Completion `void(error_code)`; error::feed_not_found if missing;
+  /// error::invalid_argument, with nothing written, for a value the library
+  /// cannot use (config_field_problem() says which rule it broke).
   template <class CompletionToken>
   auto set_config(std::string name, std::string field, std::string value,
                   CompletionToken&& token) {
@@ -191,5 +193,13 @@ class client {
   subscriber sub_;
   std::string instance_id_;
 };
+
+/// Why create_feed, set_config or set_config_json would refuse `value` for
+/// the config field `field` with error::invalid_argument: a sentence naming
+/// the field and its allowed values (for instance "claim_timeout_ms must be
+/// an integer from 1 to 9007199254740991 (milliseconds)"), or an empty
+/// string when the value is accepted. Fields the library does not read
+/// accept any value. No I/O; thread-safe. The rules are in docs/feeds.md §2.
+std::string config_field_problem(std::string_view field, std::string_view value);
 
 }  // namespace thoonk

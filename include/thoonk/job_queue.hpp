@@ -1,5 +1,5 @@
 // A Redis-backed job queue (contract 002 "Job", contract 001 "Get Result",
-// DESIGN.md §4–§5): atomic claims with claim tokens, finish with durable
+// docs/design.md §5): atomic claims with claim tokens, finish with durable
 // results, cancel/stall/retry/retract, maintenance with claim timeouts.
 // See docs/jobs.md for the state diagram and the delivery guarantees.
 #pragma once
@@ -404,8 +404,12 @@ class job_queue {
   ///
   /// Completion `void(error_code, maintenance_report)` (report.ran false:
   /// another runner holds the lock). Errors: feed_not_found,
-  /// wrong_feed_type, transport errors. Cancellation: stops between steps;
-  /// every step done stays done; the lock expires after lock_ttl.
+  /// wrong_feed_type, transport errors. The lock is released before the
+  /// run completes, also when it failed or was cancelled, so a process that
+  /// runs maintenance once and exits leaves the queue free for the next
+  /// runner (only if the release itself fails does the lock wait out its
+  /// lock_ttl). Cancellation: stops between steps; every step done stays
+  /// done.
   template <class CompletionToken>
   auto maintain(maintenance_options opts, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, maintenance_report)>(

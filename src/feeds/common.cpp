@@ -17,6 +17,50 @@ std::string now_ms() {
   return std::to_string(ms);
 }
 
+namespace {
+
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out)
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  return out;
+}
+
+}  // namespace
+
+error_code permission_error(std::string_view s) {
+  if (s.starts_with("NOCHANNELPERM")) return error::no_channel_permission;
+  // Redis 7.0: NOPERM for commands refused before they run; inside a
+  // script "The user executing the script can't ...". 7.2 and later:
+  // "ACL failure in script: ..." inside scripts.
+  const bool acl = s.starts_with("NOPERM") || contains(s, "The user executing the script can't") ||
+                   contains(s, "ACL failure in script");
+  if (!acl) return {};
+  // What was refused. 7.0: "access one of the keys used as arguments",
+  // "access at least one of the keys mentioned", "access one of the
+  // channels", "publish to the channel"; 7.2+: "access a key",
+  // "access a channel", or verbose "access the '<k>' key/channel".
+  if (contains(s, "one of the keys") || contains(s, "access a key") || contains(s, "' key"))
+    return error::no_key_permission;
+  if (contains(s, "one of the channels") || contains(s, "access a channel") ||
+      contains(s, "' channel") || contains(s, "publish to the channel"))
+    return error::no_channel_permission;
+  // "... no permissions to run the '<command>' command".
+  if (auto p = s.find("run the '"); p != std::string_view::npos) {
+    auto rest = s.substr(p + 9);
+    auto cmd = lower(rest.substr(0, rest.find('\'')));
+    if (cmd == "eval" || cmd == "evalsha" || cmd == "eval_ro" || cmd == "evalsha_ro" ||
+        cmd == "script" || cmd.starts_with("script|"))
+      return error::no_script_permission;
+    if (cmd == "publish" || cmd == "spublish") return error::no_channel_permission;
+  }
+  return error::no_permission;
+}
+
 error_code reply_error(const resp3::value& v) {
   if (!v.is_error()) return {};
   std::string_view s = v.str;
@@ -25,10 +69,65 @@ error_code reply_error(const resp3::value& v) {
   if (s.starts_with("IDNOTFOUND")) return error::id_not_found;
   if (s.starts_with("FEEDEXISTS")) return error::feed_exists;
   if (s.starts_with("INVALIDARG")) return error::invalid_argument;
+  if (auto pe = permission_error(s)) return pe;
   if (s.find("user_script") != std::string_view::npos ||
       s.starts_with("ERR Error running script") || s.starts_with("ERR Error compiling script"))
     return error::script_error;
   return error::server_error;
+}
+
+namespace {
+
+// Lua numbers are doubles: integers above 2^53 - 1 are not exact there.
+constexpr std::uint64_t max_exact = (std::uint64_t{1} << 53) - 1;
+
+// Plain decimal digits within [lo, max_exact].
+bool decimal_in(std::string_view v, std::uint64_t lo) {
+  if (v.empty() || v.size() > 16) return false;
+  for (char ch : v)
+    if (ch < '0' || ch > '9') return false;
+  std::uint64_t n = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  return r.ec == std::errc{} && r.ptr == v.data() + v.size() && n >= lo && n <= max_exact;
+}
+
+struct int_field {
+  std::string_view name;
+  std::uint64_t min;
+  std::string_view meaning;
+};
+
+// Every config field the scripts read as a number (src/feeds/*.cpp,
+// src/jobs/lua.cpp). docs/feeds.md §2 and docs/jobs.md §1 list the same.
+constexpr int_field int_fields[] = {
+    {"max_length", 0, "the most items a feed keeps, 0 = unlimited"},
+    {"retraction_log", 0, "retractions kept for catch-up, 0 = none"},
+    {"claim_timeout_ms", 1, "milliseconds after which a claim lapses"},
+    {"max_failures", 0, "failures after which a lapsing claim stalls the job"},
+    {"result_ttl_ms", 1, "milliseconds a job result is kept"},
+};
+
+}  // namespace
+
+config_check validate_config_field(std::string_view field, std::string_view value) {
+  const error_code bad = error::invalid_argument;
+  if (field.empty()) return {bad, "config field names must not be empty"};
+  if (field == "type")
+    return {bad, "config field 'type' is set by create_feed only and cannot be changed"};
+  for (const auto& f : int_fields) {
+    if (field != f.name) continue;
+    if (decimal_in(value, f.min)) return {};
+    return {bad, "config field '" + std::string(f.name) + "' (" + std::string(f.meaning) +
+                     ") must be an integer from " + std::to_string(f.min) + " to " +
+                     std::to_string(max_exact) + " in plain decimal digits, not '" +
+                     std::string(value.substr(0, 64)) + "'"};
+  }
+  if (field == "published") {
+    if (value == "0" || value == "1") return {};
+    return {bad, "config field 'published' (index jobs by put time) must be '0' or '1', not '" +
+                     std::string(value.substr(0, 64)) + "'"};
+  }
+  return {};
 }
 
 error_code check_type_reply(const resp3::value& v, feed_type want) {
@@ -67,7 +166,8 @@ std::vector<std::string> data_keys(const feed_names& n) {
           n.key("changes"), n.key("retracts"), n.key("retracttrim"), n.key("idincr")};
 }
 
-const std::string_view lua_prelude = R"lua(
+namespace {
+constexpr auto lua_prelude_text = lua_concat(R"lua(
 -- ---- prelude shared by every data-changing feed script (src/feeds/common.cpp)
 -- KEYS: 1 feed.config   2 feed.ids      3 feed.items        4 feed.publishes
 --       5 feed.changes  6 feed.retracts 7 feed.retracttrim  8 feed.idincr
@@ -85,6 +185,13 @@ local function open_feed(want, ...)
   return nil, conf
 end
 
+-- Refuses, before any write, an operation whose notifications the user may
+-- not PUBLISH (ACL command or channel permissions). Redis does not roll back
+-- a script that fails half way, so a PUBLISH refused after the writes would
+-- leave them applied under an error. Returns an error reply or nil.
+-- redis.acl_check_cmd exists from Redis 7.0; older servers are not checked.
+-- check_publish(ch1, ch2, ...): lua_check_publish_source in common.hpp.
+)lua", lua_check_publish_source, R"lua(
 -- feed.publishes: the contract's publish counter, used as the sequence
 -- number of publishes and edits.
 local function publish_count()
@@ -123,7 +230,10 @@ local function record_retracts(ids, seq, log_max, check)
   end
 end
 -- ---- end of prelude
-)lua";
+)lua");
+}  // namespace
+
+const std::string_view lua_prelude = lua_view(lua_prelude_text);
 
 const script get_all_script{std::string(lua_prelude) + R"lua(
 -- Get All (contract 002 "Get IDs" + "Get Items" as one snapshot).

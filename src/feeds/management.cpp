@@ -13,7 +13,6 @@
 #include <boost/json/string.hpp>
 
 #include <algorithm>
-#include <charconv>
 
 namespace thoonk {
 
@@ -22,11 +21,17 @@ using boost::system::error_code;
 
 namespace {
 
+// Every script checks, before its first write, that the user may PUBLISH
+// its notification (check_publish, src/feeds/common.hpp): a refused
+// PUBLISH after the writes would leave them applied under an error.
+
 // Create Feed: SADD feeds (abort if present), the config hash, PUBLISH newfeed.
-const script create_script{R"lua(
+const script create_script{std::string(detail::lua_check_publish) + R"lua(
 -- KEYS[1] feeds   KEYS[2] feed.config:[f]   KEYS[3..] every other key of the feed
 -- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
 -- ARGV[5..] config field, value, field, value, ...
+local perm = check_publish(ARGV[4])
+if perm then return perm end
 if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then
   return redis.error_reply('FEEDEXISTS the feed already exists')
 end
@@ -39,9 +44,11 @@ return 1
 )lua"};
 
 // Delete Feed: SREM feeds (fail if absent), delete every key, PUBLISH delfeed.
-const script delete_script{R"lua(
+const script delete_script{std::string(detail::lua_check_publish) + R"lua(
 -- KEYS[1] feeds   KEYS[2..] every key of the feed (keys.hpp all_keys)
 -- ARGV[1] name  ARGV[2] instance uuid  ARGV[3] delfeed channel
+local perm = check_publish(ARGV[3])
+if perm then return perm end
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then
   return redis.error_reply('FEEDNOTFOUND no such feed')
 end
@@ -51,9 +58,11 @@ return 1
 )lua"};
 
 // Set Config Value: HSET feed.config, PUBLISH conffeed (fail if no feed).
-const script set_config_script{R"lua(
+const script set_config_script{std::string(detail::lua_check_publish) + R"lua(
 -- KEYS[1] feeds   KEYS[2] feed.config:[f]
 -- ARGV[1] name  ARGV[2] field  ARGV[3] value  ARGV[4] instance uuid  ARGV[5] conffeed channel
+local perm = check_publish(ARGV[5])
+if perm then return perm end
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
   return redis.error_reply('FEEDNOTFOUND no such feed')
 end
@@ -62,18 +71,11 @@ redis.call('PUBLISH', ARGV[5], ARGV[1] .. '\0' .. ARGV[4])
 return 1
 )lua"};
 
-bool is_count(std::string_view v) {
-  std::uint64_t n = 0;
-  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-  return !v.empty() && r.ec == std::errc{} && r.ptr == v.data() + v.size();
-}
-
-// Config fields the library interprets must hold what it expects; `type`
-// is set only at creation.
+// Config fields the library interprets must hold what its scripts expect
+// (detail::validate_config_field: type and range, by field name); `type` is
+// set only at creation; every value is bounded by max_item_size.
 error_code validate_field(const config& cfg, std::string_view field, std::string_view value) {
-  if (field.empty() || field == "type") return error::invalid_argument;
-  if ((field == "max_length" || field == "retraction_log") && !is_count(value))
-    return error::invalid_argument;
+  if (auto r = detail::validate_config_field(field, value)) return r.ec;
   return detail::validate_item(cfg, value);
 }
 
@@ -223,6 +225,10 @@ void client::start_get_config_json(std::string name, std::string field,
                                    handler<boost::json::value> h) {
   detail::spawn_op(get_executor(), get_config_json_op(this, std::move(name), std::move(field)),
                    std::move(h));
+}
+
+std::string config_field_problem(std::string_view field, std::string_view value) {
+  return detail::validate_config_field(field, value).reason;
 }
 
 }  // namespace thoonk

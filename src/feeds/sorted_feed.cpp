@@ -14,6 +14,10 @@ using boost::system::error_code;
 
 namespace {
 
+// Every script checks the feed's type, then that the user may PUBLISH its
+// notifications (check_publish, src/feeds/common.hpp), before any write: a
+// refused PUBLISH after the writes would leave them applied under an error.
+
 // Append / Prepend / Publish Before / Publish After: a new id from
 // feed.idincr placed in the list, then feed.publish `id\0item` and
 // feed.position `id\0pos`.
@@ -21,7 +25,7 @@ const script insert_script{std::string(detail::lua_prelude) + R"lua(
 -- ARGV[1] mode: 'end' | 'begin' | 'before' | 'after'   ARGV[2] relative id
 -- ARGV[3] item  ARGV[4] feed.publish channel  ARGV[5] feed.position channel
 -- Returns the new id.
-local err = open_feed('sorted_feed')
+local err = open_feed('sorted_feed') or check_publish(ARGV[4], ARGV[5])
 if err then return err end
 local mode, rel, item = ARGV[1], ARGV[2], ARGV[3]
 if (mode == 'before' or mode == 'after') and redis.call('HEXISTS', K_ITEMS, rel) == 0 then
@@ -56,7 +60,7 @@ return id
 // channel for sorted-feed edits). Fails, changing nothing, when absent.
 const script edit_script{std::string(detail::lua_prelude) + R"lua(
 -- ARGV[1] id  ARGV[2] item  ARGV[3] feed.publish channel
-local err = open_feed('sorted_feed')
+local err = open_feed('sorted_feed') or check_publish(ARGV[3])
 if err then return err end
 if redis.call('HEXISTS', K_ITEMS, ARGV[1]) == 0 then
   return redis.error_reply('IDNOTFOUND no such item')
@@ -73,7 +77,7 @@ return 1
 const script move_script{std::string(detail::lua_prelude) + R"lua(
 -- ARGV[1] id  ARGV[2] mode: 'end' | 'begin' | 'before' | 'after'
 -- ARGV[3] relative id  ARGV[4] feed.position channel
-local err = open_feed('sorted_feed')
+local err = open_feed('sorted_feed') or check_publish(ARGV[4])
 if err then return err end
 local id, mode, rel = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('HEXISTS', K_ITEMS, id) == 0 then
@@ -111,6 +115,8 @@ const script retract_script{std::string(detail::lua_prelude) + R"lua(
 local err, conf = open_feed('sorted_feed', 'retraction_log')
 if err then return err end
 if redis.call('HEXISTS', K_ITEMS, ARGV[1]) == 0 then return 0 end
+err = check_publish(ARGV[2])
+if err then return err end
 redis.call('LREM', K_IDS, 1, ARGV[1])
 redis.call('HDEL', K_ITEMS, ARGV[1])
 record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)

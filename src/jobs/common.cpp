@@ -1,5 +1,7 @@
 #include "jobs/common.hpp"
 
+#include "feeds/common.hpp"  // permission_error
+
 #include <charconv>
 #include <string_view>
 
@@ -30,6 +32,9 @@ error_code script_reply_error(const resp3::value& v) {
     if (code == "queue_empty") return error::queue_empty;
     if (code == "invalid_argument") return error::invalid_argument;
   }
+  // ACL refusals (NOPERM, in or out of a script; NOCHANNELPERM from
+  // check_publish): the same mapping as the feeds'.
+  if (auto pe = permission_error(msg)) return pe;
   if (msg.find("user_script") != std::string_view::npos ||
       msg.find("Error running script") != std::string_view::npos ||
       msg.find("Lua") != std::string_view::npos)

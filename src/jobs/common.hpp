@@ -55,10 +55,12 @@ std::string now_ms_string();
 std::int64_t now_ms();
 
 /// Maps an error value returned by a queue/job script ("THOONK <code>") to
-/// its error code; other error replies: a Lua runtime error
-/// (`ERR user_script...`, `ERR Error running script`) → script_error,
-/// anything else (OOM, READONLY, ...) → server_error. Success when `v` is
-/// not an error.
+/// its error code; other error replies: an ACL refusal (NOPERM, or
+/// NOCHANNELPERM from check_publish) → the permission codes, mapped by
+/// detail::permission_error (src/feeds/common.hpp) as for feeds; a Lua
+/// runtime error (`ERR user_script...`, `ERR Error running script`) →
+/// script_error, anything else (OOM, READONLY, ...) → server_error.
+/// Success when `v` is not an error.
 error_code script_reply_error(const resp3::value& v);
 
 /// Runs a library script; error replies are mapped, so a successful value

@@ -164,6 +164,7 @@ std::vector<error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
       case 1: out.emplace_back(error::job_not_found); break;
       case 2: out.emplace_back(error::job_not_claimed); break;
       case 3: out.emplace_back(error::lost_claim); break;
+      case 4: out.emplace_back(error::no_channel_permission); break;
       default: out.emplace_back(error::unexpected_type); break;
     }
   }

@@ -1,5 +1,7 @@
 #include "jobs/lua.hpp"
 
+#include "feeds/common.hpp"  // lua_check_publish_source, lua_concat
+
 #include <string>
 
 namespace thoonk::detail::jobs::lua {
@@ -23,7 +25,14 @@ namespace {
 //   feed.sleepers:[f]  exists while some getter found the queue empty and
 //                      waits; a put deletes it and PUBLISHes a wake-up, so
 //                      a busy queue pays no PUBLISH per put.
-const char* const prelude = R"lua(
+//
+// Permissions (docs/errors.md "Permissions"): Redis does not roll back a
+// script that fails half way, so every script that may PUBLISH checks
+// first, before its first write, that the calling ACL user may
+// (check_publish: NOCHANNELPERM error reply, nothing written). The
+// give-back scripts (release, queue give-back) run for waiters that went
+// away and must not fail: they skip the wake-up instead (wake_if_allowed).
+constexpr auto prelude_text = detail::lua_concat(R"lua(
 local function fail(code) return redis.error_reply('THOONK ' .. code) end
 local function check(want)
   local t = redis.call('HGET', KEYS[1], 'type')
@@ -91,6 +100,23 @@ end
 local function wake(sleepers, channel, n)
   if redis.call('DEL', sleepers) == 1 then redis.call('PUBLISH', channel, n) end
 end
+-- check_publish(ch, ...) (src/feeds/common.hpp) is spliced in here.
+)lua", detail::lua_check_publish_source, R"lua(
+-- For scripts that must not fail: the wake-up is skipped when the user may
+-- not PUBLISH it (sleeping claimers find the jobs at their next poll).
+local function wake_if_allowed(sleepers, channel, n)
+  if check_publish(channel) then return end
+  wake(sleepers, channel, n)
+end
+-- A config number as the scripts need it: an integer >= lo, else the
+-- default. create_feed / set_config refuse other values
+-- (validate_config_field); this guards against values written with plain
+-- commands (a fractional PEXPIRE would fail after the writes).
+local function conf_int(v, default, lo)
+  local n = tonumber(v)
+  if not n or n ~= math.floor(n) or n < lo or n > 9007199254740991 then return default end
+  return n
+end
 -- job layout: nil when `id` is claimed under `token`, else the error code.
 local function claim_check(id, token)
   if not redis.call('ZSCORE', KEYS[7], id) then
@@ -100,9 +126,9 @@ local function claim_check(id, token)
   if redis.call('HGET', KEYS[10], id) ~= token then return 'lost_claim' end
   return nil
 end
-)lua";
+)lua");
 
-script make(const char* body) { return script(std::string(prelude) + body); }
+script make(const char* body) { return script(std::string(detail::lua_view(prelude_text)) + body); }
 
 }  // namespace
 
@@ -113,7 +139,7 @@ script make(const char* body) { return script(std::string(prelude) + body); }
 // ARGV: 1 now_ms, 2 high ('1'/'0'), 3 wake channel, 4.. items. Returns ids.
 const script& queue_put() {
   static const script s = make(R"lua(
-local e = check('queue') if e then return e end
+local e = check('queue') or check_publish(ARGV[3]) if e then return e end
 local n = #ARGV - 3
 if n < 1 then return {} end
 local ids = new_ids(KEYS[5], n, tonumber(ARGV[1]))
@@ -165,7 +191,7 @@ for j = 1, m do h[2 * j - 1] = ARGV[2 * j]; h[2 * j] = ARGV[2 * j + 1] end
 for j = m, 1, -1 do r[#r + 1] = ARGV[2 * j] end
 redis.call('HSET', KEYS[3], unpack(h))
 redis.call('RPUSH', KEYS[2], unpack(r))
-wake(KEYS[6], ARGV[1], m)
+wake_if_allowed(KEYS[6], ARGV[1], m)
 return m
 )lua");
   return s;
@@ -194,6 +220,7 @@ const script& job_put() {
 local cfg = redis.call('HMGET', KEYS[1], 'type', 'published')
 if not cfg[1] then return fail('feed_not_found') end
 if cfg[1] ~= 'job' then return fail('wrong_feed_type') end
+local perm = check_publish(ARGV[3]) if perm then return perm end
 local n = #ARGV - 3
 if n < 1 then return {} end
 local ids = new_ids(KEYS[12], n, tonumber(ARGV[1]))
@@ -289,7 +316,7 @@ for j = m, 1, -1 do
 end
 if #back > 0 then
   redis.call('RPUSH', KEYS[2], unpack(back))
-  wake(KEYS[11], ARGV[1], #back)
+  wake_if_allowed(KEYS[11], ARGV[1], #back)
 end
 return #back
 )lua");
@@ -303,22 +330,34 @@ return #back
 // job.finish `id\0result` and LPUSH + PEXPIRE the durable result (contract
 // 001). Also drops the job's put time (feed.published; the contract leaks
 // it) and its token. Returns one status per job: 0 finished,
-// 1 job_not_found, 2 job_not_claimed, 3 lost_claim.
+// 1 job_not_found, 2 job_not_claimed, 3 lost_claim, 4 no_channel_permission
+// (a finish with a result by a user who may not PUBLISH job.finish: that
+// job is left as it was; the others of the batch finish).
 const script& job_finish() {
   static const script s = make(R"lua(
 local cfg = redis.call('HMGET', KEYS[1], 'type', 'result_ttl_ms')
 if not cfg[1] then return fail('feed_not_found') end
 if cfg[1] ~= 'job' then return fail('wrong_feed_type') end
-local ttl = tonumber(cfg[2]) or 300000
+local ttl = conf_int(cfg[2], 300000, 1)
 local m = (#ARGV - 1) / 4
 local ids = {}
 for j = 1, m do ids[j] = ARGV[4 * j - 2] end
+-- Results are PUBLISHed: may this user? (Checked before any write.)
+local can_publish = true
+for j = 1, m do
+  if tonumber(ARGV[4 * j]) > 0 then
+    can_publish = check_publish(ARGV[1]) == nil
+    break
+  end
+end
 local att = {}
 if redis.call('EXISTS', KEYS[10]) == 1 then att = redis.call('HMGET', KEYS[10], unpack(ids)) end
 local st, ok, o, seen = {}, {}, {}, {}
 for j = 1, m do
   local id = ids[j]
-  if seen[id] then
+  if not can_publish and tonumber(ARGV[4 * j]) > 0 then
+    st[j] = 4  -- its result could not be announced: not finished
+  elseif seen[id] then
     st[j] = 1  -- the same job twice in one batch: the first one finished it
   elseif att[j] == ARGV[4 * j - 1] and redis.call('ZREM', KEYS[7], id) == 1 then
     -- Claimed under this token, and now out of feed.claimed. One ZREM per
@@ -361,7 +400,7 @@ return st
 // cancelled, LPUSH ids, ZREM claimed. Returns the new failure count.
 const script& job_cancel() {
   static const script s = make(R"lua(
-local e = check('job') if e then return e end
+local e = check('job') or check_publish(ARGV[3]) if e then return e end
 local id = ARGV[1]
 local c = claim_check(id, ARGV[2]) if c then return fail(c) end
 local f = redis.call('HINCRBY', KEYS[8], id, 1)
@@ -421,6 +460,7 @@ const script& job_retry() {
 local cfg = redis.call('HMGET', KEYS[1], 'type', 'published')
 if not cfg[1] then return fail('feed_not_found') end
 if cfg[1] ~= 'job' then return fail('wrong_feed_type') end
+local perm = check_publish(ARGV[3]) if perm then return perm end
 local id = ARGV[1]
 if redis.call('HEXISTS', KEYS[3], id) == 0 then return fail('job_not_found') end
 if redis.call('SISMEMBER', KEYS[9], id) == 0 then return fail('job_not_stalled') end
@@ -486,8 +526,9 @@ const script& maint_expire() {
 local cfg = redis.call('HMGET', KEYS[1], 'type', 'claim_timeout_ms', 'max_failures')
 if not cfg[1] then return fail('feed_not_found') end
 if cfg[1] ~= 'job' then return fail('wrong_feed_type') end
-local timeout = tonumber(cfg[2]) or 60000
-local maxf = tonumber(cfg[3]) or 5
+local perm = check_publish(ARGV[3]) if perm then return perm end
+local timeout = conf_int(cfg[2], 60000, 1)
+local maxf = conf_int(cfg[3], 5, 0)
 local cutoff = tonumber(ARGV[1]) - timeout
 local ids = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', '(' .. int(cutoff),
                        'LIMIT', 0, tonumber(ARGV[2]))
@@ -544,7 +585,7 @@ return out
 // requeued ids.
 const script& maint_requeue_unaccounted() {
   static const script s = make(R"lua(
-local e = check('job') if e then return e end
+local e = check('job') or check_publish(ARGV[1]) if e then return e end
 local out = {}
 for i = 2, #ARGV do
   local id = ARGV[i]

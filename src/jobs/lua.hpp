@@ -1,4 +1,4 @@
-// The Lua scripts of queues and job queues (DESIGN.md §2: one atomic script
+// The Lua scripts of queues and job queues (docs/design.md §3: one atomic script
 // per multi-step operation; every key in KEYS, every datum in ARGV, ms
 // timestamps from the client, notifications PUBLISHed inside the script).
 // The KEYS/ARGV layout of each script is documented next to its source in

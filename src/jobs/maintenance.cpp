@@ -8,6 +8,9 @@
 
 #include <thoonk/feed.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -20,10 +23,17 @@ using namespace jobs;  // NOLINT
 
 namespace {
 
-asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string owner) {
+// Releases the lock if it is still ours. Never waits for a reconnect and
+// never longer than lock_ttl (by then the lock has expired anyway): if the
+// release fails, the lock's TTL is the fallback.
+asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string owner,
+                             std::chrono::milliseconds lock_ttl) {
   std::vector<std::string_view> keys{self->k.lock_key};
   std::vector<std::string_view> args{owner};
-  co_await eval_script(self->cl.conn(), lua::maint_unlock(), keys, args);
+  exec_options eo;
+  eo.wait_for_connection = false;
+  eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
+  co_await eval_script(self->cl.conn(), lua::maint_unlock(), keys, args, eo);
 }
 
 std::string stats_json(const std::string& queue, std::int64_t now, const maintenance_report& r) {
@@ -71,9 +81,11 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
   maintenance_report rep;
   if (self->name_ec) co_return std::tuple{self->name_ec, rep};
 
-  // One runner per queue: SET NX PX; released below whatever happens (if
-  // this process dies, it expires after lock_ttl).
+  // One runner per queue: SET NX PX; released below, before this run
+  // completes, whatever happens (if this process dies, or the release
+  // fails, the lock expires after lock_ttl).
   const std::string owner = self->cl.instance_id() + ":" + make_uuid();
+  const auto lock_ttl = opts.lock_ttl;
   {
     request req;
     req.push("SET", self->k.lock_key, owner, "NX", "PX",
@@ -90,7 +102,17 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
     ec = e.code();  // cancelled: the next co_await threw
   }
   rep.ran = true;
-  asio::co_spawn(self->cl.get_executor(), unlock(self, owner), asio::detached);
+  // Release the lock before completing, so that a process that runs one
+  // maintenance and exits (a cron job) leaves the queue free for the next
+  // runner. Also when this run was cancelled: the release runs in its own
+  // coroutine, out of reach of the caller's cancellation (it is bounded by
+  // unlock's options), and a cancellation arriving meanwhile stays pending
+  // for the caller (run_maintenance's loop sees it at its next step).
+  const bool throw_before = co_await asio::this_coro::throw_if_cancelled();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  co_await asio::co_spawn(self->cl.get_executor(), unlock(self, owner, lock_ttl),
+                          asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
+  co_await asio::this_coro::throw_if_cancelled(throw_before);
   co_return std::tuple{ec, rep};
 }
 

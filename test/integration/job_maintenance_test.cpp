@@ -3,6 +3,8 @@
 // the lock, the background loop.
 #include "job_support.hpp"
 
+#include <optional>
+
 using namespace jobs_test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
@@ -218,12 +220,88 @@ TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job]"
     CHECK(!rep2.ran);
     auto holder = co_await cmd(f.c.conn(), "GET", key("maintenance", f.name));
     CHECK(holder.str == "someone");
-    // Our own lock is released after each run.
+    // Our own lock is released by the time each run completes.
     co_await cmd(f.c.conn(), "DEL", key("maintenance", f.name));
     co_await q.maintain(quiet(), asio::use_awaitable);
-    co_await sleep_for(20ms);
     auto free_now = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
     CHECK(free_now.integer == 0);
+  });
+}
+
+TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)", "[job]") {
+  // A cron job: connect, run maintenance once, stop. The lock must be gone
+  // when maintain() completes, so the next run (another process, at once)
+  // does its work instead of finding the lock held for lock_ttl (30 s).
+  asio::io_context ioc;
+  const auto name = thoonk::test::unique_name("jobs-maint-once");
+  thoonk::client admin(ioc.get_executor(), job_config());
+  std::optional<thoonk::client> first, second;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await admin.connect(asio::use_awaitable);
+    fields cfg{{"claim_timeout_ms", "50"}};
+    co_await create_feed(admin.conn(), name, "job", cfg);
+    thoonk::job_queue aq(admin, name);
+    auto id = co_await aq.put("x", asio::use_awaitable);
+
+    first.emplace(ioc.get_executor(), job_config("thoonk-maint-cron-1"));
+    co_await first->connect(asio::use_awaitable);
+    {
+      thoonk::job_queue q(*first, name);
+      auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+      CHECK(rep.ran);
+      first->stop();  // the process exits right away
+    }
+    auto held = co_await cmd(admin.conn(), "EXISTS", key("maintenance", name));
+    CHECK(held.integer == 0);
+
+    // A worker claims and dies; its claim lapses.
+    co_await aq.claim(1s, asio::use_awaitable);
+    co_await sleep_for(120ms);
+    // The next run, from another process, does its work at once.
+    second.emplace(ioc.get_executor(), job_config("thoonk-maint-cron-2"));
+    co_await second->connect(asio::use_awaitable);
+    {
+      thoonk::job_queue q(*second, name);
+      auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+      CHECK(rep.ran);
+      CHECK(rep.requeued == 1);
+      second->stop();
+    }
+    auto j = co_await aq.claim(1s, asio::use_awaitable);
+    CHECK(j.id == id);
+    CHECK(j.failures == 1);
+  });
+}
+
+TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job]") {
+  fixture f;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    thoonk::job_queue q(f.c, f.name);
+    std::vector<std::string> items(50, "x");
+    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    thoonk::maintenance_options o = quiet();
+    o.batch = 1;  // many steps: the cancellation lands between two of them
+    asio::cancellation_signal sig;
+    bool done = false;
+    error_code ec;
+    q.maintain(o, asio::bind_cancellation_slot(sig.slot(),
+                                               [&](error_code e, thoonk::maintenance_report) {
+                                                 ec = e;
+                                                 done = true;
+                                               }));
+    co_await sleep_for(2ms);
+    sig.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 500 && !done; ++i) co_await sleep_for(5ms);
+    REQUIRE(done);
+    CHECK((!ec || ec == asio::error::operation_aborted));
+    // Whether it was cut short or had finished: no lock left behind.
+    auto held = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+    CHECK(held.integer == 0);
+    // And the next run is not blocked.
+    auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+    CHECK(rep.ran);
   });
 }
 

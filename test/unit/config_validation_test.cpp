@@ -1,0 +1,196 @@
+// No-I/O checks of what create_feed / set_config accept
+// (detail::validate_config_field, docs/feeds.md §2, docs/jobs.md §1) and of
+// how ACL refusals map to error codes (detail::permission_error, shared by
+// the feed and the job error mappers; docs/errors.md "Permissions").
+#include "feeds/common.hpp"
+#include "jobs/common.hpp"
+
+#include <thoonk/client.hpp>
+#include <thoonk/error.hpp>
+#include <thoonk/resp3/value.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using thoonk::detail::validate_config_field;
+
+namespace {
+
+const std::string max_exact = "9007199254740991";    // 2^53 - 1
+const std::string above_max = "9007199254740992";    // 2^53
+const std::string huge = "123456789012345678901234567890";
+
+void check_ok(const std::string& field, const std::string& value) {
+  INFO(field << " = '" << value << "'");
+  auto r = validate_config_field(field, value);
+  CHECK(!r.ec);
+  CHECK(r.reason.empty());
+  CHECK(thoonk::config_field_problem(field, value).empty());
+}
+
+void check_bad(const std::string& field, const std::string& value) {
+  INFO(field << " = '" << value << "'");
+  auto r = validate_config_field(field, value);
+  CHECK(r.ec == thoonk::error::invalid_argument);
+  // The reason names the field (the error code's message cannot).
+  CHECK(r.reason.find("'" + field + "'") != std::string::npos);
+  // The public entry point gives the same sentence.
+  CHECK(thoonk::config_field_problem(field, value) == r.reason);
+}
+
+}  // namespace
+
+TEST_CASE("config: every integer field the library reads is checked for type and range",
+          "[unit][config]") {
+  struct range {
+    std::string field;
+    std::string min;        // smallest allowed value
+    std::string below_min;  // empty: the minimum is 0 (only negatives are below)
+  };
+  const range fields[] = {
+      {"max_length", "0", ""},           {"retraction_log", "0", ""},
+      {"claim_timeout_ms", "1", "0"},    {"max_failures", "0", ""},
+      {"result_ttl_ms", "1", "0"},
+  };
+  for (const auto& f : fields) {
+    SECTION(f.field) {
+      // Good values: the minimum, a usual one, the largest exact integer.
+      check_ok(f.field, f.min);
+      check_ok(f.field, "5000");
+      check_ok(f.field, max_exact);
+      // Bad type.
+      check_bad(f.field, "banana");
+      check_bad(f.field, "");
+      check_bad(f.field, "1.5");
+      check_bad(f.field, "1e3");
+      check_bad(f.field, " 5");
+      check_bad(f.field, "5 ");
+      check_bad(f.field, "+5");
+      check_bad(f.field, "0x10");
+      // Negative.
+      check_bad(f.field, "-3");
+      check_bad(f.field, "-0");
+      // Out of range.
+      check_bad(f.field, above_max);
+      check_bad(f.field, huge);
+      if (!f.below_min.empty()) check_bad(f.field, f.below_min);
+      // The reason gives the allowed range.
+      auto r = validate_config_field(f.field, "banana");
+      CHECK(r.reason.find("from " + f.min + " to " + max_exact) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("config: published is 0 or 1", "[unit][config]") {
+  check_ok("published", "0");
+  check_ok("published", "1");
+  check_bad("published", "banana");  // type
+  check_bad("published", "-1");      // negative
+  check_bad("published", "2");       // out of range
+  check_bad("published", "true");
+  check_bad("published", "");
+  auto r = validate_config_field("published", "yes");
+  CHECK(r.reason.find("'0' or '1'") != std::string::npos);
+}
+
+TEST_CASE("config: type and empty names are refused, other fields are the application's",
+          "[unit][config]") {
+  check_bad("type", "job");
+  CHECK(validate_config_field("", "x").ec == thoonk::error::invalid_argument);
+  CHECK(!validate_config_field("", "x").reason.empty());
+  // Not read by the library: any value.
+  check_ok("owner", "banana");
+  check_ok("owner", "-3");
+  check_ok("description", "");
+  check_ok("max_length_hint", "banana");  // only exact names are checked
+  check_ok("MAX_LENGTH", "banana");       // field names are case-sensitive in Redis
+}
+
+TEST_CASE("permissions: ACL refusals map to the specific codes, in every Redis wording",
+          "[unit][acl]") {
+  using thoonk::detail::permission_error;
+  using E = thoonk::error;
+  // The library's own check (check_publish).
+  CHECK(permission_error("NOCHANNELPERM the user may not PUBLISH on feed.publish:x") ==
+        E::no_channel_permission);
+  // Refused before the script runs (Redis 7.0 and 7.2+ texts).
+  CHECK(permission_error("NOPERM this user has no permissions to run the 'evalsha' command") ==
+        E::no_script_permission);
+  CHECK(permission_error("NOPERM this user has no permissions to run the 'eval' command") ==
+        E::no_script_permission);
+  CHECK(permission_error("NOPERM this user has no permissions to run the 'script|load' command") ==
+        E::no_script_permission);
+  CHECK(permission_error("NOPERM User app has no permissions to run the 'evalsha' command") ==
+        E::no_script_permission);
+  CHECK(permission_error(
+            "NOPERM this user has no permissions to access one of the keys used as arguments") ==
+        E::no_key_permission);
+  CHECK(permission_error("NOPERM No permissions to access a key") == E::no_key_permission);
+  CHECK(permission_error(
+            "NOPERM this user has no permissions to access one of the channels used as "
+            "arguments") == E::no_channel_permission);
+  CHECK(permission_error("NOPERM No permissions to access a channel") ==
+        E::no_channel_permission);
+  CHECK(permission_error("NOPERM this user has no permissions to run the 'publish' command") ==
+        E::no_channel_permission);
+  CHECK(permission_error("NOPERM this user has no permissions to run the 'hset' command") ==
+        E::no_permission);
+  // Refused inside a script: Redis 7.0 ...
+  CHECK(permission_error("ERR The user executing the script can't run this command or "
+                         "subcommand script: 95eb, on @user_script:1.") == E::no_permission);
+  CHECK(permission_error("ERR The user executing the script can't publish to the channel "
+                         "mentioned in the command script: 95eb, on @user_script:1.") ==
+        E::no_channel_permission);
+  CHECK(permission_error("ERR The user executing the script can't access at least one of the "
+                         "keys mentioned in the command arguments script: 8618, on "
+                         "@user_script:1.") == E::no_key_permission);
+  // ... and 7.2 and later.
+  CHECK(permission_error("ERR ACL failure in script: User app has no permissions to run the "
+                         "'publish' command script: 8a2f, on @user_script:4.") ==
+        E::no_channel_permission);
+  CHECK(permission_error("ERR ACL failure in script: No permissions to access a channel script: "
+                         "8a2f, on @user_script:4.") == E::no_channel_permission);
+  CHECK(permission_error("ERR ACL failure in script: No permissions to access a key script: "
+                         "8a2f, on @user_script:4.") == E::no_key_permission);
+  CHECK(permission_error("ERR ACL failure in script: User app has no permissions to run the "
+                         "'time' command script: 8a2f, on @user_script:4.") == E::no_permission);
+  // Not permission errors.
+  CHECK(!permission_error("ERR user_script:3: attempt to compare nil with number"));
+  CHECK(!permission_error("OOM command not allowed when used memory > 'maxmemory'."));
+  CHECK(!permission_error("NOSCRIPT No matching script."));
+  CHECK(!permission_error("NOAUTH Authentication required."));
+}
+
+TEST_CASE("permissions: the feed and the job mappers agree", "[unit][acl]") {
+  auto err = [](std::string text) {
+    thoonk::resp3::value v;
+    v.type = thoonk::resp3::type::simple_error;
+    v.str = std::move(text);
+    return v;
+  };
+  const char* texts[] = {
+      "NOCHANNELPERM the user may not PUBLISH on feed.wake:q",
+      "NOPERM this user has no permissions to run the 'evalsha' command",
+      "NOPERM this user has no permissions to access one of the keys used as arguments",
+      "ERR The user executing the script can't publish to the channel mentioned in the command "
+      "script: 95eb, on @user_script:1.",
+      "NOPERM this user has no permissions to run the 'hset' command",
+  };
+  for (const char* t : texts) {
+    INFO(t);
+    auto feed_ec = thoonk::detail::reply_error(err(t));
+    auto job_ec = thoonk::detail::jobs::script_reply_error(err(t));
+    CHECK(feed_ec == job_ec);
+    CHECK(feed_ec == thoonk::detail::permission_error(t));
+  }
+  // Their own conventions are unchanged.
+  CHECK(thoonk::detail::reply_error(err("FEEDNOTFOUND no such feed")) ==
+        thoonk::error::feed_not_found);
+  CHECK(thoonk::detail::jobs::script_reply_error(err("ERR THOONK lost_claim")) ==
+        thoonk::error::lost_claim);
+  CHECK(thoonk::detail::reply_error(err("ERR user_script:1: boom")) ==
+        thoonk::error::script_error);
+  CHECK(thoonk::detail::jobs::script_reply_error(err("ERR user_script:1: boom")) ==
+        thoonk::error::script_error);
+}
