@@ -18,8 +18,21 @@ namespace {
 
 // Publish: a new id evicts the oldest items beyond max_length (each
 // retracted and announced) and is announced on feed.publish; an existing id
-// is an edit (DESIGN.md §4): replaced, moved to the newest score, nothing
-// evicted, announced on feed.edit.
+// is an edit: replaced, moved to the newest position, nothing evicted,
+// announced on feed.edit.
+//
+// Order. The contract scores an item by its publish time in milliseconds,
+// and a zset orders equal scores by member bytes, so items published within
+// one millisecond would be ordered (and evicted) by id. The score is
+// therefore the publish time made strictly greater than the feed's newest
+// score: max(now, newest + 1/1024). Its integer part stays the publish
+// millisecond for other clients (unless more than 1024 items are published
+// into one feed within one millisecond, when it runs ahead by a fraction of
+// a millisecond per 1024), and the feed's order is the order in which the
+// publishes ran, whatever the ids and however the publishers' clocks differ.
+// 1/1024 steps are exact in a double up to 2^43 ms (the year 2248), and the
+// score is formatted with 17 significant digits so Redis parses the same
+// double back.
 const script publish_script{std::string(detail::lua_prelude) + R"lua(
 -- ARGV[1] id  ARGV[2] item  ARGV[3] now (ms since epoch)
 -- ARGV[4] feed.publish channel  ARGV[5] feed.edit channel  ARGV[6] feed.retract channel
@@ -27,9 +40,21 @@ const script publish_script{std::string(detail::lua_prelude) + R"lua(
 local err, conf = open_feed('feed', 'max_length', 'retraction_log')
 if err then return err end
 local id, item = ARGV[1], ARGV[2]
+local edited = redis.call('ZSCORE', K_IDS, id) ~= false
+if edited then
+  err = check_publish(ARGV[5])
+else
+  err = check_publish(ARGV[4], ARGV[6])
+end
+if err then return err end
 local max_length = tonumber(conf[2]) or 0
 local log_max = tonumber(conf[3]) or 1000
-local edited = redis.call('ZSCORE', K_IDS, id) ~= false
+local score = tonumber(ARGV[3])
+local newest = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2]
+if newest then
+  local after = tonumber(newest) + 1 / 1024
+  if after > score then score = after end
+end
 -- This publish's sequence number; evictions below are announced before it.
 local seq = redis.call('INCR', K_PUBLISHES)
 local evicted = {}
@@ -48,7 +73,7 @@ if not edited and max_length > 0 then
     for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
   end
 end
-redis.call('ZADD', K_IDS, ARGV[3], id)
+redis.call('ZADD', K_IDS, string.format('%.17g', score), id)
 redis.call('HSET', K_ITEMS, id, item)
 record_change(id, seq)
 if edited then
@@ -64,7 +89,10 @@ const script retract_script{std::string(detail::lua_prelude) + R"lua(
 -- ARGV[1] id  ARGV[2] feed.retract channel. Returns 1 if removed, 0 if absent.
 local err, conf = open_feed('feed', 'retraction_log')
 if err then return err end
-if redis.call('ZREM', K_IDS, ARGV[1]) == 0 then return 0 end
+if not redis.call('ZSCORE', K_IDS, ARGV[1]) then return 0 end
+err = check_publish(ARGV[2])
+if err then return err end
+redis.call('ZREM', K_IDS, ARGV[1])
 redis.call('HDEL', K_ITEMS, ARGV[1])
 record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
 redis.call('PUBLISH', ARGV[2], ARGV[1])

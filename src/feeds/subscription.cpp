@@ -1,19 +1,22 @@
 // Feed subscriptions: typed events on top of the subscriber's channels, and
 // catch-up after reconnects.
 //
-// Catch-up in one paragraph (docs/feeds.md has the full story): every
-// publish or edit increments the contract's `feed.publishes` counter and
-// PUBLISHes exactly one message, atomically, so a subscription that knows
-// the counter value at one point of its message stream (its *cursor*) can
-// keep it exact by counting publish/edit messages. The library's scripts
-// also keep `feed.changes` (id → counter value of its latest publish/edit)
-// and `feed.retracts` (retracted id → counter value when retracted). After
-// a reconnect, the catch-up script reads, atomically, everything changed
-// after the cursor and PUBLISHes a *marker* on this client's private channel
-// in the same step. Live messages that arrive before the marker are covered
+// Catch-up in one paragraph (docs/feeds.md has the full story): the
+// library's scripts keep `feed.changes` (id -> value of the contract's
+// `feed.publishes` counter at its latest publish/edit) and `feed.retracts`
+// (retracted id -> counter value when retracted). A catch-up read returns,
+// atomically, everything changed after a counter value and PUBLISHes a
+// *marker* on this client's private channel in the same step: a sync point
+// in the ordered message stream. Live messages before the marker are covered
 // by the read and dropped; those after it are buffered until the replay has
-// been delivered, then delivered live. Nothing is delivered twice, nothing
-// is lost.
+// been delivered, then delivered live. The replay starts from the counter
+// value of the previous sync point (the *anchor*), and the ledger
+// (catch_up_ledger.hpp) filters out what the application was already given
+// live since then, so nothing is delivered twice, nothing is lost, and the
+// non-atomic publishes of other contract clients cannot shift the position.
+// For feeds, the read also scans the items scored at or above the anchor's
+// newest score that no library change accounts for: changes made by other
+// contract clients during the gap.
 #include <thoonk/feed_events.hpp>
 
 #include <thoonk/client.hpp>
@@ -21,6 +24,7 @@
 
 #include "detail/keys.hpp"
 #include "detail/spawn.hpp"
+#include "feeds/catch_up_ledger.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
 
@@ -32,7 +36,7 @@
 
 #include <atomic>
 #include <deque>
-#include <unordered_set>
+#include <optional>
 
 namespace thoonk {
 
@@ -74,25 +78,37 @@ constexpr std::size_t replay_batch_bytes = 4u << 20;
 constexpr std::size_t buffer_max_events = 100000;
 constexpr std::size_t buffer_max_bytes = 64u << 20;
 
-// Catch-up read: items changed after the cursor (in publish-counter order),
-// retractions at or after it, and the marker PUBLISH, in one atomic step.
+// Catch-up read, one atomic step: the items changed by library scripts
+// after `from` (in publish-counter order), the retractions logged at or
+// after it, optionally the marker PUBLISH with the sync point it stands for,
+// and optionally a page of the score window (feeds: items scored at or above
+// the anchor's newest score whose last library change is not after `from`,
+// i.e. changed by another contract client).
 const script catchup_script{std::string(lua_prelude) + R"lua(
--- ARGV[1] expected type  ARGV[2] cursor  ARGV[3] upper bound ('' = now)
--- ARGV[4] max rows  ARGV[5] max item bytes  ARGV[6] '1': read retractions too
--- ARGV[7] marker channel ('' = none)  ARGV[8] marker payload
--- Returns {counter, {id, seq, item, ...}, {retracted id, seq, ...},
---          more (0/1), retractions complete (0/1), last seq examined}.
+-- ARGV[1] expected type  ARGV[2] from (counter value)  ARGV[3] upper bound ('' = now)
+-- ARGV[4] max rows (0 = none)  ARGV[5] max item bytes  ARGV[6] '1': read retractions
+-- ARGV[7] marker channel ('' = no marker)  ARGV[8] marker payload
+-- ARGV[9] window low score ('' = no window)  ARGV[10] entries to skip at the low score
+-- ARGV[11] window high score ('' = the newest score now)  ARGV[12] window max rows
+-- Returns {counter, {id, seq, item, ...}, {retracted id, seq, ...}, more (0/1),
+--          retractions complete (0/1), last seq examined,
+--          sync {newest score or '', ids at that score...} (with a marker),
+--          {ids retracted at exactly the counter} (with a marker),
+--          {window id, score, item, ...}, window more (0/1),
+--          {last window score, entries at it}}
 local err = open_feed(ARGV[1])
 if err then return err end
 local m = publish_count()
+local from = tonumber(ARGV[2])
 local hi = ARGV[3]
 if hi == '' then hi = tostring(m) end
+local budget = tonumber(ARGV[5])
 local limit = tonumber(ARGV[4])
-local rows, more, last = {}, 0, tonumber(ARGV[2])
+local rows, more, last = {}, 0, from
 if limit > 0 then
   local found = redis.call('ZRANGEBYSCORE', K_CHANGES, '(' .. ARGV[2], hi,
                            'WITHSCORES', 'LIMIT', 0, limit)
-  local budget, bytes = tonumber(ARGV[5]), 0
+  local bytes = 0
   for i = 1, #found, 2 do
     last = tonumber(found[i + 1])
     local item = redis.call('HGET', K_ITEMS, found[i])
@@ -113,10 +129,55 @@ local tombs, complete = {}, 1
 if ARGV[6] == '1' then
   tombs = redis.call('ZRANGEBYSCORE', K_RETRACTS, ARGV[2], '+inf', 'WITHSCORES')
   local trimmed = tonumber(redis.call('GET', K_TRIM) or '-1') or -1
-  if trimmed >= tonumber(ARGV[2]) then complete = 0 end
+  if trimmed >= from then complete = 0 end
 end
-if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
-return {m, rows, tombs, more, complete, last}
+local sync, at_m = {}, {}
+if ARGV[7] ~= '' then
+  if ARGV[1] == 'feed' then
+    local newest = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2]
+    if newest then
+      sync = redis.call('ZRANGEBYSCORE', K_IDS, newest, newest)
+      table.insert(sync, 1, newest)
+    else
+      sync = {''}
+    end
+  end
+  at_m = redis.call('ZRANGEBYSCORE', K_RETRACTS, m, m)
+  redis.call('PUBLISH', ARGV[7], ARGV[8])
+end
+local win, wmore, wnext = {}, 0, {}
+if ARGV[9] ~= '' then
+  local whi = ARGV[11]
+  if whi == '' then whi = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2] or ARGV[9] end
+  local wlimit = tonumber(ARGV[12])
+  local found = redis.call('ZRANGEBYSCORE', K_IDS, ARGV[9], whi, 'WITHSCORES',
+                           'LIMIT', tonumber(ARGV[10]), wlimit)
+  local bytes, at_last, last_score = 0, 0, nil
+  for i = 1, #found, 2 do
+    if found[i + 1] == last_score then at_last = at_last + 1 else at_last = 1 end
+    last_score = found[i + 1]
+    local seq = tonumber(redis.call('ZSCORE', K_CHANGES, found[i]) or '-1')
+    if seq <= from then
+      local item = redis.call('HGET', K_ITEMS, found[i])
+      if item then
+        win[#win + 1] = found[i]
+        win[#win + 1] = found[i + 1]
+        win[#win + 1] = item
+        bytes = bytes + #item
+      end
+    end
+    if bytes >= budget and i + 1 < #found then
+      wmore = 1
+      break
+    end
+  end
+  if #found >= 2 * wlimit then wmore = 1 end
+  if last_score then
+    if last_score == ARGV[9] then at_last = at_last + tonumber(ARGV[10]) end
+    wnext = {last_score, at_last, whi}
+  end
+end
+return {m, rows, tombs, more, complete, last, sync, at_m, win, wmore, wnext}
 )lua"};
 
 enum class chan { publish, edit, retract, position, marker, newfeed, delfeed, conffeed };
@@ -163,13 +224,16 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   // ---- catch-up ----
   phase ph = phase::starting;
   bool have_cursor = false;
+  // The counter value of the last sync point plus the publish and edit
+  // messages delivered since: what cursor() reports. Replays never start
+  // from it (a contract publisher can make a count run ahead, see
+  // catch_up_ledger.hpp); they start from the ledger's anchor.
   std::uint64_t cursor = 0;
-  // Retractions delivered since the last publish/edit: their log entries
-  // carry the cursor value itself, so a replay must not report them again.
-  std::unordered_set<std::string> retracts_at_cursor;
+  catch_up_ledger ledger;
   std::uint64_t round = 0, attempt = 0;
   std::string token;  // marker payload of the current attempt
   bool marker_seen = false, replay_done = false, overflow = false;
+  std::optional<sync_point> round_sync;  // the current round's sync point, once read
   std::deque<owned_event> buffer;
   std::size_t buffer_bytes = 0;
   catch_up_info info;
@@ -177,12 +241,21 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   error_code failed;                         // why the first sync failed
   asio::steady_timer* ready_waiter = nullptr;  // subscribe() waiting for a cursor
 
+  // ---- re-anchoring while live (bounds the ledger) ----
+  std::uint64_t reanchor_gen = 0;  // a bump abandons the re-anchor in flight
+  bool reanchoring = false;
+  std::string reanchor_token;
+  std::optional<sync_point> reanchor_sync;  // its sync point, when it came before the marker
+  std::uint64_t cursor_at_split = 0;
+  std::uint64_t live_events = 0, reanchor_retry_at = 0;
+
   bool current(std::uint64_t r) const { return !stopped && r == round && !alive.expired(); }
 
   void stop() {
     if (stopped) return;
     stopped = true;
     ++round;
+    ++reanchor_gen;
     auto s = std::move(subs);
     subs.clear();
     s.clear();  // removes the callbacks (inert when the client is gone)
@@ -208,15 +281,26 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     }
   }
 
-  // A live event: advances the cursor, then reaches the callback.
+  // Records a live event in the ledger (and the reported cursor).
+  void record_live(const feed_event& ev) {
+    if (ev.kind == feed_event::publish || ev.kind == feed_event::edit) {
+      ++cursor;
+      ledger.delivered_publish(ev.id, ev.item);
+    } else if (ev.kind == feed_event::retract) {
+      ledger.delivered_retract(ev.id);
+    }
+    ++live_events;
+  }
+
+  // A live event: recorded, then given to the callback.
   void deliver_live(const feed_event& ev) {
     if (opts.catch_up) {
-      if (ev.kind == feed_event::publish || ev.kind == feed_event::edit) {
-        ++cursor;
-        retracts_at_cursor.clear();
-      } else if (ev.kind == feed_event::retract) {
-        retracts_at_cursor.emplace(ev.id);
-      }
+      const bool change = ev.kind == feed_event::publish || ev.kind == feed_event::edit;
+      if (ledger.late_duplicate(ev.id, change ? &ev.item : nullptr)) return;
+      record_live(ev);
+      if (ph == phase::live && !reanchoring && ledger.wants_reanchor() &&
+          live_events >= reanchor_retry_at)
+        start_reanchor();
     }
     invoke(ev);
   }
@@ -305,7 +389,15 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   }
 
   void on_marker(const message& m) {
-    if (stopped || ph != phase::syncing || m.payload != token) return;
+    if (stopped) return;
+    if (reanchoring && ph == phase::live && !ledger.split_pending() &&
+        m.payload == reanchor_token) {
+      ledger.split();
+      cursor_at_split = cursor;
+      if (reanchor_sync) finish_reanchor();
+      return;
+    }
+    if (ph != phase::syncing || m.payload != token) return;
     marker_seen = true;
     ph = phase::buffering;
     if (replay_done) finish_round();
@@ -314,8 +406,9 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   void on_subscriber_event(const subscriber_event& ev) {
     if (stopped || ph == phase::starting) return;
     if (ev.kind == subscriber_event::disconnected) {
+      abort_reanchor();
       ph = phase::gap;
-      ++round;  // abandons a catch-up in progress; its progress is in `cursor`
+      ++round;  // abandons a catch-up in progress; what it delivered is in the ledger
       buffer.clear();
       buffer_bytes = 0;
     } else if (ph != phase::live) {
@@ -323,6 +416,99 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
       // the subscriber was away (it is then never seen): a new round.
       start_round();
     }
+  }
+
+  // ---- the catch-up read ----
+
+  struct read_args {
+    std::uint64_t from = 0;
+    std::string upper;           // '' = the counter now
+    std::size_t rows = 0;        // 0 = no rows
+    bool retractions = false;
+    std::string marker;          // '' = no marker
+    std::string window_lo;       // '' = no window
+    std::uint64_t window_skip = 0;
+    std::string window_hi;       // '' = the newest score now
+  };
+
+  asio::awaitable<std::tuple<error_code, resp3::value>> read(const read_args& a) {
+    const auto keys = data_keys(feed_names(cli->get_config(), name));
+    std::vector<std::string> args;
+    args.emplace_back(to_string(type));
+    args.push_back(std::to_string(a.from));
+    args.push_back(a.upper);
+    args.push_back(std::to_string(a.rows));
+    args.push_back(std::to_string(replay_batch_bytes));
+    args.emplace_back(a.retractions ? "1" : "0");
+    args.push_back(a.marker.empty() ? std::string() : catchup_channel(cli->instance_id()));
+    args.push_back(a.marker);
+    args.push_back(a.window_lo);
+    args.push_back(std::to_string(a.window_skip));
+    args.push_back(a.window_hi);
+    args.push_back(std::to_string(replay_batch_items));
+    auto [ec, v] = co_await run_script(*cli, catchup_script, keys, args);
+    if (!ec && v.elements.size() != 11) ec = error::unexpected_type;
+    co_return std::tuple{ec, std::move(v)};
+  }
+
+  // The sync point a read with a marker stands for.
+  sync_point parse_sync(const resp3::value& v) const {
+    sync_point sp;
+    error_code pec;
+    sp.seq = as_u64(v.elements[0], pec);
+    const auto& s = v.elements[6].elements;
+    if (type == feed_type::feed && !s.empty()) {
+      sp.window_from = s[0].str.empty() ? std::string("-inf") : s[0].str;
+      for (std::size_t i = 1; i < s.size(); ++i) sp.window_excluded.insert(s[i].str);
+    }
+    for (const auto& e : v.elements[7].elements) sp.retracted_at_seq.insert(e.str);
+    return sp;
+  }
+
+  // ---- re-anchoring ----
+
+  void start_reanchor() {
+    reanchoring = true;
+    reanchor_sync.reset();
+    reanchor_token = std::to_string(id) + ":a" + std::to_string(++reanchor_gen);
+    asio::co_spawn(cli->get_executor(), run_reanchor(shared_from_this(), reanchor_gen),
+                   asio::detached);
+  }
+
+  static asio::awaitable<void> run_reanchor(std::shared_ptr<feed_sub_state> self,
+                                            std::uint64_t gen) {
+    try {
+      read_args a;
+      a.from = self->ledger.anchor().seq;
+      a.marker = self->reanchor_token;
+      auto [ec, v] = co_await self->read(a);
+      if (self->stopped || gen != self->reanchor_gen || !self->reanchoring) co_return;
+      if (ec) {
+        self->abort_reanchor();
+        co_return;
+      }
+      self->reanchor_sync = self->parse_sync(v);
+      if (self->ledger.split_pending()) self->finish_reanchor();
+    } catch (...) {
+      // Nothing here throws by design; never let it escape detached.
+    }
+  }
+
+  void finish_reanchor() {
+    std::uint64_t counted = cursor - cursor_at_split;  // messages after the marker
+    cursor = reanchor_sync->seq + counted;
+    ledger.commit(std::move(*reanchor_sync));
+    reanchor_sync.reset();
+    reanchoring = false;
+  }
+
+  void abort_reanchor() {
+    if (!reanchoring) return;
+    ++reanchor_gen;
+    if (ledger.split_pending()) ledger.unsplit();
+    reanchor_sync.reset();
+    reanchoring = false;
+    reanchor_retry_at = live_events + catch_up_ledger::reanchor_after;
   }
 
   // ---- catch-up rounds ----
@@ -334,14 +520,17 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     marker_seen = false;
     replay_done = false;
     overflow = false;
+    round_sync.reset();
     buffer.clear();
     buffer_bytes = 0;
   }
 
   void start_round() {
     if (stopped) return;
+    abort_reanchor();
     ++round;
     new_attempt();
+    ledger.end_replay();
     asio::co_spawn(cli->get_executor(), run_round(shared_from_this(), round), asio::detached);
   }
 
@@ -351,6 +540,11 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
       return;
     }
     ph = phase::live;
+    if (round_sync) {
+      // Everything delivered so far, replayed or live, is covered by it.
+      ledger.anchor_at(std::move(*round_sync));
+      round_sync.reset();
+    }
     if (!round_initial) {
       ++stats.catch_ups;
       if (opts.on_catch_up) {
@@ -372,15 +566,17 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
       ev.id = e.id;
       ev.item = e.item;
       ev.where = std::move(e.where);
+      const bool change = ev.kind == feed_event::publish || ev.kind == feed_event::edit;
+      if (!ledger.take_buffered(ev.id, change ? &ev.item : nullptr)) {
+        record_live(ev);  // the replay already showed this very item
+        continue;
+      }
       deliver_live(ev);
     }
+    ledger.end_replay();
   }
 
-  void deliver_row(std::string_view rid, std::uint64_t seq, std::string_view item) {
-    if (seq > cursor) {
-      cursor = seq;
-      retracts_at_cursor.clear();
-    }
+  void replay_publish(std::string_view rid, std::string_view item) {
     ++info.items;
     feed_event ev;
     ev.kind = feed_event::publish;
@@ -391,13 +587,8 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     invoke(ev);
   }
 
-  void deliver_tomb(const tombstone& t) {
-    if (t.seq == cursor && retracts_at_cursor.contains(t.id)) return;  // seen live
-    if (t.seq > cursor) {
-      cursor = t.seq;
-      retracts_at_cursor.clear();
-    }
-    retracts_at_cursor.insert(t.id);
+  void replay_retract(const tombstone& t) {
+    if (!ledger.take_retraction(t.id, t.seq)) return;
     ++info.retractions;
     feed_event ev;
     ev.kind = feed_event::retract;
@@ -416,39 +607,35 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   }
 
   asio::awaitable<void> round_body(std::uint64_t r) {
-    feed_names n(cli->get_config(), name);
-    const auto keys = data_keys(n);
-    const std::string marker_channel = catchup_channel(cli->instance_id());
     auto backoff = std::chrono::milliseconds(50);
     std::deque<tombstone> tombs;
+    const std::uint64_t from_cursor = cursor;
     std::uint64_t upper = 0;
-    std::uint64_t from = 0;
     bool counter_reset = false;
+    resp3::value window;  // the first page of the score window, delivered last
 
-    // First call: the sync point (marker) plus the first batch.
+    // First call: the sync point (marker) plus the first batches.
     for (;;) {
       if (!current(r)) co_return;
       round_initial = !have_cursor;
-      from = cursor;
-      std::vector<std::string> args;
-      args.emplace_back(to_string(type));
-      args.push_back(std::to_string(from));
-      args.emplace_back("");
-      args.push_back(std::to_string(round_initial ? 0 : replay_batch_items));
-      args.push_back(std::to_string(replay_batch_bytes));
-      args.emplace_back(round_initial ? "0" : "1");
-      args.push_back(marker_channel);
-      args.push_back(token);
-      auto [ec, v] = co_await run_script(*cli, catchup_script, keys, args);
+      const std::uint64_t from = ledger.anchor().seq;
+      read_args a;
+      a.from = from;
+      a.marker = token;
+      if (!round_initial) {
+        a.rows = replay_batch_items;
+        a.retractions = true;
+        if (ledger.anchor().window_from) a.window_lo = *ledger.anchor().window_from;
+      }
+      auto [ec, v] = co_await read(a);
       if (!current(r)) co_return;
-      if (!ec && (v.elements.size() != 6)) ec = error::unexpected_type;
       if (ec) {
         if (!co_await handle_error(ec, r, backoff)) co_return;
         new_attempt();
         continue;
       }
-      error_code pec;
-      upper = as_u64(v.elements[0], pec);
+      round_sync = parse_sync(v);
+      upper = round_sync->seq;
       if (round_initial) {
         cursor = upper;
         have_cursor = true;
@@ -457,41 +644,42 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
         if (marker_seen) finish_round();
         co_return;
       }
-      if (upper < from) {
+      if (upper < from || upper < cursor) {
         // The counter went backwards: the feed was re-created (or the
-        // server lost its data). Replay this incarnation from its start.
+        // server lost its data). Replay this incarnation from its start;
+        // what was delivered of the old one says nothing about the new.
+        // (The counted cursor can also run ahead of the counter when other
+        // contract clients' messages straddle a sync point; taking that for
+        // a reset costs a replay of the whole feed, never a lost change.)
         counter_reset = true;
+        sync_point start;
+        if (type == feed_type::feed) start.window_from = "-inf";
+        ledger.anchor_at(std::move(start));
         cursor = 0;
-        retracts_at_cursor.clear();
         new_attempt();
         continue;
       }
       info = catch_up_info{};
       info.counter_reset = counter_reset;
-      info.from = from;
+      info.from = from_cursor;
       info.to = upper;
       info.retractions_complete = v.elements[4].integer == 1;
+      error_code pec;
       const auto& t = v.elements[2].elements;
       for (std::size_t i = 0; i + 1 < t.size(); i += 2)
         tombs.push_back(tombstone{t[i].str, as_u64(t[i + 1], pec)});
       deliver_batch(v.elements[1].elements, tombs);
       bool more = v.elements[3].integer == 1;
       std::uint64_t last = as_u64(v.elements[5], pec);
-      if (!more || !current(r)) break;
+      window = std::move(v);
       // Later batches: no marker, bounded by the sync point's counter.
-      for (;;) {
-        std::vector<std::string> args2;
-        args2.emplace_back(to_string(type));
-        args2.push_back(std::to_string(last));
-        args2.push_back(std::to_string(upper));
-        args2.push_back(std::to_string(replay_batch_items));
-        args2.push_back(std::to_string(replay_batch_bytes));
-        args2.emplace_back("0");
-        args2.emplace_back("");
-        args2.emplace_back("");
-        auto [ec2, v2] = co_await run_script(*cli, catchup_script, keys, args2);
+      while (more && current(r)) {
+        read_args b;
+        b.from = last;
+        b.upper = std::to_string(upper);
+        b.rows = replay_batch_items;
+        auto [ec2, v2] = co_await read(b);
         if (!current(r)) co_return;
-        if (!ec2 && (v2.elements.size() != 6)) ec2 = error::unexpected_type;
         if (ec2) {
           if (!co_await handle_error(ec2, r, backoff)) co_return;
           continue;  // same batch again
@@ -499,19 +687,41 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
         deliver_batch(v2.elements[1].elements, tombs);
         more = v2.elements[3].integer == 1;
         last = as_u64(v2.elements[5], pec);
-        if (!more || !current(r)) break;
       }
       break;
     }
     if (!current(r)) co_return;
     while (!tombs.empty() && !stopped) {
-      deliver_tomb(tombs.front());
+      replay_retract(tombs.front());
       tombs.pop_front();
     }
-    if (upper > cursor) {
-      cursor = upper;
-      retracts_at_cursor.clear();
+    // Then the score window: items changed by other contract clients, in
+    // score order, bounded by the newest score at the sync point.
+    if (ledger.anchor().window_from) {
+      const std::uint64_t from = ledger.anchor().seq;
+      for (;;) {
+        if (!current(r)) co_return;
+        deliver_window(window.elements[8].elements);
+        const auto& next = window.elements[10].elements;
+        if (window.elements[9].integer != 1 || next.size() != 3) break;
+        read_args w;
+        w.from = from;
+        w.window_lo = next[0].str;
+        error_code pec;
+        w.window_skip = as_u64(next[1], pec);
+        w.window_hi = next[2].str;
+        for (;;) {
+          auto [ec3, v3] = co_await read(w);
+          if (!current(r)) co_return;
+          if (!ec3) {
+            window = std::move(v3);
+            break;
+          }
+          if (!co_await handle_error(ec3, r, backoff)) co_return;
+        }
+      }
     }
+    cursor = upper;
     replay_done = true;
     if (marker_seen) finish_round();
   }
@@ -522,10 +732,19 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     for (std::size_t i = 0; i + 2 < rows.size() && !stopped; i += 3) {
       std::uint64_t seq = as_u64(rows[i + 1], pec);
       while (!tombs.empty() && tombs.front().seq < seq && !stopped) {
-        deliver_tomb(tombs.front());
+        replay_retract(tombs.front());
         tombs.pop_front();
       }
-      deliver_row(rows[i].str, seq, rows[i + 2].str);
+      if (ledger.take_change(rows[i].str, rows[i + 2].str))
+        replay_publish(rows[i].str, rows[i + 2].str);
+    }
+  }
+
+  // Delivers one page of the score window ({id, score, item} triples).
+  void deliver_window(const std::vector<resp3::value>& rows) {
+    for (std::size_t i = 0; i + 2 < rows.size() && !stopped; i += 3) {
+      if (ledger.take_window_item(rows[i].str, rows[i + 1].str, rows[i + 2].str))
+        replay_publish(rows[i].str, rows[i + 2].str);
     }
   }
 
@@ -544,8 +763,10 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
       info.from = info.to = cursor;
       info.error = ec;
       ph = phase::live;  // nothing to replay; keep delivering whatever comes
+      round_sync.reset();
       buffer.clear();
       buffer_bytes = 0;
+      ledger.end_replay();
       if (opts.on_catch_up) {
         try {
           opts.on_catch_up(info);
@@ -628,7 +849,12 @@ asio::awaitable<std::tuple<error_code, feed_subscription>> subscribe_op(
     co_return std::tuple{error_code{}, feed_subscription(st)};
   }
   if (st->opts.resume_from) {
-    st->cursor = *st->opts.resume_from;
+    // A saved cursor carries no score: the replay covers the library's own
+    // changes after it (docs/feeds.md).
+    sync_point from;
+    from.seq = *st->opts.resume_from;
+    st->cursor = from.seq;
+    st->ledger.anchor_at(std::move(from));
     st->have_cursor = true;
   }
   st->start_round();

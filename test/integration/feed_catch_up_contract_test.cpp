@@ -1,0 +1,243 @@
+// Catch-up with other contract clients publishing into the same feed. The
+// contract's Feed Publish increments feed.publishes inside MULTI/EXEC and
+// PUBLISHes afterwards, outside the transaction; the publisher here is
+// written with those plain commands, so the test can place its EXEC and its
+// PUBLISH on either side of a subscriber reconnect.
+#include "feed_test_util.hpp"
+
+using namespace feedtest;
+using thoonk::feed_event;
+using thoonk::feed_type;
+
+namespace {
+
+rec R(feed_event::kind_t k, std::string id, std::string item = {}, bool replayed = false) {
+  return rec{k, std::move(id), std::move(item), {}, replayed};
+}
+
+// Contract 002 "Feed: Publish" (no max_length), as two halves.
+struct contract_publisher {
+  thoonk::connection& conn;
+  std::string feed;
+
+  // WATCH/MULTI/EXEC half: ZADD + INCR + HSET. Returns true for a new id.
+  asio::awaitable<bool> exec(const std::string& id, const std::string& item) {
+    co_await cmd(conn, "MULTI");
+    co_await cmd(conn, "ZADD", key("ids", feed), std::to_string(ms_now()), id);
+    co_await cmd(conn, "INCR", key("publishes", feed));
+    co_await cmd(conn, "HSET", key("items", feed), id, item);
+    auto r = co_await cmd(conn, "EXEC");
+    REQUIRE(r.elements.size() == 3);
+    co_return r.elements[0].integer == 1;
+  }
+  // The PUBLISH after EXEC.
+  asio::awaitable<void> announce(bool added, const std::string& id, const std::string& item) {
+    co_await cmd(conn, "PUBLISH", key(added ? "publish" : "edit", feed), nul_join(id, item));
+  }
+  asio::awaitable<void> publish(const std::string& id, const std::string& item) {
+    bool added = co_await exec(id, item);
+    co_await announce(added, id, item);
+  }
+};
+
+// A user whose subscriber can be held disconnected (as in feed_notify_test).
+struct gap_user {
+  std::string name = unique_name("cpsub");
+  std::string pass = "pw-" + unique_name("x");
+  thoonk::config config() const {
+    auto cfg = test_config();
+    cfg.username = name;
+    cfg.password = pass;
+    return cfg;
+  }
+  asio::awaitable<void> create(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
+  }
+  asio::awaitable<void> open_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "off");
+    auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
+    CHECK(killed.integer == 1);
+  }
+  asio::awaitable<void> close_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a reconnect, then "
+          "gaps mixing library and contract changes: every change exactly once",
+          "[feed][feed_notify][catch_up][subscribe]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  thoonk::connection contract_conn(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  gap_user user;
+  std::optional<thoonk::client> c;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await admin.connect(asio::use_awaitable);
+        co_await contract_conn.connect(asio::use_awaitable);
+        co_await pub.connect(asio::use_awaitable);
+        co_await user.create(admin);
+        c.emplace(ioc.get_executor(), user.config());
+        co_await c->connect(asio::use_awaitable);
+        auto name = co_await make_feed(pub, "cpub", feed_type::feed);
+        thoonk::feed theirs(pub, name), mine(*c, name);
+        contract_publisher contract{contract_conn, name};
+
+        std::vector<rec> got;
+        std::vector<thoonk::catch_up_info> infos;
+        thoonk::feed_subscribe_options opts;
+        opts.catch_up = true;
+        opts.on_catch_up = [&](const thoonk::catch_up_info& i) {
+          infos.push_back(i);
+          got.push_back(R(feed_event::position, "caught-up"));
+        };
+        auto sub = co_await mine.subscribe(
+            [&](const feed_event& e) { got.push_back(to_rec(e)); }, opts, asio::use_awaitable);
+
+        co_await theirs.publish("a", "A", asio::use_awaitable);  // counter 1
+        bool ok = co_await wait_until([&] { return got.size() == 1; });
+        REQUIRE(ok);
+        co_await sleep_for(3ms);
+
+        // The contract client's EXEC lands before the reconnect's sync read
+        // (counter 2), its PUBLISH after the sync marker.
+        bool added = co_await contract.exec("k1", "K1");
+        CHECK(added);
+        co_await user.open_gap(admin);
+        co_await user.close_gap(admin);
+        ok = co_await wait_until([&] { return infos.size() == 1; });
+        REQUIRE(ok);
+        co_await contract.announce(added, "k1", "K1");
+        co_await settle();
+
+        co_await theirs.publish("b", "B", asio::use_awaitable);  // counter 3, live
+        ok = co_await wait_until([&] { return !got.empty() && got.back().id == "b"; });
+        REQUIRE(ok);
+        co_await sleep_for(3ms);
+
+        // A gap with a library publish, a contract publish and a contract
+        // edit, all made while the subscriber is away.
+        co_await user.open_gap(admin);
+        co_await theirs.publish("c", "C", asio::use_awaitable);  // counter 4
+        co_await sleep_for(3ms);
+        co_await contract.publish("k2", "K2");                    // counter 5
+        co_await sleep_for(3ms);
+        co_await contract.publish("a", "A2");                     // counter 6, an edit
+        co_await settle();
+        co_await user.close_gap(admin);
+        ok = co_await wait_until([&] { return infos.size() == 2; });
+        REQUIRE(ok);
+
+        co_await theirs.publish("d", "D", asio::use_awaitable);  // counter 7, live
+        ok = co_await wait_until([&] { return !got.empty() && got.back().id == "d"; });
+        REQUIRE(ok);
+        co_await settle();
+
+        constexpr bool rp = true;
+        std::vector<rec> expected{
+            R(feed_event::publish, "a", "A"),
+            // first reconnect: the contract change read by the sync point
+            R(feed_event::publish, "k1", "K1", rp),
+            R(feed_event::position, "caught-up"),
+            // (k1's late PUBLISH is not a new change: not delivered again)
+            R(feed_event::publish, "b", "B"),
+            // second gap: the library's change by counter, then the other
+            // client's changes by score
+            R(feed_event::publish, "c", "C", rp),
+            R(feed_event::publish, "k2", "K2", rp),
+            R(feed_event::publish, "a", "A2", rp),
+            R(feed_event::position, "caught-up"),
+            R(feed_event::publish, "d", "D"),
+        };
+        CHECK(got == expected);
+        CHECK(sub.cursor() == 7);  // feed.publishes, not a count that ran ahead
+        for (const auto& i : infos) CHECK(!i.error);
+
+        sub.reset();
+        co_await pub.delete_feed(name, asio::use_awaitable);
+        c->stop();
+        co_await cmd(admin, "ACL", "DELUSER", user.name);
+        pub.stop();
+        contract_conn.stop();
+        admin.stop();
+      },
+      std::chrono::seconds(60));
+}
+
+TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a long live stream "
+          "never makes a later gap skip a change",
+          "[feed][feed_notify][catch_up][subscribe]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  thoonk::connection contract_conn(ioc.get_executor(), test_config());
+  thoonk::client pub(ioc.get_executor(), test_config());
+  gap_user user;
+  std::optional<thoonk::client> c;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await admin.connect(asio::use_awaitable);
+        co_await contract_conn.connect(asio::use_awaitable);
+        co_await pub.connect(asio::use_awaitable);
+        co_await user.create(admin);
+        c.emplace(ioc.get_executor(), user.config());
+        co_await c->connect(asio::use_awaitable);
+        auto name = co_await make_feed(pub, "cpub-long", feed_type::feed);
+        thoonk::feed theirs(pub, name), mine(*c, name);
+        contract_publisher contract{contract_conn, name};
+        std::map<std::string, int> seen;  // id -> deliveries
+        int catch_ups = 0;
+        thoonk::feed_subscribe_options opts;
+        opts.catch_up = true;
+        opts.on_catch_up = [&](const thoonk::catch_up_info&) { ++catch_ups; };
+        auto sub = co_await mine.subscribe(
+            [&](const feed_event& e) {
+              if (e.kind == feed_event::publish) ++seen[std::string(e.id)];
+            },
+            opts, asio::use_awaitable);
+
+        // 3,000 library publishes (three re-anchors of the subscription's
+        // ledger) with contract publishes whose EXEC and PUBLISH are split
+        // by 50 library publishes each, then a gap with library publishes.
+        int expected_ids = 0;
+        for (int i = 0; i < 3000; ++i) {
+          if (i % 100 == 0) {
+            std::string cid = "c" + std::to_string(i);
+            bool added = co_await contract.exec(cid, "X");
+            for (int j = 0; j < 50; ++j, ++i)
+              co_await theirs.publish("l" + std::to_string(i), "L", asio::use_awaitable);
+            co_await contract.announce(added, cid, "X");
+            expected_ids += 51;
+          }
+          co_await theirs.publish("l" + std::to_string(i), "L", asio::use_awaitable);
+          ++expected_ids;
+        }
+        bool ok = co_await wait_until(
+            [&] { return static_cast<int>(seen.size()) == expected_ids; }, 30s);
+        CHECK(ok);
+        co_await user.open_gap(admin);
+        for (int i = 0; i < 10; ++i)
+          co_await theirs.publish("gap" + std::to_string(i), "G", asio::use_awaitable);
+        co_await user.close_gap(admin);
+        ok = co_await wait_until([&] { return catch_ups == 1; });
+        REQUIRE(ok);
+        co_await settle();
+        for (int i = 0; i < 10; ++i) CHECK(seen["gap" + std::to_string(i)] == 1);
+        int twice = 0;
+        for (const auto& [id, n] : seen) twice += n != 1;
+        CHECK(twice == 0);
+        CHECK(static_cast<int>(seen.size()) == expected_ids + 10);
+        sub.reset();
+        co_await pub.delete_feed(name, asio::use_awaitable);
+        c->stop();
+        co_await cmd(admin, "ACL", "DELUSER", user.name);
+        pub.stop();
+        contract_conn.stop();
+        admin.stop();
+      },
+      std::chrono::seconds(120));
+}
