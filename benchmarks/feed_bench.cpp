@@ -1,4 +1,4 @@
-// Feed benchmark (issue 3 "Measure"): prints one JSON document.
+// Feed benchmark: prints one JSON document.
 //
 //   * publish throughput with 1 and 64 publishing coroutines (one client),
 //   * publish -> callback latency p50/p99 at 1,000 and 10,000 items/s with 1

@@ -1,4 +1,4 @@
-// Job queue throughput, latency and memory (issue 4 "Measure"), with the
+// Job queue throughput, latency and memory, with the
 // server's own ceiling for the same scripts measured in the same run.
 //
 //   job_bench [--quick]

@@ -89,7 +89,7 @@ class feed {
   }
 
   /// Publishes `item` under `id`. An id that exists is an edit
-  /// (DESIGN.md §4): the item is replaced and moves to the newest position,
+  /// (docs/design.md §5): the item is replaced and moves to the newest position,
   /// nothing is evicted, and `feed.edit` gets `id\0item`. Otherwise as
   /// publish(item). Completion `void(error_code, publish_result)`.
   template <class CompletionToken>

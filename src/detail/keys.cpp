@@ -50,13 +50,13 @@ boost::system::error_code validate_item(const config& cfg, std::string_view item
   return {};
 }
 
-// ---- added for feeds (issue 3) ----------------------------------------------
+// ---- every key a feed may own -----------------------------------------------
 
 std::vector<std::string> all_keys(const feed_names& n) {
   return {
       // contract 002
       n.key("config"), n.key("ids"), n.key("items"), n.key("publishes"), n.key("idincr"),
-      // jobs (contract 002 / DESIGN.md §3)
+      // jobs (the contract's Job keys and those beside them, docs/design.md §4)
       n.key("finishes"), n.key("published"), n.key("claimed"), n.key("cancelled"),
       n.key("stalled"),
       // feed catch-up extension (docs/feeds.md)

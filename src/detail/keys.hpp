@@ -1,4 +1,4 @@
-// The one place where key and channel names are built (DESIGN.md §3), and
+// The one place where key and channel names are built (docs/design.md §4), and
 // where names, ids and items are validated before any I/O.
 #pragma once
 
@@ -52,12 +52,12 @@ boost::system::error_code validate_id(const config& cfg, std::string_view id);
 /// error::item_too_large beyond config::max_item_size.
 boost::system::error_code validate_item(const config& cfg, std::string_view item);
 
-// ---- added for feeds (issue 3); append-only below this line -----------------
+// ---- every key a feed may own ---------------------------------------------------
 
 /// Every per-feed key name a feed of any type may own, for delete_feed and
 /// for create_feed (which clears leftovers of a half-deleted feed). Contract
-/// keys first, then the library's extensions. The jobs engineer appends the
-/// job-queue keys here: anything a feed can own must be in this list.
+/// keys first, then the library's extensions, the job-queue keys included:
+/// anything a feed can own must be in this list.
 std::vector<std::string> all_keys(const feed_names& names);
 
 /// The private pub/sub channel one client instance uses to mark the point of

@@ -1,4 +1,4 @@
-// Crash safety (issue 4): 10,000 jobs, 16 worker coroutines on two client
+// Crash safety: 10,000 jobs, 16 worker coroutines on two client
 // objects, one client's connections killed (CLIENT KILL) again and again
 // mid-run. At the end every job was finished exactly once, none lost:
 // claims whose replies died with the connection are recovered by

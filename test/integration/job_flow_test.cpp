@@ -1,5 +1,4 @@
-// Job queue flows (issue 4 "Tests that must exist": job flows), against a
-// real redis-server.
+// Job queue flows against a real redis-server.
 #include "job_support.hpp"
 
 using namespace jobs_test;

@@ -1,7 +1,7 @@
 // Interop with clients that follow contract 002 with plain commands
-// (issue 4: "jobs put with plain commands exactly as the contract writes
-// them are claimed and finished by the library; a job put by the library and
-// claimed with the contract's plain commands is in the expected keys").
+// (jobs put with plain commands exactly as the contract writes them are
+// claimed and finished by the library; a job put by the library and claimed
+// with the contract's plain commands is in the expected keys).
 #include "job_support.hpp"
 
 using namespace jobs_test;

@@ -1,6 +1,5 @@
 // Every call on a job in a state where it does not apply fails with its
-// error and changes no key (issue 4: "every wrong-state call on every state
-// ... leaves the keys unchanged (check the raw keys)").
+// error and changes no key (checked on the raw keys).
 #include "job_support.hpp"
 
 #include <functional>

@@ -1,6 +1,6 @@
 // A real redis-server child process for the integration tests.
 //
-// DESIGN.md §7: integration tests never mock Redis; the harness starts a
+// docs/design.md §8: integration tests never mock Redis; the harness starts a
 // throwaway server on a free loopback port without persistence and stops it.
 // Setting THOONK_REDIS_URL points the suite at an external server instead
 // (see shared_redis_url()).

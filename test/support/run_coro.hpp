@@ -1,6 +1,6 @@
 // Running coroutine tests under a deadline.
 //
-// DESIGN.md §7: every coroutine test runs under io_context::run_for so a hang
+// docs/design.md §8: every coroutine test runs under io_context::run_for so a hang
 // fails that one test instead of the whole CI run.
 #pragma once
 

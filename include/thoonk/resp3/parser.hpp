@@ -8,7 +8,7 @@
 // arriving in many reads is never re-parsed.
 //
 // Any error is final: the stream cannot be resynchronised, the connection
-// that owns the parser must be closed (DESIGN.md §1).
+// that owns the parser must be closed (docs/design.md §2).
 #pragma once
 
 #include <thoonk/resp3/value.hpp>
