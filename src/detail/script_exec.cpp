@@ -1,5 +1,7 @@
 #include "detail/script_exec.hpp"
 
+#include <thoonk/error.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -43,6 +45,104 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
   if (ec2) co_return std::tuple{ec2, resp3::value{}};
   if (resp2[0].is_error()) co_return std::tuple{error_code{}, std::move(resp2[0])};
   co_return std::tuple{error_code{}, std::move(resp2[1])};
+}
+
+namespace {
+
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out)
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  return out;
+}
+
+}  // namespace
+
+error_code permission_error(std::string_view s) {
+  // Redis 7.0: NOPERM for commands refused before they run; inside a
+  // script "The user executing the script can't ...". 7.2 and later:
+  // "ACL failure in script: ..." inside scripts.
+  const bool acl = s.starts_with("NOPERM") || contains(s, "The user executing the script can't") ||
+                   contains(s, "ACL failure in script");
+  if (!acl) return {};
+  // What was refused. 7.0: "access one of the keys used as arguments",
+  // "access at least one of the keys mentioned", "access one of the
+  // channels", "publish to the channel"; 7.2+: "access a key",
+  // "access a channel", or verbose "access the '<k>' key/channel".
+  if (contains(s, "one of the keys") || contains(s, "access a key") || contains(s, "' key"))
+    return error::no_key_permission;
+  if (contains(s, "one of the channels") || contains(s, "access a channel") ||
+      contains(s, "' channel") || contains(s, "publish to the channel"))
+    return error::no_channel_permission;
+  // "... no permissions to run the '<command>' command".
+  if (auto p = s.find("run the '"); p != std::string_view::npos) {
+    auto rest = s.substr(p + 9);
+    auto cmd = lower(rest.substr(0, rest.find('\'')));
+    if (cmd == "eval" || cmd == "evalsha" || cmd == "eval_ro" || cmd == "evalsha_ro" ||
+        cmd == "script" || cmd.starts_with("script|"))
+      return error::no_script_permission;
+    if (cmd == "publish" || cmd == "spublish") return error::no_channel_permission;
+  }
+  return error::no_permission;
+}
+
+namespace {
+
+// The codes scripts report with `THOONK <code> <message>` (src/lua/prelude.lua
+// fail()): each the name of the error code it maps to.
+struct script_code {
+  std::string_view name;
+  error code;
+};
+constexpr script_code script_codes[] = {
+    {"feed_not_found", error::feed_not_found},
+    {"wrong_feed_type", error::wrong_feed_type},
+    {"id_not_found", error::id_not_found},
+    {"feed_exists", error::feed_exists},
+    {"invalid_argument", error::invalid_argument},
+    {"job_not_found", error::job_not_found},
+    {"job_not_claimed", error::job_not_claimed},
+    {"job_not_stalled", error::job_not_stalled},
+    {"lost_claim", error::lost_claim},
+    {"queue_empty", error::queue_empty},
+    {"no_channel_permission", error::no_channel_permission},
+};
+
+}  // namespace
+
+error_code reply_error(const resp3::value& v) {
+  if (!v.is_error()) return {};
+  std::string_view s = v.str;
+  // The tag opens the reply; some servers put "ERR " before a reply text
+  // that has no error code of their own.
+  constexpr std::string_view tag = "THOONK ";
+  auto body = s.starts_with("ERR ") ? s.substr(4) : s;
+  if (body.starts_with(tag)) {
+    auto code = body.substr(tag.size());
+    code = code.substr(0, code.find_first_of(" \r\n"));
+    for (const auto& c : script_codes)
+      if (c.name == code) return c.code;
+    return error::script_error;  // a code this build does not know
+  }
+  if (auto pe = permission_error(s)) return pe;
+  if (contains(s, "user_script") || contains(s, "Error running script") ||
+      contains(s, "Error compiling script") || s.starts_with("ERR Lua"))
+    return error::script_error;
+  return error::server_error;
+}
+
+asio::awaitable<std::tuple<error_code, resp3::value>> run_script(client& c, const script& s,
+                                                                 std::vector<std::string> keys,
+                                                                 std::vector<std::string> args) {
+  std::vector<std::string_view> k(keys.begin(), keys.end());
+  std::vector<std::string_view> a(args.begin(), args.end());
+  auto [ec, v] = co_await eval_script(c.conn(), s, k, a);
+  if (!ec) ec = reply_error(v);
+  co_return std::tuple{ec, std::move(v)};
 }
 
 }  // namespace thoonk::detail

@@ -1,14 +1,20 @@
-// Running library scripts from the library's own coroutines.
+// Running library scripts from the library's own coroutines: EVALSHA with
+// reload, the one runner of the embedded scripts (src/lua, reached through
+// the generated thoonk_lua_scripts.hpp) and the one mapper of their error
+// replies (docs/architecture.md "Scripts").
 #pragma once
 
+#include <thoonk/client.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/script.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
 #include <span>
+#include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace thoonk::detail {
 
@@ -22,5 +28,38 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval
 /// Awaitable form of connection::exec for the library's coroutines.
 boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
     connection& conn, const request& req, exec_options opts = {});
+
+/// The one mapper of error replies (every library script, and any
+/// command) to error codes; success for anything that is not an error
+/// reply. Scripts report conditions as `THOONK <code> <message>` (the Lua
+/// prelude's fail(), src/lua/prelude.lua), where <code> is the name of the
+/// error code: feed_not_found, wrong_feed_type, id_not_found, feed_exists,
+/// invalid_argument, job_not_found, job_not_claimed, job_not_stalled,
+/// lost_claim, queue_empty, no_channel_permission (check_publish). ACL
+/// refusals map as permission_error() says; a Lua runtime or compile error
+/// (`user_script:N:` in the text, N a line of the script's .lua file) →
+/// error::script_error; any other error reply (OOM, READONLY, ...) →
+/// error::server_error.
+boost::system::error_code reply_error(const resp3::value& v);
+
+/// The permission error an error reply's text reports; success when the
+/// text is no ACL refusal (reply_error uses it).
+///
+///  * an ACL refusal, in any of the texts Redis uses: `NOPERM ...` for a
+///    command refused before it runs (EVALSHA itself, its declared keys, a
+///    plain command), and for a command refused inside a script
+///    `ERR The user executing the script can't ...` (Redis 7.0) or
+///    `ERR ACL failure in script: ...` (7.2 and later). Classified by what
+///    was refused: a key → no_key_permission; a channel, or the PUBLISH
+///    command → no_channel_permission; EVAL, EVALSHA, SCRIPT (LOAD) →
+///    no_script_permission; anything else → no_permission.
+boost::system::error_code permission_error(std::string_view text);
+
+/// The one runner of library scripts: EVALSHA (SCRIPT LOAD on NOSCRIPT),
+/// error replies mapped with reply_error(), so a successful result is never
+/// an error value (on an error the value keeps the server's text). Takes
+/// its keys and args by value: the awaitable owns them.
+boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> run_script(
+    client& c, const script& s, std::vector<std::string> keys, std::vector<std::string> args);
 
 }  // namespace thoonk::detail

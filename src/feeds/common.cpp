@@ -1,5 +1,7 @@
 #include "feeds/common.hpp"
 
+#include "thoonk_lua_scripts.hpp"
+
 #include <boost/asio/use_awaitable.hpp>
 
 #include <charconv>
@@ -15,65 +17,6 @@ std::string now_ms() {
                 std::chrono::system_clock::now().time_since_epoch())
                 .count();
   return std::to_string(ms);
-}
-
-namespace {
-
-bool contains(std::string_view s, std::string_view part) {
-  return s.find(part) != std::string_view::npos;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& ch : out)
-    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
-  return out;
-}
-
-}  // namespace
-
-error_code permission_error(std::string_view s) {
-  if (s.starts_with("NOCHANNELPERM")) return error::no_channel_permission;
-  // Redis 7.0: NOPERM for commands refused before they run; inside a
-  // script "The user executing the script can't ...". 7.2 and later:
-  // "ACL failure in script: ..." inside scripts.
-  const bool acl = s.starts_with("NOPERM") || contains(s, "The user executing the script can't") ||
-                   contains(s, "ACL failure in script");
-  if (!acl) return {};
-  // What was refused. 7.0: "access one of the keys used as arguments",
-  // "access at least one of the keys mentioned", "access one of the
-  // channels", "publish to the channel"; 7.2+: "access a key",
-  // "access a channel", or verbose "access the '<k>' key/channel".
-  if (contains(s, "one of the keys") || contains(s, "access a key") || contains(s, "' key"))
-    return error::no_key_permission;
-  if (contains(s, "one of the channels") || contains(s, "access a channel") ||
-      contains(s, "' channel") || contains(s, "publish to the channel"))
-    return error::no_channel_permission;
-  // "... no permissions to run the '<command>' command".
-  if (auto p = s.find("run the '"); p != std::string_view::npos) {
-    auto rest = s.substr(p + 9);
-    auto cmd = lower(rest.substr(0, rest.find('\'')));
-    if (cmd == "eval" || cmd == "evalsha" || cmd == "eval_ro" || cmd == "evalsha_ro" ||
-        cmd == "script" || cmd.starts_with("script|"))
-      return error::no_script_permission;
-    if (cmd == "publish" || cmd == "spublish") return error::no_channel_permission;
-  }
-  return error::no_permission;
-}
-
-error_code reply_error(const resp3::value& v) {
-  if (!v.is_error()) return {};
-  std::string_view s = v.str;
-  if (s.starts_with("FEEDNOTFOUND")) return error::feed_not_found;
-  if (s.starts_with("WRONGFEEDTYPE")) return error::wrong_feed_type;
-  if (s.starts_with("IDNOTFOUND")) return error::id_not_found;
-  if (s.starts_with("FEEDEXISTS")) return error::feed_exists;
-  if (s.starts_with("INVALIDARG")) return error::invalid_argument;
-  if (auto pe = permission_error(s)) return pe;
-  if (s.find("user_script") != std::string_view::npos ||
-      s.starts_with("ERR Error running script") || s.starts_with("ERR Error compiling script"))
-    return error::script_error;
-  return error::server_error;
 }
 
 namespace {
@@ -97,8 +40,7 @@ struct int_field {
   std::string_view meaning;
 };
 
-// Every config field the scripts read as a number (src/feeds/*.cpp,
-// src/jobs/lua.cpp). docs/feeds.md §2 and docs/jobs.md §1 list the same.
+// Every config field the scripts read as a number (src/lua/**). docs/feeds.md §2 and docs/jobs.md §1 list the same.
 constexpr int_field int_fields[] = {
     {"max_length", 0, "the most items a feed keeps, 0 = unlimited"},
     {"retraction_log", 0, "retractions kept for catch-up, 0 = none"},
@@ -138,16 +80,6 @@ error_code check_type_reply(const resp3::value& v, feed_type want) {
   return {};
 }
 
-asio::awaitable<std::tuple<error_code, resp3::value>> run_script(
-    client& c, const script& s, const std::vector<std::string>& keys,
-    const std::vector<std::string>& args) {
-  std::vector<std::string_view> k(keys.begin(), keys.end());
-  std::vector<std::string_view> a(args.begin(), args.end());
-  auto [ec, v] = co_await eval_script(c.conn(), s, k, a);
-  if (!ec) ec = reply_error(v);
-  co_return std::tuple{ec, std::move(v)};
-}
-
 void push_type_check(request& req, const feed_names& names) {
   req.push("HGET", names.key("config"), "type");
 }
@@ -166,101 +98,16 @@ std::vector<std::string> data_keys(const feed_names& n) {
           n.key("changes"), n.key("retracts"), n.key("retracttrim"), n.key("idincr")};
 }
 
-namespace {
-constexpr auto lua_prelude_text = lua_concat(R"lua(
--- ---- prelude shared by every data-changing feed script (src/feeds/common.cpp)
--- KEYS: 1 feed.config   2 feed.ids      3 feed.items        4 feed.publishes
---       5 feed.changes  6 feed.retracts 7 feed.retracttrim  8 feed.idincr
-local K_CONFIG, K_IDS, K_ITEMS, K_PUBLISHES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_CHANGES, K_RETRACTS, K_TRIM, K_IDINCR = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-
--- Checks the feed's type and reads config fields. Returns an error reply
--- (missing feed / other type) or nil, then {type, fields...}.
-local function open_feed(want, ...)
-  local conf = redis.call('HMGET', K_CONFIG, 'type', ...)
-  if not conf[1] then return redis.error_reply('FEEDNOTFOUND no such feed'), conf end
-  if conf[1] ~= want then
-    return redis.error_reply('WRONGFEEDTYPE the feed has type ' .. conf[1]), conf
-  end
-  return nil, conf
-end
-
--- Refuses, before any write, an operation whose notifications the user may
--- not PUBLISH (ACL command or channel permissions). Redis does not roll back
--- a script that fails half way, so a PUBLISH refused after the writes would
--- leave them applied under an error. Returns an error reply or nil.
--- redis.acl_check_cmd exists from Redis 7.0; older servers are not checked.
--- check_publish(ch1, ch2, ...): lua_check_publish_source in common.hpp.
-)lua", lua_check_publish_source, R"lua(
--- feed.publishes: the contract's publish counter, used as the sequence
--- number of publishes and edits.
-local function publish_count()
-  return tonumber(redis.call('GET', K_PUBLISHES) or '0') or 0
-end
-
--- Catch-up index (docs/feeds.md): id -> publish counter value of its latest
--- publish or edit.
-local function record_change(id, seq)
-  redis.call('ZADD', K_CHANGES, seq, id)
-end
-
--- Catch-up retraction log: id -> `seq`, the publish counter value when it
--- was retracted (the number of publishes whose messages preceded the
--- retract message). The newest `log_max` are kept: the log is trimmed in
--- batches of 64, checked when `check` is true (publishes check every 64th
--- counter value, to stay cheap); feed.retracttrim holds the highest counter
--- value trimmed away, so a catch-up can tell that its gap lost retractions.
--- An id re-published after its retraction keeps its log entry: a replay
--- then reports the retraction and, later, the new publish, in order.
-local function record_retracts(ids, seq, log_max, check)
-  if #ids == 0 then return end
-  redis.call('ZREM', K_CHANGES, unpack(ids))
-  if log_max <= 0 then
-    redis.call('SET', K_TRIM, seq)
-    return
-  end
-  for i = 1, #ids do redis.call('ZADD', K_RETRACTS, seq, ids[i]) end
-  if not check then return end
-  local n = redis.call('ZCARD', K_RETRACTS)
-  if n > log_max + 64 then
-    local cut = n - log_max
-    local last = redis.call('ZRANGE', K_RETRACTS, cut - 1, cut - 1, 'WITHSCORES')
-    redis.call('ZREMRANGEBYRANK', K_RETRACTS, 0, cut - 1)
-    redis.call('SET', K_TRIM, last[2])
-  end
-end
--- ---- end of prelude
-)lua");
-}  // namespace
-
-const std::string_view lua_prelude = lua_view(lua_prelude_text);
-
-const script get_all_script{std::string(lua_prelude) + R"lua(
--- Get All (contract 002 "Get IDs" + "Get Items" as one snapshot).
--- ARGV[1] expected type: 'feed' (zset, oldest first) or 'sorted_feed' (list).
-local err = open_feed(ARGV[1])
-if err then return err end
-local ids
-if ARGV[1] == 'feed' then
-  ids = redis.call('ZRANGE', K_IDS, 0, -1)
-else
-  ids = redis.call('LRANGE', K_IDS, 0, -1)
-end
-local out = {}
--- HMGET in chunks: unpack() has a stack limit.
-for i = 1, #ids, 1000 do
-  local chunk = {}
-  for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end
-  local items = redis.call('HMGET', K_ITEMS, unpack(chunk))
-  for j = 1, #chunk do
-    if items[j] then
-      out[#out + 1] = chunk[j]
-      out[#out + 1] = items[j]
-    end
-  end
-end
-return out
-)lua"};
+std::vector<std::string> admin_keys(const feed_names& n, bool every_key) {
+  std::vector<std::string> keys;
+  keys.emplace_back(feeds_key);
+  if (every_key) {
+    for (auto& k : all_keys(n)) keys.push_back(std::move(k));  // config first
+  } else {
+    keys.push_back(n.key("config"));
+  }
+  return keys;
+}
 
 asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all(client& c,
                                                                        const std::string& name,
@@ -268,10 +115,10 @@ asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all(client& 
   std::vector<feed_item> out;
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
   feed_names n(c.get_config(), name);
-  auto keys = data_keys(n);
   std::vector<std::string> args;
   args.emplace_back(to_string(type));
-  auto [ec, v] = co_await run_script(c, get_all_script, keys, args);
+  auto [ec, v] =
+      co_await run_script(c, scripts::feeds_get_all(), data_keys(n), std::move(args));
   if (ec) co_return std::tuple{ec, std::move(out)};
   if (v.elements.size() % 2 != 0) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
   out.reserve(v.elements.size() / 2);

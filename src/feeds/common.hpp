@@ -1,6 +1,8 @@
 // Helpers shared by the feed, sorted feed, management and subscription
-// sources: script error mapping, typed reply access, timestamps and the Lua
-// prelude every data-changing feed script starts with.
+// sources: the key layouts of the feed scripts, typed reply access,
+// timestamps, config checks. The scripts themselves live in src/lua, the one
+// runner and error mapper in detail/script_exec.hpp (docs/architecture.md
+// "Scripts").
 #pragma once
 
 #include <thoonk/client.hpp>
@@ -14,7 +16,6 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,32 +28,6 @@ namespace thoonk::detail {
 /// Milliseconds since the Unix epoch (std::chrono::system_clock), decimal:
 /// the contract's publish timestamp.
 std::string now_ms();
-
-/// Maps an error reply of a feed script (or of any command) to an error
-/// code; success for anything that is not an error reply. Scripts report
-/// conditions with a leading word:
-///   FEEDNOTFOUND → error::feed_not_found, WRONGFEEDTYPE → wrong_feed_type,
-///   IDNOTFOUND → id_not_found, FEEDEXISTS → feed_exists,
-///   INVALIDARG → invalid_argument;
-/// ACL refusals as permission_error() says; a Lua runtime error →
-/// error::script_error; any other error reply (OOM, READONLY, ...) →
-/// error::server_error.
-boost::system::error_code reply_error(const resp3::value& v);
-
-/// The permission error an error reply's text reports; success when the
-/// text is no ACL refusal. Shared by the feed and the job error mappers.
-///
-///  * `NOCHANNELPERM ...` (check_publish in a library script) →
-///    no_channel_permission;
-///  * an ACL refusal, in any of the texts Redis uses: `NOPERM ...` for a
-///    command refused before it runs (EVALSHA itself, its declared keys, a
-///    plain command), and for a command refused inside a script
-///    `ERR The user executing the script can't ...` (Redis 7.0) or
-///    `ERR ACL failure in script: ...` (7.2 and later). Classified by what
-///    was refused: a key → no_key_permission; a channel, or the PUBLISH
-///    command → no_channel_permission; EVAL, EVALSHA, SCRIPT (LOAD) →
-///    no_script_permission; anything else → no_permission.
-boost::system::error_code permission_error(std::string_view text);
 
 /// The outcome of checking one config field: `ec` is success or
 /// error::invalid_argument; `reason` names the field and its allowed values
@@ -85,13 +60,6 @@ config_check validate_config_field(std::string_view field, std::string_view valu
 /// null, wrong_feed_type when not `want`.
 boost::system::error_code check_type_reply(const resp3::value& v, feed_type want);
 
-/// Runs a library script with owned keys/args (they must stay alive in the
-/// caller's frame until this completes). Error replies are mapped with
-/// reply_error(), so a successful result is never an error value.
-boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> run_script(
-    client& c, const script& s, const std::vector<std::string>& keys,
-    const std::vector<std::string>& args);
-
 /// Runs `req` (whose first command is `HGET feed.config:[f] type`, pushed
 /// with push_type_check) and checks the type, then every other reply for
 /// error values.
@@ -99,62 +67,19 @@ void push_type_check(request& req, const feed_names& names);
 boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_checked(
     client& c, const request& req, feed_type want);
 
-/// The keys every data-changing feed and sorted-feed script receives, in
-/// this order (the Lua prelude names them): config, ids, items, publishes,
-/// changes, retracts, retracttrim, idincr.
+/// The KEYS of the `feed` layout (src/lua/layouts/feed.lua names them, in
+/// this order): config, ids, items, publishes, changes, retracts,
+/// retracttrim, idincr. Every data-changing feed and sorted-feed script,
+/// get_all and catch_up take them.
 std::vector<std::string> data_keys(const feed_names& n);
 
-/// Lua shared by the data-changing scripts (prepended to their source).
-/// It includes check_publish (below).
-extern const std::string_view lua_prelude;
+/// The KEYS of the `admin` layout (src/lua/layouts/admin.lua): the `feeds`
+/// set, feed.config:[f], then, when `every_key`, every other key of the feed
+/// (detail::all_keys order, config excluded as it is already second).
+std::vector<std::string> admin_keys(const feed_names& n, bool every_key);
 
-/// The Lua helper check_publish(channel, ...): call it before a script's
-/// first write; it returns an error reply `NOCHANNELPERM the user may not
-/// PUBLISH on <channel>` when the calling ACL user may not PUBLISH on one of
-/// the channels (the command or the channel refused), else nil. Redis does
-/// not roll back a script that fails half way, so a PUBLISH refused after
-/// the writes would leave them applied under an error.
-/// redis.acl_check_cmd exists from Redis 7.0; older servers are not checked.
-/// Part of lua_prelude; the job prelude (src/jobs/lua.cpp) and the feed
-/// management scripts include it too.
-inline constexpr char lua_check_publish_source[] = R"lua(
-local function check_publish(...)
-  if not redis.acl_check_cmd then return nil end
-  for i = 1, select('#', ...) do
-    local ch = select(i, ...)
-    if not redis.acl_check_cmd('publish', ch, '') then
-      return redis.error_reply('NOCHANNELPERM the user may not PUBLISH on ' .. ch)
-    end
-  end
-  return nil
-end
-)lua";
-inline constexpr std::string_view lua_check_publish = lua_check_publish_source;
-
-/// Joins string literals (char arrays) at compile time: script sources made
-/// of shared parts stay constant-initialized (no static init order issue).
-/// The result is NUL-terminated; lua_view() gives the text.
-template <std::size_t... N>
-constexpr auto lua_concat(const char (&... parts)[N]) {
-  std::array<char, (N + ...) - sizeof...(N) + 1> out{};
-  std::size_t at = 0;
-  auto add = [&](const char* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) out[at++] = p[i];
-  };
-  (add(parts, N - 1), ...);
-  return out;
-}
-template <std::size_t M>
-constexpr std::string_view lua_view(const std::array<char, M>& a) {
-  return std::string_view(a.data(), M - 1);
-}
-
-/// Get All of a feed or sorted feed in one atomic step: data_keys(), ARGV[1]
-/// the expected type. Returns a flat {id, item, id, item, ...} in order
-/// (ZRANGE for feeds, LRANGE for sorted feeds).
-extern const script get_all_script;
-
-/// Runs get_all_script and pairs the reply up.
+/// Get All of a feed or sorted feed in one atomic step
+/// (src/lua/feeds/get_all.lua), the reply paired up.
 boost::asio::awaitable<std::tuple<boost::system::error_code, std::vector<feed_item>>> get_all(
     client& c, const std::string& name, feed_type type);
 

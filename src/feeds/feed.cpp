@@ -8,6 +8,7 @@
 #include "feeds/bench_access.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {
 
@@ -32,72 +33,10 @@ namespace {
 // publishes ran, whatever the ids and however the publishers' clocks differ.
 // 1/1024 steps are exact in a double up to 2^43 ms (the year 2248), and the
 // score is formatted with 17 significant digits so Redis parses the same
-// double back.
-const script publish_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] id  ARGV[2] item  ARGV[3] now (ms since epoch)
--- ARGV[4] feed.publish channel  ARGV[5] feed.edit channel  ARGV[6] feed.retract channel
--- Returns {edited (0/1), {evicted ids...}}.
-local err, conf = open_feed('feed', 'max_length', 'retraction_log')
-if err then return err end
-local id, item = ARGV[1], ARGV[2]
-local edited = redis.call('ZSCORE', K_IDS, id) ~= false
-if edited then
-  err = check_publish(ARGV[5])
-else
-  err = check_publish(ARGV[4], ARGV[6])
-end
-if err then return err end
-local max_length = tonumber(conf[2]) or 0
-local log_max = tonumber(conf[3]) or 1000
-local score = tonumber(ARGV[3])
-local newest = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2]
-if newest then
-  local after = tonumber(newest) + 1 / 1024
-  if after > score then score = after end
-end
--- This publish's sequence number; evictions below are announced before it.
-local seq = redis.call('INCR', K_PUBLISHES)
-local evicted = {}
-if not edited and max_length > 0 then
-  -- Room for one more: drop the oldest (at most 1000 per publish, so a
-  -- lowered max_length is reached over several publishes).
-  local excess = redis.call('ZCARD', K_IDS) - max_length + 1
-  if excess > 1000 then excess = 1000 end
-  if excess > 0 then
-    evicted = redis.call('ZRANGE', K_IDS, 0, excess - 1)
-  end
-  if #evicted > 0 then
-    redis.call('ZREM', K_IDS, unpack(evicted))
-    redis.call('HDEL', K_ITEMS, unpack(evicted))
-    record_retracts(evicted, seq - 1, log_max, seq % 64 == 0)
-    for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
-  end
-end
-redis.call('ZADD', K_IDS, string.format('%.17g', score), id)
-redis.call('HSET', K_ITEMS, id, item)
-record_change(id, seq)
-if edited then
-  redis.call('PUBLISH', ARGV[5], id .. '\0' .. item)
-else
-  redis.call('PUBLISH', ARGV[4], id .. '\0' .. item)
-end
-return {edited and 1 or 0, evicted}
-)lua"};
+// double back. (src/lua/feeds/publish.lua)
 
-// Retract: remove the id and announce it; 0 (nothing published) if absent.
-const script retract_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] id  ARGV[2] feed.retract channel. Returns 1 if removed, 0 if absent.
-local err, conf = open_feed('feed', 'retraction_log')
-if err then return err end
-if not redis.call('ZSCORE', K_IDS, ARGV[1]) then return 0 end
-err = check_publish(ARGV[2])
-if err then return err end
-redis.call('ZREM', K_IDS, ARGV[1])
-redis.call('HDEL', K_ITEMS, ARGV[1])
-record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
-redis.call('PUBLISH', ARGV[2], ARGV[1])
-return 1
-)lua"};
+// Retract (src/lua/feeds/retract.lua): remove the id and announce it; 0
+// (nothing published) if absent.
 
 using opt_string = std::optional<std::string>;
 
@@ -122,7 +61,6 @@ asio::awaitable<std::tuple<error_code, publish_result>> publish_op(client* c, st
   if (ec) co_return std::tuple{ec, std::move(out)};
   out.id = id ? std::move(*id) : detail::make_uuid();
   detail::feed_names n(cfg, name);
-  auto keys = detail::data_keys(n);
   std::vector<std::string> args;
   args.push_back(out.id);
   args.push_back(std::move(item));
@@ -130,7 +68,8 @@ asio::awaitable<std::tuple<error_code, publish_result>> publish_op(client* c, st
   args.push_back(n.channel("publish"));
   args.push_back(n.channel("edit"));
   args.push_back(n.channel("retract"));
-  auto [sec, v] = co_await detail::run_script(*c, publish_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(*c, detail::scripts::feeds_publish(),
+                                              detail::data_keys(n), std::move(args));
   if (sec) co_return std::tuple{sec, std::move(out)};
   if (v.elements.size() != 2) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
   out.edited = v.elements[0].integer == 1;
@@ -145,11 +84,11 @@ asio::awaitable<std::tuple<error_code, bool>> retract_op(client* c, std::string 
   if (!ec) ec = detail::validate_id(cfg, id);
   if (ec) co_return std::tuple{ec, false};
   detail::feed_names n(cfg, name);
-  auto keys = detail::data_keys(n);
   std::vector<std::string> args;
   args.push_back(std::move(id));
   args.push_back(n.channel("retract"));
-  auto [sec, v] = co_await detail::run_script(*c, retract_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(*c, detail::scripts::feeds_retract(),
+                                              detail::data_keys(n), std::move(args));
   co_return std::tuple{sec, !sec && v.integer == 1};
 }
 
@@ -203,7 +142,7 @@ asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all_op(clien
 }  // namespace
 
 namespace detail {
-const script& feed_publish_script() { return publish_script; }
+const script& feed_publish_script() { return scripts::feeds_publish(); }
 std::vector<std::string> feed_script_keys(std::string_view name) {
   return data_keys(feed_names(config{}, name));
 }

@@ -7,6 +7,7 @@
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -21,55 +22,16 @@ using boost::system::error_code;
 
 namespace {
 
-// Every script checks, before its first write, that the user may PUBLISH
-// its notification (check_publish, src/feeds/common.hpp): a refused
-// PUBLISH after the writes would leave them applied under an error.
-
-// Create Feed: SADD feeds (abort if present), the config hash, PUBLISH newfeed.
-const script create_script{std::string(detail::lua_check_publish) + R"lua(
--- KEYS[1] feeds   KEYS[2] feed.config:[f]   KEYS[3..] every other key of the feed
--- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
--- ARGV[5..] config field, value, field, value, ...
-local perm = check_publish(ARGV[4])
-if perm then return perm end
-if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then
-  return redis.error_reply('FEEDEXISTS the feed already exists')
-end
--- Leftovers of a feed that another client deleted only partly.
-for i = 2, #KEYS do redis.call('UNLINK', KEYS[i]) end
-redis.call('HSET', KEYS[2], 'type', ARGV[2])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
-redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
-return 1
-)lua"};
-
-// Delete Feed: SREM feeds (fail if absent), delete every key, PUBLISH delfeed.
-const script delete_script{std::string(detail::lua_check_publish) + R"lua(
--- KEYS[1] feeds   KEYS[2..] every key of the feed (keys.hpp all_keys)
--- ARGV[1] name  ARGV[2] instance uuid  ARGV[3] delfeed channel
-local perm = check_publish(ARGV[3])
-if perm then return perm end
-if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then
-  return redis.error_reply('FEEDNOTFOUND no such feed')
-end
-for i = 2, #KEYS do redis.call('UNLINK', KEYS[i]) end
-redis.call('PUBLISH', ARGV[3], ARGV[1] .. '\0' .. ARGV[2])
-return 1
-)lua"};
-
-// Set Config Value: HSET feed.config, PUBLISH conffeed (fail if no feed).
-const script set_config_script{std::string(detail::lua_check_publish) + R"lua(
--- KEYS[1] feeds   KEYS[2] feed.config:[f]
--- ARGV[1] name  ARGV[2] field  ARGV[3] value  ARGV[4] instance uuid  ARGV[5] conffeed channel
-local perm = check_publish(ARGV[5])
-if perm then return perm end
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then
-  return redis.error_reply('FEEDNOTFOUND no such feed')
-end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-redis.call('PUBLISH', ARGV[5], ARGV[1] .. '\0' .. ARGV[4])
-return 1
-)lua"};
+// The scripts (src/lua/management/*.lua) check, before their first write,
+// that the user may PUBLISH their notification (check_publish,
+// src/lua/prelude.lua): a refused PUBLISH after the writes would leave them
+// applied under an error.
+//   create.lua      Create Feed: SADD feeds (abort if present), the config
+//                   hash, PUBLISH newfeed.
+//   delete.lua      Delete Feed: SREM feeds (fail if absent), delete every
+//                   key, PUBLISH delfeed.
+//   set_config.lua  Set Config Value: HSET feed.config, PUBLISH conffeed
+//                   (fail if no feed).
 
 // Config fields the library interprets must hold what its scripts expect
 // (detail::validate_config_field: type and range, by field name); `type` is
@@ -85,9 +47,7 @@ asio::awaitable<std::tuple<error_code>> create_op(client* c, std::string name, f
   for (const auto& [f, v] : cfg)
     if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
-  std::vector<std::string> keys;
-  keys.emplace_back(detail::feeds_key);
-  for (auto& k : detail::all_keys(n)) keys.push_back(std::move(k));  // config first
+  auto keys = detail::admin_keys(n, true);
   std::vector<std::string> args;
   args.push_back(name);
   args.emplace_back(to_string(type));
@@ -97,21 +57,21 @@ asio::awaitable<std::tuple<error_code>> create_op(client* c, std::string name, f
     args.push_back(std::move(f));
     args.push_back(std::move(v));
   }
-  auto [ec, v] = co_await detail::run_script(*c, create_script, keys, args);
+  auto [ec, v] = co_await detail::run_script(
+      *c, detail::scripts::management_create(), std::move(keys), std::move(args));
   co_return std::tuple{ec};
 }
 
 asio::awaitable<std::tuple<error_code>> delete_op(client* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
-  std::vector<std::string> keys;
-  keys.emplace_back(detail::feeds_key);
-  for (auto& k : detail::all_keys(n)) keys.push_back(std::move(k));
+  auto keys = detail::admin_keys(n, true);
   std::vector<std::string> args;
   args.push_back(name);
   args.push_back(c->instance_id());
   args.emplace_back(detail::delfeed_channel);
-  auto [ec, v] = co_await detail::run_script(*c, delete_script, keys, args);
+  auto [ec, v] = co_await detail::run_script(
+      *c, detail::scripts::management_delete(), std::move(keys), std::move(args));
   co_return std::tuple{ec};
 }
 
@@ -142,16 +102,15 @@ asio::awaitable<std::tuple<error_code>> set_config_op(client* c, std::string nam
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   if (auto ec = validate_field(c->get_config(), field, value)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
-  std::vector<std::string> keys;
-  keys.emplace_back(detail::feeds_key);
-  keys.push_back(n.key("config"));
+  auto keys = detail::admin_keys(n, false);
   std::vector<std::string> args;
   args.push_back(name);
   args.push_back(std::move(field));
   args.push_back(std::move(value));
   args.push_back(c->instance_id());
   args.emplace_back(detail::conffeed_channel);
-  auto [ec, v] = co_await detail::run_script(*c, set_config_script, keys, args);
+  auto [ec, v] = co_await detail::run_script(
+      *c, detail::scripts::management_set_config(), std::move(keys), std::move(args));
   co_return std::tuple{ec};
 }
 

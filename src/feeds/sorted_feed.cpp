@@ -6,6 +6,7 @@
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {
 
@@ -14,115 +15,20 @@ using boost::system::error_code;
 
 namespace {
 
-// Every script checks the feed's type, then that the user may PUBLISH its
-// notifications (check_publish, src/feeds/common.hpp), before any write: a
-// refused PUBLISH after the writes would leave them applied under an error.
-
-// Append / Prepend / Publish Before / Publish After: a new id from
-// feed.idincr placed in the list, then feed.publish `id\0item` and
-// feed.position `id\0pos`.
-const script insert_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] mode: 'end' | 'begin' | 'before' | 'after'   ARGV[2] relative id
--- ARGV[3] item  ARGV[4] feed.publish channel  ARGV[5] feed.position channel
--- Returns the new id.
-local err = open_feed('sorted_feed') or check_publish(ARGV[4], ARGV[5])
-if err then return err end
-local mode, rel, item = ARGV[1], ARGV[2], ARGV[3]
-if (mode == 'before' or mode == 'after') and redis.call('HEXISTS', K_ITEMS, rel) == 0 then
-  return redis.error_reply('IDNOTFOUND no item with the relative id')
-end
-local id = tostring(redis.call('INCR', K_IDINCR))
-local pos
-if mode == 'end' then
-  redis.call('RPUSH', K_IDS, id)
-  pos = ':end'
-elseif mode == 'begin' then
-  redis.call('LPUSH', K_IDS, id)
-  pos = 'begin:'
-else
-  local where = 'AFTER'
-  if mode == 'before' then where = 'BEFORE' end
-  -- Nothing is written before this can fail (only the id counter moved).
-  if redis.call('LINSERT', K_IDS, where, rel, id) < 0 then
-    return redis.error_reply('IDNOTFOUND the relative id is not in the list')
-  end
-  if mode == 'before' then pos = ':' .. rel else pos = rel .. ':' end
-end
-redis.call('HSET', K_ITEMS, id, item)
-local seq = redis.call('INCR', K_PUBLISHES)
-record_change(id, seq)
-redis.call('PUBLISH', ARGV[4], id .. '\0' .. item)
-redis.call('PUBLISH', ARGV[5], id .. '\0' .. pos)
-return id
-)lua"};
-
-// Edit: replace an existing item; feed.publish `id\0item` (the contract's
-// channel for sorted-feed edits). Fails, changing nothing, when absent.
-const script edit_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] id  ARGV[2] item  ARGV[3] feed.publish channel
-local err = open_feed('sorted_feed') or check_publish(ARGV[3])
-if err then return err end
-if redis.call('HEXISTS', K_ITEMS, ARGV[1]) == 0 then
-  return redis.error_reply('IDNOTFOUND no such item')
-end
-redis.call('HSET', K_ITEMS, ARGV[1], ARGV[2])
-local seq = redis.call('INCR', K_PUBLISHES)
-record_change(ARGV[1], seq)
-redis.call('PUBLISH', ARGV[3], ARGV[1] .. '\0' .. ARGV[2])
-return 1
-)lua"};
-
-// Move: to the beginning, the end, before or after another id;
-// feed.position `id\0pos`. Every check happens before anything is written.
-const script move_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] id  ARGV[2] mode: 'end' | 'begin' | 'before' | 'after'
--- ARGV[3] relative id  ARGV[4] feed.position channel
-local err = open_feed('sorted_feed') or check_publish(ARGV[4])
-if err then return err end
-local id, mode, rel = ARGV[1], ARGV[2], ARGV[3]
-if redis.call('HEXISTS', K_ITEMS, id) == 0 then
-  return redis.error_reply('IDNOTFOUND no such item')
-end
-local pos
-if mode == 'before' or mode == 'after' then
-  if rel == id then
-    return redis.error_reply('INVALIDARG an item cannot move relative to itself')
-  end
-  if redis.call('HEXISTS', K_ITEMS, rel) == 0 or not redis.call('LPOS', K_IDS, rel) then
-    return redis.error_reply('IDNOTFOUND no item with the relative id')
-  end
-  local where = 'AFTER'
-  if mode == 'before' then where = 'BEFORE' end
-  redis.call('LREM', K_IDS, 1, id)
-  redis.call('LINSERT', K_IDS, where, rel, id)
-  if mode == 'before' then pos = ':' .. rel else pos = rel .. ':' end
-elseif mode == 'begin' then
-  redis.call('LREM', K_IDS, 1, id)
-  redis.call('LPUSH', K_IDS, id)
-  pos = 'begin:'
-else
-  redis.call('LREM', K_IDS, 1, id)
-  redis.call('RPUSH', K_IDS, id)
-  pos = ':end'
-end
-redis.call('PUBLISH', ARGV[4], id .. '\0' .. pos)
-return 1
-)lua"};
-
-// Retract: remove the id and announce it; 0 (nothing published) if absent.
-const script retract_script{std::string(detail::lua_prelude) + R"lua(
--- ARGV[1] id  ARGV[2] feed.retract channel. Returns 1 if removed, 0 if absent.
-local err, conf = open_feed('sorted_feed', 'retraction_log')
-if err then return err end
-if redis.call('HEXISTS', K_ITEMS, ARGV[1]) == 0 then return 0 end
-err = check_publish(ARGV[2])
-if err then return err end
-redis.call('LREM', K_IDS, 1, ARGV[1])
-redis.call('HDEL', K_ITEMS, ARGV[1])
-record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
-redis.call('PUBLISH', ARGV[2], ARGV[1])
-return 1
-)lua"};
+// The scripts (src/lua/sorted_feeds/*.lua) check the feed's type, then that
+// the user may PUBLISH their notifications (check_publish,
+// src/lua/prelude.lua), before any write: a refused PUBLISH after the writes
+// would leave them applied under an error.
+//   insert.lua   Append / Prepend / Publish Before / Publish After: a new id
+//                from feed.idincr placed in the list, then feed.publish
+//                `id\0item` and feed.position `id\0pos`.
+//   edit.lua     replace an existing item; feed.publish `id\0item` (the
+//                contract's channel for sorted-feed edits). Fails, changing
+//                nothing, when absent.
+//   move.lua     to the beginning, the end, before or after another id;
+//                feed.position `id\0pos`. Every check before any write.
+//   retract.lua  remove the id and announce it; 0 (nothing published) if
+//                absent.
 
 const char* mode_of(const feed_position& p) {
   switch (p.where) {
@@ -165,7 +71,8 @@ asio::awaitable<std::tuple<error_code, std::string>> insert_op(client* c, std::s
   args.push_back(std::move(item));
   args.push_back(n.channel("publish"));
   args.push_back(n.channel("position"));
-  auto [sec, v] = co_await detail::run_script(*c, insert_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(
+      *c, detail::scripts::sorted_feeds_insert(), std::move(keys), std::move(args));
   if (sec) co_return std::tuple{sec, std::string{}};
   co_return std::tuple{error_code{}, std::move(v.str)};
 }
@@ -183,7 +90,8 @@ asio::awaitable<std::tuple<error_code>> edit_op(client* c, std::string name, std
   args.push_back(std::move(id));
   args.push_back(std::move(item));
   args.push_back(n.channel("publish"));
-  auto [sec, v] = co_await detail::run_script(*c, edit_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(
+      *c, detail::scripts::sorted_feeds_edit(), std::move(keys), std::move(args));
   co_return std::tuple{sec};
 }
 
@@ -204,7 +112,8 @@ asio::awaitable<std::tuple<error_code>> move_op(client* c, std::string name, std
   args.emplace_back(mode_of(pos));
   args.push_back(is_relative(pos) ? std::move(pos.relative_id) : std::string{});
   args.push_back(n.channel("position"));
-  auto [sec, v] = co_await detail::run_script(*c, move_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(
+      *c, detail::scripts::sorted_feeds_move(), std::move(keys), std::move(args));
   co_return std::tuple{sec};
 }
 
@@ -219,7 +128,8 @@ asio::awaitable<std::tuple<error_code, bool>> retract_op(client* c, std::string 
   std::vector<std::string> args;
   args.push_back(std::move(id));
   args.push_back(n.channel("retract"));
-  auto [sec, v] = co_await detail::run_script(*c, retract_script, keys, args);
+  auto [sec, v] = co_await detail::run_script(
+      *c, detail::scripts::sorted_feeds_retract(), std::move(keys), std::move(args));
   co_return std::tuple{sec, !sec && v.integer == 1};
 }
 

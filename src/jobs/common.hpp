@@ -5,7 +5,8 @@
 //  * fetcher<T>: the waiting getters/claimers of one queue object. One
 //    script call fetches up to N items for N waiting coroutines; when the
 //    queue runs dry they sleep until notify() (a wake-up message) or the
-//    poll interval.
+//    poll interval. Its decisions are fetch_policy's (no I/O, unit-tested);
+//    the template only moves handlers, timers and jobs.
 //  * batcher<Req, Res>: calls issued in the same tick (or while a call is
 //    in flight) go to the server as one script call (puts, finishes).
 //
@@ -15,6 +16,7 @@
 #include "detail/executor_util.hpp"
 #include "detail/keys.hpp"
 #include "detail/script_exec.hpp"
+#include "jobs/fetch_policy.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
@@ -54,20 +56,9 @@ inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 std::string now_ms_string();
 std::int64_t now_ms();
 
-/// Maps an error value returned by a queue/job script ("THOONK <code>") to
-/// its error code; other error replies: an ACL refusal (NOPERM, or
-/// NOCHANNELPERM from check_publish) → the permission codes, mapped by
-/// detail::permission_error (src/feeds/common.hpp) as for feeds; a Lua
-/// runtime error (`ERR user_script...`, `ERR Error running script`) →
-/// script_error, anything else (OOM, READONLY, ...) → server_error.
-/// Success when `v` is not an error.
-error_code script_reply_error(const resp3::value& v);
-
-/// Runs a library script; error replies are mapped, so a successful value
-/// is never an error. Keys and args are owned by the coroutine frame.
-asio::awaitable<std::tuple<error_code, resp3::value>> run(client& c, const script& s,
-                                                          std::vector<std::string> keys,
-                                                          std::vector<std::string> args);
+// Scripts run with detail::run_script and their errors map with
+// detail::reply_error (detail/script_exec.hpp): one runner and one mapper
+// for feeds and jobs.
 
 /// Integer of a number reply (or a decimal string); `fallback` otherwise.
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback = 0);
@@ -109,7 +100,9 @@ struct pending {
 };
 
 // ---------------------------------------------------------------------------
-// fetcher
+// fetcher: the I/O around fetch_policy (fetch_policy.hpp), which makes every
+// decision (batching, prefetch, deadlines, wake-ups); this holds the
+// handlers, timers and jobs and carries out the policy's actions.
 // ---------------------------------------------------------------------------
 template <class T>
 class fetcher : public std::enable_shared_from_this<fetcher<T>> {
@@ -123,7 +116,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// no wake-up published after an empty fetch can be missed).
   using prepare_fn = std::function<asio::awaitable<void>()>;
 
-  /// Items fetched ahead of demand (see prefetch_).
+  /// Items fetched ahead of demand (fetch_policy::options::prefetch).
   struct prefetch_options {
     std::size_t limit = 0;  ///< 0: fetch only for waiting coroutines
     std::chrono::milliseconds hold{1000};
@@ -133,11 +126,8 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
           std::size_t max_in_flight, fetch_fn fetch, give_back_fn give_back, prepare_fn prepare,
           prefetch_options prefetch = {})
       : ex_(std::move(ex)),
-        poll_(std::max(poll, std::chrono::milliseconds(1))),
-        max_batch_(clamp_batch(max_batch)),
-        max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
-        prefetch_(std::min(prefetch.limit, max_batch_)),
-        hold_(std::max(prefetch.hold, std::chrono::milliseconds(1))),
+        policy_(fetch_policy::options{poll, max_batch, max_in_flight, prefetch.limit,
+                                      prefetch.hold}),
         fetch_(std::move(fetch)),
         give_back_(std::move(give_back)),
         prepare_(std::move(prepare)),
@@ -157,7 +147,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
       });
       return;
     }
-    if (closed_) {
+    if (policy_.closed()) {
       post_handler(std::move(h), ex_, close_ec_, T{});
       return;
     }
@@ -165,117 +155,23 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
       post_handler(std::move(h), ex_, error_code{}, std::move(*v));
       return;
     }
-    auto w = std::make_shared<waiter>(ex_, std::move(h));
-    auto slot = asio::get_associated_cancellation_slot(w->h.get());
+    const auto id = policy_.add_waiter();
+    auto& w = *waiters_.emplace_back(std::make_unique<waiter>(id, std::move(h)));
+    auto slot = asio::get_associated_cancellation_slot(w.h.get());
     if (slot.is_connected()) {
-      slot.assign([weak = std::weak_ptr<waiter>(w)](asio::cancellation_type) {
-        if (auto w = weak.lock()) w->complete(asio::error::operation_aborted, T{});
+      slot.assign([weak = this->weak_from_this(), id](asio::cancellation_type) {
+        if (auto self = weak.lock())
+          self->act([&](fetch_policy::actions& a) { self->policy_.cancel_waiter(id, a); });
       });
     }
     if (timeout != std::chrono::milliseconds::max()) {
-      w->timer.emplace(ex_, std::max(timeout, std::chrono::milliseconds(0)));
-      w->timer->async_wait([weak = std::weak_ptr<waiter>(w)](error_code ec) {
-        auto w = weak.lock();
-        if (ec || !w || !w->live()) return;
-        // Deadline. Give up only once an attempt including us has completed
-        // (fetch_one ends it then, seeing `expired`).
-        if (w->attempt_done && !w->in_batch) w->complete(error::queue_empty, T{});
-        else w->expired = true;
+      w.timer.emplace(ex_, std::max(timeout, std::chrono::milliseconds(0)));
+      w.timer->async_wait([weak = this->weak_from_this(), id](error_code ec) {
+        if (ec) return;
+        if (auto self = weak.lock())
+          self->act([&](fetch_policy::actions& a) { self->policy_.deadline(id, a); });
       });
     }
-    waiters_.push_back(std::move(w));
-    trigger();
-  }
-
-  /// An item fetched ahead (prefetch), if one is held; tops the buffer up.
-  std::optional<T> try_take() {
-    if (closed_ || buffer_.empty()) return std::nullopt;
-    std::optional<T> v(std::move(buffer_.front().value));
-    buffer_.pop_front();
-    refill();
-    return v;
-  }
-
-  /// Something may have arrived: fetch again if anyone waits.
-  void notify() {
-    if (closed_) return;
-    trigger_ = true;
-    if (idle_) wake_.cancel();
-  }
-
-  /// Completes every waiter with `ec` and ends the loop.
-  void close(error_code ec) {
-    if (closed_) return;
-    closed_ = true;
-    close_ec_ = ec;
-    for (auto& w : waiters_) w->complete(ec, T{});
-    waiters_.clear();
-    give_back_buffer(buffer_.size());
-    wake_.cancel();
-  }
-
-  bool closed() const noexcept { return closed_; }
-
- private:
-  struct waiter {
-    waiter(const asio::any_io_executor& e, handler_type handler) : ex(e), h(std::move(handler)) {}
-    asio::any_io_executor ex;
-    handler_box<void(error_code, T)> h;     // empty once completed
-    std::optional<asio::steady_timer> timer;  // the deadline, if any
-    bool in_batch = false;      // a fetch for it is in flight
-    bool attempt_done = false;  // a fetch including this waiter completed
-    bool expired = false;       // deadline passed while an attempt was due
-
-    bool live() const noexcept { return static_cast<bool>(h); }
-    void complete(error_code e, T v) {
-      if (!h) return;
-      if (timer) timer->cancel();
-      post_handler(h.take(), ex, e, std::move(v));
-    }
-  };
-  using batch_type = std::vector<std::shared_ptr<waiter>>;
-  struct buffered {
-    T value;
-    clock_type::time_point expires;
-  };
-
-  // Prefetch: after a fetch that served waiters came back full, or a waiter
-  // took a buffered item, top the buffer up to prefetch_ items with one
-  // fetch that no waiter is attached to. Its items go to waiters first, the
-  // rest wait in buffer_ (at most hold_, then given back), so a worker loop
-  // finds its next item here instead of waiting a round trip, and the
-  // server works on the next fetch while this process runs its workers.
-  void refill() {
-    if (prefetch_ == 0 || closed_ || !last_full_ || in_flight_ >= max_in_flight_) return;
-    const std::size_t have = buffer_.size() + prefetching_;
-    if (have >= prefetch_) return;
-    const std::size_t n = prefetch_ - have;
-    prefetching_ += n;
-    ++in_flight_;
-    asio::co_spawn(ex_, fetch_one(this->shared_from_this(), batch_type{}, n), asio::detached);
-  }
-
-  // Gives the first n buffered items back (oldest first).
-  void give_back_buffer(std::size_t n) {
-    if (n == 0) return;
-    std::vector<T> back;
-    back.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      back.push_back(std::move(buffer_.front().value));
-      buffer_.pop_front();
-    }
-    if (give_back_) asio::co_spawn(ex_, give_back_(std::move(back)), asio::detached);
-  }
-
-  void expire_buffer() {
-    const auto now = clock_type::now();
-    std::size_t n = 0;
-    while (n < buffer_.size() && buffer_[n].expires <= now) ++n;
-    give_back_buffer(n);
-  }
-
-  void trigger() {
-    trigger_ = true;
     if (!running_) {
       running_ = true;
       asio::co_spawn(ex_, loop(this->shared_from_this()), asio::detached);
@@ -284,9 +180,122 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     }
   }
 
-  // The loop starts fetches (at most max_in_flight_ at a time) for waiters
-  // that have none in flight, whenever something may have arrived: a new
-  // waiter, a wake-up, the poll tick, a fetch that came back full.
+  /// An item fetched ahead (prefetch), if one is held; tops the buffer up.
+  std::optional<T> try_take() {
+    fetch_policy::actions a;
+    a.swap(scratch_);
+    if (!policy_.take_buffered(a)) {
+      scratch_.swap(a);
+      return std::nullopt;
+    }
+    std::optional<T> v(std::move(buffer_.front()));
+    buffer_.pop_front();
+    execute(a, nullptr);
+    return v;
+  }
+
+  /// Something may have arrived: fetch again if anyone waits.
+  void notify() {
+    if (policy_.closed()) return;
+    policy_.notify();
+    if (idle_) wake_.cancel();
+  }
+
+  /// Completes every waiter with `ec` and ends the loop.
+  void close(error_code ec) {
+    if (policy_.closed()) return;
+    close_ec_ = ec;
+    act([&](fetch_policy::actions& a) { policy_.close(ec, a); });
+    waiters_.clear();
+    wake_.cancel();
+  }
+
+  bool closed() const noexcept { return policy_.closed(); }
+
+ private:
+  struct waiter {
+    waiter(fetch_policy::waiter_id i, handler_type handler) : id(i), h(std::move(handler)) {}
+    fetch_policy::waiter_id id;
+    handler_box<void(error_code, T)> h;       // empty once completed
+    std::optional<asio::steady_timer> timer;  // the deadline, if any
+  };
+
+  // Runs `f` on a scratch action list (reused: no allocation per event) and
+  // carries the actions out.
+  template <class F>
+  void act(F&& f, std::vector<T>* reply = nullptr) {
+    fetch_policy::actions a;
+    a.swap(scratch_);
+    f(a);
+    execute(a, reply);
+  }
+
+  void execute(fetch_policy::actions& acts, std::vector<T>* reply) {
+    using kind = fetch_policy::action::kind;
+    for (auto& a : acts) {
+      switch (a.what) {
+        case kind::claim:
+          asio::co_spawn(ex_, fetch_one(this->shared_from_this(), a.fetch, a.count),
+                         asio::detached);
+          break;
+        case kind::deliver:
+          if (auto* w = find(a.waiter)) {
+            complete(*w, {}, std::move((*reply)[a.index]));
+          } else if (give_back_) {
+            // Never expected (the policy only names live waiters); a job
+            // that no one can take goes back rather than being lost.
+            std::vector<T> back;
+            back.push_back(std::move((*reply)[a.index]));
+            asio::co_spawn(ex_, give_back_(std::move(back)), asio::detached);
+          }
+          break;
+        case kind::fail:
+          if (auto* w = find(a.waiter)) complete(*w, a.ec, T{});
+          break;
+        case kind::hold:
+          buffer_.push_back(std::move((*reply)[a.index]));
+          break;
+        case kind::return_reply:
+          if (give_back_) {
+            auto first = reply->begin() + static_cast<std::ptrdiff_t>(a.index);
+            std::vector<T> rest(std::make_move_iterator(first),
+                                std::make_move_iterator(first + static_cast<std::ptrdiff_t>(a.count)));
+            asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
+          }
+          break;
+        case kind::return_buffered: {
+          std::vector<T> back;
+          back.reserve(a.count);
+          for (std::size_t i = 0; i < a.count; ++i) {
+            back.push_back(std::move(buffer_.front()));
+            buffer_.pop_front();
+          }
+          if (give_back_) asio::co_spawn(ex_, give_back_(std::move(back)), asio::detached);
+          break;
+        }
+      }
+    }
+    acts.clear();
+    if (scratch_.capacity() < acts.capacity()) scratch_.swap(acts);
+  }
+
+  // The live waiter `id`, or null.
+  waiter* find(fetch_policy::waiter_id id) {
+    auto it = std::lower_bound(waiters_.begin(), waiters_.end(), id,
+                               [](const auto& w, fetch_policy::waiter_id i) { return w->id < i; });
+    if (it == waiters_.end() || (*it)->id != id || !(*it)->h) return nullptr;
+    return it->get();
+  }
+
+  // Completes a waiter (posted, never inline).
+  void complete(waiter& w, error_code ec, T v) {
+    if (w.timer) w.timer->cancel();
+    post_handler(w.h.take(), ex_, ec, std::move(v));
+  }
+
+  // The loop wakes whenever something may have arrived (a new waiter, a
+  // wake-up, the poll tick, a claim reply) and issues the calls the policy
+  // asks for; between, it sleeps until the policy's next wake-up time.
   asio::awaitable<void> loop([[maybe_unused]] std::shared_ptr<fetcher> self) {
     if (prepare_) {
       try {
@@ -295,95 +304,36 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         // Without the subscription we still poll.
       }
     }
-    next_poll_ = clock_type::now() + poll_;
-    while (!closed_) {
-      std::erase_if(waiters_, [](const auto& w) { return !w->live() && !w->in_batch; });
-      batch_type batch;
-      if (trigger_ && in_flight_ < max_in_flight_) {
-        for (auto& w : waiters_) {
-          if (batch.size() == max_batch_) break;
-          if (w->live() && !w->in_batch) batch.push_back(w);
-        }
-      }
-      if (!batch.empty()) {
-        for (auto& w : batch) w->in_batch = true;
-        // More waiters than one batch takes: keep the trigger for them.
-        trigger_ = batch.size() == max_batch_;
-        ++in_flight_;
-        const std::size_t n = batch.size();
-        asio::co_spawn(ex_, fetch_one(this->shared_from_this(), std::move(batch), n),
-                       asio::detached);
-        continue;
-      }
-      if (trigger_ && in_flight_ == 0) trigger_ = false;  // nobody to fetch for
-      bool anyone =
-          std::any_of(waiters_.begin(), waiters_.end(), [](const auto& w) { return w->live(); });
-      auto until = anyone && in_flight_ == 0 ? next_poll_ : clock_type::time_point::max();
-      if (!buffer_.empty()) until = std::min(until, buffer_.front().expires);
-      wake_.expires_at(until);
+    policy_.start(clock_type::now());
+    while (!policy_.closed()) {
+      std::erase_if(waiters_, [](const auto& w) { return !w->h; });
+      act([&](fetch_policy::actions& a) { policy_.pump(a); });
+      wake_.expires_at(policy_.next_wakeup());
       idle_ = true;
       auto [ec] = co_await wake_.async_wait(use_nothrow);
       idle_ = false;
-      if (!buffer_.empty()) expire_buffer();
-      if (!ec && !closed_ && clock_type::now() >= next_poll_) {
-        trigger_ = true;  // poll tick
-        next_poll_ = clock_type::now() + poll_;
-      }
+      act([&](fetch_policy::actions& a) { policy_.on_wakeup(clock_type::now(), !ec, a); });
     }
     running_ = false;
   }
 
-  // Fetches n items: one for each waiter of `batch`, the rest (n greater
-  // than the batch) a prefetch.
-  asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, batch_type batch, std::size_t n) {
+  // One claim call of the policy's.
+  asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, fetch_policy::fetch_id id,
+                                  std::size_t n) {
     auto [ec, results] = co_await fetch_(n);
-    --in_flight_;
-    prefetching_ -= n - batch.size();
-    last_full_ = !ec && results.size() >= n;
-    next_poll_ = clock_type::now() + poll_;
-    std::size_t used = 0;
-    if (!ec && !closed_) {
-      // Our batch first, then anyone else waiting without a fetch.
-      for (auto& w : batch) {
-        if (used == results.size()) break;
-        if (w->live()) w->complete({}, std::move(results[used++]));
-      }
-      // With prefetch, waiters of other fetches too: items go out in the
-      // order they were claimed (the other fetch's items are buffered).
-      for (auto& w : waiters_) {
-        if (used == results.size()) break;
-        if (w->live() && (prefetch_ > 0 || !w->in_batch))
-          w->complete({}, std::move(results[used++]));
-      }
-    }
-    if (!ec && used < results.size()) {
-      if (prefetch_ > 0 && !closed_) {
-        const auto expires = clock_type::now() + hold_;
-        for (std::size_t i = used; i < results.size(); ++i)
-          buffer_.push_back(buffered{std::move(results[i]), expires});
-      } else if (give_back_) {
-        std::vector<T> rest(std::make_move_iterator(results.begin() + used),
-                            std::make_move_iterator(results.end()));
-        asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
-      }
-    }
-    for (auto& w : batch) {
-      w->in_batch = false;
-      if (!w->live()) continue;
-      if (ec) {
-        w->complete(ec, T{});
-        continue;
-      }
-      w->attempt_done = true;
-      if (w->expired) w->complete(error::queue_empty, T{});
-    }
-    if (ec == error::client_stopped) {
-      close(ec);
+    const bool was_closed = policy_.closed();
+    act(
+        [&](fetch_policy::actions& a) {
+          policy_.on_reply(id, clock_type::now(), ec, results.size(), a);
+        },
+        &results);
+    if (!was_closed && policy_.closed()) {  // client_stopped
+      close_ec_ = ec;
+      waiters_.clear();
+      wake_.cancel();
       co_return;
     }
-    if (!ec && results.size() >= batch.size()) trigger_ = true;  // likely more
-    if (used > 0) refill();  // served waiters: they are likely to come back
-    if (ec && !closed_) {
+    if (ec && !policy_.closed()) {
       // Do not spin on a failing server; later waiters retry after this.
       asio::steady_timer pause(ex_, std::chrono::milliseconds(20));
       co_await pause.async_wait(use_nothrow);
@@ -393,26 +343,17 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   }
 
   asio::any_io_executor ex_;
-  std::chrono::milliseconds poll_;
-  std::size_t max_batch_;
-  std::size_t max_in_flight_;
-  std::size_t prefetch_;
-  std::chrono::milliseconds hold_;
+  fetch_policy policy_;
   fetch_fn fetch_;
   give_back_fn give_back_;
   prepare_fn prepare_;
   asio::steady_timer wake_;
-  std::deque<std::shared_ptr<waiter>> waiters_;
-  std::deque<buffered> buffer_;
-  std::size_t prefetching_ = 0;  // items asked for by prefetches in flight
-  bool last_full_ = false;       // the last fetch got all it asked for
-  clock_type::time_point next_poll_{};
+  std::deque<std::unique_ptr<waiter>> waiters_;  // ids ascending, as in the policy
+  std::deque<T> buffer_;                         // held jobs, in step with the policy's
+  fetch_policy::actions scratch_;
   error_code close_ec_;
-  std::size_t in_flight_ = 0;
   bool running_ = false;
   bool idle_ = false;
-  bool trigger_ = false;
-  bool closed_ = false;
 };
 
 // ---------------------------------------------------------------------------

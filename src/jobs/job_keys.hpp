@@ -1,5 +1,5 @@
 // Key and channel names of one queue / job queue, in the order the scripts
-// of lua.cpp expect them. Built once per queue object from
+// of src/lua expect them (layouts/queue.lua, layouts/job.lua). Built once per queue object from
 // detail::feed_names (the one place key names are made).
 #pragma once
 
@@ -55,7 +55,7 @@ struct job_keys {
   const std::string& operator[](index i) const { return keys[i]; }
 
   feed_names names;
-  /// The job layout of lua.cpp (see `index`).
+  /// The job layout, src/lua/layouts/job.lua (see `index`).
   std::vector<std::string> keys;
   /// `feed.maintenance:[f]`: the maintenance lock (SET NX PX).
   std::string lock_key;

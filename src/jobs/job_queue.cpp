@@ -65,7 +65,7 @@ void job_queue_impl::track(const std::shared_ptr<pending<std::string>>& p) {
 
 asio::awaitable<std::tuple<error_code, resp3::value>> job_queue_impl::call(
     const script& s, std::vector<std::string> args) {
-  return run(cl, s, k.keys, std::move(args));
+  return run_script(cl, s, k.keys, std::move(args));
 }
 
 asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> self) {
@@ -150,7 +150,8 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
       args.push_back(std::string{});
     }
   }
-  auto [ec, v] = co_await run(self->cl, lua::job_finish(), std::move(keys), std::move(args));
+  auto [ec, v] =
+      co_await run_script(self->cl, lua::job_finish(), std::move(keys), std::move(args));
   if (ec) co_return std::tuple{ec, std::move(out)};
   co_return std::tuple{error_code{}, claim_statuses(v)};
 }

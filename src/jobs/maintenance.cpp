@@ -90,9 +90,20 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
     request req;
     req.push("SET", self->k.lock_key, owner, "NX", "PX",
              std::max<std::int64_t>(1, opts.lock_ttl.count()));
-    auto [ec, resp] = co_await self->cl.conn().exec(req, use_nothrow);
-    if (ec) co_return std::tuple{ec, rep};
-    if (resp[0].is_error()) co_return std::tuple{script_reply_error(resp[0]), rep};
+    // Not cancellable: a SET already written would still take the lock on
+    // the server, with nobody left to release it. Bounded by lock_ttl.
+    exec_options eo;
+    eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
+    auto [ec, resp] = co_await self->cl.conn().exec(
+        req, eo, asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
+    if (ec) {
+      // The SET may have run (unknown outcome, timeout): release what may
+      // be ours; the unlock deletes the lock only if it holds our owner.
+      co_await asio::co_spawn(self->cl.get_executor(), unlock(self, owner, lock_ttl),
+                              asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
+      co_return std::tuple{ec, rep};
+    }
+    if (resp[0].is_error()) co_return std::tuple{reply_error(resp[0]), rep};
     if (resp[0].is_null()) co_return std::tuple{error_code{}, rep};  // someone else runs it
   }
   error_code ec;
@@ -149,7 +160,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       req.push("LRANGE", self->k[job_keys::ids], start, start + 999);
       auto [ec, resp] = co_await self->cl.conn().exec(req, use_nothrow);
       if (ec) co_return std::tuple{ec, rep};
-      if (resp[0].is_error()) co_return std::tuple{script_reply_error(resp[0]), rep};
+      if (resp[0].is_error()) co_return std::tuple{reply_error(resp[0]), rep};
       for (auto& e : resp[0].elements) waiting.insert(std::move(e.str));
       if (resp[0].elements.size() < 1000) break;
     }

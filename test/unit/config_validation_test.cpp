@@ -1,7 +1,8 @@
 // No-I/O checks of what create_feed / set_config accept
 // (detail::validate_config_field, docs/feeds.md §2, docs/jobs.md §1) and of
-// how ACL refusals map to error codes (detail::permission_error, shared by
-// the feed and the job error mappers; docs/errors.md "Permissions").
+// how ACL refusals map to error codes (detail::permission_error, used by
+// the one script error mapper detail::reply_error; docs/errors.md
+// "Permissions").
 #include "feeds/common.hpp"
 #include "jobs/common.hpp"
 
@@ -111,9 +112,13 @@ TEST_CASE("permissions: ACL refusals map to the specific codes, in every Redis w
           "[unit][acl]") {
   using thoonk::detail::permission_error;
   using E = thoonk::error;
-  // The library's own check (check_publish).
-  CHECK(permission_error("NOCHANNELPERM the user may not PUBLISH on feed.publish:x") ==
-        E::no_channel_permission);
+  // The library's own check (check_publish) uses the THOONK convention.
+  {
+    thoonk::resp3::value v;
+    v.type = thoonk::resp3::type::simple_error;
+    v.str = "THOONK no_channel_permission the user may not PUBLISH on feed.publish:x";
+    CHECK(thoonk::detail::reply_error(v) == E::no_channel_permission);
+  }
   // Refused before the script runs (Redis 7.0 and 7.2+ texts).
   CHECK(permission_error("NOPERM this user has no permissions to run the 'evalsha' command") ==
         E::no_script_permission);
@@ -162,7 +167,8 @@ TEST_CASE("permissions: ACL refusals map to the specific codes, in every Redis w
   CHECK(!permission_error("NOAUTH Authentication required."));
 }
 
-TEST_CASE("permissions: the feed and the job mappers agree", "[unit][acl]") {
+TEST_CASE("permissions: the script error mapper maps ACL refusals and THOONK codes",
+          "[unit][acl]") {
   auto err = [](std::string text) {
     thoonk::resp3::value v;
     v.type = thoonk::resp3::type::simple_error;
@@ -170,7 +176,6 @@ TEST_CASE("permissions: the feed and the job mappers agree", "[unit][acl]") {
     return v;
   };
   const char* texts[] = {
-      "NOCHANNELPERM the user may not PUBLISH on feed.wake:q",
       "NOPERM this user has no permissions to run the 'evalsha' command",
       "NOPERM this user has no permissions to access one of the keys used as arguments",
       "ERR The user executing the script can't publish to the channel mentioned in the command "
@@ -179,18 +184,19 @@ TEST_CASE("permissions: the feed and the job mappers agree", "[unit][acl]") {
   };
   for (const char* t : texts) {
     INFO(t);
-    auto feed_ec = thoonk::detail::reply_error(err(t));
-    auto job_ec = thoonk::detail::jobs::script_reply_error(err(t));
-    CHECK(feed_ec == job_ec);
-    CHECK(feed_ec == thoonk::detail::permission_error(t));
+    CHECK(thoonk::detail::reply_error(err(t)) == thoonk::detail::permission_error(t));
   }
-  // Their own conventions are unchanged.
-  CHECK(thoonk::detail::reply_error(err("FEEDNOTFOUND no such feed")) ==
+  // The scripts' one convention: THOONK <code> <message> (src/lua/prelude.lua).
+  CHECK(thoonk::detail::reply_error(err("THOONK feed_not_found no such feed")) ==
         thoonk::error::feed_not_found);
-  CHECK(thoonk::detail::jobs::script_reply_error(err("ERR THOONK lost_claim")) ==
-        thoonk::error::lost_claim);
+  CHECK(thoonk::detail::reply_error(err("ERR THOONK lost_claim")) == thoonk::error::lost_claim);
+  CHECK(thoonk::detail::reply_error(err("THOONK id_not_found no such item")) ==
+        thoonk::error::id_not_found);
+  CHECK(thoonk::detail::reply_error(
+            err("THOONK no_channel_permission the user may not PUBLISH on feed.wake:q")) ==
+        thoonk::error::no_channel_permission);
   CHECK(thoonk::detail::reply_error(err("ERR user_script:1: boom")) ==
         thoonk::error::script_error);
-  CHECK(thoonk::detail::jobs::script_reply_error(err("ERR user_script:1: boom")) ==
-        thoonk::error::script_error);
+  CHECK(thoonk::detail::reply_error(err("OOM command not allowed")) ==
+        thoonk::error::server_error);
 }

@@ -1,0 +1,94 @@
+-- layout: feed (src/lua/layouts/feed.lua). catch-up subscriptions.
+-- ARGV[1] expected type  ARGV[2] from (counter value)  ARGV[3] upper bound ('' = now)
+-- ARGV[4] max rows (0 = none)  ARGV[5] max item bytes  ARGV[6] '1': read retractions
+-- ARGV[7] marker channel ('' = no marker)  ARGV[8] marker payload
+-- ARGV[9] window low score ('' = no window)  ARGV[10] entries to skip at the low score
+-- ARGV[11] window high score ('' = the newest score now)  ARGV[12] window max rows
+-- Returns {counter, {id, seq, item, ...}, {retracted id, seq, ...}, more (0/1),
+--          retractions complete (0/1), last seq examined,
+--          sync {newest score or '', ids at that score...} (with a marker),
+--          {ids retracted at exactly the counter} (with a marker),
+--          {window id, score, item, ...}, window more (0/1),
+--          {last window score, entries at it}}
+local err = open_feed(ARGV[1])
+if err then return err end
+local m = publish_count()
+local from = tonumber(ARGV[2])
+local hi = ARGV[3]
+if hi == '' then hi = tostring(m) end
+local budget = tonumber(ARGV[5])
+local limit = tonumber(ARGV[4])
+local rows, more, last = {}, 0, from
+if limit > 0 then
+  local found = redis.call('ZRANGEBYSCORE', K_CHANGES, '(' .. ARGV[2], hi,
+                           'WITHSCORES', 'LIMIT', 0, limit)
+  local bytes = 0
+  for i = 1, #found, 2 do
+    last = tonumber(found[i + 1])
+    local item = redis.call('HGET', K_ITEMS, found[i])
+    if item then
+      rows[#rows + 1] = found[i]
+      rows[#rows + 1] = found[i + 1]
+      rows[#rows + 1] = item
+      bytes = bytes + #item
+    end
+    if bytes >= budget and i + 1 < #found then
+      more = 1
+      break
+    end
+  end
+  if #found >= 2 * limit then more = 1 end
+end
+local tombs, complete = {}, 1
+if ARGV[6] == '1' then
+  tombs = redis.call('ZRANGEBYSCORE', K_RETRACTS, ARGV[2], '+inf', 'WITHSCORES')
+  local trimmed = tonumber(redis.call('GET', K_TRIM) or '-1') or -1
+  if trimmed >= from then complete = 0 end
+end
+local sync, at_m = {}, {}
+if ARGV[7] ~= '' then
+  if ARGV[1] == 'feed' then
+    local newest = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2]
+    if newest then
+      sync = redis.call('ZRANGEBYSCORE', K_IDS, newest, newest)
+      table.insert(sync, 1, newest)
+    else
+      sync = {''}
+    end
+  end
+  at_m = redis.call('ZRANGEBYSCORE', K_RETRACTS, m, m)
+  redis.call('PUBLISH', ARGV[7], ARGV[8])
+end
+local win, wmore, wnext = {}, 0, {}
+if ARGV[9] ~= '' then
+  local whi = ARGV[11]
+  if whi == '' then whi = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2] or ARGV[9] end
+  local wlimit = tonumber(ARGV[12])
+  local found = redis.call('ZRANGEBYSCORE', K_IDS, ARGV[9], whi, 'WITHSCORES',
+                           'LIMIT', tonumber(ARGV[10]), wlimit)
+  local bytes, at_last, last_score = 0, 0, nil
+  for i = 1, #found, 2 do
+    if found[i + 1] == last_score then at_last = at_last + 1 else at_last = 1 end
+    last_score = found[i + 1]
+    local seq = tonumber(redis.call('ZSCORE', K_CHANGES, found[i]) or '-1')
+    if seq <= from then
+      local item = redis.call('HGET', K_ITEMS, found[i])
+      if item then
+        win[#win + 1] = found[i]
+        win[#win + 1] = found[i + 1]
+        win[#win + 1] = item
+        bytes = bytes + #item
+      end
+    end
+    if bytes >= budget and i + 1 < #found then
+      wmore = 1
+      break
+    end
+  end
+  if #found >= 2 * wlimit then wmore = 1 end
+  if last_score then
+    if last_score == ARGV[9] then at_last = at_last + tonumber(ARGV[10]) end
+    wnext = {last_score, at_last, whi}
+  end
+end
+return {m, rows, tombs, more, complete, last, sync, at_m, win, wmore, wnext}

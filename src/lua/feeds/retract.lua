@@ -1,0 +1,12 @@
+-- layout: feed (src/lua/layouts/feed.lua). feed::retract.
+-- ARGV[1] id  ARGV[2] feed.retract channel. Returns 1 if removed, 0 if absent.
+local err, conf = open_feed('feed', 'retraction_log')
+if err then return err end
+if not redis.call('ZSCORE', K_IDS, ARGV[1]) then return 0 end
+err = check_publish(ARGV[2])
+if err then return err end
+redis.call('ZREM', K_IDS, ARGV[1])
+redis.call('HDEL', K_ITEMS, ARGV[1])
+record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return 1

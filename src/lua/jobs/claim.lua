@@ -1,0 +1,53 @@
+-- layout: job (src/lua/layouts/job.lua). job_queue::get (claim).
+-- ARGV: 1 now_ms, 2 n. Contract "Get" in one atomic step: pop up to n ids,
+-- ZADD claimed (claim time), read items and failure counts, assign tokens.
+-- Returns {id, item, failures, token, ...}. Ids without an item (left by a
+-- plain-command client) are dropped. Marks sleepers when short.
+local e = open_feed('job') if e then return e end
+local n = tonumber(ARGV[2])
+local ids = redis.call('RPOP', K_IDS, n)
+if not ids then redis.call('SET', K_SLEEPERS, '1') return {} end
+if #ids < n then redis.call('SET', K_SLEEPERS, '1') end
+local its = redis.call('HMGET', K_ITEMS, unpack(ids))
+-- Rare: an id without an item (left by a plain-command client) is dropped.
+for i = 1, #ids do
+  if not its[i] then
+    local ki, kt = {}, {}
+    for j = 1, #ids do
+      if its[j] then ki[#ki + 1] = ids[j]; kt[#kt + 1] = its[j] end
+    end
+    ids, its = ki, kt
+    break
+  end
+end
+local m = #ids
+if m == 0 then return {} end
+local z = {}
+for i = 1, m do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
+if redis.call('ZADD', K_CLAIMED, unpack(z)) ~= m then
+  -- Rare: an id twice in the line (or already claimed): hand it out once.
+  local ki, kt, seen = {}, {}, {}
+  for i = 1, m do
+    if not seen[ids[i]] then
+      seen[ids[i]] = true
+      ki[#ki + 1] = ids[i]; kt[#kt + 1] = its[i]
+    end
+  end
+  ids, its, m = ki, kt, #ki
+end
+local fails = {}
+if redis.call('EXISTS', K_CANCELLED) == 1 then fails = redis.call('HMGET', K_CANCELLED, unpack(ids)) end
+local att = redis.call('HMGET', K_ATTEMPTS, KEEP_FIELD, unpack(ids))
+if not att[1] then redis.call('HSET', K_ATTEMPTS, KEEP_FIELD, KEEP_VALUE) end
+local h, out = {}, {}
+for i = 1, m do
+  local a = att[i + 1]
+  a = a and math.abs(tonumber(a)) + 1 or 1
+  h[2 * i - 1] = ids[i]; h[2 * i] = a
+  out[4 * i - 3] = ids[i]
+  out[4 * i - 2] = its[i]
+  out[4 * i - 1] = tonumber(fails[i]) or 0
+  out[4 * i] = a
+end
+redis.call('HSET', K_ATTEMPTS, unpack(h))
+return out

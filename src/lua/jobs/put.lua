@@ -1,0 +1,22 @@
+-- layout: job (src/lua/layouts/job.lua). job_queue::put, put_many.
+-- ARGV: 1 now_ms, 2 high, 3 wake channel, 4.. items. Returns ids.
+-- Contract "Put": LPUSH/RPUSH ids, HSET items, ZADD published, INCR
+-- publishes (the contract's high-priority put forgets the INCR; we count
+-- every put).
+local e, cfg = open_feed('job', 'published') if e then return e end
+local perm = check_publish(ARGV[3]) if perm then return perm end
+local n = #ARGV - 3
+if n < 1 then return {} end
+local ids = new_ids(K_IDINCR, n, tonumber(ARGV[1]))
+local h = {}
+for i = 1, n do h[2 * i - 1] = ids[i]; h[2 * i] = ARGV[3 + i] end
+push(K_IDS, ids, ARGV[2] == '1')
+redis.call('HSET', K_ITEMS, unpack(h))
+if cfg[2] == '1' then
+  local z = {}
+  for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
+  redis.call('ZADD', K_PUBLISHED, unpack(z))
+end
+redis.call('INCRBY', K_PUBLISHES, n)
+wake(K_SLEEPERS, ARGV[3], n)
+return ids

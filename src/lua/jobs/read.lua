@@ -1,0 +1,16 @@
+-- layout: job (src/lua/layouts/job.lua). job_queue::failures, get_ids, counts, open.
+-- ARGV: 1 'type' | 'failures' | 'ids' | 'counts', 2 id (failures).
+local e = open_feed('job') if e then return e end
+local w = ARGV[1]
+if w == 'failures' then
+  if redis.call('HEXISTS', K_ITEMS, ARGV[2]) == 0 then return fail('job_not_found') end
+  return tonumber(redis.call('HGET', K_CANCELLED, ARGV[2])) or 0
+elseif w == 'ids' then
+  return redis.call('HKEYS', K_ITEMS)
+elseif w == 'counts' then
+  return {redis.call('LLEN', K_IDS), redis.call('ZCARD', K_CLAIMED),
+          redis.call('SCARD', K_STALLED), redis.call('HLEN', K_ITEMS),
+          tonumber(redis.call('GET', K_PUBLISHES)) or 0,
+          tonumber(redis.call('GET', K_FINISHES)) or 0}
+end
+return 1

@@ -1,0 +1,27 @@
+-- Layout `job`: the job queue and maintenance scripts. The C++ side builds
+-- these KEYS with jobs::job_keys (src/jobs/job_keys.hpp, enum `index`), in
+-- this order. jobs/finish.lua takes result keys after them (KEYS[14..]).
+local K_CONFIG, K_IDS, K_ITEMS, K_PUBLISHES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_FINISHES, K_PUBLISHED, K_CLAIMED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_STALLED, K_ATTEMPTS, K_SLEEPERS, K_IDINCR = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_UNACCOUNTED = KEYS[13]
+local K_FIRST_RESULT = 14
+
+-- feed.attempts:[f] is a hash id -> attempt number: +k while claimed with
+-- token k, -k once that claim ended. Absent for jobs never claimed by this
+-- library (plain-command clients never write it: their claims have no
+-- token). KEEP_FIELD, a field no job id can have (ids never contain NUL)
+-- whose value is longer than hash-max-listpack-value (64), keeps the hash
+-- in hashtable encoding, so token lookups do not scan a listpack.
+local KEEP_FIELD = '\0encoding'
+local KEEP_VALUE = 'thoonk: keeps this hash in hashtable encoding, see docs/jobs.md (feed.attempts)'
+
+-- nil when `id` is claimed under `token`, else the error code.
+local function claim_check(id, token)
+  if not redis.call('ZSCORE', K_CLAIMED, id) then
+    if redis.call('HEXISTS', K_ITEMS, id) == 1 then return 'job_not_claimed' end
+    return 'job_not_found'
+  end
+  if redis.call('HGET', K_ATTEMPTS, id) ~= token then return 'lost_claim' end
+  return nil
+end

@@ -1,0 +1,3 @@
+-- Layout `lock`: the maintenance lock, KEYS[1] feed.maintenance:[f]
+-- (jobs::job_keys::lock_key, src/jobs/job_keys.hpp).
+local K_LOCK = KEYS[1]

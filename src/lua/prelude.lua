@@ -1,0 +1,127 @@
+-- The prelude shared by every library script (docs/architecture.md "Scripts").
+--
+-- The build (cmake/embed_lua.cmake) prepends it, after the script's layout
+-- header (layouts/<kind>.lua), to each script ON THE SCRIPT'S FIRST LINE:
+-- comment lines are dropped and the code lines joined with spaces. So line N
+-- of a .lua file is line N of the script the server runs, and `user_script:N`
+-- in a server error names that line of the file. An error inside a prelude
+-- or layout function reports line 1. Rules that keep the joining correct:
+-- comments only on lines of their own (no `--` after code, anywhere), no
+-- long strings or long comments, no line starting with `(`.
+--
+-- Every function may read the key names of the layout header (K_CONFIG ...);
+-- the lock layout has no K_CONFIG and uses none of them.
+
+-- Errors: one convention for every script, `THOONK <code> <message>`; the
+-- C++ mapper (detail::reply_error, src/feeds/common.cpp) turns <code> into
+-- the error code of the same name (feed_not_found -> error::feed_not_found).
+local function fail(code, msg)
+  if msg then return redis.error_reply('THOONK ' .. code .. ' ' .. msg) end
+  return redis.error_reply('THOONK ' .. code)
+end
+
+-- Checks the feed's type and reads config fields: an error reply (no such
+-- feed, another type) or nil, then {type, fields...}.
+local function open_feed(want, ...)
+  local conf = redis.call('HMGET', K_CONFIG, 'type', ...)
+  if not conf[1] then return fail('feed_not_found', 'no such feed'), conf end
+  if conf[1] ~= want then
+    return fail('wrong_feed_type', 'the feed has type ' .. conf[1]), conf
+  end
+  return nil, conf
+end
+
+-- check_publish(ch, ...): call it before a script's first write. Returns an
+-- error reply `THOONK no_channel_permission ...` when the calling ACL user
+-- may not PUBLISH on one of the channels (the command or the channel
+-- refused), else nil. Redis does not roll back a script that fails half
+-- way, so a PUBLISH refused after the writes would leave them applied under
+-- an error. redis.acl_check_cmd exists from Redis 7.0; older servers are
+-- not checked.
+local function check_publish(...)
+  if not redis.acl_check_cmd then return nil end
+  for i = 1, select('#', ...) do
+    local ch = select(i, ...)
+    if not redis.acl_check_cmd('publish', ch, '') then
+      return fail('no_channel_permission', 'the user may not PUBLISH on ' .. ch)
+    end
+  end
+  return nil
+end
+
+local function int(n) return string.format('%d', n) end
+
+-- A config number as the scripts need it: an integer >= lo, else the
+-- default. create_feed / set_config refuse other values
+-- (validate_config_field); this guards against values written with plain
+-- commands (a fractional PEXPIRE would fail after the writes).
+local function conf_int(v, default, lo)
+  local n = tonumber(v)
+  if not n or n ~= math.floor(n) or n < lo or n > 9007199254740991 then return default end
+  return n
+end
+
+-- Queue and job ids: base 36 of a counter.
+local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function b36(n)
+  local s = ''
+  repeat
+    local d = n % 36
+    s = string.sub(B36, d + 1, d + 1) .. s
+    n = (n - d) / 36
+  until n == 0
+  return s
+end
+-- n new ids from the counter; a fresh counter starts at now*1024, so ids of
+-- a deleted and re-created queue never repeat (stored results stay apart).
+-- b36(v) = b36(floor(v / 1296)) .. two digits: the prefix changes once
+-- every 1296 ids, so most ids cost one concatenation.
+local function new_ids(key, n, now)
+  local base
+  if redis.call('EXISTS', key) == 1 then
+    base = redis.call('INCRBY', key, n) - n
+  else
+    base = now * 1024
+    redis.call('SET', key, int(base + n))
+  end
+  local ids, hi, prefix = {}, -1, ''
+  for i = 1, n do
+    local v = base + i
+    local lo = v % 1296
+    local h = (v - lo) / 1296
+    if h ~= hi then
+      hi = h
+      prefix = h > 0 and b36(h) or ''
+    end
+    local d1, d2 = (lo - lo % 36) / 36, lo % 36
+    if prefix == '' and d1 == 0 then
+      ids[i] = string.sub(B36, d2 + 1, d2 + 1)
+    else
+      ids[i] = prefix .. string.sub(B36, d1 + 1, d1 + 1) .. string.sub(B36, d2 + 1, d2 + 1)
+    end
+  end
+  return ids
+end
+-- Queue order: normal LPUSH (end of the line); high RPUSH, first id next out.
+local function push(key, ids, high)
+  if high then
+    local r = {}
+    for i = #ids, 1, -1 do r[#r + 1] = ids[i] end
+    redis.call('RPUSH', key, unpack(r))
+  else
+    redis.call('LPUSH', key, unpack(ids))
+  end
+end
+-- feed.sleepers exists while some getter found the queue empty and waits;
+-- a put deletes it and PUBLISHes a wake-up, so a busy queue pays no
+-- PUBLISH per put.
+local function wake(sleepers, channel, n)
+  if redis.call('DEL', sleepers) == 1 then redis.call('PUBLISH', channel, n) end
+end
+-- For scripts that must not fail (give-backs for waiters that went away):
+-- the wake-up is skipped when the user may not PUBLISH it (sleeping
+-- claimers find the jobs at their next poll).
+local function wake_if_allowed(sleepers, channel, n)
+  if check_publish(channel) then return end
+  wake(sleepers, channel, n)
+end

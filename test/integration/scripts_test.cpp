@@ -1,0 +1,126 @@
+// The library's Lua scripts (src/lua, embedded at build time by
+// cmake/embed_lua.cmake; docs/architecture.md "Scripts"): every one loads on
+// a real server (a syntax error fails here, not in a user's call), and a
+// server error raised on a known line of a .lua file reports that line.
+#include "support/helpers.hpp"
+
+#include "detail/keys.hpp"
+#include "detail/script_exec.hpp"
+#include "feeds/common.hpp"
+#include "jobs/job_keys.hpp"
+#include "thoonk_lua_scripts.hpp"
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+using namespace thoonk::test;
+namespace scripts = thoonk::detail::scripts;
+
+namespace {
+
+// The 1-based line of `file_text` holding `needle` (0 when absent).
+std::size_t line_of(std::string_view file_text, std::string_view needle) {
+  auto at = file_text.find(needle);
+  if (at == std::string_view::npos) return 0;
+  return 1 + static_cast<std::size_t>(std::count(file_text.begin(), file_text.begin() + at, '\n'));
+}
+
+// The line number in `user_script:N` of a server error text (0 when absent).
+std::size_t reported_line(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("user_script:([0-9]+)"))) return 0;
+  return std::stoul(m[1].str());
+}
+
+const scripts::embedded_script& find_script(std::string_view file) {
+  for (const auto& s : scripts::all_scripts())
+    if (s.file == file) return s;
+  FAIL("no embedded script " << file);
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("scripts: every embedded script has its layout and loads on the server", "[scripts]") {
+  auto all = scripts::all_scripts();
+  REQUIRE(all.size() >= 31);
+  std::set<std::string> seen;
+  for (const auto& s : all) {
+    INFO(s.file);
+    CHECK(seen.insert(std::string(s.file)).second);
+    CHECK(s.file_text.starts_with("-- layout: " + std::string(s.layout)));
+    const auto& src = s.get().source();
+    // The prelude and the layout header sit on the first line: the script
+    // the server runs has exactly the file's lines, the file's text last.
+    CHECK(src.ends_with(s.file_text));
+    CHECK(std::count(src.begin(), src.end(), '\n') ==
+          std::count(s.file_text.begin(), s.file_text.end(), '\n'));
+    // Keys are named at the top by the layout, not indexed in the body
+    // (finish.lua's result keys, KEYS[k] with k from ARGV, excepted).
+    CHECK(!std::regex_search(std::string(s.file_text), std::regex("KEYS\\[[0-9]")));
+    // The same object each time: built, and its SHA1 computed, once.
+    CHECK(&s.get() == &s.get());
+  }
+
+  fixture f("scripts");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    for (const auto& s : all) {
+      INFO(s.file);
+      auto v = co_await cmd(f.c.conn(), "SCRIPT", "LOAD", s.get().source());
+      INFO(v.str);
+      CHECK(!v.is_error());
+      CHECK(v.str == s.get().sha1());
+    }
+  });
+}
+
+TEST_CASE("scripts: a Lua error reports the line of the .lua file", "[scripts]") {
+  fixture f("scripts");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    const thoonk::detail::feed_names names(f.c.get_config(), f.name);
+
+    SECTION("queue layout: queues/get.lua with a count that is no number") {
+      co_await create_feed(f.c.conn(), f.name, "queue");
+      const auto& s = find_script("queues/get.lua");
+      auto want = line_of(s.file_text, "redis.call('RPOP'");
+      REQUIRE(want > 1);
+      std::vector<std::string> args;
+      args.emplace_back("not a number");
+      auto [ec, v] = co_await thoonk::detail::run_script(
+          f.c, s.get(), thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
+      INFO(v.str);
+      CHECK(ec == thoonk::error::script_error);
+      CHECK(reported_line(v.str) == want);
+    }
+
+    SECTION("feed layout: feeds/catch_up.lua with a row limit that is no number") {
+      co_await create_feed(f.c.conn(), f.name, "feed");
+      const auto& s = find_script("feeds/catch_up.lua");
+      auto want = line_of(s.file_text, "if limit > 0 then");
+      REQUIRE(want > 1);
+      std::vector<std::string> args;
+      // ARGV as catch_up.lua documents them; the 4th (max rows) is no number.
+      for (const char* a :
+           {"feed", "0", "", "not a number", "1000", "0", "", "", "", "0", "", "10"})
+        args.emplace_back(a);
+      auto [ec, v] = co_await thoonk::detail::run_script(
+          f.c, s.get(), thoonk::detail::data_keys(names), std::move(args));
+      INFO(v.str);
+      CHECK(ec == thoonk::error::script_error);
+      CHECK(reported_line(v.str) == want);
+    }
+
+    SECTION("THOONK codes map to the library's error codes") {
+      // No such feed: the prelude's open_feed fails with THOONK feed_not_found.
+      std::vector<std::string> args;
+      args.emplace_back("counts");
+      auto [ec, v] = co_await thoonk::detail::run_script(
+          f.c, scripts::jobs_read(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
+      CHECK(ec == thoonk::error::feed_not_found);
+      CHECK(v.str.find("THOONK feed_not_found") != std::string::npos);
+    }
+  });
+}
