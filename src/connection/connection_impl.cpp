@@ -10,11 +10,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 
 #include <cstring>
 #include <string_view>
@@ -43,7 +40,7 @@ bool is_pubsub_kind(std::string_view k) {
 connection_impl::connection_impl(executor_type ex, config cfg)
     : executor_(std::move(ex)),
       cfg_(std::move(cfg)),
-      socket_(executor_),
+      stream_(executor_),
       parser_(cfg_.limits),
       writer_wake_(executor_),
       health_timer_(executor_),
@@ -195,8 +192,7 @@ void connection_impl::emit(connection_event::kind_t kind, error_code ec, bool se
 void connection_impl::stop() {
   if (stopped_) return;
   stopped_ = true;
-  error_code ignored;
-  socket_.close(ignored);
+  stream_.close();
   writer_wake_.cancel();
   health_timer_.cancel();
   backoff_timer_.cancel();
@@ -228,8 +224,7 @@ asio::awaitable<void> connection_impl::run() {
       std::visit([&](error_code e) { ec = e; }, result);
       connected_ = false;
       writer_idle_ = false;
-      error_code ignored;
-      socket_.close(ignored);
+      stream_.close();
       if (!stopped_) {
         // A reply the parser rejected belongs to the oldest written request.
         bool protocol_error = ec.category() == thoonk::category() &&
@@ -243,8 +238,7 @@ asio::awaitable<void> connection_impl::run() {
       if (stopped_ || !cfg_.reconnect) break;
       backoff_timer_.expires_after(policy_.on_lost());
     } else {
-      error_code ignored;
-      socket_.close(ignored);
+      stream_.close();
       const bool refused = attempt_refused_;
       // From here on, new requests see the refusal (refusal()).
       const auto delay = policy_.on_failed(ec, refused);
@@ -276,7 +270,9 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   attempt_refused_ = false;  // only a refused handshake sets it
   attempt_message_.clear();
   asio::steady_timer deadline(executor_, cfg_.connect_timeout);
-  auto r = co_await (connect_socket() || deadline.async_wait(use_nothrow));
+  reset_read_buffer();
+  parser_.reset();
+  auto r = co_await (stream_.connect(cfg_) || deadline.async_wait(use_nothrow));
   if (r.index() == 1) co_return error::connect_timeout;
   error_code ec = std::get<0>(r);
   if (ec) co_return ec;
@@ -285,42 +281,8 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   co_return std::get<0>(r2);
 }
 
-asio::awaitable<error_code> connection_impl::connect_socket() {
-  error_code ec;
-  socket_.close(ec);
-  socket_ = socket_type(executor_);
-  reset_read_buffer();
-  parser_.reset();
-
-  if (!cfg_.unix_socket.empty()) {
-    asio::generic::stream_protocol::endpoint ep{
-        asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
-    auto [e] = co_await socket_.async_connect(ep, use_nothrow);
-    co_return e;
-  }
-
-  asio::ip::tcp::resolver resolver(executor_);
-  auto [rec, results] =
-      co_await resolver.async_resolve(cfg_.host, std::to_string(cfg_.port), use_nothrow);
-  if (rec) co_return rec;
-  ec = asio::error::host_not_found;
-  for (const auto& entry : results) {
-    socket_.close(ec);
-    socket_ = socket_type(executor_);
-    asio::generic::stream_protocol::endpoint ep{entry.endpoint()};
-    auto [e] = co_await socket_.async_connect(ep, use_nothrow);
-    ec = e;
-    if (!ec) {
-      error_code ignored;
-      socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
-      break;
-    }
-  }
-  co_return ec;
-}
-
 asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes) {
-  auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(bytes), use_nothrow);
+  auto [ec, n] = co_await stream_.write(asio::buffer(bytes));
   stats_.bytes_written += n;
   ++stats_.writes;
   co_return ec;
@@ -395,8 +357,8 @@ asio::awaitable<error_code> connection_impl::read_more() {
     }
     if (rbuf_.size() - rend_ < read_chunk / 4) rbuf_.resize(rbuf_.size() * 2);
   }
-  auto [ec, n] = co_await socket_.async_read_some(
-      asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), use_nothrow);
+  auto [ec, n] =
+      co_await stream_.read_some(asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_));
   if (ec) co_return ec;
   rend_ += n;
   stats_.bytes_read += n;

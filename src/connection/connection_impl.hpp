@@ -1,10 +1,11 @@
-// The I/O layer of a connection: socket, handshake, reader, writer, health
-// check and reconnect loop. The bookkeeping lives in request_queue and the
+// The I/O layer of a connection: transport (stream.hpp), handshake, reader,
+// writer, health check and reconnect loop. The bookkeeping lives in request_queue and the
 // protocol in resp3::parser; this file only moves bytes and runs coroutines.
 #pragma once
 
 #include "connection/backoff.hpp"
 #include "connection/request_queue.hpp"
+#include "connection/stream.hpp"
 #include "detail/executor_util.hpp"
 
 #include <thoonk/config.hpp>
@@ -12,7 +13,6 @@
 #include <thoonk/resp3/parser.hpp>
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -45,6 +45,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void stop();
 
   bool connected() const noexcept { return connected_; }
+  /// The transport under this connection (what it runs over, whether open).
+  const stream& transport() const noexcept { return stream_; }
   int protocol() const noexcept { return connected_ ? protocol_ : 0; }
   const connection_stats& stats() const noexcept { return stats_; }
   /// While no connection is up because the last setup was refused (wrong
@@ -74,7 +76,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool subscriber_mode = false;
 
  private:
-  using socket_type = boost::asio::generic::stream_protocol::socket;
   template <class T>
   using awaitable = boost::asio::awaitable<T>;
   using error_code = boost::system::error_code;
@@ -91,7 +92,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   awaitable<void> run();
   awaitable<error_code> connect_once();
-  awaitable<error_code> connect_socket();
   awaitable<error_code> handshake();
   awaitable<error_code> write_all(const std::string& bytes);
   awaitable<error_code> read_reply(resp3::value& out);
@@ -110,7 +110,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   executor_type executor_;
   config cfg_;
-  socket_type socket_;
+  stream stream_;  // the transport (stream.hpp): TCP or Unix today, TLS next
   resp3::parser parser_;
   std::vector<char> rbuf_;
   std::size_t rbeg_ = 0, rend_ = 0;

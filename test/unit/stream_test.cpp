@@ -1,0 +1,211 @@
+// The transport seam (src/connection/stream.hpp) against in-process
+// listeners: both socket kinds, byte round trips, close during a read,
+// failed connects. No Redis here: the stream only moves bytes.
+// (No co_await inside Catch macros: g++ 12 evaluates it more than once.)
+#include "connection/stream.hpp"
+
+#include "support/run_coro.hpp"
+
+#include <thoonk/config.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace asio = boost::asio;
+using thoonk::detail::stream;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+
+// Accepts one connection, reads `expect` bytes, answers `answer`, then
+// keeps the socket open until the test ends.
+template <class Acceptor, class Socket>
+asio::awaitable<void> serve_once(Acceptor& acc, Socket& peer, std::size_t expect,
+                                 std::string answer, std::string& got) {
+  auto [ec] = co_await acc.async_accept(peer, nothrow);
+  if (ec) co_return;
+  got.resize(expect);
+  auto [rec, n] = co_await asio::async_read(peer, asio::buffer(got), nothrow);
+  got.resize(n);
+  if (rec) co_return;
+  co_await asio::async_write(peer, asio::buffer(answer), nothrow);
+}
+
+asio::awaitable<std::string> read_exactly(stream& s, std::size_t n) {
+  std::string out;
+  char buf[64];
+  while (out.size() < n) {
+    auto [ec, k] = co_await s.read_some(asio::buffer(buf));
+    if (ec) break;
+    out.append(buf, k);
+  }
+  co_return out;
+}
+
+std::string temp_socket_path() {
+  auto p = std::filesystem::temp_directory_path() /
+           ("thoonk-stream-" + std::to_string(::getpid()) + ".sock");
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("stream: TCP connect, write and read go through the stream", "[unit][stream]") {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket peer(ioc);
+  std::string got;
+  asio::co_spawn(ioc, serve_once(acc, peer, 5, "world", got), asio::detached);
+  stream s(ioc.get_executor());
+  CHECK(!s.is_open());
+  CHECK(s.kind() == stream::transport::none);
+  thoonk::config cfg;
+  cfg.host = "127.0.0.1";
+  cfg.port = acc.local_endpoint().port();
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await s.connect(cfg);
+    REQUIRE(!ec);
+    CHECK(s.is_open());
+    CHECK(s.kind() == stream::transport::tcp);
+    std::string hello = "hello";
+    auto [wec, n] = co_await s.write(asio::buffer(hello));
+    CHECK(!wec);
+    CHECK(n == 5);
+    const auto answer = co_await read_exactly(s, 5);
+    CHECK(answer == "world");
+    CHECK(got == "hello");
+    s.close();
+    CHECK(!s.is_open());
+    CHECK(s.kind() == stream::transport::none);
+  });
+}
+
+TEST_CASE("stream: a Unix socket path goes through the same stream", "[unit][stream]") {
+  asio::io_context ioc;
+  const auto path = temp_socket_path();
+  asio::local::stream_protocol::acceptor acc(ioc, asio::local::stream_protocol::endpoint(path));
+  asio::local::stream_protocol::socket peer(ioc);
+  std::string got;
+  asio::co_spawn(ioc, serve_once(acc, peer, 4, "pong", got), asio::detached);
+  stream s(ioc.get_executor());
+  thoonk::config cfg;
+  cfg.host = "host.invalid";  // ignored: the Unix socket wins
+  cfg.unix_socket = path;
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await s.connect(cfg);
+    REQUIRE(!ec);
+    CHECK(s.kind() == stream::transport::unix_domain);
+    std::string ping = "ping";
+    auto [wec, n] = co_await s.write(asio::buffer(ping));
+    CHECK(!wec);
+    const auto answer = co_await read_exactly(s, 4);
+    CHECK(answer == "pong");
+    CHECK(got == "ping");
+    s.close();
+  });
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("stream: close during a read completes the read", "[unit][stream]") {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket peer(ioc);
+  acc.async_accept(peer, [](boost::system::error_code) {});  // accepts, never writes
+  stream s(ioc.get_executor());
+  thoonk::config cfg;
+  cfg.host = "127.0.0.1";
+  cfg.port = acc.local_endpoint().port();
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    const auto cec = co_await s.connect(cfg);
+    REQUIRE(!cec);
+    bool read_done = false;
+    boost::system::error_code read_ec;
+    char buf[16];
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          auto [ec, n] = co_await s.read_some(asio::buffer(buf));
+          read_ec = ec;
+          read_done = true;
+        },
+        asio::detached);
+    // Let the read start, then close under it.
+    co_await thoonk::test::sleep_for(10ms);
+    CHECK(!read_done);
+    s.close();
+    while (!read_done) co_await thoonk::test::sleep_for(1ms);
+    CHECK(read_ec == asio::error::operation_aborted);
+    CHECK(!s.is_open());
+  });
+}
+
+TEST_CASE("stream: the peer closing ends a read with eof", "[unit][stream]") {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket peer(ioc);
+  acc.async_accept(peer, [&](boost::system::error_code ec) {
+    if (!ec) peer.close();
+  });
+  stream s(ioc.get_executor());
+  thoonk::config cfg;
+  cfg.host = "127.0.0.1";
+  cfg.port = acc.local_endpoint().port();
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    const auto cec = co_await s.connect(cfg);
+    REQUIRE(!cec);
+    char buf[16];
+    auto [ec, n] = co_await s.read_some(asio::buffer(buf));
+    CHECK(ec == asio::error::eof);
+    CHECK(n == 0);
+  });
+}
+
+TEST_CASE("stream: a failed connect leaves no transport; a later one succeeds",
+          "[unit][stream]") {
+  asio::io_context ioc;
+  // A port that was free a moment ago: nothing listens there.
+  unsigned short dead_port = 0;
+  {
+    asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+    dead_port = probe.local_endpoint().port();
+  }
+  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket peer(ioc);
+  acc.async_accept(peer, [](boost::system::error_code) {});
+  stream s(ioc.get_executor());
+  thoonk::config cfg;
+  cfg.host = "127.0.0.1";
+  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
+    cfg.port = dead_port;
+    auto ec = co_await s.connect(cfg);
+    CHECK(ec);
+    CHECK(s.kind() == stream::transport::none);
+    cfg.unix_socket = "/nonexistent-thoonk-dir/redis.sock";
+    ec = co_await s.connect(cfg);
+    CHECK(ec);
+    CHECK(s.kind() == stream::transport::none);
+    cfg.unix_socket.clear();
+    cfg.port = acc.local_endpoint().port();
+    ec = co_await s.connect(cfg);
+    CHECK(!ec);
+    CHECK(s.kind() == stream::transport::tcp);
+    s.close();
+  });
+}
