@@ -7,7 +7,7 @@
 //
 // The feed publish case relies on the check in src/feeds/feed.cpp (its own
 // tag [acl_feed_publish] runs it alone).
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <thoonk/feed.hpp>
 #include <thoonk/sorted_feed.hpp>
@@ -16,7 +16,7 @@
 #include <map>
 #include <optional>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
@@ -31,7 +31,7 @@ struct acl_user {
   std::vector<std::string> rules;
 
   thoonk::config config() const {
-    auto cfg = job_config("thoonk-acl-test");
+    auto cfg = named_config("thoonk-acl-test");
     cfg.username = name;
     cfg.password = pass;
     return cfg;
@@ -150,7 +150,7 @@ thoonk::maintenance_options quiet() {
 template <class Body>
 void with_user(const std::vector<std::string>& rules, Body body) {
   asio::io_context ioc;
-  thoonk::client admin(ioc.get_executor(), job_config("thoonk-acl-admin"));
+  thoonk::client admin(ioc.get_executor(), named_config("thoonk-acl-admin"));
   acl_user user;
   user.rules = rules;
   std::optional<thoonk::client> uc;
@@ -171,7 +171,7 @@ void with_user(const std::vector<std::string>& rules, Body body) {
 }  // namespace
 
 TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without permission",
-          "[acl]") {
+          "[acl][create_feed][delete_feed][set_config][set_config_json]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -230,7 +230,7 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
   }
 }
 
-TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][feed]") {
+TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][feed][append][create_feed][delete_feed][edit][get_item][move][publish_after][retract]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -300,7 +300,7 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][fe
 
 // Needs the check in src/feeds/feed.cpp (publish/retract scripts).
 TEST_CASE("acl: feed publish and retract apply nothing without permission",
-          "[acl][feed][acl_feed_publish]") {
+          "[acl][feed][acl_feed_publish][create_feed][delete_feed][publish][retract]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -332,7 +332,7 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
 }
 
 TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes one job",
-          "[acl][job]") {
+          "[acl][job][claim][counts][create_feed][delete_feed][finish][put][put_many]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -391,7 +391,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
 }
 
 TEST_CASE("acl: a finish with a result leaves the job claimed and stores no result",
-          "[acl][job]") {
+          "[acl][job][claim][counts][create_feed][delete_feed][finish][get_result][put_many]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -457,7 +457,7 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
 }
 
 TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what needs none works",
-          "[acl][job][queue]") {
+          "[acl][job][queue][cancel][claim][create_feed][delete_feed][heartbeat][maintain][put][put_many][retry][stall]") {
   with_user(kinds()[0].rules, [&](thoonk::client& admin, thoonk::client& uc,
                                   const acl_user&) -> asio::awaitable<void> {
     const auto name = unique_name("acl-ops");
@@ -519,7 +519,7 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
 }
 
 TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may not send",
-          "[acl][job]") {
+          "[acl][job][claim][counts][create_feed][delete_feed][finish][put_many]") {
   with_user(kinds()[0].rules, [&](thoonk::client& admin, thoonk::client& uc,
                                   const acl_user&) -> asio::awaitable<void> {
     const auto name = unique_name("acl-release");

@@ -187,7 +187,7 @@ TEST_CASE("setup: a wrong password fails waiting and new requests, a fixed one r
 }
 
 TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a wrong password",
-          "[connection][setup][auth]") {
+          "[connection][setup][auth][claim][create_feed][publish][put][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   acl_user user;
@@ -226,7 +226,7 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
 }
 
 TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and recovers",
-          "[connection][setup][subscriber]") {
+          "[connection][setup][subscriber][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   acl_user user;
@@ -367,7 +367,7 @@ TEST_CASE("setup: reconnect off, a refused setup fails what is queued with its e
 }
 
 TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not fatal",
-          "[connection][setup][acl]") {
+          "[connection][setup][acl][create_feed][delete_feed][publish][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   acl_user user;
@@ -542,7 +542,7 @@ TEST_CASE("setup: a server not ready yet is transient: requests keep waiting",
 }
 
 TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
-          "[connection][setup][timeout]") {
+          "[connection][setup][timeout][publish]") {
   asio::io_context ioc;
   SECTION("nothing listens: a waiting request and a typed operation time out") {
     asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});

@@ -227,7 +227,7 @@ TEST_CASE("connection: per-request timeout", "[connection]") {
 }
 
 TEST_CASE("connection: SCRIPT FLUSH then a script call reloads transparently",
-          "[connection][script]") {
+          "[connection][script][eval]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -447,7 +447,7 @@ TEST_CASE("connection: stop fails pending requests", "[connection]") {
   });
 }
 
-TEST_CASE("connection: completion tokens", "[connection]") {
+TEST_CASE("connection: completion tokens", "[connection][exec]") {
   asio::io_context ioc;
   thoonk::connection conn(ioc.get_executor(), test_config());
   thoonk::request r;

@@ -1,14 +1,14 @@
 // Feed management against a real redis-server: create / delete / exists /
 // list / config (plain and JSON), the newfeed / delfeed / conffeed payloads
 // byte for byte, typed management events, and input validation.
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_type;
 
 
 TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed payload",
-          "[feed][feed_admin]") {
+          "[feed][feed_admin][create_feed][delete_feed][feed_exists][get_config][list_feeds][set_config]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::subscriber raw(ioc.get_executor(), test_config());
@@ -17,15 +17,15 @@ TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed p
     auto cap = co_await capture_patterns(raw, "newfeed", "delfeed", "conffeed");
     auto name = unique_name("admin");
 
-    auto [e0, exists0] = co_await c.feed_exists(name, tok);
+    auto [e0, exists0] = co_await c.feed_exists(name, nothrow);
     CHECK(!e0);
     CHECK(!exists0);
 
-    auto [ec] = co_await c.create_feed(name, feed_type::feed, max_len(5), tok);
+    auto [ec] = co_await c.create_feed(name, feed_type::feed, max_len(5), nothrow);
     REQUIRE(!ec);
-    auto [e1, exists1] = co_await c.feed_exists(name, tok);
+    auto [e1, exists1] = co_await c.feed_exists(name, nothrow);
     CHECK(exists1);
-    auto [e2, names] = co_await c.list_feeds(tok);
+    auto [e2, names] = co_await c.list_feeds(nothrow);
     CHECK(std::find(names.begin(), names.end(), name) != names.end());
     CHECK(std::is_sorted(names.begin(), names.end()));
 
@@ -40,25 +40,25 @@ TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed p
     CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
 
     // Creating it again: a distinct error, nothing changed, nothing published.
-    auto [ec2] = co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), tok);
+    auto [ec2] = co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
     CHECK(ec2 == thoonk::error::feed_exists);
     auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
     CHECK(t.str == "feed");
 
     // Config values.
-    auto [e3, v] = co_await c.get_config(name, "max_length", tok);
+    auto [e3, v] = co_await c.get_config(name, "max_length", nothrow);
     CHECK(!e3);
     CHECK(v == std::optional<std::string>("5"));
-    auto [e4, unset] = co_await c.get_config(name, "nothing-here", tok);
+    auto [e4, unset] = co_await c.get_config(name, "nothing-here", nothrow);
     CHECK(!e4);
     CHECK(!unset);
-    auto [e5] = co_await c.set_config(name, "max_length", "7", tok);
+    auto [e5] = co_await c.set_config(name, "max_length", "7", nothrow);
     CHECK(!e5);
     auto raw_len = co_await cmd(c.conn(), "HGET", key("config", name), "max_length");
     CHECK(raw_len.str == "7");
-    auto [e6] = co_await c.set_config(name, "owner", std::string("a\0b", 3), tok);
+    auto [e6] = co_await c.set_config(name, "owner", std::string("a\0b", 3), nothrow);
     CHECK(!e6);
-    auto [e7, owner] = co_await c.get_config(name, "owner", tok);
+    auto [e7, owner] = co_await c.get_config(name, "owner", nothrow);
     CHECK(owner == std::optional<std::string>(std::string("a\0b", 3)));
 
     // Payloads: name\0instance-uuid, once per change.
@@ -73,14 +73,14 @@ TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed p
     CHECK(mine == expected);
     CHECK(c.instance_id().size() == 36);
 
-    auto [e8] = co_await c.delete_feed(name, tok);
+    auto [e8] = co_await c.delete_feed(name, nothrow);
     CHECK(!e8);
     raw.stop();
     c.stop();
   });
 }
 
-TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][feed_admin]") {
+TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][feed_admin][append][delete_feed][feed_exists][publish][retract]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::subscriber raw(ioc.get_executor(), test_config());
@@ -101,13 +101,13 @@ TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][
     for (const auto& n : both) {
       auto keys = co_await cmd(c.conn(), "KEYS", "feed.*:" + n);
       CHECK(!keys.elements.empty());
-      auto [ec] = co_await c.delete_feed(n, tok);
+      auto [ec] = co_await c.delete_feed(n, nothrow);
       CHECK(!ec);
       keys = co_await cmd(c.conn(), "KEYS", "*" + n + "*");
       CHECK(keys.elements.empty());
       auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", n);
       CHECK(member.integer == 0);
-      auto [e2, exists] = co_await c.feed_exists(n, tok);
+      auto [e2, exists] = co_await c.feed_exists(n, nothrow);
       CHECK(!exists);
     }
     co_await wait_until([&] { return cap->msgs.size() >= 2; });
@@ -116,9 +116,9 @@ TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][
                                         {"delfeed", nul_join(sname, c.instance_id())}});
 
     // Deleting again, or using the deleted feed: feed_not_found.
-    auto [e3] = co_await c.delete_feed(name, tok);
+    auto [e3] = co_await c.delete_feed(name, nothrow);
     CHECK(e3 == thoonk::error::feed_not_found);
-    auto [e4, r] = co_await f.publish("again", tok);
+    auto [e4, r] = co_await f.publish("again", nothrow);
     CHECK(e4 == thoonk::error::feed_not_found);
     auto keys = co_await cmd(c.conn(), "KEYS", "*" + name + "*");
     CHECK(keys.elements.empty());  // the failed publish wrote nothing
@@ -128,54 +128,54 @@ TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][
 }
 
 TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct errors",
-          "[feed][feed_admin]") {
+          "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids][open][publish][set_config][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     auto missing = unique_name("missing");
-    auto [e1] = co_await c.set_config(missing, "max_length", "3", tok);
+    auto [e1] = co_await c.set_config(missing, "max_length", "3", nothrow);
     CHECK(e1 == thoonk::error::feed_not_found);
-    auto [e2, v] = co_await c.get_config(missing, "type", tok);
+    auto [e2, v] = co_await c.get_config(missing, "type", nothrow);
     CHECK(e2 == thoonk::error::feed_not_found);
-    auto [e3, f] = co_await thoonk::feed::open(c, missing, tok);
+    auto [e3, f] = co_await thoonk::feed::open(c, missing, nothrow);
     CHECK(e3 == thoonk::error::feed_not_found);
-    auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, tok);
+    auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
     CHECK(e4 == thoonk::error::feed_not_found);
 
     auto fname = co_await make_feed(c, "typed", feed_type::feed);
     auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
     auto qname = co_await make_feed(c, "typed-queue", feed_type::queue);
-    auto [e5, f2] = co_await thoonk::feed::open(c, fname, tok);
+    auto [e5, f2] = co_await thoonk::feed::open(c, fname, nothrow);
     CHECK(!e5);
     CHECK(f2.name() == fname);
-    auto [e6, s2] = co_await thoonk::sorted_feed::open(c, fname, tok);
+    auto [e6, s2] = co_await thoonk::sorted_feed::open(c, fname, nothrow);
     CHECK(e6 == thoonk::error::wrong_feed_type);
-    auto [e7, f3] = co_await thoonk::feed::open(c, sname, tok);
+    auto [e7, f3] = co_await thoonk::feed::open(c, sname, nothrow);
     CHECK(e7 == thoonk::error::wrong_feed_type);
-    auto [e8, f4] = co_await thoonk::feed::open(c, qname, tok);
+    auto [e8, f4] = co_await thoonk::feed::open(c, qname, nothrow);
     CHECK(e8 == thoonk::error::wrong_feed_type);
     // Unchecked handles: every operation checks the type too.
     thoonk::feed wrong(c, sname);
-    auto [e9, r9] = co_await wrong.publish("x", tok);
+    auto [e9, r9] = co_await wrong.publish("x", nothrow);
     CHECK(e9 == thoonk::error::wrong_feed_type);
-    auto [e10, ids] = co_await wrong.get_ids(tok);
+    auto [e10, ids] = co_await wrong.get_ids(nothrow);
     CHECK(e10 == thoonk::error::wrong_feed_type);
     thoonk::sorted_feed wrong2(c, fname);
-    auto [e11, id11] = co_await wrong2.append("x", tok);
+    auto [e11, id11] = co_await wrong2.append("x", nothrow);
     CHECK(e11 == thoonk::error::wrong_feed_type);
     auto len = co_await cmd(c.conn(), "LLEN", key("ids", fname));
     CHECK(len.integer == 0);
     // Subscribing checks the feed too (and registers nothing on failure).
     thoonk::feed_callback ignore = [](const thoonk::feed_event&) {};
-    auto [e12, sub12] = co_await thoonk::feed(c, missing).subscribe(ignore, tok);
+    auto [e12, sub12] = co_await thoonk::feed(c, missing).subscribe(ignore, nothrow);
     CHECK(e12 == thoonk::error::feed_not_found);
     CHECK(!sub12.active());
-    auto [e13, sub13] = co_await thoonk::sorted_feed(c, fname).subscribe(ignore, tok);
+    auto [e13, sub13] = co_await thoonk::sorted_feed(c, fname).subscribe(ignore, nothrow);
     CHECK(e13 == thoonk::error::wrong_feed_type);
     thoonk::feed_subscribe_options cu;
     cu.catch_up = true;
-    auto [e14, sub14] = co_await thoonk::feed(c, sname).subscribe(ignore, cu, tok);
+    auto [e14, sub14] = co_await thoonk::feed(c, sname).subscribe(ignore, cu, nothrow);
     CHECK(e14 == thoonk::error::wrong_feed_type);
     auto numsub = co_await cmd(c.conn(), "PUBSUB", "NUMSUB", "feed.publish:" + sname);
     CHECK(numsub.elements.at(1).integer == 0);
@@ -186,30 +186,30 @@ TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct er
     std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
                                        std::string(2000, 'n')};
     for (const std::string& bad : bad_names) {
-      auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), tok);
+      auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow);
       CHECK(b1 == thoonk::error::invalid_name);
-      auto [b2] = co_await c.delete_feed(bad, tok);
+      auto [b2] = co_await c.delete_feed(bad, nothrow);
       CHECK(b2 == thoonk::error::invalid_name);
-      auto [b3, x3] = co_await c.feed_exists(bad, tok);
+      auto [b3, x3] = co_await c.feed_exists(bad, nothrow);
       CHECK(b3 == thoonk::error::invalid_name);
-      auto [b4] = co_await c.set_config(bad, "a", "b", tok);
+      auto [b4] = co_await c.set_config(bad, "a", "b", nothrow);
       CHECK(b4 == thoonk::error::invalid_name);
-      auto [b5, x5] = co_await c.get_config(bad, "a", tok);
+      auto [b5, x5] = co_await c.get_config(bad, "a", nothrow);
       CHECK(b5 == thoonk::error::invalid_name);
-      auto [b6, x6] = co_await thoonk::feed::open(c, bad, tok);
+      auto [b6, x6] = co_await thoonk::feed::open(c, bad, nothrow);
       CHECK(b6 == thoonk::error::invalid_name);
-      auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", tok);
+      auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", nothrow);
       CHECK(b7 == thoonk::error::invalid_name);
     }
     // Config values the library interprets are checked too.
     thoonk::feed_config ten{{"max_length", "ten"}};
-    auto [c1] = co_await c.create_feed(unique_name("badcfg"), feed_type::feed, ten, tok);
+    auto [c1] = co_await c.create_feed(unique_name("badcfg"), feed_type::feed, ten, nothrow);
     CHECK(c1 == thoonk::error::invalid_argument);
-    auto [c2] = co_await c.set_config(fname, "max_length", "-1", tok);
+    auto [c2] = co_await c.set_config(fname, "max_length", "-1", nothrow);
     CHECK(c2 == thoonk::error::invalid_argument);
-    auto [c3] = co_await c.set_config(fname, "type", "sorted_feed", tok);
+    auto [c3] = co_await c.set_config(fname, "type", "sorted_feed", nothrow);
     CHECK(c3 == thoonk::error::invalid_argument);
-    auto [c4] = co_await c.set_config(fname, "", "x", tok);
+    auto [c4] = co_await c.set_config(fname, "", "x", nothrow);
     CHECK(c4 == thoonk::error::invalid_argument);
     CHECK(c.conn().stats().requests == before);
 
@@ -219,7 +219,7 @@ TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct er
   });
 }
 
-TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin]") {
+TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin][create_feed][delete_feed][publish]") {
   asio::io_context ioc;
   auto cfg = test_config();
   cfg.allow_hash_tag_names = true;
@@ -227,9 +227,9 @@ TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin]")
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     auto name = unique_name("tag") + ".{eu}";
-    auto [ec] = co_await c.create_feed(name, feed_type::feed, thoonk::feed_config(), tok);
+    auto [ec] = co_await c.create_feed(name, feed_type::feed, thoonk::feed_config(), nothrow);
     CHECK(!ec);
-    auto [e2, r] = co_await thoonk::feed(c, name).publish("x", tok);
+    auto [e2, r] = co_await thoonk::feed(c, name).publish("x", nothrow);
     CHECK(!e2);
     auto n = co_await cmd(c.conn(), "ZCARD", key("ids", name));
     CHECK(n.integer == 1);
@@ -238,33 +238,33 @@ TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin]")
   });
 }
 
-TEST_CASE("feed admin: JSON config values", "[feed][feed_admin]") {
+TEST_CASE("feed admin: JSON config values", "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     auto name = co_await make_feed(c, "json", feed_type::feed);
     boost::json::value v = {{"retries", 3}, {"tags", {"a", "b"}}, {"ratio", 0.5}};
-    auto [e1] = co_await c.set_config_json(name, "policy", v, tok);
+    auto [e1] = co_await c.set_config_json(name, "policy", v, nothrow);
     CHECK(!e1);
-    auto [e2, back] = co_await c.get_config_json(name, "policy", tok);
+    auto [e2, back] = co_await c.get_config_json(name, "policy", nothrow);
     CHECK(!e2);
     CHECK(back == v);
     auto raw = co_await cmd(c.conn(), "HGET", key("config", name), "policy");
     CHECK(boost::json::parse(raw.str) == v);
-    auto [e3, unset] = co_await c.get_config_json(name, "absent", tok);
+    auto [e3, unset] = co_await c.get_config_json(name, "absent", nothrow);
     CHECK(unset.is_null());
     co_await c.set_config(name, "plain", "not json {", asio::use_awaitable);
-    auto [e4, text] = co_await c.get_config_json(name, "plain", tok);
+    auto [e4, text] = co_await c.get_config_json(name, "plain", nothrow);
     CHECK(text == boost::json::value("not json {"));
-    auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", tok);
+    auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", nothrow);
     CHECK(e5 == thoonk::error::feed_not_found);
     co_await c.delete_feed(name, asio::use_awaitable);
     c.stop();
   });
 }
 
-TEST_CASE("feed admin: typed management events, once each", "[feed][feed_admin]") {
+TEST_CASE("feed admin: typed management events, once each", "[feed][feed_admin][create_feed][delete_feed][set_config]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client other(ioc.get_executor(), test_config());

@@ -3,9 +3,9 @@
 // PUBLISHes afterwards, outside the transaction; the publisher here is
 // written with those plain commands, so the test can place its EXEC and its
 // PUBLISH on either side of a subscriber reconnect.
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_event;
 using thoonk::feed_type;
 
@@ -40,34 +40,12 @@ struct contract_publisher {
   }
 };
 
-// A user whose subscriber can be held disconnected (as in feed_notify_test).
-struct gap_user {
-  std::string name = unique_name("cpsub");
-  std::string pass = "pw-" + unique_name("x");
-  thoonk::config config() const {
-    auto cfg = test_config();
-    cfg.username = name;
-    cfg.password = pass;
-    return cfg;
-  }
-  asio::awaitable<void> create(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
-  }
-  asio::awaitable<void> open_gap(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "off");
-    auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
-    CHECK(killed.integer == 1);
-  }
-  asio::awaitable<void> close_gap(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "on");
-  }
-};
 
 }  // namespace
 
 TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a reconnect, then "
           "gaps mixing library and contract changes: every change exactly once",
-          "[feed][feed_notify][catch_up][subscribe]") {
+          "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   thoonk::connection contract_conn(ioc.get_executor(), test_config());
@@ -160,7 +138,7 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
         sub.reset();
         co_await pub.delete_feed(name, asio::use_awaitable);
         c->stop();
-        co_await cmd(admin, "ACL", "DELUSER", user.name);
+        co_await user.remove(admin);
         pub.stop();
         contract_conn.stop();
         admin.stop();
@@ -170,7 +148,7 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
 
 TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a long live stream "
           "never makes a later gap skip a change",
-          "[feed][feed_notify][catch_up][subscribe]") {
+          "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   thoonk::connection contract_conn(ioc.get_executor(), test_config());
@@ -234,7 +212,7 @@ TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a lon
         sub.reset();
         co_await pub.delete_feed(name, asio::use_awaitable);
         c->stop();
-        co_await cmd(admin, "ACL", "DELUSER", user.name);
+        co_await user.remove(admin);
         pub.stop();
         contract_conn.stop();
         admin.stop();

@@ -3,11 +3,11 @@
 // drop, and catch-up across subscriber reconnects (CLIENT KILL while
 // another client publishes; a deterministic gap with exact edit/retract
 // semantics; resume from a saved cursor).
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
 #include <set>
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_event;
 using thoonk::feed_position;
 using thoonk::feed_type;
@@ -24,40 +24,11 @@ rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string w
   return rec{k, std::move(id), std::move(item), std::move(where), replayed};
 }
 
-// A user whose connections can be locked out, so a test can hold a
-// subscriber disconnected while it changes the feed (a deterministic gap).
-struct gap_user {
-  std::string name = unique_name("feedsub");
-  std::string pass = "pw-" + unique_name("x");
-
-  thoonk::config config() const {
-    auto cfg = test_config();
-    cfg.username = name;
-    cfg.password = pass;
-    return cfg;
-  }
-  asio::awaitable<void> create(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
-  }
-  // Disables the user and kills its subscriber connection: it cannot come
-  // back until close().
-  asio::awaitable<void> open_gap(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "off");
-    auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
-    CHECK(killed.integer == 1);
-  }
-  asio::awaitable<void> close_gap(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "on");
-  }
-  asio::awaitable<void> remove(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "DELUSER", name);
-  }
-};
 
 }  // namespace
 
 TEST_CASE("feed notify: typed events reach every callback exactly once, one server subscription",
-          "[feed][feed_notify]") {
+          "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
@@ -132,7 +103,7 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
 }
 
 TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from inside a callback",
-          "[feed][feed_notify][sorted_feed]") {
+          "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move][prepend][publish_after][retract][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -188,7 +159,7 @@ TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from insi
 
 TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another client publishes "
           "10,000 items: all, in order, none twice",
-          "[feed][feed_notify][catch_up]") {
+          "[feed][feed_notify][catch_up][delete_feed][publish][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
@@ -281,7 +252,7 @@ TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another cl
 
 TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version, retractions, "
           "evictions, then live events; resume from a cursor",
-          "[feed][feed_notify][catch_up]") {
+          "[feed][feed_notify][catch_up][delete_feed][get_ids][publish][retract][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
@@ -403,7 +374,7 @@ TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version
 }
 
 TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
-          "[feed][feed_notify][catch_up][sorted_feed]") {
+          "[feed][feed_notify][catch_up][sorted_feed][append][delete_feed][edit][move][prepend][retract][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
@@ -462,7 +433,7 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
 }
 
 TEST_CASE("feed notify: many subscriber clients each get every event once",
-          "[feed][feed_notify]") {
+          "[feed][feed_notify][delete_feed][publish][subscribe]") {
   asio::io_context ioc;
   thoonk::client pub(ioc.get_executor(), test_config());
   std::vector<std::unique_ptr<thoonk::client>> clients;
@@ -501,7 +472,7 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
 }
 
 TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-created, in a gap",
-          "[feed][feed_notify][catch_up]") {
+          "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());

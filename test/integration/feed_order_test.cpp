@@ -2,11 +2,11 @@
 // millisecond keep their publish order, whatever their ids, for get_ids,
 // get_all and max_length eviction; an edit moves the item to the newest
 // position; the score stays the publish time in milliseconds.
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
 #include <cmath>
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_type;
 
 namespace {
@@ -39,7 +39,7 @@ asio::awaitable<boost::system::error_code> publish_pipelined(thoonk::feed& f,
 
 TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their order keep "
           "exactly the newest max_length, in publish order (20 rounds)",
-          "[feed][feed_order][publish][get_ids][get_all]") {
+          "[feed][feed_order][publish][get_ids][get_all][delete_feed][length]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::connection raw(ioc.get_executor(), test_config());
@@ -122,7 +122,7 @@ TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their 
 }
 
 TEST_CASE("feed order: a publisher whose clock is behind still publishes after the newest item",
-          "[feed][feed_order][publish]") {
+          "[feed][feed_order][publish][delete_feed][get_ids]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::connection raw(ioc.get_executor(), test_config());

@@ -1,19 +1,14 @@
 // Sorted feed (list of auto-increment ids + items hash) against a real
 // redis-server: exact id order and position payloads for every kind of
 // insert and move, edits, retracts, missing ids, raw keys.
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_position;
 using thoonk::feed_type;
 
 namespace {
 
-struct fixture {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), test_config()};
-  thoonk::subscriber raw{ioc.get_executor(), test_config()};
-};
 
 asio::awaitable<std::vector<std::string>> raw_ids(thoonk::client& c, const std::string& name) {
   auto v = co_await cmd(c.conn(), "LRANGE", key("ids", name), 0, -1);
@@ -36,7 +31,7 @@ using ids_t = std::vector<std::string>;
 }  // namespace
 
 TEST_CASE("sorted feed: append, prepend, publish before/after, move: exact order and payloads",
-          "[feed][sorted_feed]") {
+          "[feed][sorted_feed][append][delete_feed][get_all][get_ids][insert][length][move][open][prepend][publish_after][publish_before]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -113,7 +108,7 @@ TEST_CASE("sorted feed: append, prepend, publish before/after, move: exact order
   });
 }
 
-TEST_CASE("sorted feed: edit, retract, reads", "[feed][sorted_feed]") {
+TEST_CASE("sorted feed: edit, retract, reads", "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -166,7 +161,7 @@ TEST_CASE("sorted feed: edit, retract, reads", "[feed][sorted_feed]") {
 }
 
 TEST_CASE("sorted feed: operations on missing ids fail and change nothing",
-          "[feed][sorted_feed]") {
+          "[feed][sorted_feed][append][delete_feed][edit][move][publish_after][publish_before][retract]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -189,24 +184,24 @@ TEST_CASE("sorted feed: operations on missing ids fail and change nothing",
     };
     auto counters_before = co_await dump();
 
-    auto [e1] = co_await s.edit("9", "x", tok);
+    auto [e1] = co_await s.edit("9", "x", nothrow);
     CHECK(e1 == thoonk::error::id_not_found);
-    auto [e2, i2] = co_await s.publish_before("9", "x", tok);
+    auto [e2, i2] = co_await s.publish_before("9", "x", nothrow);
     CHECK(e2 == thoonk::error::id_not_found);
-    auto [e3, i3] = co_await s.publish_after("9", "x", tok);
+    auto [e3, i3] = co_await s.publish_after("9", "x", nothrow);
     CHECK(e3 == thoonk::error::id_not_found);
-    auto [e4] = co_await s.move("9", feed_position::at_begin(), tok);
+    auto [e4] = co_await s.move("9", feed_position::at_begin(), nothrow);
     CHECK(e4 == thoonk::error::id_not_found);
-    auto [e5] = co_await s.move("1", feed_position::before_id("9"), tok);
+    auto [e5] = co_await s.move("1", feed_position::before_id("9"), nothrow);
     CHECK(e5 == thoonk::error::id_not_found);
-    auto [e6] = co_await s.move("1", feed_position::after_id("9"), tok);
+    auto [e6] = co_await s.move("1", feed_position::after_id("9"), nothrow);
     CHECK(e6 == thoonk::error::id_not_found);
-    auto [e7] = co_await s.move("1", feed_position::after_id("1"), tok);
+    auto [e7] = co_await s.move("1", feed_position::after_id("1"), nothrow);
     CHECK(e7 == thoonk::error::invalid_argument);
-    auto [e8, r8] = co_await s.retract("9", tok);
+    auto [e8, r8] = co_await s.retract("9", nothrow);
     CHECK(!e8);
     CHECK(!r8);
-    auto [e9] = co_await s.move("", feed_position::at_end(), tok);
+    auto [e9] = co_await s.move("", feed_position::at_end(), nothrow);
     CHECK(e9 == thoonk::error::invalid_id);
 
     auto ids_after = co_await raw_ids(c, name);

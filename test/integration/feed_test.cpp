@@ -1,24 +1,19 @@
 // Feed (zset of ids scored by publish ms + items hash) against a real
 // redis-server: every operation, the keys and payloads byte for byte,
 // max_length, concurrency and bad input.
-#include "feed_test_util.hpp"
+#include "support/helpers.hpp"
 
 #include <set>
 
-using namespace feedtest;
+using namespace thoonk::test;
 using thoonk::feed_type;
 
 namespace {
 
-struct fixture {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), test_config()};
-  thoonk::subscriber raw{ioc.get_executor(), test_config()};
-};
 
 }  // namespace
 
-TEST_CASE("feed: publish order, reads, has_id, length", "[feed]") {
+TEST_CASE("feed: publish order, reads, has_id, length", "[feed][delete_feed][get_all][get_ids][get_item][get_items][has_id][length][open][publish]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -75,7 +70,7 @@ TEST_CASE("feed: publish order, reads, has_id, length", "[feed]") {
   });
 }
 
-TEST_CASE("feed: ids come out in publish order when publish times differ", "[feed]") {
+TEST_CASE("feed: ids come out in publish order when publish times differ", "[feed][delete_feed][get_all][get_ids][publish]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -100,7 +95,7 @@ TEST_CASE("feed: ids come out in publish order when publish times differ", "[fee
   });
 }
 
-TEST_CASE("feed: raw wire: keys, ms scores, counters and payloads byte for byte", "[feed]") {
+TEST_CASE("feed: raw wire: keys, ms scores, counters and payloads byte for byte", "[feed][delete_feed][publish][retract]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -163,7 +158,7 @@ TEST_CASE("feed: raw wire: keys, ms scores, counters and payloads byte for byte"
   });
 }
 
-TEST_CASE("feed: edit keeps the length and moves the item to the newest", "[feed]") {
+TEST_CASE("feed: edit keeps the length and moves the item to the newest", "[feed][delete_feed][get_ids][get_item][length][publish]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -199,7 +194,7 @@ TEST_CASE("feed: edit keeps the length and moves the item to the newest", "[feed
 }
 
 TEST_CASE("feed: max_length 5 with six publishes keeps the newest five, one retract",
-          "[feed]") {
+          "[feed][delete_feed][get_ids][publish][set_config]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -241,7 +236,7 @@ TEST_CASE("feed: max_length 5 with six publishes keeps the newest five, one retr
   });
 }
 
-TEST_CASE("feed: retract of a missing id is a no-op reported as such", "[feed]") {
+TEST_CASE("feed: retract of a missing id is a no-op reported as such", "[feed][delete_feed][length][publish][retract]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -270,7 +265,7 @@ TEST_CASE("feed: retract of a missing id is a no-op reported as such", "[feed]")
 }
 
 TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_length items",
-          "[feed][concurrency]") {
+          "[feed][concurrency][delete_feed][get_all][get_ids][publish]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
@@ -288,7 +283,7 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
               // Some writers reuse ids: edits interleave with new publishes.
               std::string id = (w % 10 == 0 && i % 2 == 1) ? "w" + std::to_string(w)
                                                           : "w" + std::to_string(w) + "-" + std::to_string(i);
-              auto [ec, r] = co_await f.publish(id, "item of " + id, tok);
+              auto [ec, r] = co_await f.publish(id, "item of " + id, nothrow);
               if (ec) ++failures;
               evictions += static_cast<int>(r.evicted.size());
             }
@@ -335,7 +330,7 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
   }, 60s);
 }
 
-TEST_CASE("feed: bad ids and oversized items are refused before any I/O", "[feed]") {
+TEST_CASE("feed: bad ids and oversized items are refused before any I/O", "[feed][delete_feed][get_item][get_items][has_id][publish][retract]") {
   asio::io_context ioc;
   auto cfg = test_config();
   cfg.max_item_size = 16;
@@ -349,25 +344,25 @@ TEST_CASE("feed: bad ids and oversized items are refused before any I/O", "[feed
     const std::string nul_id("a\0b", 3);
     std::vector<std::string> bad_ids{std::string(), nul_id, std::string(9, 'i')};
     for (const std::string& bad : bad_ids) {
-      auto [e1, r1] = co_await f.publish(bad, "x", tok);
+      auto [e1, r1] = co_await f.publish(bad, "x", nothrow);
       CHECK(e1 == thoonk::error::invalid_id);
-      auto [e2, r2] = co_await f.retract(bad, tok);
+      auto [e2, r2] = co_await f.retract(bad, nothrow);
       CHECK(e2 == thoonk::error::invalid_id);
-      auto [e3, r3] = co_await f.get_item(bad, tok);
+      auto [e3, r3] = co_await f.get_item(bad, nothrow);
       CHECK(e3 == thoonk::error::invalid_id);
       std::vector<std::string> with_bad{"ok", bad};
-      auto [e4, r4] = co_await f.get_items(with_bad, tok);
+      auto [e4, r4] = co_await f.get_items(with_bad, nothrow);
       CHECK(e4 == thoonk::error::invalid_id);
-      auto [e5, r5] = co_await f.has_id(bad, tok);
+      auto [e5, r5] = co_await f.has_id(bad, nothrow);
       CHECK(e5 == thoonk::error::invalid_id);
     }
-    auto [e6, r6] = co_await f.publish(std::string(17, 'x'), tok);
+    auto [e6, r6] = co_await f.publish(std::string(17, 'x'), nothrow);
     CHECK(e6 == thoonk::error::item_too_large);
-    auto [e7, r7] = co_await f.publish("id", std::string(17, 'x'), tok);
+    auto [e7, r7] = co_await f.publish("id", std::string(17, 'x'), nothrow);
     CHECK(e7 == thoonk::error::item_too_large);
     CHECK(c.conn().stats().requests == before);
     // Exactly at the cap is fine, NUL bytes included.
-    auto [e8, r8] = co_await f.publish("id", std::string(16, '\0'), tok);
+    auto [e8, r8] = co_await f.publish("id", std::string(16, '\0'), nothrow);
     CHECK(!e8);
     auto r18_ = co_await f.get_item("id", asio::use_awaitable);
     CHECK(r18_ == std::optional<std::string>(std::string(16, '\0')));

@@ -2,11 +2,11 @@
 // and set_config_json (error::invalid_argument, nothing written); values
 // written with plain commands that validation would refuse are read as the
 // defaults by the job scripts. docs/jobs.md §1, docs/feeds.md §2.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <boost/json/value.hpp>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
@@ -40,8 +40,8 @@ thoonk::maintenance_options quiet() {
 }  // namespace
 
 TEST_CASE("job config: every field the library reads is validated by create_feed and set_config",
-          "[job][config]") {
-  job_fixture f("jobs-config");
+          "[job][config][create_feed][delete_feed][get_config][set_config][set_config_json]") {
+  fixture f("jobs-config");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     for (const auto& fc : field_cases()) {
@@ -87,8 +87,8 @@ TEST_CASE("job config: every field the library reads is validated by create_feed
 }
 
 TEST_CASE("job config: a validated claim_timeout_ms and max_failures take effect",
-          "[job][config]") {
-  job_fixture f("jobs-config");
+          "[job][config][claim][create_feed][maintain][put][set_config]") {
+  fixture f("jobs-config");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     const thoonk::feed_config cfg{{"claim_timeout_ms", "60000"}};
@@ -110,8 +110,8 @@ TEST_CASE("job config: a validated claim_timeout_ms and max_failures take effect
 }
 
 TEST_CASE("job config: values written with plain commands that validation refuses read as defaults",
-          "[job][config]") {
-  job_fixture f("jobs-config");
+          "[job][config][claim][finish][get_result][maintain][put_many]") {
+  fixture f("jobs-config");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     // A contract client (plain HSET) writes values create_feed would refuse.

@@ -3,12 +3,12 @@
 // mid-run. At the end every job was finished exactly once, none lost:
 // claims whose replies died with the connection are recovered by
 // maintenance when they lapse.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <map>
 #include <sstream>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
@@ -72,12 +72,12 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
 
 }  // namespace
 
-TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]") {
+TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash][counts][maintain][put_many]") {
   asio::io_context ioc;
   const auto victim_name = unique_name("jobs-crash-victim");
-  thoonk::client admin{ioc.get_executor(), job_config(unique_name("jobs-crash-admin"))};
-  thoonk::client a{ioc.get_executor(), job_config(victim_name)};
-  thoonk::client b{ioc.get_executor(), job_config(unique_name("jobs-crash-b"))};
+  thoonk::client admin{ioc.get_executor(), named_config(unique_name("jobs-crash-admin"))};
+  thoonk::client a{ioc.get_executor(), named_config(victim_name)};
+  thoonk::client b{ioc.get_executor(), named_config(unique_name("jobs-crash-b"))};
   const auto name = unique_name("jobs-crash");
   constexpr int total = 10000;
   run_coro(

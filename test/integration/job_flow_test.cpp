@@ -1,19 +1,11 @@
 // Job queue flows against a real redis-server.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 
-namespace {
-
-struct fixture : job_fixture {
-  fixture() : job_fixture("jobs-flow") {}
-};
-
-}  // namespace
-
-TEST_CASE("job: put, claim, finish leaves nothing behind", "[job]") {
-  fixture f;
+TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts][finish][get_ids][put]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -57,8 +49,8 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job]") {
   });
 }
 
-TEST_CASE("job: cancel puts it back with the failure count", "[job]") {
-  fixture f;
+TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][claim][failures][finish][put]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -87,8 +79,8 @@ TEST_CASE("job: cancel puts it back with the failure count", "[job]") {
   });
 }
 
-TEST_CASE("job: stall, retry, claim, finish with a result", "[job]") {
-  fixture f;
+TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -149,8 +141,8 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job]") {
   });
 }
 
-TEST_CASE("job: retract removes a job from every key, in every state", "[job]") {
-  fixture f;
+TEST_CASE("job: retract removes a job from every key, in every state", "[job][cancel][claim][finish][put][retract][stall]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -186,8 +178,8 @@ TEST_CASE("job: retract removes a job from every key, in every state", "[job]") 
   });
 }
 
-TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job]") {
-  fixture f;
+TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][claim][finish][put][put_many]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -207,8 +199,8 @@ TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job]") {
   });
 }
 
-TEST_CASE("job: heartbeat renews the claim time", "[job]") {
-  fixture f;
+TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -228,8 +220,8 @@ TEST_CASE("job: heartbeat renews the claim time", "[job]") {
   });
 }
 
-TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job]") {
-  fixture f;
+TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job][claim][finish][heartbeat_many][put_many]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -281,8 +273,8 @@ TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job]") {
   });
 }
 
-TEST_CASE("job: names, ids and types are checked", "[job]") {
-  fixture f;
+TEST_CASE("job: names, ids and types are checked", "[job][claim][finish][open][put]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     {
@@ -308,8 +300,8 @@ TEST_CASE("job: names, ids and types are checked", "[job]") {
   });
 }
 
-TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job]") {
-  fixture f;
+TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][claim][finish][put][retry][stall]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"published", "1"}};
@@ -339,8 +331,8 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job]"
   });
 }
 
-TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job]") {
-  fixture f;
+TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][claim][counts][finish][put]") {
+  fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");

@@ -2,17 +2,13 @@
 // (jobs put with plain commands exactly as the contract writes them are
 // claimed and finished by the library; a job put by the library and claimed
 // with the contract's plain commands is in the expected keys).
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 
 namespace {
-
-struct fixture : job_fixture {
-  fixture() : job_fixture("jobs-interop") {}
-};
 
 // Contract 002 "Normal Priority Put", verbatim (MULTI ... EXEC).
 asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::string id,
@@ -22,15 +18,15 @@ asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::st
   r.push("LPUSH", key("ids", name), id);
   r.push("INCR", key("publishes", name));
   r.push("HSET", key("items", name), id, item);
-  r.push("ZADD", key("published", name), now_ms(), id);
+  r.push("ZADD", key("published", name), std::to_string(ms_now()), id);
   r.push("EXEC");
   co_await c.exec(r, asio::use_awaitable);
 }
 
 }  // namespace
 
-TEST_CASE("job interop: jobs put with plain commands are claimed and finished", "[job]") {
-  fixture f;
+TEST_CASE("job interop: jobs put with plain commands are claimed and finished", "[job][claim][finish][get_result]") {
+  fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -69,8 +65,8 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
   });
 }
 
-TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job]") {
-  fixture f;
+TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job][counts][finish][get_result][put]") {
+  fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -95,7 +91,7 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
     {
       thoonk::request r;
       r.push("MULTI");
-      r.push("ZADD", key("claimed", f.name), now_ms(), id);
+      r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
       r.push("HGET", key("items", f.name), id);
       r.push("EXEC");
       auto resp = co_await f.c.conn().exec(r, asio::use_awaitable);
@@ -144,8 +140,8 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
   });
 }
 
-TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job]") {
-  fixture f;
+TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][claim][counts][finish][put][retry]") {
+  fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");

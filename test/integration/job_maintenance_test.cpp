@@ -1,19 +1,15 @@
 // Maintenance: lapsed claims and stale tokens, failures past the limit,
 // two-pass detection of jobs in no state, orphaned tokens, the stats feed,
 // the lock, the background loop.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <optional>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 
 namespace {
-
-struct fixture : job_fixture {
-  fixture() : job_fixture("jobs-maint") {}
-};
 
 thoonk::maintenance_options quiet() {
   thoonk::maintenance_options o;
@@ -23,13 +19,13 @@ thoonk::maintenance_options quiet() {
 
 }  // namespace
 
-TEST_CASE("job: a stale token is refused and the job is finished exactly once", "[job]") {
-  fixture f;
+TEST_CASE("job: a stale token is refused and the job is finished exactly once", "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "100"}};
     co_await create_feed(f.c.conn(), f.name, "job", cfg);
-    thoonk::client other(f.ioc.get_executor(), job_config());
+    thoonk::client other(f.ioc.get_executor(), named_config());
     co_await other.connect(asio::use_awaitable);
     thoonk::job_queue qa(f.c, f.name);
     thoonk::job_queue qb(other, f.name);
@@ -73,8 +69,8 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once", 
   });
 }
 
-TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job]") {
-  fixture f;
+TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim][finish][maintain][put][retry]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "50"}, {"max_failures", "1"}};
@@ -105,8 +101,8 @@ TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job]") {
   });
 }
 
-TEST_CASE("job: a job in no state is requeued only on the second pass", "[job]") {
-  fixture f;
+TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][claim][maintain][put_many]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -129,7 +125,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job]")
     CHECK(waiting == 1);
 
     // The slow one completes its claim.
-    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), now_ms(), slow.str);
+    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), slow.str);
 
     auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
     CHECK(r2.unaccounted_requeued == 1);
@@ -149,8 +145,8 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job]")
   });
 }
 
-TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job]") {
-  fixture f;
+TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job][claim][maintain][put]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -182,8 +178,8 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
   });
 }
 
-TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job]") {
-  fixture f;
+TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job][claim][finish][maintain][put_many]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -228,13 +224,13 @@ TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job]"
   });
 }
 
-TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)", "[job]") {
+TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)", "[job][claim][maintain][put]") {
   // A cron job: connect, run maintenance once, stop. The lock must be gone
   // when maintain() completes, so the next run (another process, at once)
   // does its work instead of finding the lock held for lock_ttl (30 s).
   asio::io_context ioc;
   const auto name = thoonk::test::unique_name("jobs-maint-once");
-  thoonk::client admin(ioc.get_executor(), job_config());
+  thoonk::client admin(ioc.get_executor(), named_config());
   std::optional<thoonk::client> first, second;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await admin.connect(asio::use_awaitable);
@@ -243,7 +239,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     thoonk::job_queue aq(admin, name);
     auto id = co_await aq.put("x", asio::use_awaitable);
 
-    first.emplace(ioc.get_executor(), job_config("thoonk-maint-cron-1"));
+    first.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-1"));
     co_await first->connect(asio::use_awaitable);
     {
       thoonk::job_queue q(*first, name);
@@ -258,7 +254,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     co_await aq.claim(1s, asio::use_awaitable);
     co_await sleep_for(120ms);
     // The next run, from another process, does its work at once.
-    second.emplace(ioc.get_executor(), job_config("thoonk-maint-cron-2"));
+    second.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-2"));
     co_await second->connect(asio::use_awaitable);
     {
       thoonk::job_queue q(*second, name);
@@ -273,8 +269,8 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
   });
 }
 
-TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job]") {
-  fixture f;
+TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job][maintain][put_many]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -305,8 +301,8 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
   });
 }
 
-TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", "[job]") {
-  fixture f;
+TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", "[job][claim][put][run_maintenance]") {
+  fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "50"}};

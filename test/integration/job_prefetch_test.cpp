@@ -1,19 +1,15 @@
 // Claim ahead (job_queue_options::prefetch): jobs claimed before a worker
 // asks are handed out once each, released when nobody takes them, and
 // released when the queue object closes. Real redis-server.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <set>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 
 namespace {
-
-struct fixture : job_fixture {
-  fixture() : job_fixture("jobs-prefetch") {}
-};
 
 thoonk::job_queue_options prefetching(std::size_t n, std::chrono::milliseconds hold) {
   thoonk::job_queue_options o;
@@ -37,8 +33,8 @@ asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done)
 
 }  // namespace
 
-TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job]") {
-  fixture f;
+TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][claim][counts][finish][put_many]") {
+  fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -75,8 +71,8 @@ TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job]") 
   });
 }
 
-TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job]") {
-  fixture f;
+TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][claim][failures][finish][put_many]") {
+  fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
@@ -105,8 +101,8 @@ TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job]"
   });
 }
 
-TEST_CASE("job prefetch: closing the queue releases what it holds", "[job]") {
-  fixture f;
+TEST_CASE("job prefetch: closing the queue releases what it holds", "[job][claim][finish][put_many]") {
+  fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");

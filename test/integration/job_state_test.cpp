@@ -1,10 +1,10 @@
 // Every call on a job in a state where it does not apply fails with its
 // error and changes no key (checked on the raw keys).
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <functional>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::unique_name;
 
@@ -131,7 +131,7 @@ std::vector<call> calls() {
 
 TEST_CASE("job: every wrong-state call fails with its error and changes no key", "[job]") {
   asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
+  thoonk::client c{ioc.get_executor(), named_config()};
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
@@ -157,9 +157,9 @@ TEST_CASE("job: every wrong-state call fails with its error and changes no key",
       60s);
 }
 
-TEST_CASE("job: a second finish of the same claim is refused", "[job]") {
+TEST_CASE("job: a second finish of the same claim is refused", "[job][claim][counts][finish][put]") {
   asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
+  thoonk::client c{ioc.get_executor(), named_config()};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     auto name = unique_name("jobs-state");

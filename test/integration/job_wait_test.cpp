@@ -1,12 +1,12 @@
 // Waiting claimers never block the shared connection, are coalesced, and
 // are woken by a put from another client before the fallback poll.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <optional>
 #include <set>
 #include <thread>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
@@ -47,10 +47,10 @@ const char* const blocking_commands[] = {"brpop",  "blpop",    "brpoplpush", "bl
 
 }  // namespace
 
-TEST_CASE("job: 200 waiting claimers do not delay other requests on the connection", "[job]") {
+TEST_CASE("job: 200 waiting claimers do not delay other requests on the connection", "[job][claim][finish][open][put_many]") {
   asio::io_context ioc;
   const auto client_name = unique_name("jobs-wait");
-  thoonk::client c{ioc.get_executor(), job_config(client_name)};
+  thoonk::client c{ioc.get_executor(), named_config(client_name)};
   const auto name = unique_name("jobs-wait");
   run_coro(
       ioc,
@@ -123,10 +123,10 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
       120s);
 }
 
-TEST_CASE("job: a put from another client wakes an idle claimer before the poll", "[job]") {
+TEST_CASE("job: a put from another client wakes an idle claimer before the poll", "[job][claim][put]") {
   asio::io_context ioc;
-  thoonk::client worker{ioc.get_executor(), job_config()};
-  thoonk::client producer{ioc.get_executor(), job_config()};
+  thoonk::client worker{ioc.get_executor(), named_config()};
+  thoonk::client producer{ioc.get_executor(), named_config()};
   const auto name = unique_name("jobs-wake");
   run_coro(
       ioc,
@@ -171,9 +171,9 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
 }
 
 TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight loses no job",
-          "[job]") {
+          "[job][cancel][claim][counts][finish][open][put_many]") {
   asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
+  thoonk::client c{ioc.get_executor(), named_config()};
   const auto name = unique_name("jobs-cancel");
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
@@ -224,9 +224,9 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
   });
 }
 
-TEST_CASE("job: destroying the queue ends pending claims and result waits", "[job]") {
+TEST_CASE("job: destroying the queue ends pending claims and result waits", "[job][claim][get_result]") {
   asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), job_config()};
+  thoonk::client c{ioc.get_executor(), named_config()};
   const auto name = unique_name("jobs-close");
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
@@ -252,11 +252,11 @@ TEST_CASE("job: destroying the queue ends pending claims and result waits", "[jo
   });
 }
 
-TEST_CASE("job: claims and results work by polling when pub/sub is not permitted", "[job]") {
+TEST_CASE("job: claims and results work by polling when pub/sub is not permitted", "[job][claim][finish][get_result][put]") {
   asio::io_context ioc;
   const auto user = unique_name("jobs-nopubsub");
-  thoonk::client admin{ioc.get_executor(), job_config()};
-  auto cfg = job_config();
+  thoonk::client admin{ioc.get_executor(), named_config()};
+  auto cfg = named_config();
   cfg.username = user;
   cfg.password = "secret";
   std::optional<thoonk::client> worker;
@@ -315,10 +315,10 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
       30s);
 }
 
-TEST_CASE("job and queue operations initiated from another thread", "[job]") {
+TEST_CASE("job and queue operations initiated from another thread", "[job][claim][counts][create_feed][finish][get][put]") {
   asio::io_context ioc;
   auto work = asio::make_work_guard(ioc);
-  thoonk::client c{ioc.get_executor(), job_config()};
+  thoonk::client c{ioc.get_executor(), named_config()};
   const std::string jname = thoonk::test::unique_name("jobs-thread");
   const std::string qname = thoonk::test::unique_name("queue-thread");
   std::thread runner([&] { ioc.run(); });

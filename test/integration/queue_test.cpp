@@ -1,22 +1,14 @@
 // thoonk::queue against a real redis-server: order, priority, timeouts,
 // wake-ups, coalesced getters, interop with the contract's plain commands.
-#include "job_support.hpp"
+#include "support/helpers.hpp"
 
 #include <set>
 
-using namespace jobs_test;
+using namespace thoonk::test;
 using thoonk::test::run_coro;
 
-namespace {
-
-struct fixture : job_fixture {
-  fixture() : job_fixture("queue") {}
-};
-
-}  // namespace
-
-TEST_CASE("queue: FIFO order; high priority jumps the line", "[queue]") {
-  fixture f;
+TEST_CASE("queue: FIFO order; high priority jumps the line", "[queue][get][get_ids][length][open][put][put_many]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");
@@ -58,8 +50,8 @@ TEST_CASE("queue: FIFO order; high priority jumps the line", "[queue]") {
 }
 
 TEST_CASE("queue: get on an empty queue fails with queue_empty after the timeout, not before",
-          "[queue]") {
-  fixture f;
+          "[queue][get][put]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");
@@ -80,8 +72,8 @@ TEST_CASE("queue: get on an empty queue fails with queue_empty after the timeout
   });
 }
 
-TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches", "[queue]") {
-  fixture f;
+TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches", "[queue][get][open][put_many]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");
@@ -106,7 +98,7 @@ TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches
     }
     co_await thoonk::test::sleep_for(100ms);
     // Another client puts.
-    thoonk::client other(f.ioc.get_executor(), job_config());
+    thoonk::client other(f.ioc.get_executor(), named_config());
     co_await other.connect(asio::use_awaitable);
     thoonk::queue q2(other, f.name);
     std::vector<std::string> items;
@@ -121,8 +113,8 @@ TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches
   });
 }
 
-TEST_CASE("queue: a cancelled getter loses nothing", "[queue]") {
-  fixture f;
+TEST_CASE("queue: a cancelled getter loses nothing", "[queue][get][length][put_many]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");
@@ -153,8 +145,8 @@ TEST_CASE("queue: a cancelled getter loses nothing", "[queue]") {
   });
 }
 
-TEST_CASE("queue: errors before and after I/O", "[queue]") {
-  fixture f;
+TEST_CASE("queue: errors before and after I/O", "[queue][get][length][put]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     thoonk::queue q(f.c, f.name);
@@ -171,8 +163,8 @@ TEST_CASE("queue: errors before and after I/O", "[queue]") {
   });
 }
 
-TEST_CASE("queue: interop with the contract's plain commands", "[queue]") {
-  fixture f;
+TEST_CASE("queue: interop with the contract's plain commands", "[queue][get][put]") {
+  fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");

@@ -33,7 +33,7 @@ asio::awaitable<std::int64_t> numsub(thoonk::connection& c, const std::string& c
 }
 }  // namespace
 
-TEST_CASE("subscriber: fan-out to several callbacks and to patterns", "[subscriber]") {
+TEST_CASE("subscriber: fan-out to several callbacks and to patterns", "[subscriber][psubscribe][subscribe]") {
   for (int proto : {3, 2}) {
     asio::io_context ioc;
     auto cfg = test_config();
@@ -70,7 +70,7 @@ TEST_CASE("subscriber: fan-out to several callbacks and to patterns", "[subscrib
 }
 
 TEST_CASE("subscriber: CLIENT KILL TYPE pubsub is reported and subscriptions come back",
-          "[subscriber][fault]") {
+          "[subscriber][fault][subscribe]") {
   asio::io_context ioc;
   thoonk::subscriber sub(ioc.get_executor(), test_config());
   thoonk::connection pub(ioc.get_executor(), test_config());
@@ -100,7 +100,7 @@ TEST_CASE("subscriber: CLIENT KILL TYPE pubsub is reported and subscriptions com
   });
 }
 
-TEST_CASE("subscriber: dropping the last handle unsubscribes on the server", "[subscriber]") {
+TEST_CASE("subscriber: dropping the last handle unsubscribes on the server", "[subscriber][subscribe]") {
   asio::io_context ioc;
   thoonk::subscriber sub(ioc.get_executor(), test_config());
   thoonk::connection admin(ioc.get_executor(), test_config());
@@ -134,7 +134,7 @@ TEST_CASE("subscriber: dropping the last handle unsubscribes on the server", "[s
   });
 }
 
-TEST_CASE("subscriber: a callback that throws does not stop delivery", "[subscriber]") {
+TEST_CASE("subscriber: a callback that throws does not stop delivery", "[subscriber][subscribe]") {
   asio::io_context ioc;
   thoonk::subscriber sub(ioc.get_executor(), test_config());
   thoonk::connection pub(ioc.get_executor(), test_config());
@@ -156,7 +156,7 @@ TEST_CASE("subscriber: a callback that throws does not stop delivery", "[subscri
   });
 }
 
-TEST_CASE("subscriber: a callback may drop its own handle", "[subscriber]") {
+TEST_CASE("subscriber: a callback may drop its own handle", "[subscriber][subscribe]") {
   asio::io_context ioc;
   thoonk::subscriber sub(ioc.get_executor(), test_config());
   thoonk::connection pub(ioc.get_executor(), test_config());
@@ -181,7 +181,7 @@ TEST_CASE("subscriber: a callback may drop its own handle", "[subscriber]") {
   });
 }
 
-TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber]") {
+TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber][subscribe]") {
   asio::io_context ioc;
   auto cfg = test_config();
   cfg.port = 1;  // nothing there: the subscribe waits for a connection
@@ -202,7 +202,7 @@ TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber]") {
   });
 }
 
-TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection", "[subscriber]") {
+TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection", "[subscriber][subscribe]") {
   for (int proto : {3, 2}) {
     asio::io_context ioc;
     auto cfg = test_config();
@@ -229,7 +229,7 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
   }
 }
 
-TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only", "[subscriber][fault]") {
+TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only", "[subscriber][fault][subscribe]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   auto user = unique_name("acl");

@@ -1,0 +1,271 @@
+// Helpers shared by the integration tests, all in thoonk::test: the
+// fixture (an io_context, a client, a fresh name), raw pub/sub capture,
+// polling waits bounded by the test's deadline, key names, feeds and queues
+// made with the contract's plain commands, raw key snapshots, typed event
+// records.
+#pragma once
+
+#include "support/redis_server.hpp"
+#include "support/run_coro.hpp"
+#include "support/test_client.hpp"
+
+#include <thoonk/client.hpp>
+#include <thoonk/error.hpp>
+#include <thoonk/feed.hpp>
+#include <thoonk/feed_events.hpp>
+#include <thoonk/job_queue.hpp>
+#include <thoonk/queue.hpp>
+#include <thoonk/sorted_feed.hpp>
+#include <thoonk/subscriber.hpp>
+
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thoonk::test {
+
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+/// Completion token giving (error_code, values...) tuples instead of throwing.
+inline constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+
+using msg = std::pair<std::string, std::string>;  // channel, payload
+
+/// Every message seen by a raw subscriber on some patterns, in order.
+struct capture {
+  std::vector<msg> msgs;
+  std::vector<thoonk::subscription> subs;
+
+  std::vector<msg> on(std::string_view channel) const {
+    std::vector<msg> out;
+    for (const auto& m : msgs)
+      if (m.first == channel) out.push_back(m);
+    return out;
+  }
+};
+
+/// Subscribes a raw capture to `patterns` (PSUBSCRIBE) on `sub`.
+/// (Variadic: g++ 12 rejects braced lists inside co_await expressions.)
+template <class... Patterns>
+asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& sub,
+                                                           Patterns... ps) {
+  std::vector<std::string> patterns;
+  (patterns.emplace_back(std::move(ps)), ...);
+  auto cap = std::make_shared<capture>();
+  for (const auto& p : patterns) {
+    auto s = co_await sub.psubscribe(
+        p,
+        [cap](const thoonk::message& m) {
+          cap->msgs.emplace_back(std::string(m.channel), std::string(m.payload));
+        },
+        asio::use_awaitable);
+    cap->subs.push_back(std::move(s));
+  }
+  co_return cap;
+}
+
+/// Polls `pred` every 2 ms until it holds or `max` passes; returns pred().
+template <class Pred>
+asio::awaitable<bool> wait_until(Pred pred, std::chrono::milliseconds max = 10s) {
+  auto until = std::chrono::steady_clock::now() + max;
+  while (!pred() && std::chrono::steady_clock::now() < until) co_await sleep_for(2ms);
+  co_return pred();
+}
+
+/// Lets in-flight pub/sub messages arrive (for "nothing more came" checks).
+inline asio::awaitable<void> settle() { co_await sleep_for(50ms); }
+
+inline std::string nul_join(std::string_view a, std::string_view b) {
+  std::string s(a);
+  s.push_back('\0');
+  s.append(b);
+  return s;
+}
+
+inline std::string key(std::string_view what, std::string_view feed) {
+  return "feed." + std::string(what) + ":" + std::string(feed);
+}
+
+/// A recorded typed event (owning copies).
+struct rec {
+  thoonk::feed_event::kind_t kind;
+  std::string id, item, where;
+  bool replayed = false;
+  friend bool operator==(const rec&, const rec&) = default;
+};
+
+inline rec to_rec(const thoonk::feed_event& e) {
+  return rec{e.kind, std::string(e.id), std::string(e.item),
+             e.kind == thoonk::feed_event::position ? e.where.to_string() : std::string{},
+             e.replayed};
+}
+
+inline std::ostream& operator<<(std::ostream& os, const rec& r) {
+  static const char* names[] = {"publish", "edit", "retract", "position"};
+  return os << "{" << names[r.kind] << " " << r.id << " [" << r.item << "] " << r.where
+            << (r.replayed ? " replayed" : "") << "}";
+}
+
+/// {{"max_length", n}}
+inline thoonk::feed_config max_len(int n) { return {{"max_length", std::to_string(n)}}; }
+
+/// Creates a feed with a unique name and returns the name.
+inline asio::awaitable<std::string> make_feed(thoonk::client& c, std::string_view prefix,
+                                              thoonk::feed_type type,
+                                              thoonk::feed_config cfg = {}) {
+  auto name = unique_name(prefix);
+  co_await c.create_feed(name, type, std::move(cfg), asio::use_awaitable);
+  co_return name;
+}
+
+inline std::int64_t ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A user whose connections can be locked out, so a test can hold a
+// subscriber disconnected while it changes the feed (a deterministic gap).
+struct gap_user {
+  std::string name = unique_name("gapuser");
+  std::string pass = "pw-" + unique_name("x");
+
+  thoonk::config config() const {
+    auto cfg = test_config();
+    cfg.username = name;
+    cfg.password = pass;
+    return cfg;
+  }
+  asio::awaitable<void> create(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
+  }
+  // Disables the user and kills its subscriber connection: it cannot come
+  // back until close().
+  asio::awaitable<void> open_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "off");
+    auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
+    CHECK(killed.integer == 1);
+  }
+  asio::awaitable<void> close_gap(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on");
+  }
+  asio::awaitable<void> remove(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "DELUSER", name);
+  }
+};
+
+// ---- queues and job queues ----------------------------------------------------
+
+
+using boost::system::error_code;
+
+using fields = std::vector<std::pair<std::string, std::string>>;
+
+/// Creates a queue/job feed the way the contract does (SADD feeds + config).
+inline asio::awaitable<void> create_feed(thoonk::connection& c, std::string name, std::string type,
+                                         fields extra = {}) {
+  thoonk::request r;
+  r.push("SADD", "feeds", name);
+  r.push("HSET", "feed.config:" + name, "type", type);
+  for (auto& [f, v] : extra) r.push("HSET", "feed.config:" + name, f, v);
+  co_await c.exec(r, asio::use_awaitable);
+}
+
+
+/// Every raw key of a job queue, rendered deterministically.
+inline asio::awaitable<std::string> snapshot(thoonk::connection& c, std::string name) {
+  thoonk::request r;
+  r.push("LRANGE", key("ids", name), 0, -1);
+  r.push("HGETALL", key("items", name));
+  r.push("ZRANGE", key("claimed", name), 0, -1, "WITHSCORES");
+  r.push("ZRANGE", key("published", name), 0, -1, "WITHSCORES");
+  r.push("HGETALL", key("cancelled", name));
+  r.push("SMEMBERS", key("stalled", name));
+  r.push("GET", key("publishes", name));
+  r.push("GET", key("finishes", name));
+  r.push("HGETALL", key("attempts", name));
+  r.push("SMEMBERS", key("unaccounted", name));
+  auto resp = co_await c.exec(r, asio::use_awaitable);
+  std::string out;
+  const char* names[] = {"ids",     "items",     "claimed",  "published", "cancelled",
+                         "stalled", "publishes", "finishes", "attempts",  "unaccounted"};
+  for (std::size_t i = 0; i < resp.size(); ++i) {
+    auto& v = resp[i];
+    // Hashes and sets: order-independent rendering.
+    if (v.type == thoonk::resp3::type::map || v.type == thoonk::resp3::type::set ||
+        (v.type == thoonk::resp3::type::array &&
+         (i == 1 || i == 4 || i == 5 || i == 8 || i == 9))) {
+      std::vector<std::string> parts;
+      auto& e = v.elements;
+      bool pairs = i == 1 || i == 4 || i == 8;
+      for (std::size_t j = 0; j < e.size(); j += pairs ? 2 : 1) {
+        // feed.attempts keeps one field, "\0encoding", for its encoding
+        // (docs/jobs.md); it is no job's.
+        if (i == 8 && !e[j].str.empty() && e[j].str[0] == '\0') continue;
+        parts.push_back(pairs && j + 1 < e.size() ? e[j].str + "=" + e[j + 1].str : e[j].str);
+      }
+      std::sort(parts.begin(), parts.end());
+      out += std::string(names[i]) + ":{";
+      for (auto& p : parts) out += p + ",";
+      out += "}\n";
+    } else {
+      out += std::string(names[i]) + ":" + thoonk::resp3::debug_string(v) + "\n";
+    }
+  }
+  co_return out;
+}
+
+inline asio::awaitable<std::int64_t> llen(thoonk::connection& c, std::string k) {
+  auto v = co_await cmd(c, "LLEN", k);
+  co_return v.integer;
+}
+
+/// A connected client on the shared test server with a unique client name.
+/// test_config() with a client name (CLIENT LIST / CLIENT KILL can find it).
+inline thoonk::config named_config(std::string client_name = "thoonk-test") {
+  auto cfg = test_config();
+  cfg.client_name = std::move(client_name);
+  return cfg;
+}
+
+/// The fixture of the integration tests: an io_context, a client on the
+/// shared test server, a raw subscriber for capturing messages (neither
+/// connects before its first use), and a fresh feed or queue name starting
+/// with `prefix`.
+struct fixture {
+  explicit fixture(const char* prefix = "t", thoonk::config cfg = named_config())
+      : c(ioc.get_executor(), std::move(cfg)), name(unique_name(prefix)) {}
+  asio::io_context ioc;
+  thoonk::client c;
+  thoonk::subscriber raw{ioc.get_executor(), test_config()};
+  std::string name;
+};
+
+inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+}  // namespace thoonk::test
+
+
+namespace Catch {
+template <>
+struct StringMaker<thoonk::test::rec> {
+  static std::string convert(const thoonk::test::rec& r) {
+    std::ostringstream os;
+    thoonk::test::operator<<(os, r);
+    return os.str();
+  }
+};
+}  // namespace Catch
