@@ -40,30 +40,54 @@ struct contract_publisher {
   }
 };
 
+// The parties of these tests: an admin connection, another contract client
+// (plain commands), a library publisher, and a catch-up subscriber whose
+// connections the admin can lock out (a deterministic gap).
+struct parties {
+  asio::io_context ioc;
+  thoonk::connection admin{ioc.get_executor(), test_config()};
+  thoonk::connection contract_conn{ioc.get_executor(), test_config()};
+  thoonk::client pub{ioc.get_executor(), test_config()};
+  gap_user user;
+  std::optional<thoonk::client> c;
+
+  // Connects everyone and creates a feed; returns its name.
+  asio::awaitable<std::string> start(const char* prefix) {
+    co_await admin.connect(asio::use_awaitable);
+    co_await contract_conn.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    co_await user.create(admin);
+    c.emplace(ioc.get_executor(), user.config());
+    co_await c->connect(asio::use_awaitable);
+    co_return co_await make_feed(pub, prefix, thoonk::feed_type::feed);
+  }
+  asio::awaitable<void> finish(const std::string& name) {
+    co_await pub.delete_feed(name, asio::use_awaitable);
+    c->stop();
+    co_await user.remove(admin);
+    pub.stop();
+    contract_conn.stop();
+    admin.stop();
+  }
+};
 
 }  // namespace
 
 TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a reconnect, then "
           "gaps mixing library and contract changes: every change exactly once",
           "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  thoonk::connection contract_conn(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  gap_user user;
-  std::optional<thoonk::client> c;
+  parties p;
+  auto& ioc = p.ioc;
+  auto& admin = p.admin;
+  auto& pub = p.pub;
+  auto& user = p.user;
+  auto& c = p.c;
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
-        co_await contract_conn.connect(asio::use_awaitable);
-        co_await pub.connect(asio::use_awaitable);
-        co_await user.create(admin);
-        c.emplace(ioc.get_executor(), user.config());
-        co_await c->connect(asio::use_awaitable);
-        auto name = co_await make_feed(pub, "cpub", feed_type::feed);
+        auto name = co_await p.start("cpub");
         thoonk::feed theirs(pub, name), mine(*c, name);
-        contract_publisher contract{contract_conn, name};
+        contract_publisher contract{p.contract_conn, name};
 
         std::vector<rec> got;
         std::vector<thoonk::catch_up_info> infos;
@@ -136,12 +160,7 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
         for (const auto& i : infos) CHECK(!i.error);
 
         sub.reset();
-        co_await pub.delete_feed(name, asio::use_awaitable);
-        c->stop();
-        co_await user.remove(admin);
-        pub.stop();
-        contract_conn.stop();
-        admin.stop();
+        co_await p.finish(name);
       },
       std::chrono::seconds(60));
 }
@@ -149,24 +168,18 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
 TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a long live stream "
           "never makes a later gap skip a change",
           "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  thoonk::connection contract_conn(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  gap_user user;
-  std::optional<thoonk::client> c;
+  parties p;
+  auto& ioc = p.ioc;
+  auto& admin = p.admin;
+  auto& pub = p.pub;
+  auto& user = p.user;
+  auto& c = p.c;
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
-        co_await contract_conn.connect(asio::use_awaitable);
-        co_await pub.connect(asio::use_awaitable);
-        co_await user.create(admin);
-        c.emplace(ioc.get_executor(), user.config());
-        co_await c->connect(asio::use_awaitable);
-        auto name = co_await make_feed(pub, "cpub-long", feed_type::feed);
+        auto name = co_await p.start("cpub-long");
         thoonk::feed theirs(pub, name), mine(*c, name);
-        contract_publisher contract{contract_conn, name};
+        contract_publisher contract{p.contract_conn, name};
         std::map<std::string, int> seen;  // id -> deliveries
         int catch_ups = 0;
         thoonk::feed_subscribe_options opts;
@@ -210,12 +223,7 @@ TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a lon
         CHECK(twice == 0);
         CHECK(static_cast<int>(seen.size()) == expected_ids + 10);
         sub.reset();
-        co_await pub.delete_feed(name, asio::use_awaitable);
-        c->stop();
-        co_await user.remove(admin);
-        pub.stop();
-        contract_conn.stop();
-        admin.stop();
+        co_await p.finish(name);
       },
       std::chrono::seconds(120));
 }
