@@ -19,6 +19,7 @@
 #include <thoonk/feed_events.hpp>
 
 #include "../src/feeds/bench_access.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
     }());
 
     // ---- the server's ceiling: redis-benchmark with the library's script ----
-    const auto& script = thoonk::detail::feed_publish_script();
+    const auto& script = thoonk::detail::scripts::feeds_publish();
     std::string load = "redis-cli " + rb_target + rb_auth + " SCRIPT LOAD " +
                        shell_quote(script.source()) + " 2>/dev/null";
     std::string sha = run_command(load);

@@ -23,7 +23,7 @@
 // Bounded: every phase has a job count and a time limit.
 #include "support/bench_support.hpp"
 
-#include "../src/jobs/lua.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/job_queue.hpp>
@@ -401,8 +401,8 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         co_await c.connect(asio::use_awaitable);
         co_await create(c, name, {});
         thoonk::request req;
-        req.push("SCRIPT", "LOAD", thoonk::detail::jobs::lua::job_put().source());
-        req.push("SCRIPT", "LOAD", thoonk::detail::jobs::lua::job_claim().source());
+        req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_put().source());
+        req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_claim().source());
         auto resp = co_await c.conn().exec(req, asio::use_awaitable);
         put_sha = resp[0].str;
         claim_sha = resp[1].str;

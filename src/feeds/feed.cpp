@@ -142,7 +142,6 @@ asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all_op(clien
 }  // namespace
 
 namespace detail {
-const script& feed_publish_script() { return scripts::feeds_publish(); }
 std::vector<std::string> feed_script_keys(std::string_view name) {
   return data_keys(feed_names(config{}, name));
 }

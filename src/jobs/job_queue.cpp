@@ -4,7 +4,7 @@
 
 #include "detail/spawn.hpp"
 #include "jobs/job_queue_impl.hpp"
-#include "jobs/lua.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -87,7 +87,7 @@ asio::awaitable<std::tuple<error_code, std::vector<std::string>>> job_queue_impl
   args.push_back(high ? "1" : "0");
   args.push_back(self->k.wake_channel);
   for (auto& i : items) args.push_back(std::move(i));
-  auto [ec, v] = co_await self->call(lua::job_put(), std::move(args));
+  auto [ec, v] = co_await self->call(scripts::jobs_put(), std::move(args));
   if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
   auto ids = as_strings(std::move(v));
   if (ids.size() != n) co_return std::tuple{error_code(error::unexpected_type), std::move(ids)};
@@ -101,7 +101,7 @@ asio::awaitable<std::tuple<error_code, std::vector<claimed_job>>> job_queue_impl
   std::vector<std::string> args;
   args.push_back(now_ms_string());
   args.push_back(std::to_string(n));
-  auto [ec, v] = co_await self->call(lua::job_claim(), std::move(args));
+  auto [ec, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   if (ec) co_return std::tuple{ec, std::move(out)};
   auto& e = v.elements;
   out.reserve(e.size() / 4);
@@ -127,7 +127,7 @@ asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> se
     args.push_back(std::to_string(j.token));
   }
   // If this fails the claims lapse and maintenance requeues them.
-  co_await self->call(lua::job_release(), std::move(args));
+  co_await self->call(scripts::jobs_release(), std::move(args));
 }
 
 asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl::finish_batch(
@@ -151,7 +151,7 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
     }
   }
   auto [ec, v] =
-      co_await run_script(self->cl, lua::job_finish(), std::move(keys), std::move(args));
+      co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
   if (ec) co_return std::tuple{ec, std::move(out)};
   co_return std::tuple{error_code{}, claim_statuses(v)};
 }
@@ -188,7 +188,7 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
       args.push_back(std::move(claims[i].id));
       args.push_back(std::to_string(claims[i].token));
     }
-    auto [ec, v] = co_await self->call(lua::job_heartbeat(), std::move(args));
+    auto [ec, v] = co_await self->call(scripts::jobs_heartbeat(), std::move(args));
     if (ec) co_return std::tuple{ec, std::move(out)};
     auto part = claim_statuses(v);
     if (part.size() != last - first)
@@ -214,6 +214,7 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using detail::job_queue_impl;
 using namespace detail::jobs;  // NOLINT
+namespace scripts = detail::scripts;
 
 job_queue::job_queue(client& c, std::string name, job_queue_options opts)
     : client_(&c), impl_(std::make_shared<job_queue_impl>(c, std::move(name), opts)) {
@@ -229,7 +230,7 @@ void job_queue::start_open(handler<> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl) -> asio::awaitable<std::tuple<error_code>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec};
     std::vector<std::string> args{"type"};
-    auto [ec, v] = co_await impl->call(lua::job_read(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
     if (ec) co_return std::tuple{ec};
     auto sec = co_await impl->wake.ensure(impl->cl, impl->k.wake_channel,
                                           std::weak_ptr<fetcher<claimed_job>>(impl->claims),
@@ -325,7 +326,7 @@ void job_queue::start_cancel(std::string id, std::int64_t claim_token, handler<s
     args.push_back(std::move(id));
     args.push_back(std::to_string(tok));
     args.push_back(impl->k.wake_channel);
-    auto [ec, v] = co_await impl->call(lua::job_cancel(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_cancel(), std::move(args));
     co_return std::tuple{ec, ec ? std::int64_t{0} : as_int(v)};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
@@ -338,7 +339,7 @@ void job_queue::start_stall(std::string id, std::int64_t claim_token, handler<> 
     std::vector<std::string> args;
     args.push_back(std::move(id));
     args.push_back(std::to_string(tok));
-    auto [ec, v] = co_await impl->call(lua::job_stall(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_stall(), std::move(args));
     co_return std::tuple{ec};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
@@ -368,7 +369,7 @@ void job_queue::start_retry(std::string id, handler<> h) {
     args.push_back(std::move(id));
     args.push_back(now_ms_string());
     args.push_back(impl->k.wake_channel);
-    auto [ec, v] = co_await impl->call(lua::job_retry(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_retry(), std::move(args));
     co_return std::tuple{ec};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
@@ -380,7 +381,7 @@ void job_queue::start_retract(std::string id, handler<> h) {
     if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
     std::vector<std::string> args;
     args.push_back(std::move(id));
-    auto [ec, v] = co_await impl->call(lua::job_retract(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_retract(), std::move(args));
     co_return std::tuple{ec};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
@@ -393,7 +394,7 @@ void job_queue::start_failures(std::string id, handler<std::int64_t> h) {
     std::vector<std::string> args;
     args.push_back("failures");
     args.push_back(std::move(id));
-    auto [ec, v] = co_await impl->call(lua::job_read(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
     co_return std::tuple{ec, ec ? std::int64_t{0} : as_int(v)};
   };
   detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
@@ -404,7 +405,7 @@ void job_queue::start_get_ids(handler<std::vector<std::string>> h) {
       -> asio::awaitable<std::tuple<error_code, std::vector<std::string>>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec, std::vector<std::string>{}};
     std::vector<std::string> args{"ids"};
-    auto [ec, v] = co_await impl->call(lua::job_read(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
     if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
     co_return std::tuple{error_code{}, as_strings(std::move(v))};
   };
@@ -416,7 +417,7 @@ void job_queue::start_counts(handler<job_counts> h) {
       -> asio::awaitable<std::tuple<error_code, job_counts>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec, job_counts{}};
     std::vector<std::string> args{"counts"};
-    auto [ec, v] = co_await impl->call(lua::job_read(), std::move(args));
+    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
     job_counts c;
     if (ec) co_return std::tuple{ec, c};
     if (v.elements.size() < 6) co_return std::tuple{error_code(error::unexpected_type), c};

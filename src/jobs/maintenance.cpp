@@ -2,7 +2,7 @@
 // lapsed claims, jobs in no state (two-pass), orphaned extension state,
 // stats published to a feed. Every server step is one bounded script.
 #include "jobs/job_queue_impl.hpp"
-#include "jobs/lua.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 #include "detail/uuid.hpp"
 
@@ -33,7 +33,7 @@ asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string o
   exec_options eo;
   eo.wait_for_connection = false;
   eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
-  co_await eval_script(self->cl.conn(), lua::maint_unlock(), keys, args, eo);
+  co_await eval_script(self->cl.conn(), scripts::maintenance_unlock(), keys, args, eo);
 }
 
 std::string stats_json(const std::string& queue, std::int64_t now, const maintenance_report& r) {
@@ -140,7 +140,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
     args.push_back(now_ms_string());
     args.push_back(batch_s);
     args.push_back(self->k.wake_channel);
-    auto [ec, v] = co_await self->call(lua::maint_expire(), std::move(args));
+    auto [ec, v] = co_await self->call(scripts::maintenance_expire(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
     if (v.elements.size() < 3) co_return std::tuple{error_code(error::unexpected_type), rep};
     rep.requeued += as_int(v.elements[0]);
@@ -171,7 +171,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       std::vector<std::string> args;
       args.push_back(cursor);
       args.push_back(batch_s);
-      auto [ec, v] = co_await self->call(lua::maint_scan(), std::move(args));
+      auto [ec, v] = co_await self->call(scripts::maintenance_scan(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
       if (v.elements.empty()) co_return std::tuple{error_code(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
@@ -188,7 +188,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       args.push_back(self->k.wake_channel);
       for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
         args.push_back(suspects[j]);
-      auto [ec, v] = co_await self->call(lua::maint_requeue_unaccounted(), std::move(args));
+      auto [ec, v] = co_await self->call(scripts::maintenance_requeue_unaccounted(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
       for (auto& e : v.elements) requeued.insert(std::move(e.str));
     }
@@ -201,7 +201,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       args.push_back(i == 0 ? "1" : "0");
       for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
         args.push_back(suspects[j]);
-      auto [ec, v] = co_await self->call(lua::maint_store_suspects(), std::move(args));
+      auto [ec, v] = co_await self->call(scripts::maintenance_store_suspects(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
       i += batch;
     } while (i < suspects.size());
@@ -213,7 +213,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       std::vector<std::string> args;
       args.push_back(cursor);
       args.push_back(batch_s);
-      auto [ec, v] = co_await self->call(lua::maint_orphans(), std::move(args));
+      auto [ec, v] = co_await self->call(scripts::maintenance_orphans(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
       if (v.elements.size() < 2) co_return std::tuple{error_code(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
@@ -224,7 +224,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
   // ---- 3. counts and stats ----------------------------------------------------
   {
     std::vector<std::string> args{"counts"};
-    auto [ec, v] = co_await self->call(lua::job_read(), std::move(args));
+    auto [ec, v] = co_await self->call(scripts::jobs_read(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
     if (v.elements.size() >= 6) {
       rep.counts.waiting = as_int(v.elements[0]);

@@ -4,7 +4,7 @@
 #include "detail/spawn.hpp"
 #include "jobs/common.hpp"
 #include "jobs/job_keys.hpp"
-#include "jobs/lua.hpp"
+#include "thoonk_lua_scripts.hpp"
 #include "jobs/wake.hpp"
 
 namespace thoonk {
@@ -69,7 +69,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
     args.push_back(high ? "1" : "0");
     args.push_back(self->k.wake_channel);
     for (auto& i : items) args.push_back(std::move(i));
-    auto [ec, v] = co_await run_script(self->cl, lua::queue_put(), self->k.keys, std::move(args));
+    auto [ec, v] = co_await run_script(self->cl, scripts::queues_put(), self->k.keys, std::move(args));
     if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
     auto ids = as_strings(std::move(v));
     if (ids.size() != n) co_return std::tuple{error_code(error::unexpected_type), std::move(ids)};
@@ -81,7 +81,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
     if (!self)
       co_return std::tuple{error_code(asio::error::operation_aborted), std::vector<queue_item>{}};
     std::vector<std::string> args{std::to_string(n)};
-    auto [ec, v] = co_await run_script(self->cl, lua::queue_get(), self->k.keys, std::move(args));
+    auto [ec, v] = co_await run_script(self->cl, scripts::queues_get(), self->k.keys, std::move(args));
     std::vector<queue_item> out;
     if (ec) co_return std::tuple{ec, std::move(out)};
     auto& e = v.elements;
@@ -102,7 +102,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
       args.push_back(std::move(i.item));
     }
     // On failure the items are lost: the queue is at-most-once.
-    co_await run_script(self->cl, lua::queue_give_back(), self->k.keys, std::move(args));
+    co_await run_script(self->cl, scripts::queues_give_back(), self->k.keys, std::move(args));
   }
 
   client& cl;
@@ -120,6 +120,7 @@ class queue_impl : public std::enable_shared_from_this<queue_impl> {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using namespace detail::jobs;  // NOLINT
+namespace scripts = detail::scripts;
 
 queue::queue(client& c, std::string name, queue_options opts)
     : client_(&c), impl_(std::make_shared<detail::queue_impl>(c, std::move(name), opts)) {
@@ -136,7 +137,7 @@ void queue::start_open(handler<> h) {
       [](std::shared_ptr<detail::queue_impl> impl) -> asio::awaitable<std::tuple<error_code>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec};
     std::vector<std::string> args{"len"};
-    auto [ec, v] = co_await detail::run_script(impl->cl, lua::queue_read(), impl->k.keys,
+    auto [ec, v] = co_await detail::run_script(impl->cl, scripts::queues_read(), impl->k.keys,
                                                 std::move(args));
     if (ec) co_return std::tuple{ec};
     auto sec = co_await impl->wake.ensure(impl->cl, impl->k.wake_channel,
@@ -208,7 +209,7 @@ void queue::start_get_ids(handler<std::vector<std::string>> h) {
       -> asio::awaitable<std::tuple<error_code, std::vector<std::string>>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec, std::vector<std::string>{}};
     std::vector<std::string> args{"ids"};
-    auto [ec, v] = co_await detail::run_script(impl->cl, lua::queue_read(), impl->k.keys,
+    auto [ec, v] = co_await detail::run_script(impl->cl, scripts::queues_read(), impl->k.keys,
                                                 std::move(args));
     if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
     co_return std::tuple{error_code{}, as_strings(std::move(v))};
@@ -221,7 +222,7 @@ void queue::start_length(handler<std::size_t> h) {
       -> asio::awaitable<std::tuple<error_code, std::size_t>> {
     if (impl->name_ec) co_return std::tuple{impl->name_ec, std::size_t{0}};
     std::vector<std::string> args{"len"};
-    auto [ec, v] = co_await detail::run_script(impl->cl, lua::queue_read(), impl->k.keys,
+    auto [ec, v] = co_await detail::run_script(impl->cl, scripts::queues_read(), impl->k.keys,
                                                 std::move(args));
     if (ec) co_return std::tuple{ec, std::size_t{0}};
     co_return std::tuple{error_code{}, static_cast<std::size_t>(as_int(v))};
