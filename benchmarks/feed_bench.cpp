@@ -51,13 +51,13 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 struct limits {
-  int throughput_1 = 30000;       // publishes with 1 coroutine
-  int throughput_64 = 180000;     // publishes with 64 coroutines (3 rounds)
+  int throughput_1 = 30000;    // publishes with 1 coroutine
+  int throughput_64 = 180000;  // publishes with 64 coroutines (3 rounds)
   std::chrono::seconds throughput_time{15};
   std::chrono::milliseconds latency_time_1k{3000};
   std::chrono::milliseconds latency_time_10k{2000};
-  int rb_publish_n = 1000000;     // redis-benchmark requests
-  int rb_evalsha_n = 60000;       // per round
+  int rb_publish_n = 1000000;  // redis-benchmark requests
+  int rb_evalsha_n = 60000;    // per round
 };
 
 // Runs a shell command (redis-cli / redis-benchmark) and returns its stdout.
@@ -87,8 +87,8 @@ double rb_rps(const std::string& out) {
   std::size_t pos = 0;
   while (true) {
     auto line_end = out.find('\n', pos);
-    std::string line = out.substr(pos, line_end == std::string::npos ? std::string::npos
-                                                                      : line_end - pos);
+    std::string line =
+        out.substr(pos, line_end == std::string::npos ? std::string::npos : line_end - pos);
     // "name","rps",...
     auto a = line.find("\",\"");
     if (a != std::string::npos && line.rfind("\"test\"", 0) != 0) {
@@ -163,7 +163,8 @@ asio::awaitable<json::object> throughput(thoonk::client& c, std::string feed_nam
         [&]() -> asio::awaitable<void> {
           while (issued < total && clock_type::now() < deadline) {
             std::string id = tag + std::to_string(issued++);
-            auto [ec, r] = co_await f.publish(id, item, asio::as_tuple(asio::use_awaitable));
+            auto [ec, r] = co_await f.publish(thoonk::item_id(std::move(id)), item,
+                                              asio::as_tuple(asio::use_awaitable));
             if (ec) ++failed;
             ++done;
           }
@@ -225,23 +226,23 @@ asio::awaitable<json::object> latency(asio::io_context& ioc, const thoonk::confi
     // Open loop: each publish runs on its own; the schedule does not wait.
     asio::co_spawn(
         ioc,
-        [f, cnt, item_size, i, tag = std::to_string(rate) + "-" + std::to_string(subscribers)]() mutable
-            -> asio::awaitable<void> {
+        [f, cnt, item_size, i,
+         tag = std::to_string(rate) + "-" +
+               std::to_string(subscribers)]() mutable -> asio::awaitable<void> {
           // New ids every phase: each publish is a publish, not an edit.
-          auto [ec, r] = co_await f.publish("l" + tag + "-" + std::to_string(i),
-                                            item_with_stamp(item_size),
-                                            asio::as_tuple(asio::use_awaitable));
+          auto [ec, r] =
+              co_await f.publish(thoonk::item_id("l" + tag + "-" + std::to_string(i)),
+                                 item_with_stamp(item_size), asio::as_tuple(asio::use_awaitable));
           if (ec) ++cnt->failed;
           ++cnt->completed;
         },
         asio::detached);
   }
-  const double achieved =
-      sent / std::chrono::duration<double>(clock_type::now() - start).count();
+  const double achieved = sent / std::chrono::duration<double>(clock_type::now() - start).count();
   // Let the last events arrive (bounded).
   auto until = clock_type::now() + 3s;
-  while ((cnt->completed < sent ||
-          samples->size() < static_cast<std::size_t>(sent) * static_cast<std::size_t>(subscribers)) &&
+  while ((cnt->completed < sent || samples->size() < static_cast<std::size_t>(sent) *
+                                                         static_cast<std::size_t>(subscribers)) &&
          clock_type::now() < until)
     co_await sleep_until(clock_type::now() + 1ms);
   json::object o;
@@ -296,8 +297,9 @@ int main(int argc, char** argv) {
     std::string feed_name = "bench.feed." + c.instance_id().substr(0, 8);
     run_sync(ioc, [&]() -> asio::awaitable<int> {
       co_await c.connect(asio::use_awaitable);
-      thoonk::feed_config fc{{"max_length", std::to_string(max_length)}};
-      co_await c.create_feed(feed_name, thoonk::feed_type::feed, fc, asio::use_awaitable);
+      thoonk::feed::settings settings;
+      settings.max_length = max_length;
+      co_await thoonk::feed::create_or_open(c, feed_name, settings, asio::use_awaitable);
       co_return 0;
     }());
 
@@ -306,9 +308,10 @@ int main(int argc, char** argv) {
     std::string load = "redis-cli " + rb_target + rb_auth + " SCRIPT LOAD " +
                        shell_quote(script.source()) + " 2>/dev/null";
     std::string sha = run_command(load);
-    sha.erase(std::remove_if(sha.begin(), sha.end(),
-                             [](char ch) { return !std::isxdigit(static_cast<unsigned char>(ch)); }),
-              sha.end());
+    sha.erase(
+        std::remove_if(sha.begin(), sha.end(),
+                       [](char ch) { return !std::isxdigit(static_cast<unsigned char>(ch)); }),
+        sha.end());
     if (sha != script.sha1()) throw std::runtime_error("SCRIPT LOAD returned " + sha);
     auto keys = thoonk::detail::feed_script_keys(feed_name);
     std::string evalsha = "EVALSHA " + sha + " " + std::to_string(keys.size());
@@ -331,16 +334,16 @@ int main(int argc, char** argv) {
     // Fill the feed to max_length first: every measured publish evicts.
     run_sync(ioc, throughput(c, feed_name, 64, max_length, lim.throughput_time, item_size));
     json::array tp;
-    tp.push_back(run_sync(ioc, throughput(c, feed_name, 1, lim.throughput_1,
-                                          lim.throughput_time, item_size)));
+    tp.push_back(run_sync(
+        ioc, throughput(c, feed_name, 1, lim.throughput_1, lim.throughput_time, item_size)));
     // The machine may be shared: measure library and ceiling back to back,
     // three times, and use the median ratio.
     json::array rounds;
     std::vector<double> ratio64;
     double lib64_sum = 0, evalsha_sum = 0;
     for (int round = 0; round < 3; ++round) {
-      auto lib = run_sync(ioc, throughput(c, feed_name, 64, lim.throughput_64 / 3,
-                                          lim.throughput_time, item_size));
+      auto lib = run_sync(
+          ioc, throughput(c, feed_name, 64, lim.throughput_64 / 3, lim.throughput_time, item_size));
       double evalsha_rps = rb_rps(run_command(evalsha_cmd));
       double lib_rps = lib.at("publishes_per_s").to_number<double>();
       json::object r;
@@ -359,14 +362,18 @@ int main(int argc, char** argv) {
 
     // ---- latency ----
     json::array lat;
-    struct point { int rate; int subs; std::chrono::milliseconds time; };
+    struct point {
+      int rate;
+      int subs;
+      std::chrono::milliseconds time;
+    };
     std::vector<point> points{{1000, 1, lim.latency_time_1k},
                               {1000, 16, lim.latency_time_1k},
                               {10000, 1, lim.latency_time_10k},
                               {10000, 16, lim.latency_time_10k}};
     for (auto p : points)
-      lat.push_back(run_sync(ioc, latency(ioc, cfg, c, feed_name, p.rate, p.subs, p.time,
-                                          item_size)));
+      lat.push_back(
+          run_sync(ioc, latency(ioc, cfg, c, feed_name, p.rate, p.subs, p.time, item_size)));
     out["publish_to_callback_latency"] = lat;
 
     json::object ceiling;

@@ -120,8 +120,7 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
         co_await create(c, name, {});
         thoonk::job_queue_options qo;
         qo.prefetch = prefetch;
-        thoonk::job_queue q(c, name, qo);
-        co_await q.open(asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::open(c, name, qo, asio::use_awaitable);
         long finished = 0;
         int live = workers;
         const double scpu0 = co_await server_cpu(c);
@@ -140,7 +139,7 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
           while (*finished < total) {
             auto [ec, j] = co_await q.claim(500ms, nothrow);
             if (ec) continue;
-            auto [fec] = co_await q.finish(j.id, j.token, nothrow);
+            auto [fec] = co_await q.finish(j, nothrow);
             if (!fec) ++*finished;
           }
           --*live;
@@ -185,8 +184,7 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
         co_await c.connect(asio::use_awaitable);
         auto name = unique("bench-put");
         co_await create(c, name, {});
-        thoonk::job_queue q(c, name);
-        co_await q.open(asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
         // One by one, each awaited.
         auto t0 = steady::now();
         for (long i = 0; i < n_seq; ++i) co_await q.put(payload70, asio::use_awaitable);
@@ -241,8 +239,7 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
         auto name = unique("bench-lat");
         co_await create(prod, name, {});
         thoonk::job_queue pq(prod, name);
-        thoonk::job_queue wq(work, name);
-        co_await wq.open(asio::use_awaitable);
+        auto wq = co_await thoonk::job_queue::open(work, name, asio::use_awaitable);
         const long total = rate * duration.count();
         bool stop = false;
         int live = 4;
@@ -254,7 +251,7 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
             auto now = steady::now().time_since_epoch().count();
             auto put_at = std::stoll(j.item);
             lat->push_back(static_cast<double>(now - put_at) / 1e6);
-            co_await q.finish(j.id, j.token, nothrow);
+            co_await q.finish(j, nothrow);
           }
           --*live;
         };

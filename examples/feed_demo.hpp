@@ -1,4 +1,4 @@
-// Example part: feeds. Creates a feed, subscribes to it, publishes, edits
+// Example part: feeds. Creates a feed (create_or_open), subscribes to it, publishes, edits
 // and retracts items, and prints the events it receives. Called by
 // examples/example.cpp with a connected client.
 #pragma once
@@ -24,9 +24,9 @@ inline boost::asio::awaitable<void> run_feed_demo(thoonk::client& c) {
   // A feed that keeps its 3 newest items. The name is unique per run so
   // concurrent demos do not meet.
   const std::string name = "demo.feed." + c.instance_id().substr(0, 8);
-  thoonk::feed_config cfg{{"max_length", "3"}};
-  co_await c.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-  auto news = co_await thoonk::feed::open(c, name, asio::use_awaitable);
+  thoonk::feed::settings settings;
+  settings.max_length = 3;
+  auto news = co_await thoonk::feed::create_or_open(c, name, settings, asio::use_awaitable);
   std::cout << "feed demo: created feed " << name << " (max_length 3)\n";
 
   int events = 0;
@@ -44,10 +44,12 @@ inline boost::asio::awaitable<void> run_feed_demo(thoonk::client& c) {
 
   auto first = co_await news.publish("hello", asio::use_awaitable);  // generated id
   std::cout << "feed demo: published " << first.id << "\n";
-  co_await news.publish("greeting", "hi there", asio::use_awaitable);
-  co_await news.publish("greeting", "hi there, edited", asio::use_awaitable);  // an edit
-  co_await news.publish("a", "one", asio::use_awaitable);
-  auto r = co_await news.publish("b", "two", asio::use_awaitable);  // evicts the oldest
+  co_await news.publish(thoonk::item_id("greeting"), "hi there", asio::use_awaitable);
+  // The same id again: an edit.
+  co_await news.publish(thoonk::item_id("greeting"), "hi there, edited", asio::use_awaitable);
+  co_await news.publish(thoonk::item_id("a"), "one", asio::use_awaitable);
+  // A fourth id: evicts the oldest.
+  auto r = co_await news.publish(thoonk::item_id("b"), "two", asio::use_awaitable);
   for (const auto& id : r.evicted) std::cout << "feed demo: max_length evicted " << id << "\n";
   bool retracted = co_await news.retract("a", asio::use_awaitable);
   std::cout << "feed demo: retract a -> " << std::boolalpha << retracted << "\n";

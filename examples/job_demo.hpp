@@ -45,13 +45,13 @@ inline asio::awaitable<void> worker(thoonk::job_queue q, int n) {
     std::cout << "  worker " << n << ": claimed " << job.id << " \"" << job.item << "\" (attempt "
               << job.token << ", failures " << job.failures << ")\n";
     if (job.item == "resize photo-3.jpg" && job.failures == 0) {
-      auto [cec, failures] = co_await q.cancel(job.id, job.token, nothrow);
+      auto [cec, failures] = co_await q.cancel(job, nothrow);
       std::cout << "  worker " << n << ": gave " << job.id << " back (failures now " << failures
                 << ")\n";
       continue;
     }
     co_await pause(30ms);  // the work
-    auto [fec] = co_await q.finish(job.id, job.token, "done: " + job.item, nothrow);
+    auto [fec] = co_await q.finish(job, "done: " + job.item, nothrow);
     if (fec) std::cout << "  worker " << n << ": finish failed: " << fec.message() << "\n";
   }
   std::cout << "  worker " << n << ": no more jobs\n";
@@ -68,9 +68,9 @@ inline asio::awaitable<void> caller(thoonk::job_queue q, std::string id) {
 }  // namespace job_demo
 
 /// Runs the job queue demo on a connected client: creates the job queue
-/// "demo.jobs" (claims lapse after 5 s), puts 6 jobs, runs 3 workers and a
-/// caller waiting for a result, prints the counts and a maintenance report,
-/// and deletes the queue.
+/// "demo.jobs" (claims lapse after 5 s), subscribes to its finish events,
+/// puts 6 jobs, runs 3 workers and a caller waiting for a result, prints
+/// the counts and a maintenance report, and deletes the queue.
 inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   namespace asio = boost::asio;
   using namespace boost::asio::experimental::awaitable_operators;
@@ -81,15 +81,20 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
 
   // A fresh queue (a leftover from an interrupted run is removed first).
   co_await c.delete_feed(name, nothrow);
-  thoonk::feed_config cfg;
-  cfg.emplace_back(thoonk::job_config::claim_timeout_ms, "5000");
-  cfg.emplace_back(thoonk::job_config::max_failures, "3");
-  auto [cec] = co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), nothrow);
+  thoonk::job_queue::settings settings;
+  settings.claim_timeout = 5s;
+  settings.max_failures = 3;
+  auto [cec, q] = co_await thoonk::job_queue::create_or_open(c, name, settings, nothrow);
   if (cec) {
     std::cout << "  cannot create " << name << ": " << cec.message() << "\n";
     co_return;
   }
-  thoonk::job_queue q(c, name);
+  // Every finish with a result, from any client, as a typed event.
+  auto [sec, finished] = co_await q.subscribe_finished(
+      [](const thoonk::job_finished& e) {
+        std::cout << "  event: " << e.id << " finished: \"" << e.result << "\"\n";
+      },
+      nothrow);
 
   // Producer: one urgent job and five normal ones.
   std::vector<std::string> items;
@@ -105,7 +110,7 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   std::cout << "  counts: waiting " << counts.waiting << ", claimed " << counts.claimed
             << ", stalled " << counts.stalled << ", puts " << counts.puts << ", finishes "
             << counts.finishes << "\n";
-  // A late caller still gets a result: it is kept for result_ttl_ms.
+  // A late caller still gets a result: it is kept for the result_ttl setting.
   auto [rec, late] = co_await q.get_result(urgent, 1s, nothrow);
   std::cout << "  late caller: result of " << urgent << ": \"" << late << "\"\n";
 

@@ -1,5 +1,6 @@
 #include <thoonk/client.hpp>
 
+#include "connection/router.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
@@ -29,7 +30,10 @@ std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept {
 }
 
 client::client(executor_type ex, config cfg)
-    : conn_(ex, cfg), sub_(ex, std::move(cfg)), instance_id_(detail::make_uuid()) {}
+    : conn_(ex, cfg),
+      sub_(ex, std::move(cfg)),
+      router_(std::make_unique<detail::router>(conn_)),
+      instance_id_(detail::make_uuid()) {}
 
 client::~client() = default;
 
@@ -48,13 +52,18 @@ void client::start_connect(handler<> h) {
   detail::spawn_op(get_executor(), op(this), std::move(h));
 }
 
+namespace detail {
+router& router_of(client& c) noexcept { return *c.router_; }
+}  // namespace detail
+
 void client::start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
                         handler<resp3::value> h) {
   auto op = [](client* self, script s, std::vector<std::string> keys,
                std::vector<std::string> args)
       -> asio::awaitable<std::tuple<error_code, resp3::value>> {
     std::vector<std::string_view> k(keys.begin(), keys.end()), a(args.begin(), args.end());
-    co_return co_await detail::eval_script(self->conn_, s, k, a);
+    auto& conn = k.empty() ? self->router_->any() : self->router_->for_key(k.front());
+    co_return co_await detail::eval_script(conn, s, k, a);
   };
   detail::spawn_op(get_executor(), op(this, std::move(s), std::move(keys), std::move(args)),
                    std::move(h));

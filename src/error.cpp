@@ -26,7 +26,8 @@ class thoonk_category final : public boost::system::error_category {
         return "malformed reply from the server: boolean is neither #t nor #f; the connection was "
                "closed";
       case error::missing_crlf:
-        return "malformed reply from the server: missing CRLF terminator; the connection was closed";
+        return "malformed reply from the server: missing CRLF terminator; the connection was "
+               "closed";
       case error::bulk_too_large:
         return "reply rejected: a bulk string is longer than parser_limits::max_bulk_length; raise "
                "the limit in the config if such values are expected";
@@ -75,12 +76,14 @@ class thoonk_category final : public boost::system::error_category {
         return "the server refused the subscription (an ACL user without permission for this "
                "channel or pattern?); nothing stays registered";
       case error::server_error:
-        return "the server answered with an error reply (see the reply text)";
+        return "the server answered with an error reply (its text: pass the token through "
+               "thoonk::with_diagnostics)";
       case error::unexpected_type:
         return "the server's reply had an unexpected type: is another client writing "
                "incompatible data under the same keys?";
       case error::script_error:
-        return "a Lua script of the library failed on the server (see the server error text)";
+        return "a Lua script of the library failed on the server (its text and line: pass the "
+               "token through thoonk::with_diagnostics)";
       case error::invalid_name:
         return "invalid feed name: it must be 1..max_name_length bytes without NUL, and contain "
                "'{' or '}' only when a hash tag was asked for";

@@ -12,6 +12,7 @@
 #include <boost/json/value.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,12 @@
 #include <vector>
 
 namespace thoonk {
+
+class client;
+namespace detail {
+class router;
+router& router_of(client& c) noexcept;
+}  // namespace detail
 
 /// The kinds of feed the contract knows; stored as config field `type`.
 enum class feed_type { feed, sorted_feed, queue, job };
@@ -51,6 +58,10 @@ class client {
 
   executor_type get_executor() const noexcept { return conn_.get_executor(); }
   const config& get_config() const noexcept { return conn_.get_config(); }
+  /// The command connection, for commands of your own (exec). The
+  /// library's feed, queue and job operations do not use it directly: they
+  /// go through the client's command router (on a single server, this
+  /// connection).
   connection& conn() noexcept { return conn_; }
   subscriber& sub() noexcept { return sub_; }
   /// A random UUID made at construction: identifies this client instance.
@@ -61,7 +72,7 @@ class client {
   template <class CompletionToken>
   auto connect(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [this](auto h) { start_connect(std::move(h)); });
+        std::forward<CompletionToken>(token), &client::start_connect, this);
   }
 
   /// Runs `s` with EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a
@@ -75,9 +86,8 @@ class client {
   auto eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
             CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, resp3::value)>(
-        token, [this, s = std::move(s), k = std::move(keys), a = std::move(args)](auto h) mutable {
-          start_eval(std::move(s), std::move(k), std::move(a), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_eval, this, std::move(s),
+        std::move(keys), std::move(args));
   }
 
   // ---- feed management (spec 002: Create/Delete Feed, Set/Get Config) ------
@@ -89,9 +99,24 @@ class client {
   template <class CompletionToken>
   auto create_feed(std::string name, feed_type type, feed_config cfg, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [this, n = std::move(name), type, c = std::move(cfg)](auto h) mutable {
-          start_create_feed(std::move(n), type, std::move(c), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_create_feed, this, std::move(name),
+        type, std::move(cfg));
+  }
+
+  /// Creates the feed as create_feed() does, or, when a feed of that name
+  /// exists with type `type`, leaves it as it is (its config included: `cfg`
+  /// applies only to a feed this call creates). One atomic script, so two
+  /// clients racing to create the same feed agree on one. Completion
+  /// `void(error_code, bool created)`; error::wrong_feed_type when the feed
+  /// exists with another type; error::invalid_argument for a config value
+  /// the library cannot use (nothing written); the handles' create_or_open
+  /// (feed, sorted_feed, queue, job_queue) are built on it.
+  template <class CompletionToken>
+  auto create_or_open_feed(std::string name, feed_type type, feed_config cfg,
+                           CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, bool)>(
+        std::forward<CompletionToken>(token), &client::start_create_or_open_feed, this,
+        std::move(name), type, std::move(cfg));
   }
 
   /// Deletes a feed and every key of it, and PUBLISHes delfeed.
@@ -99,25 +124,21 @@ class client {
   template <class CompletionToken>
   auto delete_feed(std::string name, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [this, n = std::move(name)](auto h) mutable {
-          start_delete_feed(std::move(n), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_delete_feed, this, std::move(name));
   }
 
   /// Completion `void(error_code, bool)`.
   template <class CompletionToken>
   auto feed_exists(std::string name, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, bool)>(
-        token, [this, n = std::move(name)](auto h) mutable {
-          start_feed_exists(std::move(n), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_feed_exists, this, std::move(name));
   }
 
   /// Names of all feeds, sorted. Completion `void(error_code, std::vector<std::string>)`.
   template <class CompletionToken>
   auto list_feeds(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
-        token, [this](auto h) mutable { start_list_feeds(std::move(h)); });
+        std::forward<CompletionToken>(token), &client::start_list_feeds, this);
   }
 
   /// Sets one config field (HSET) and PUBLISHes conffeed.
@@ -128,10 +149,8 @@ class client {
   auto set_config(std::string name, std::string field, std::string value,
                   CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [this, n = std::move(name), f = std::move(field), v = std::move(value)](
-                   auto h) mutable {
-          start_set_config(std::move(n), std::move(f), std::move(v), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_set_config, this, std::move(name),
+        std::move(field), std::move(value));
   }
 
   /// Reads one config field. Completion
@@ -140,9 +159,8 @@ class client {
   template <class CompletionToken>
   auto get_config(std::string name, std::string field, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
-        token, [this, n = std::move(name), f = std::move(field)](auto h) mutable {
-          start_get_config(std::move(n), std::move(f), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_get_config, this, std::move(name),
+        std::move(field));
   }
 
   /// Stores a structured value as JSON text in one config field.
@@ -150,10 +168,8 @@ class client {
   auto set_config_json(std::string name, std::string field, boost::json::value value,
                        CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [this, n = std::move(name), f = std::move(field), v = std::move(value)](
-                   auto h) mutable {
-          start_set_config_json(std::move(n), std::move(f), std::move(v), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_set_config_json, this,
+        std::move(name), std::move(field), std::move(value));
   }
 
   /// Reads one config field as JSON. Completion
@@ -162,9 +178,8 @@ class client {
   template <class CompletionToken>
   auto get_config_json(std::string name, std::string field, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, boost::json::value)>(
-        token, [this, n = std::move(name), f = std::move(field)](auto h) mutable {
-          start_get_config_json(std::move(n), std::move(f), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &client::start_get_config_json, this,
+        std::move(name), std::move(field));
   }
 
   /// Stops both connections. Pending operations fail (see connection::stop).
@@ -172,12 +187,14 @@ class client {
 
  private:
   template <class... Ts>
-  using handler = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
+  using handler = detail::op_handler<void(boost::system::error_code, Ts...)>;
 
   void start_connect(handler<> h);
   void start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
                   handler<resp3::value> h);
   void start_create_feed(std::string name, feed_type type, feed_config cfg, handler<> h);
+  void start_create_or_open_feed(std::string name, feed_type type, feed_config cfg,
+                                 handler<bool> h);
   void start_delete_feed(std::string name, handler<> h);
   void start_feed_exists(std::string name, handler<bool> h);
   void start_list_feeds(handler<std::vector<std::string>> h);
@@ -189,8 +206,11 @@ class client {
   void start_get_config_json(std::string name, std::string field,
                              handler<boost::json::value> h);
 
+  friend detail::router& detail::router_of(client& c) noexcept;
+
   connection conn_;
   subscriber sub_;
+  std::unique_ptr<detail::router> router_;
   std::string instance_id_;
 };
 

@@ -132,7 +132,7 @@ class connection {
   template <class CompletionToken>
   auto connect(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
+        std::forward<CompletionToken>(token), [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
   }
 
   /// Sends a request and completes with one reply per expected reply.
@@ -165,7 +165,7 @@ class connection {
   template <class CompletionToken>
   auto exec(const request& req, exec_options opts, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, response)>(
-        token, [impl = impl_, r = &req, opts](auto handler) {
+        std::forward<CompletionToken>(token), [impl = impl_, r = &req, opts](auto handler) {
           start_exec(impl, *r, opts, std::move(handler));
         });
   }
@@ -189,9 +189,9 @@ class connection {
   const std::shared_ptr<detail::connection_impl>& impl() const noexcept { return impl_; }
 
  private:
-  using connect_handler = boost::asio::any_completion_handler<void(boost::system::error_code)>;
+  using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using exec_handler =
-      boost::asio::any_completion_handler<void(boost::system::error_code, response)>;
+      detail::op_handler<void(boost::system::error_code, response)>;
   static void start_connect(std::shared_ptr<detail::connection_impl> impl, connect_handler h);
   static void start_exec(std::shared_ptr<detail::connection_impl> impl, const request& req,
                          exec_options opts, exec_handler h);

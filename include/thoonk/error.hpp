@@ -43,9 +43,9 @@ enum class error {
   subscribe_refused,       ///< the server refused SUBSCRIBE/PSUBSCRIBE (ACL channel permissions?)
 
   // ---- replies -----------------------------------------------------------
-  server_error,            ///< the server answered with an error reply (text in the reply)
+  server_error,            ///< the server answered with an error reply (its text: thoonk::diagnostics)
   unexpected_type,         ///< the reply had a type the typed API did not expect
-  script_error,            ///< a Lua script of the library failed on the server
+  script_error,            ///< a Lua script of the library failed on the server (its text: thoonk::diagnostics)
 
   // ---- names and sizes (checked before any I/O) ---------------------------
   invalid_name,            ///< empty, too long, contains NUL or unrequested braces

@@ -4,9 +4,10 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/detail/feed_base.hpp>
 #include <thoonk/feed_events.hpp>
+#include <thoonk/feed_item.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <cstdint>
@@ -17,18 +18,35 @@
 
 namespace thoonk {
 
-/// One item of a feed: its id and its bytes.
-struct feed_item {
-  std::string id;
-  std::string item;
-  friend bool operator==(const feed_item&, const feed_item&) = default;
-};
-
 /// What a feed publish did.
 struct publish_result {
-  std::string id;                     ///< the given or generated id
-  bool edited = false;                ///< the id existed: this was an edit (`feed.edit`)
-  std::vector<std::string> evicted;   ///< ids removed by max_length (each announced on `feed.retract`)
+  std::string id;       ///< the given or generated id
+  bool edited = false;  ///< the id existed: this was an edit (`feed.edit`)
+  std::vector<std::string>
+      evicted;  ///< ids removed by max_length (each announced on `feed.retract`)
+};
+
+/// The settings of a feed: typed values over the contract's string config
+/// fields (`feed.config:[f]`). nullopt means "not set": on creation the
+/// field is not written and the default applies; read back, the field is
+/// unset (or holds a value the scripts cannot use and ignore).
+struct feed_settings {
+  /// Config `max_length`: the most items the feed keeps; a publish of a new
+  /// id at the limit evicts the oldest. 0 or unset: unlimited. At most
+  /// 2^53 - 1 (Lua numbers are doubles); larger is error::invalid_argument.
+  std::optional<std::uint64_t> max_length;
+
+  /// The config fields these settings write (only the ones set).
+  feed_config to_fields() const;
+  /// Settings from config fields (as HGETALL `feed.config:[f]` gives them;
+  /// other fields are ignored).
+  static feed_settings from_fields(const feed_config& fields);
+  /// Why create_or_open would refuse these settings with
+  /// error::invalid_argument (as thoonk::config_field_problem), or empty
+  /// when they are fine. No I/O.
+  std::string problem() const;
+
+  friend bool operator==(const feed_settings&, const feed_settings&) = default;
 };
 
 /// A handle of one feed of type `feed` on a client.
@@ -39,184 +57,50 @@ struct publish_result {
 /// operation that changes data is one Lua script that also PUBLISHes its
 /// notification in the same atomic step.
 ///
-/// **Common to every operation.** The feed name and ids are validated before
-/// any I/O (error::invalid_name, error::invalid_id, error::item_too_large
-/// beyond config::max_item_size). Every operation checks the feed's
-/// `type` on the server: error::feed_not_found when the feed does not exist
-/// (or was deleted), error::wrong_feed_type when it is another kind.
-/// Transport errors keep their codes (error::unknown_outcome: the script was
-/// sent and may have run; error::client_stopped, ...); other server error
-/// replies give error::server_error (error::script_error for a Lua error).
-/// **Cancellation** (terminal/partial/total, via the completion token's
-/// slot): completes with operation_aborted; a request not yet written is
-/// never sent, one already written may still take effect.
-/// **Lifetime**: arguments are taken by value; the client must outlive the
-/// operation, the feed object need not. A feed is a cheap handle (client
-/// pointer + name): copy it freely.
-class feed {
+/// Get a handle with open() or create_or_open(); the shared operations
+/// (retract, reads, subscribe, read_settings) and what every operation has
+/// in common (validation, errors, cancellation, lifetimes) are documented
+/// in detail::feed_core and detail::feed_base.
+class feed : public detail::feed_base<feed, feed_settings> {
  public:
+  using settings = feed_settings;
+  static constexpr feed_type kind = feed_type::feed;
+
   /// An empty handle; only assign to it.
   feed() = default;
   /// A handle without any check (no I/O): operations report
-  /// feed_not_found / wrong_feed_type. Prefer open().
-  feed(client& c, std::string name) : client_(&c), name_(std::move(name)) {}
-
-  const std::string& name() const noexcept { return name_; }
-  client& get_client() const noexcept { return *client_; }
-
-  /// Opens an existing feed: checks that it exists and has type `feed`.
-  /// Completion `void(error_code, feed)`. Errors: error::invalid_name,
-  /// error::feed_not_found, error::wrong_feed_type, transport errors.
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, feed)>(
-        token, [cp = &c, n = std::move(name)](auto h) mutable {
-          start_open(cp, std::move(n), std::move(h));
-        });
-  }
+  /// feed_not_found / wrong_feed_type. Prefer open() or create_or_open().
+  feed(client& c, std::string name) : feed_base(c, std::move(name), kind) {}
 
   /// Publishes `item` under a generated id (a random UUID).
   /// Completion `void(error_code, publish_result)`. A new id at
   /// `max_length` first evicts the oldest items, each announced on
   /// `feed.retract` (at most 1000 per publish, so lowering max_length trims
-  /// gradually); then `feed.publish` gets `id\0item`.
+  /// gradually); then `feed.publish` gets `id\0item`. Errors: as every
+  /// operation; error::no_channel_permission, with nothing changed, when
+  /// the user may not PUBLISH the notification.
   template <class CompletionToken>
-  auto publish(std::string item, CompletionToken&& token) {
+  auto publish(std::string item, CompletionToken&& token) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
-        token, [cp = client_, n = name_, it = std::move(item)](auto h) mutable {
-          start_publish(cp, std::move(n), std::nullopt, std::move(it), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &feed::start_publish, *this,
+        std::optional<std::string>(), std::move(item));
   }
 
   /// Publishes `item` under `id`. An id that exists is an edit
-  /// (docs/design.md §5): the item is replaced and moves to the newest position,
-  /// nothing is evicted, and `feed.edit` gets `id\0item`. Otherwise as
-  /// publish(item). Completion `void(error_code, publish_result)`.
+  /// (docs/design.md §5): the item is replaced and moves to the newest
+  /// position, nothing is evicted, and `feed.edit` gets `id\0item`.
+  /// Otherwise as publish(item). Completion
+  /// `void(error_code, publish_result)`.
   template <class CompletionToken>
-  auto publish(std::string id, std::string item, CompletionToken&& token) {
+  auto publish(item_id id, std::string item, CompletionToken&& token) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
-        token, [cp = client_, n = name_, i = std::move(id), it = std::move(item)](auto h) mutable {
-          start_publish(cp, std::move(n), std::move(i), std::move(it), std::move(h));
-        });
-  }
-
-  /// Removes `id` and PUBLISHes `feed.retract` `id`. Completion
-  /// `void(error_code, bool)`: true when removed, false (and nothing
-  /// published) when the id was not in the feed.
-  template <class CompletionToken>
-  auto retract(std::string id, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, bool)>(
-        token, [cp = client_, n = name_, i = std::move(id)](auto h) mutable {
-          start_retract(cp, std::move(n), std::move(i), std::move(h));
-        });
-  }
-
-  /// All ids, oldest first (ZRANGE 0 -1). Completion
-  /// `void(error_code, std::vector<std::string>)`.
-  template <class CompletionToken>
-  auto get_ids(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
-        token, [cp = client_, n = name_](auto h) mutable {
-          start_get_ids(cp, std::move(n), std::move(h));
-        });
-  }
-
-  /// One item. Completion `void(error_code, std::optional<std::string>)`:
-  /// nullopt when the id is not in the feed.
-  template <class CompletionToken>
-  auto get_item(std::string id, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
-        token, [cp = client_, n = name_, i = std::move(id)](auto h) mutable {
-          start_get_item(cp, std::move(n), std::move(i), std::move(h));
-        });
-  }
-
-  /// Several items, in the order of `ids` (nullopt for missing ids).
-  /// Completion `void(error_code, std::vector<std::optional<std::string>>)`.
-  template <class CompletionToken>
-  auto get_items(std::vector<std::string> ids, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code,
-                                 std::vector<std::optional<std::string>>)>(
-        token, [cp = client_, n = name_, i = std::move(ids)](auto h) mutable {
-          start_get_items(cp, std::move(n), std::move(i), std::move(h));
-        });
-  }
-
-  /// Every item, oldest first, read in one atomic step (a consistent
-  /// snapshot; O(n) on the server, like the contract's HGETALL).
-  /// Completion `void(error_code, std::vector<feed_item>)`.
-  template <class CompletionToken>
-  auto get_all(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::vector<feed_item>)>(
-        token, [cp = client_, n = name_](auto h) mutable {
-          start_get_all(cp, std::move(n), std::move(h));
-        });
-  }
-
-  /// Whether `id` is in the feed. Completion `void(error_code, bool)`.
-  template <class CompletionToken>
-  auto has_id(std::string id, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, bool)>(
-        token, [cp = client_, n = name_, i = std::move(id)](auto h) mutable {
-          start_has_id(cp, std::move(n), std::move(i), std::move(h));
-        });
-  }
-
-  /// Number of items. Completion `void(error_code, std::uint64_t)`.
-  template <class CompletionToken>
-  auto length(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::uint64_t)>(
-        token, [cp = client_, n = name_](auto h) mutable {
-          start_length(cp, std::move(n), std::move(h));
-        });
-  }
-
-  /// Subscribes `cb` to this feed's publish, edit and retract events.
-  ///
-  /// Completion `void(error_code, feed_subscription)`. Completes once the
-  /// server confirmed the subscriptions (with catch_up: once the sync point
-  /// is established, see docs/feeds.md), so every event published after
-  /// completion reaches `cb`, exactly once, in publish order, inline on the
-  /// client's executor. Several subscriptions of one client to one feed
-  /// share one server subscription. Errors: as open(), plus
-  /// error::client_stopped; operation_aborted when cancelled (then nothing
-  /// stays registered). A callback that throws is counted in
-  /// feed_subscription::stats() and does not stop delivery.
-  template <class CompletionToken>
-  auto subscribe(feed_callback cb, feed_subscribe_options opts, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, feed_subscription)>(
-        token, [cp = client_, n = name_, cb = std::move(cb), o = std::move(opts)](auto h) mutable {
-          start_subscribe(cp, std::move(n), std::move(cb), std::move(o), std::move(h));
-        });
-  }
-  /// As above with default options (no catch-up).
-  template <class CompletionToken>
-  auto subscribe(feed_callback cb, CompletionToken&& token) {
-    return subscribe(std::move(cb), feed_subscribe_options{},
-                     std::forward<CompletionToken>(token));
+        std::forward<CompletionToken>(token), &feed::start_publish, *this,
+        std::optional<std::string>(std::move(id).str()), std::move(item));
   }
 
  private:
-  template <class... Ts>
-  using handler = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
-
-  static void start_open(client* c, std::string name, handler<feed> h);
-  static void start_publish(client* c, std::string name, std::optional<std::string> id,
-                            std::string item, handler<publish_result> h);
-  static void start_retract(client* c, std::string name, std::string id, handler<bool> h);
-  static void start_get_ids(client* c, std::string name, handler<std::vector<std::string>> h);
-  static void start_get_item(client* c, std::string name, std::string id,
-                             handler<std::optional<std::string>> h);
-  static void start_get_items(client* c, std::string name, std::vector<std::string> ids,
-                              handler<std::vector<std::optional<std::string>>> h);
-  static void start_get_all(client* c, std::string name, handler<std::vector<feed_item>> h);
-  static void start_has_id(client* c, std::string name, std::string id, handler<bool> h);
-  static void start_length(client* c, std::string name, handler<std::uint64_t> h);
-  static void start_subscribe(client* c, std::string name, feed_callback cb,
-                              feed_subscribe_options opts, handler<feed_subscription> h);
-
-  client* client_ = nullptr;
-  std::string name_;
+  void start_publish(std::optional<std::string> id, std::string item,
+                     handler<publish_result> h) const;
 };
 
 }  // namespace thoonk

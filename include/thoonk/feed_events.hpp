@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace thoonk {
 
@@ -50,10 +51,10 @@ struct feed_event {
     position,  ///< `feed.position`: a sorted-feed item was placed or moved
   };
   kind_t kind = publish;
-  std::string_view feed;     ///< the feed's name
-  std::string_view id;       ///< the item id
-  std::string_view item;     ///< publish / edit: the item (arbitrary bytes)
-  feed_position where;       ///< position: where the item now is
+  std::string_view feed;  ///< the feed's name
+  std::string_view id;    ///< the item id
+  std::string_view item;  ///< publish / edit: the item (arbitrary bytes)
+  feed_position where;    ///< position: where the item now is
   /// true when delivered by a catch-up replay rather than live (see
   /// feed_subscribe_options::catch_up).
   bool replayed = false;
@@ -70,10 +71,10 @@ struct feed_admin_event {
 /// What a catch-up did, reported once per catch-up, after its replayed
 /// events and before live events resume.
 struct catch_up_info {
-  std::uint64_t from = 0;           ///< the subscription's cursor before the replay
-  std::uint64_t to = 0;             ///< the feed's publish counter at the sync point
-  std::uint64_t items = 0;          ///< items replayed (publish events with replayed = true)
-  std::uint64_t retractions = 0;    ///< retractions replayed
+  std::uint64_t from = 0;         ///< the subscription's cursor before the replay
+  std::uint64_t to = 0;           ///< the feed's publish counter at the sync point
+  std::uint64_t items = 0;        ///< items replayed (publish events with replayed = true)
+  std::uint64_t retractions = 0;  ///< retractions replayed
   /// false when more retractions happened during the gap than the feed's
   /// retraction log keeps (config `retraction_log`, default 1000): some
   /// retracted ids were not reported. Re-read get_ids() to reconcile.
@@ -88,7 +89,7 @@ struct catch_up_info {
   boost::system::error_code error;
 };
 
-/// Options of feed::subscribe() / sorted_feed::subscribe().
+/// Options of feed::subscribe() and sorted_feed::subscribe().
 struct feed_subscribe_options {
   /// Replay, after every subscriber reconnect, everything the subscription
   /// missed while disconnected, from the feed's own data, in order, before
@@ -150,8 +151,8 @@ class feed_subscription {
 
 namespace detail {
 using feed_subscribe_handler =
-    boost::asio::any_completion_handler<void(boost::system::error_code, feed_subscription)>;
-void start_subscribe_feed_admin(client& c, feed_admin_callback cb, feed_subscribe_handler h);
+    detail::op_handler<void(boost::system::error_code, feed_subscription)>;
+void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscribe_handler h);
 }  // namespace detail
 
 /// Subscribes to feed management events of every feed: `newfeed`,
@@ -161,14 +162,13 @@ void start_subscribe_feed_admin(client& c, feed_admin_callback cb, feed_subscrib
 /// once the server confirmed the three subscriptions, so every event
 /// published after completion is delivered, to `cb`, inline on the client's
 /// executor, exactly once per event (no catch-up for these events).
-/// Errors: error::client_stopped; operation_aborted when cancelled (nothing
-/// stays registered). `c` must outlive the operation.
+/// Errors: error::subscribe_refused (the server's text through
+/// with_diagnostics), error::client_stopped; operation_aborted when
+/// cancelled (nothing stays registered). `c` must outlive the operation.
 template <class CompletionToken>
 auto subscribe_feed_admin(client& c, feed_admin_callback cb, CompletionToken&& token) {
   return detail::initiate<void(boost::system::error_code, feed_subscription)>(
-      token, [cp = &c, cb = std::move(cb)](auto h) mutable {
-        detail::start_subscribe_feed_admin(*cp, std::move(cb), std::move(h));
-      });
+      std::forward<CompletionToken>(token), &detail::start_subscribe_feed_admin, &c, std::move(cb));
 }
 
 }  // namespace thoonk

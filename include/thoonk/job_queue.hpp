@@ -6,14 +6,15 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
-#include <thoonk/queue.hpp>
+#include <thoonk/detail/queue_base.hpp>
+#include <thoonk/subscriber.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,10 +23,10 @@
 
 namespace thoonk {
 
-/// Config fields of a job queue (in `feed.config:[f]`, set with
-/// client::create_feed(name, feed_type::job, {{field, value}, ...}) or
-/// client::set_config). Read by the scripts on every call, so every client
-/// of the queue agrees and changes apply at once.
+/// Config field names of a job queue (in `feed.config:[f]`), the string
+/// form of job_queue::settings (client::set_config, client::get_config and
+/// contract clients use them). Read by the scripts on every call, so every
+/// client of the queue agrees and changes apply at once.
 namespace job_config {
 /// A claim (or its last heartbeat) older than this many milliseconds is
 /// lapsed: maintenance requeues it (counting a failure) or stalls it.
@@ -45,12 +46,10 @@ inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
 inline constexpr std::string_view published = "published";
 }  // namespace job_config
 
-/// A job handed to a worker by claim().
-struct claimed_job {
+/// A claim a worker holds: the job id and its claim token. finish, cancel,
+/// stall and heartbeat take one; a claimed_job is one.
+struct claim_ref {
   std::string id;
-  std::string item;
-  /// The job's failure count (feed.cancelled) when it was claimed.
-  std::int64_t failures = 0;
   /// The claim token: the attempt number (1 for the first claim; it grows
   /// with every claim of this id and may skip values). finish/cancel/stall/
   /// heartbeat must present it; once the claim ended (lapsed and
@@ -59,10 +58,36 @@ struct claimed_job {
   std::int64_t token = 0;
 };
 
-/// A claim a worker holds: the job id and its claim token.
-struct claim_ref {
+/// A job handed to a worker by claim(): its claim (id and token), item and
+/// failure count. Pass it to finish/cancel/stall/heartbeat as it is.
+struct claimed_job : claim_ref {
+  std::string item;
+  /// The job's failure count (feed.cancelled) when it was claimed.
+  std::int64_t failures = 0;
+};
+
+/// Where a job is.
+enum class job_state {
+  waiting,  ///< in feed.ids, waiting for a claim
+  claimed,  ///< in feed.claimed: a worker holds it
+  stalled,  ///< in feed.stalled: out of circulation until retry()
+};
+
+/// A job as get_job / get_jobs read it (all fields read in one atomic step).
+struct job_info {
   std::string id;
-  std::int64_t token = 0;
+  std::string item;
+  job_state state = job_state::waiting;
+  /// The failure count (feed.cancelled).
+  std::int64_t failures = 0;
+};
+
+/// A finish event of a job queue (subscribe_finished): a job finished with
+/// a result. The contract's payload `id\0result` on `job.finish:[f]`,
+/// split; the result may itself contain NUL bytes.
+struct job_finished {
+  std::string id;
+  std::string result;
 };
 
 /// Counts per state and the contract's counters.
@@ -77,7 +102,8 @@ struct job_counts {
 
 /// Tuning of a job_queue object (client side only).
 struct job_queue_options {
-  /// As queue_options::poll_interval, for waiting claims and get_result.
+  /// Waiting claimers and get_result re-check the server this often even
+  /// without a notification (puts made with plain commands do not notify).
   std::chrono::milliseconds poll_interval{1000};
   /// Most jobs one claim script takes for this object's waiting claimers
   /// (clamped to 1..1000).
@@ -85,7 +111,9 @@ struct job_queue_options {
   /// Most finishes one finish script applies; finishes issued while one is
   /// in flight (or in the same tick) share the next call. Clamped 1..1000.
   std::size_t max_finish_batch = 512;
-  /// As queue_options::max_put_batch.
+  /// Most jobs one put script stores (puts issued in the same tick share
+  /// one script call; put_many is split into chunks of this size).
+  /// Clamped to 1..1000.
   std::size_t max_put_batch = 1000;
   /// Claim scripts in flight at once for this object's claimers (1..8).
   /// More overlap server work with round trips; each call takes fewer jobs.
@@ -141,10 +169,6 @@ struct maintenance_report {
   bool stats_published = false;
 };
 
-namespace detail {
-class job_queue_impl;
-}
-
 /// A job queue. Each job is claimed by one worker at a time; a worker
 /// finishes it (optionally with a result), cancels it (back to the queue,
 /// failure +1) or stalls it (out of circulation until retry()). A claim
@@ -158,69 +182,111 @@ class job_queue_impl;
 /// channel feed.wake:[name]). Jobs put and claimed with the contract's
 /// plain commands work with this class, and the reverse.
 ///
+/// **Getting a handle**: open() checks an existing job queue,
+/// create_or_open() creates it (with settings) when missing; the
+/// constructor makes an unchecked handle without I/O.
+///
 /// **Batching**: claimers of one object share a dispatcher (one claim
 /// script takes up to N jobs for N waiting coroutines), finishes and puts
 /// issued in the same tick share one script call. Nothing ever blocks the
 /// shared connection (no BRPOP): waiting claimers sleep until a wake-up
 /// message or the next poll.
 ///
-/// **Copies** share state. When the last copy is destroyed, pending claims
-/// and get_results complete with operation_aborted (and run_maintenance
-/// ends). **Threading and lifetime**: as thoonk::queue.
-class job_queue {
+/// Copies, threading, lifetime and the errors common to every operation:
+/// see detail::queue_base (put and put_many are documented there; a job
+/// put's time goes to feed.published only with settings::published). When
+/// the last copy is destroyed, pending claims and get_results complete with
+/// operation_aborted and run_maintenance ends.
+class job_queue : public detail::queue_base {
  public:
+  /// A job queue's config (in `feed.config:[f]`, the job_config fields),
+  /// as typed values. Unset fields (nullopt) mean "the default" when
+  /// creating and "leave as it is" nowhere else: settings are written only
+  /// by create_or_open (client::set_config changes one field). The scripts
+  /// read the config on every call, so every client agrees and changes
+  /// apply at once.
+  struct settings {
+    /// A claim (or its last heartbeat) older than this is lapsed:
+    /// maintenance requeues it (counting a failure) or stalls it. At least
+    /// 1 ms. Default 60 s.
+    std::optional<std::chrono::milliseconds> claim_timeout;
+    /// A job whose failure count exceeds this when its claim lapses is
+    /// stalled instead of requeued. At least 0. Default 5.
+    std::optional<std::int64_t> max_failures;
+    /// How long a finish result is kept for get_result(). At least 1 ms.
+    /// Default 5 minutes.
+    std::optional<std::chrono::milliseconds> result_ttl;
+    /// Index jobs by put time in feed.published, as the contract's put does.
+    /// Default false (docs/jobs.md, "Why feed.published is off by default").
+    std::optional<bool> published;
+
+    /// The config fields (job_config names, the contract's string form) of
+    /// the fields that are set.
+    feed_config to_fields() const;
+    /// Why to_fields() would be refused (config_field_problem's sentence
+    /// for the first bad field), or empty when every set field is valid.
+    std::string problem() const;
+    /// Parses config fields; fields it does not know, and values that do
+    /// not parse, stay unset (the scripts then use the defaults too).
+    static settings from_fields(const feed_config& fields);
+  };
+
+  /// An empty handle; only assign to it.
+  job_queue() = default;
+  /// An unchecked handle (no I/O): operations report feed_not_found /
+  /// wrong_feed_type. Prefer open().
   job_queue(client& c, std::string name, job_queue_options opts = {});
-  ~job_queue();
-  job_queue(const job_queue&) = default;
-  job_queue(job_queue&&) noexcept = default;
-  job_queue& operator=(const job_queue&) = default;
-  job_queue& operator=(job_queue&&) noexcept = default;
 
-  const std::string& name() const noexcept;
-  client& get_client() const noexcept { return *client_; }
-
-  /// Checks that the feed exists with type `job` and subscribes to the
-  /// wake-up channel. Optional (every operation checks the type).
-  /// Completion `void(error_code)`: invalid_name, feed_not_found,
-  /// wrong_feed_type, transport errors.
+  /// Opens an existing job queue: checks that it exists with type `job`
+  /// and subscribes to its wake-up channel (so the first claim need not).
+  /// Completion `void(error_code, job_queue)`. Errors: invalid_name,
+  /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
+  /// errors (subscribe_refused, ...). On an error the job queue is an
+  /// unchecked handle.
   template <class CompletionToken>
-  auto open(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this](auto h) mutable { self.start_open(std::move(h)); });
-  }
-
-  /// Puts a job (waiting), returns its generated id. Normal priority: the
-  /// end of the line (LPUSH); high: the next one out (RPUSH). Puts issued in
-  /// the same tick share one script call. The put time goes to
-  /// feed.published only with the queue config `published` = "1".
-  ///
-  /// Completion `void(error_code, std::string id)`. Errors: invalid_name,
-  /// item_too_large (before any I/O), feed_not_found, wrong_feed_type,
-  /// transport errors (unknown_outcome: it may have been put).
-  /// Cancellation: before the script is sent the put is dropped; after, it
-  /// completes with operation_aborted but may have happened.
-  template <class CompletionToken>
-  auto put(std::string item, CompletionToken&& token) {
-    return put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
+  static auto open(client& c, std::string name, job_queue_options opts,
+                   CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, job_queue)>(
+        std::forward<CompletionToken>(token), &job_queue::start_open,
+        job_queue(c, std::move(name), std::move(opts)));
   }
   template <class CompletionToken>
-  auto put(std::string item, priority p, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::string)>(
-        token, [self = *this, i = std::move(item), p](auto h) mutable {
-          self.start_put(std::move(i), p, std::move(h));
-        });
+  static auto open(client& c, std::string name, CompletionToken&& token) {
+    return open(c, std::move(name), job_queue_options{}, std::forward<CompletionToken>(token));
   }
 
-  /// Puts many jobs, chunks of max_put_batch per (atomic) script call.
-  /// Completion `void(error_code, std::vector<std::string> ids)` in the
-  /// order of `items` (with priority::high the first is the next out).
-  /// On an error after some chunks, ids holds the ids of those put.
+  /// Creates the job queue with `s` when it does not exist (atomically:
+  /// type and settings in one step, `newfeed` published), then opens it as
+  /// open() does. An existing job queue is opened as it is: its config is
+  /// left alone (read_settings tells what it is). Completion
+  /// `void(error_code, job_queue)`. Errors: error::invalid_argument when a
+  /// setting is out of range (before any I/O; settings::problem() says
+  /// which), the errors of open().
   template <class CompletionToken>
-  auto put_many(std::vector<std::string> items, priority p, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
-        token, [self = *this, i = std::move(items), p](auto h) mutable {
-          self.start_put_many(std::move(i), p, std::move(h));
-        });
+  static auto create_or_open(client& c, std::string name, settings s, job_queue_options opts,
+                             CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, job_queue)>(
+        std::forward<CompletionToken>(token), &job_queue::start_create_or_open,
+        job_queue(c, std::move(name), std::move(opts)), std::move(s));
+  }
+  template <class CompletionToken>
+  static auto create_or_open(client& c, std::string name, settings s, CompletionToken&& token) {
+    return create_or_open(c, std::move(name), std::move(s), job_queue_options{},
+                          std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
+    return create_or_open(c, std::move(name), settings{}, job_queue_options{},
+                          std::forward<CompletionToken>(token));
+  }
+
+  /// Reads the job queue's settings in one step. Completion
+  /// `void(error_code, settings)`: fields not set in the config are
+  /// nullopt (the defaults apply).
+  template <class CompletionToken>
+  auto read_settings(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, settings)>(
+        std::forward<CompletionToken>(token), &job_queue::start_read_settings, *this);
   }
 
   /// Claims the next waiting job, waiting up to `timeout` (0: one attempt;
@@ -232,8 +298,7 @@ class job_queue {
   ///
   /// Completion `void(error_code, claimed_job)`. Errors: error::queue_empty
   /// (never before `timeout`, and only after at least one attempt on the
-  /// server), invalid_name, feed_not_found, wrong_feed_type, transport
-  /// errors.
+  /// server), the common ones.
   ///
   /// Cancellation / lost replies: a cancelled claim completes with
   /// operation_aborted at once. A job that a script already in flight claims
@@ -241,116 +306,100 @@ class job_queue {
   /// back to the front of the queue (no failure counted). If the reply is
   /// lost (error::unknown_outcome, connection died), jobs may have been
   /// claimed on the server for nobody: they are recovered when their claim
-  /// lapses (claim_timeout_ms, by maintenance), with a failure counted.
+  /// lapses (claim_timeout, by maintenance), with a failure counted.
   template <class CompletionToken>
   auto claim(std::chrono::milliseconds timeout, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, claimed_job)>(
-        token,
-        [self = *this, timeout](auto h) mutable { self.start_claim(timeout, std::move(h)); });
+        std::forward<CompletionToken>(token), &job_queue::start_claim, *this, timeout);
   }
 
-  /// Finishes a claimed job: removed from every structure, feed.finishes
-  /// incremented. With a result, also PUBLISHes `id\0result` on
-  /// `job.finish:[f]` and keeps it in `feed.jobfinished:[f]\0<id>` for
-  /// result_ttl_ms (for get_result). Finishes issued in the same tick (or
-  /// while one is in flight) share one script call; each succeeds or fails
-  /// alone.
+  /// Finishes a claimed job (pass the claimed_job, or a claim_ref):
+  /// removed from every structure, feed.finishes incremented. With a
+  /// result, also PUBLISHes `id\0result` on `job.finish:[f]` and keeps it
+  /// in `feed.jobfinished:[f]\0<id>` for the result_ttl setting (for
+  /// get_result). Finishes issued in the same tick (or while one is in
+  /// flight) share one script call; each succeeds or fails alone.
   ///
-  /// Completion `void(error_code)`. Errors: invalid_name, invalid_id,
-  /// item_too_large (result; before I/O), job_not_found (unknown, already
-  /// finished or retracted), job_not_claimed (waiting or stalled),
-  /// lost_claim (claimed under another token: this claim lapsed and the job
-  /// was reclaimed, or it was claimed with plain commands), feed_not_found,
-  /// wrong_feed_type, transport errors (unknown_outcome: it may have been
-  /// finished; finishing again tells: job_not_found/lost_claim or success).
-  /// Cancellation: before the script is sent nothing happens; after, it
-  /// completes with operation_aborted and may have finished the job.
+  /// Completion `void(error_code)`. Errors: invalid_id, item_too_large
+  /// (result; before I/O), job_not_found (unknown, already finished or
+  /// retracted), job_not_claimed (waiting or stalled), lost_claim (claimed
+  /// under another token: this claim lapsed and the job was reclaimed, or
+  /// it was claimed with plain commands), no_channel_permission, the common
+  /// ones (unknown_outcome: it may have been finished; finishing again
+  /// tells: job_not_found/lost_claim or success). Cancellation: before the
+  /// script is sent nothing happens; after, it completes with
+  /// operation_aborted and may have finished the job.
   template <class CompletionToken>
-  auto finish(std::string id, std::int64_t claim_token, CompletionToken&& token) {
+  auto finish(const claim_ref& claim, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id), claim_token](auto h) mutable {
-          self.start_finish(std::move(i), claim_token, std::nullopt, std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_finish, *this, claim,
+        std::optional<std::string>());
   }
   template <class CompletionToken>
-  auto finish(std::string id, std::int64_t claim_token, std::string result,
-              CompletionToken&& token) {
+  auto finish(const claim_ref& claim, std::string result, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token,
-        [self = *this, i = std::move(id), claim_token, r = std::move(result)](auto h) mutable {
-          self.start_finish(std::move(i), claim_token, std::optional<std::string>(std::move(r)),
-                            std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_finish, *this, claim,
+        std::optional<std::string>(std::move(result)));
   }
 
   /// Gives a claimed job back (contract "Cancel"): failure count +1, back to
   /// the end of the line. Completion `void(error_code, std::int64_t
   /// failures)`. Errors as finish().
   template <class CompletionToken>
-  auto cancel(std::string id, std::int64_t claim_token, CompletionToken&& token) {
+  auto cancel(const claim_ref& claim, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::int64_t)>(
-        token, [self = *this, i = std::move(id), claim_token](auto h) mutable {
-          self.start_cancel(std::move(i), claim_token, std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_cancel, *this, claim);
   }
 
   /// Takes a claimed job out of circulation (contract "Stall"): into
   /// feed.stalled, failure count cleared, kept until retry() or retract().
   /// Completion `void(error_code)`. Errors as finish().
   template <class CompletionToken>
-  auto stall(std::string id, std::int64_t claim_token, CompletionToken&& token) {
+  auto stall(const claim_ref& claim, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id), claim_token](auto h) mutable {
-          self.start_stall(std::move(i), claim_token, std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_stall, *this, claim);
   }
 
   /// Renews a claim: its claim time becomes now, so it does not lapse.
   /// Completion `void(error_code)`. Errors as finish().
   template <class CompletionToken>
-  auto heartbeat(std::string id, std::int64_t claim_token, CompletionToken&& token) {
+  auto heartbeat(const claim_ref& claim, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id), claim_token](auto h) mutable {
-          self.start_heartbeat(std::move(i), claim_token, std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_heartbeat, *this, claim);
   }
 
   /// Renews many claims at once (a worker holding several jobs): one atomic
   /// script call per 1000 claims. Completion
   /// `void(error_code, std::vector<error_code>)`: the first error is the
-  /// call's (invalid_name, invalid_id of any claim before any I/O,
-  /// feed_not_found, wrong_feed_type, transport errors); otherwise the
-  /// vector has one entry per claim, in order: success (renewed),
-  /// job_not_found, job_not_claimed or lost_claim. Cancellation: as finish;
-  /// renewals already sent may have happened.
+  /// call's (invalid_id of any claim before any I/O, the common ones);
+  /// otherwise the vector has one entry per claim, in order: success
+  /// (renewed), job_not_found, job_not_claimed or lost_claim.
+  /// Cancellation: as finish; renewals already sent may have happened.
   template <class CompletionToken>
   auto heartbeat_many(std::vector<claim_ref> claims, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, std::vector<boost::system::error_code>)>(
-        token, [self = *this, c = std::move(claims)](auto h) mutable {
-          self.start_heartbeat_many(std::move(c), std::move(h));
-        });
+    return detail::initiate<
+        void(boost::system::error_code, std::vector<boost::system::error_code>)>(
+        std::forward<CompletionToken>(token), &job_queue::start_heartbeat_many, *this,
+        std::move(claims));
   }
 
   /// Puts a stalled job back in the queue (contract "Retry").
   /// Completion `void(error_code)`. Errors: job_not_stalled (waiting or
-  /// claimed), job_not_found, invalid_id, feed_not_found, wrong_feed_type.
+  /// claimed), job_not_found, invalid_id, the common ones.
   template <class CompletionToken>
   auto retry(std::string id, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id)](auto h) mutable {
-          self.start_retry(std::move(i), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_retry, *this, std::move(id));
   }
 
   /// Removes a job in any state from every structure (contract "Retract").
   /// A worker holding it then gets job_not_found from finish.
-  /// Completion `void(error_code)`. Errors: job_not_found, invalid_id, ...
+  /// Completion `void(error_code)`. Errors: job_not_found, invalid_id, the
+  /// common ones.
   template <class CompletionToken>
   auto retract(std::string id, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, i = std::move(id)](auto h) mutable {
-          self.start_retract(std::move(i), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_retract, *this, std::move(id));
   }
 
   /// The failure count (contract getNumOfFailures).
@@ -358,9 +407,29 @@ class job_queue {
   template <class CompletionToken>
   auto failures(std::string id, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::int64_t)>(
-        token, [self = *this, i = std::move(id)](auto h) mutable {
-          self.start_failures(std::move(i), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_failures, *this, std::move(id));
+  }
+
+  /// A job with its item, state and failure count, read in one atomic
+  /// step; nullopt when no live job has that id (never put, finished or
+  /// retracted). A job that a plain-command client popped from feed.ids and
+  /// has not yet added to feed.claimed reads as waiting. Completion
+  /// `void(error_code, std::optional<job_info>)`. Errors: invalid_id
+  /// (before any I/O), the common ones.
+  template <class CompletionToken>
+  auto get_job(std::string id, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::optional<job_info>)>(
+        std::forward<CompletionToken>(token), &job_queue::start_get_job, *this, std::move(id));
+  }
+
+  /// Every live job (any state) as get_job reads it, in one atomic step (a
+  /// snapshot; on a large queue, one long script: prefer counts() or
+  /// get_ids() for monitoring). Unordered. Completion
+  /// `void(error_code, std::vector<job_info>)`.
+  template <class CompletionToken>
+  auto get_jobs(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::vector<job_info>)>(
+        std::forward<CompletionToken>(token), &job_queue::start_get_jobs, *this);
   }
 
   /// Ids of every live job, any state (contract: HKEYS feed.items).
@@ -368,20 +437,46 @@ class job_queue {
   template <class CompletionToken>
   auto get_ids(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
-        token, [self = *this](auto h) mutable { self.start_get_ids(std::move(h)); });
+        std::forward<CompletionToken>(token), &job_queue::start_get_ids, *this);
   }
 
   /// Counts per state, read atomically. Completion `void(error_code, job_counts)`.
   template <class CompletionToken>
   auto counts(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, job_counts)>(
-        token, [self = *this](auto h) mutable { self.start_counts(std::move(h)); });
+        std::forward<CompletionToken>(token), &job_queue::start_counts, *this);
   }
 
+  /// Calls `on_finished` for every job of this queue finished with a result
+  /// from now on (by any client): the `job.finish:[f]` messages, split into
+  /// id and result. A message that is not `id\0result` is ignored and
+  /// counted (malformed_finish_events()).
+  ///
+  /// Completion `void(error_code, subscription)`, once the server confirmed
+  /// the subscription (every finish after that is delivered; pub/sub is at
+  /// most once: finishes during a subscriber reconnect are missed, see
+  /// get_result for a durable wait). Keep the subscription: destroying it
+  /// unsubscribes. Errors: invalid_name, subscribe_refused (ACL channel
+  /// permissions; the server's text through with_diagnostics),
+  /// client_stopped, operation_aborted on cancellation. The callback runs
+  /// on the subscriber's executor (see thoonk::subscriber, "Delivery").
+  template <class CompletionToken>
+  auto subscribe_finished(std::function<void(const job_finished&)> on_finished,
+                          CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        std::forward<CompletionToken>(token), &job_queue::start_subscribe_finished, *this,
+        std::move(on_finished));
+  }
+
+  /// Finish messages subscribe_finished() ignored because they were not
+  /// `id\0result` (written by some other client), for this object and its
+  /// copies. Read it on the client's executor.
+  std::uint64_t malformed_finish_events() const noexcept;
+
   /// Waits up to `timeout` for the result of job `id`, whether it was
-  /// finished before or after the call (the result is kept for
-  /// result_ttl_ms). Waits on `job.finish:[f]` through the subscriber and
-  /// re-reads the stored result every poll interval (never blocks the
+  /// finished before or after the call (the result is kept for the
+  /// result_ttl setting). Waits on `job.finish:[f]` through the subscriber
+  /// and re-reads the stored result every poll interval (never blocks the
   /// shared connection). Jobs finished without a result have none.
   ///
   /// Completion `void(error_code, std::string result)`. Errors:
@@ -390,32 +485,29 @@ class job_queue {
   template <class CompletionToken>
   auto get_result(std::string id, std::chrono::milliseconds timeout, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, std::string)>(
-        token, [self = *this, i = std::move(id), timeout](auto h) mutable {
-          self.start_get_result(std::move(i), timeout, std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_get_result, *this, std::move(id),
+        timeout);
   }
 
   /// One maintenance run (contract "Maintenance", done properly), under the
-  /// queue's maintenance lock: lapsed claims (older than claim_timeout_ms)
+  /// queue's maintenance lock: lapsed claims (older than claim_timeout)
   /// are requeued with a failure counted, or stalled past max_failures;
   /// jobs found in feed.items but in no state are requeued when still so on
   /// the next run (two-pass); extension state of vanished jobs is removed;
   /// stats are published to the stats feed. Every step is a bounded script.
   ///
   /// Completion `void(error_code, maintenance_report)` (report.ran false:
-  /// another runner holds the lock). Errors: feed_not_found,
-  /// wrong_feed_type, transport errors. The lock is released before the
-  /// run completes, also when it failed or was cancelled, so a process that
-  /// runs maintenance once and exits leaves the queue free for the next
-  /// runner (only if the release itself fails does the lock wait out its
-  /// lock_ttl). Cancellation: stops between steps; every step done stays
-  /// done.
+  /// another runner holds the lock). Errors: the common ones. The lock is
+  /// released before the run completes, also when it failed or was
+  /// cancelled, so a process that runs maintenance once and exits leaves
+  /// the queue free for the next runner (only if the release itself fails
+  /// does the lock wait out its lock_ttl). Cancellation: stops between
+  /// steps; every step done stays done.
   template <class CompletionToken>
   auto maintain(maintenance_options opts, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, maintenance_report)>(
-        token, [self = *this, o = std::move(opts)](auto h) mutable {
-          self.start_maintain(std::move(o), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_maintain, *this,
+        std::move(opts));
   }
 
   /// Runs maintain() every `interval` until cancelled or the queue object
@@ -426,40 +518,34 @@ class job_queue {
   auto run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                        CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        token, [self = *this, interval, o = std::move(opts)](auto h) mutable {
-          self.start_run_maintenance(interval, std::move(o), std::move(h));
-        });
+        std::forward<CompletionToken>(token), &job_queue::start_run_maintenance, *this, interval,
+        std::move(opts));
   }
 
  private:
-  template <class... Ts>
-  using handler = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
-
-  void start_open(handler<> h);
-  void start_put(std::string item, priority p, handler<std::string> h);
-  void start_put_many(std::vector<std::string> items, priority p,
-                      handler<std::vector<std::string>> h);
+  void start_open(handler<job_queue> h);
+  void start_create_or_open(settings s, handler<job_queue> h);
+  void start_read_settings(handler<settings> h);
   void start_claim(std::chrono::milliseconds timeout, handler<claimed_job> h);
-  void start_finish(std::string id, std::int64_t claim_token, std::optional<std::string> result,
-                    handler<> h);
-  void start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h);
-  void start_stall(std::string id, std::int64_t claim_token, handler<> h);
-  void start_heartbeat(std::string id, std::int64_t claim_token, handler<> h);
+  void start_finish(claim_ref claim, std::optional<std::string> result, handler<> h);
+  void start_cancel(claim_ref claim, handler<std::int64_t> h);
+  void start_stall(claim_ref claim, handler<> h);
+  void start_heartbeat(claim_ref claim, handler<> h);
   void start_heartbeat_many(std::vector<claim_ref> claims,
                             handler<std::vector<boost::system::error_code>> h);
   void start_retry(std::string id, handler<> h);
   void start_retract(std::string id, handler<> h);
   void start_failures(std::string id, handler<std::int64_t> h);
+  void start_get_job(std::string id, handler<std::optional<job_info>> h);
+  void start_get_jobs(handler<std::vector<job_info>> h);
   void start_get_ids(handler<std::vector<std::string>> h);
   void start_counts(handler<job_counts> h);
+  void start_subscribe_finished(std::function<void(const job_finished&)> on_finished,
+                                handler<subscription> h);
   void start_get_result(std::string id, std::chrono::milliseconds timeout, handler<std::string> h);
   void start_maintain(maintenance_options opts, handler<maintenance_report> h);
   void start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                              handler<> h);
-
-  client* client_;
-  std::shared_ptr<detail::job_queue_impl> impl_;
-  std::shared_ptr<void> closer_;  // closes impl_ when the last copy goes
 };
 
 }  // namespace thoonk

@@ -4,6 +4,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
+#include <thoonk/diagnostics.hpp>
 #include <thoonk/error.hpp>
 #include <thoonk/feed.hpp>
 #include <thoonk/feed_events.hpp>

@@ -20,7 +20,7 @@ const config& connection::get_config() const noexcept { return impl_->cfg(); }
 
 void connection::start_connect(std::shared_ptr<detail::connection_impl> impl, connect_handler h) {
   auto& ex = impl->executor();
-  asio::dispatch(ex, [impl = std::move(impl), h = std::move(h)]() mutable {
+  asio::dispatch(ex, [impl = std::move(impl), h = std::move(h.handler)]() mutable {
     impl->async_connect(std::move(h));
   });
 }
@@ -31,12 +31,12 @@ void connection::start_exec(std::shared_ptr<detail::connection_impl> impl, const
   // straight into the write buffer. From another thread its bytes are copied
   // first, because the caller may destroy `req` as soon as we return.
   if (detail::running_in(impl->executor())) {
-    impl->async_exec(req, opts, std::move(h));
+    impl->async_exec(req, opts, std::move(h.handler));
     return;
   }
   auto& ex = impl->executor();
   asio::post(ex, [impl = std::move(impl), bytes = req.payload(), c = req.commands(),
-                  n = req.expected_replies(), opts, h = std::move(h)]() mutable {
+                  n = req.expected_replies(), opts, h = std::move(h.handler)]() mutable {
     impl->async_exec_bytes(std::move(bytes), c, n, opts, std::move(h));
   });
 }

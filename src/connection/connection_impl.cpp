@@ -99,8 +99,8 @@ void connection_impl::async_exec_bytes(std::string payload, std::size_t commands
   enqueue(payload, commands, expected, opts, std::move(h));
 }
 
-void connection_impl::enqueue(std::string_view payload, std::size_t commands,
-                              std::size_t expected, exec_options opts, exec_handler h) {
+void connection_impl::enqueue(std::string_view payload, std::size_t commands, std::size_t expected,
+                              exec_options opts, exec_handler h) {
   // While the server refuses our setup (wrong password...), waiting would
   // mean waiting until someone fixes the config or the ACL: fail at once.
   const error_code refused = refusal();
@@ -126,8 +126,8 @@ void connection_impl::enqueue(std::string_view payload, std::size_t commands,
     timer = std::make_shared<asio::steady_timer>(executor_, opts.timeout);
     guard = timer;
   }
-  auto seq = queue_.push(payload, expected, std::move(h), opts.wait_for_connection,
-                         std::move(guard));
+  auto seq =
+      queue_.push(payload, expected, std::move(h), opts.wait_for_connection, std::move(guard));
   if (timer) {
     timer->async_wait([weak = weak_from_this(), seq](error_code ec) {
       if (ec) return;  // the request completed first and the timer was destroyed
@@ -315,8 +315,7 @@ asio::awaitable<error_code> connection_impl::handshake() {
       // ACL user without +client gets here on every RESP2 (re)connect.
       name_reported = true;
       ++stats_.client_name_refusals;
-      emit(connection_event::client_name_refused, hs.name_error(), false,
-           hs.server_message());
+      emit(connection_event::client_name_refused, hs.name_error(), false, hs.server_message());
     }
   }
   if (hs.error()) {
@@ -371,16 +370,14 @@ bool connection_impl::is_push(const resp3::value& v) const {
   // RESP2 has no push type: on the subscriber connection, pub/sub events
   // arrive as arrays whose first element names the event. (RESP2 PING in
   // subscribe mode answers ["pong", ""], which stays a reply.)
-  return subscriber_mode && protocol_ == 2 && v.type == resp3::type::array &&
-         !v.elements.empty() && v.elements.front().is_string() &&
-         is_pubsub_kind(v.elements.front().str);
+  return subscriber_mode && protocol_ == 2 && v.type == resp3::type::array && !v.elements.empty() &&
+         v.elements.front().is_string() && is_pubsub_kind(v.elements.front().str);
 }
 
 error_code connection_impl::parse_buffered(bool dispatch, resp3::value* out, bool* got) {
   error_code ec;
   while (rbeg_ < rend_) {
-    std::size_t n =
-        parser_.consume(std::string_view(rbuf_.data() + rbeg_, rend_ - rbeg_), ec);
+    std::size_t n = parser_.consume(std::string_view(rbuf_.data() + rbeg_, rend_ - rbeg_), ec);
     rbeg_ += n;
     if (ec) return ec;
     if (!parser_.ready()) break;
@@ -454,8 +451,8 @@ asio::awaitable<error_code> connection_impl::health() {
     co_await health_timer_.async_wait(use_nothrow);
     co_return asio::error::operation_aborted;
   }
-  const auto timeout = cfg_.health_check_timeout.count() > 0 ? cfg_.health_check_timeout
-                                                              : 3 * interval;
+  const auto timeout =
+      cfg_.health_check_timeout.count() > 0 ? cfg_.health_check_timeout : 3 * interval;
   // Tick often enough to notice the deadline with ~25% precision.
   const auto tick = std::max(std::chrono::milliseconds(5), std::min(interval, timeout / 4));
   for (;;) {

@@ -40,8 +40,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void async_exec(const request& req, exec_options opts, exec_handler h);
   /// Same as async_exec for a request already serialized (off-thread path).
   void async_exec_bytes(std::string payload, std::size_t commands, std::size_t expected,
-                        exec_options opts,
-                        exec_handler h);
+                        exec_options opts, exec_handler h);
   void stop();
 
   bool connected() const noexcept { return connected_; }

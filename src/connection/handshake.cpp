@@ -12,9 +12,7 @@ using boost::system::error_code;
 namespace {
 
 // The error's code word: "WRONGPASS", "NOPERM", "ERR", ...
-std::string_view code_word(std::string_view msg) {
-  return msg.substr(0, msg.find(' '));
-}
+std::string_view code_word(std::string_view msg) { return msg.substr(0, msg.find(' ')); }
 
 bool contains_nocase(std::string_view s, std::string_view lower_needle) {
   if (lower_needle.size() > s.size()) return false;
@@ -79,8 +77,7 @@ setup_reply_meaning classify_setup_reply(setup_step step, const resp3::value& re
     case setup_step::setname:
       // An ACL user without +client (NOPERM), or a name with spaces: the name
       // only labels the connection in CLIENT LIST, so go on without it.
-      return {setup_verdict::name_refused,
-              noperm ? error::no_permission : error::handshake_failed};
+      return {setup_verdict::name_refused, noperm ? error::no_permission : error::handshake_failed};
     case setup_step::select:
       // "DB index is out of range", "SELECT is not allowed in cluster mode",
       // or NOPERM: the same answer on every retry until someone changes the

@@ -104,9 +104,8 @@ void request_queue::fail_non_waiting(std::vector<completion>& out) {
 void request_queue::fail_all(boost::system::error_code unwritten_ec, std::vector<completion>& out) {
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (entries_[i].abandoned) continue;
-    finish(entries_[i], i < written_ ? boost::system::error_code(error::unknown_outcome)
-                                     : unwritten_ec,
-           out);
+    finish(entries_[i],
+           i < written_ ? boost::system::error_code(error::unknown_outcome) : unwritten_ec, out);
   }
   entries_.clear();
   written_ = 0;

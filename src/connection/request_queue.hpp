@@ -23,8 +23,7 @@
 
 namespace thoonk::detail {
 
-using exec_handler =
-    boost::asio::any_completion_handler<void(boost::system::error_code, response)>;
+using exec_handler = boost::asio::any_completion_handler<void(boost::system::error_code, response)>;
 
 /// A finished request whose handler the I/O layer must invoke.
 struct completion {
@@ -103,8 +102,8 @@ class request_queue {
   std::deque<entry> entries_;  // [0, written_) written, [written_, size) queued
   std::size_t written_ = 0;
   std::uint64_t next_seq_ = 1;
-  std::string staging_;        // bytes of the queued entries, in order
-  std::string writing_;        // the batch being written
+  std::string staging_;  // bytes of the queued entries, in order
+  std::string writing_;  // the batch being written
 };
 
 }  // namespace thoonk::detail

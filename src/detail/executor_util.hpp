@@ -2,6 +2,9 @@
 // layer.
 #pragma once
 
+#include <thoonk/detail/async.hpp>
+#include <thoonk/diagnostics.hpp>
+
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -80,6 +83,15 @@ void complete_handler(Handler h, const boost::asio::any_io_executor& fallback, A
   });
 }
 
+/// complete_handler for an operation's handler whose outcome did not come
+/// from a server reply: the caller's diagnostics are cleared.
+template <class Signature, class... Args>
+void complete_handler(op_handler<Signature> h, const boost::asio::any_io_executor& fallback,
+                      Args&&... args) {
+  diagnostics_access::set(h.diag, {});
+  complete_handler(std::move(h.handler), fallback, std::forward<Args>(args)...);
+}
+
 /// As complete_handler, but never inline: for completions produced inside a
 /// cancellation handler, where clearing the slot inline would destroy the
 /// handler that is running.
@@ -88,6 +100,13 @@ void post_handler(Handler h, const boost::asio::any_io_executor& ex, Args&&... a
   boost::asio::post(ex, [h = std::move(h), ex, ... a = std::forward<Args>(args)]() mutable {
     complete_handler(std::move(h), ex, std::move(a)...);
   });
+}
+
+template <class Signature, class... Args>
+void post_handler(op_handler<Signature> h, const boost::asio::any_io_executor& ex,
+                  Args&&... args) {
+  diagnostics_access::set(h.diag, {});
+  post_handler(std::move(h.handler), ex, std::forward<Args>(args)...);
 }
 
 }  // namespace thoonk::detail

@@ -1,5 +1,7 @@
 #include "detail/script_exec.hpp"
 
+#include "connection/router.hpp"
+
 #include <thoonk/error.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -25,6 +27,22 @@ void push_evalsha(request& req, const script& s, std::span<const std::string_vie
 asio::awaitable<std::tuple<error_code, response>> exec_co(connection& conn, const request& req,
                                                           exec_options opts) {
   co_return co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+}
+
+asio::awaitable<std::tuple<error_code, response>> exec_co(client& c, const request& req,
+                                                          std::string_view routing_key,
+                                                          exec_options opts) {
+  auto& r = router_of(c);
+  auto& conn = routing_key.empty() ? r.any() : r.for_key(routing_key);
+  co_return co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+}
+
+asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
+    client& c, const script& s, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args, exec_options opts) {
+  auto& r = router_of(c);
+  auto& conn = keys.empty() ? r.any() : r.for_key(keys.front());
+  co_return co_await eval_script(conn, s, keys, args, opts);
 }
 
 asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
@@ -135,14 +153,20 @@ error_code reply_error(const resp3::value& v) {
   return error::server_error;
 }
 
-asio::awaitable<std::tuple<error_code, resp3::value>> run_script(client& c, const script& s,
-                                                                 std::vector<std::string> keys,
-                                                                 std::vector<std::string> args) {
+op_status reply_status(const resp3::value& v) {
+  auto ec = reply_error(v);
+  if (!ec) return {};
+  return {ec, v.str};
+}
+
+asio::awaitable<std::tuple<op_status, resp3::value>> run_script(client& c, const script& s,
+                                                                std::vector<std::string> keys,
+                                                                std::vector<std::string> args) {
   std::vector<std::string_view> k(keys.begin(), keys.end());
   std::vector<std::string_view> a(args.begin(), args.end());
-  auto [ec, v] = co_await eval_script(c.conn(), s, k, a);
-  if (!ec) ec = reply_error(v);
-  co_return std::tuple{ec, std::move(v)};
+  auto [ec, v] = co_await eval_script(c, s, k, a);
+  if (ec) co_return std::tuple{op_status(ec), std::move(v)};
+  co_return std::tuple{reply_status(v), std::move(v)};
 }
 
 }  // namespace thoonk::detail

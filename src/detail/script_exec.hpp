@@ -8,6 +8,8 @@
 #include <thoonk/connection.hpp>
 #include <thoonk/script.hpp>
 
+#include "detail/op_status.hpp"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <span>
@@ -25,9 +27,21 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval
     connection& conn, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts = {});
 
+/// eval_script on the connection the client's router chooses for the
+/// first key (the feed, queue or job code's only way to a script).
+boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval_script(
+    client& c, const script& s, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args, exec_options opts = {});
+
 /// Awaitable form of connection::exec for the library's coroutines.
 boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
     connection& conn, const request& req, exec_options opts = {});
+
+/// exec_co on the connection the client's router chooses for
+/// `routing_key`, a key the request's commands touch (every command of one
+/// request must touch keys of that key's feed only); empty: any connection.
+boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
+    client& c, const request& req, std::string_view routing_key, exec_options opts = {});
 
 /// The one mapper of error replies (every library script, and any
 /// command) to error codes; success for anything that is not an error
@@ -42,6 +56,9 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
 /// error::server_error.
 boost::system::error_code reply_error(const resp3::value& v);
 
+/// reply_error() with the server's text, for the caller's diagnostics.
+op_status reply_status(const resp3::value& v);
+
 /// The permission error an error reply's text reports; success when the
 /// text is no ACL refusal (reply_error uses it).
 ///
@@ -55,11 +72,12 @@ boost::system::error_code reply_error(const resp3::value& v);
 ///    no_script_permission; anything else → no_permission.
 boost::system::error_code permission_error(std::string_view text);
 
-/// The one runner of library scripts: EVALSHA (SCRIPT LOAD on NOSCRIPT),
-/// error replies mapped with reply_error(), so a successful result is never
-/// an error value (on an error the value keeps the server's text). Takes
-/// its keys and args by value: the awaitable owns them.
-boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> run_script(
+/// The one runner of library scripts: EVALSHA (SCRIPT LOAD on NOSCRIPT)
+/// through the client's router, error replies mapped with reply_status(),
+/// so a successful result is never an error value (on an error the status
+/// and the value keep the server's text). Takes its keys and args by value:
+/// the awaitable owns them.
+boost::asio::awaitable<std::tuple<op_status, resp3::value>> run_script(
     client& c, const script& s, std::vector<std::string> keys, std::vector<std::string> args);
 
 }  // namespace thoonk::detail

@@ -5,6 +5,10 @@
 #pragma once
 
 #include "detail/executor_util.hpp"
+#include "detail/op_status.hpp"
+
+#include <thoonk/detail/async.hpp>
+#include <thoonk/diagnostics.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -47,6 +51,38 @@ void spawn_op(const boost::asio::any_io_executor& ex,
             std::apply(
                 [&](auto&&... a) {
                   complete_handler(std::move(h), ex, std::forward<decltype(a)>(a)...);
+                },
+                std::move(r));
+          }));
+}
+
+/// Completes an operation's handler: the server's text (if any) goes to
+/// the caller's diagnostics first, then the handler runs as
+/// complete_handler() runs it.
+template <class... Ts, class... Args>
+void complete_op(op_handler<void(boost::system::error_code, Ts...)> h,
+                 const boost::asio::any_io_executor& fallback, op_status status, Args&&... args) {
+  diagnostics_access::set(h.diag, status.server_message);
+  complete_handler(std::move(h.handler), fallback, status.ec, std::forward<Args>(args)...);
+}
+
+/// spawn_op for an operation whose coroutine reports an op_status (and
+/// hence the server's text) with its results.
+template <class... Ts, class Status>
+void spawn_op(const boost::asio::any_io_executor& ex,
+              boost::asio::awaitable<std::tuple<Status, Ts...>> op,
+              op_handler<void(boost::system::error_code, Ts...)> h) {
+  namespace asio = boost::asio;
+  auto slot = asio::get_associated_cancellation_slot(h.handler);
+  asio::co_spawn(
+      ex, std::move(op),
+      asio::bind_cancellation_slot(
+          slot, [h = std::move(h), ex](std::exception_ptr e, std::tuple<Status, Ts...> r) mutable {
+            if (e) r = std::tuple<Status, Ts...>{exception_to_code(e), Ts{}...};
+            std::apply(
+                [&](auto&& status, auto&&... a) {
+                  complete_op(std::move(h), ex, op_status(std::forward<decltype(status)>(status)),
+                              std::forward<decltype(a)>(a)...);
                 },
                 std::move(r));
           }));

@@ -1,7 +1,5 @@
 #include "feeds/common.hpp"
 
-#include "thoonk_lua_scripts.hpp"
-
 #include <boost/asio/use_awaitable.hpp>
 
 #include <charconv>
@@ -40,7 +38,8 @@ struct int_field {
   std::string_view meaning;
 };
 
-// Every config field the scripts read as a number (src/lua/**). docs/feeds.md §2 and docs/jobs.md §1 list the same.
+// Every config field the scripts read as a number (src/lua/**). docs/feeds.md §2 and docs/jobs.md
+// §1 list the same.
 constexpr int_field int_fields[] = {
     {"max_length", 0, "the most items a feed keeps, 0 = unlimited"},
     {"retraction_log", 0, "retractions kept for catch-up, 0 = none"},
@@ -84,13 +83,14 @@ void push_type_check(request& req, const feed_names& names) {
   req.push("HGET", names.key("config"), "type");
 }
 
-asio::awaitable<std::tuple<error_code, response>> exec_checked(client& c, const request& req,
-                                                               feed_type want) {
-  auto [ec, resp] = co_await exec_co(c.conn(), req);
-  if (!ec && resp.empty()) ec = error::unexpected_type;
-  if (!ec) ec = check_type_reply(resp[0], want);
-  for (std::size_t i = 1; !ec && i < resp.size(); ++i) ec = reply_error(resp[i]);
-  co_return std::tuple{ec, std::move(resp)};
+asio::awaitable<std::tuple<op_status, response>> exec_checked(client& c, const feed_names& n,
+                                                              const request& req, feed_type want) {
+  auto [ec, resp] = co_await exec_co(c, req, n.key("config"));
+  op_status st(ec);
+  if (!st && resp.empty()) st = error::unexpected_type;
+  if (!st) st = check_type_reply(resp[0], want);
+  for (std::size_t i = 1; !st && i < resp.size(); ++i) st = reply_status(resp[i]);
+  co_return std::tuple{std::move(st), std::move(resp)};
 }
 
 std::vector<std::string> data_keys(const feed_names& n) {
@@ -107,66 +107,6 @@ std::vector<std::string> admin_keys(const feed_names& n, bool every_key) {
     keys.push_back(n.key("config"));
   }
   return keys;
-}
-
-asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all(client& c,
-                                                                       const std::string& name,
-                                                                       feed_type type) {
-  std::vector<feed_item> out;
-  if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
-  feed_names n(c.get_config(), name);
-  std::vector<std::string> args;
-  args.emplace_back(to_string(type));
-  auto [ec, v] =
-      co_await run_script(c, scripts::feeds_get_all(), data_keys(n), std::move(args));
-  if (ec) co_return std::tuple{ec, std::move(out)};
-  if (v.elements.size() % 2 != 0) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
-  out.reserve(v.elements.size() / 2);
-  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2)
-    out.push_back(feed_item{std::move(v.elements[i].str), std::move(v.elements[i + 1].str)});
-  co_return std::tuple{error_code{}, std::move(out)};
-}
-
-using opt_string = std::optional<std::string>;
-
-asio::awaitable<std::tuple<error_code, opt_string>> get_item(client& c, std::string name,
-                                                             feed_type type, std::string id) {
-  const auto& cfg = c.get_config();
-  error_code ec = validate_name(cfg, name);
-  if (!ec) ec = validate_id(cfg, id);
-  if (ec) co_return std::tuple{ec, opt_string{}};
-  feed_names n(cfg, name);
-  request req;
-  push_type_check(req, n);
-  req.push("HGET", n.key("items"), id);
-  auto [rec, resp] = co_await exec_checked(c, req, type);
-  if (rec) co_return std::tuple{rec, opt_string{}};
-  co_return std::tuple{error_code{}, as_opt_string(resp[1])};
-}
-
-asio::awaitable<std::tuple<error_code, std::vector<opt_string>>> get_items(
-    client& c, std::string name, feed_type type, std::vector<std::string> ids) {
-  const auto& cfg = c.get_config();
-  std::vector<opt_string> out;
-  error_code ec = validate_name(cfg, name);
-  if (!ec) ec = validate_ids(cfg, ids);
-  if (ec) co_return std::tuple{ec, out};
-  feed_names n(cfg, name);
-  request req;
-  push_type_check(req, n);
-  if (!ids.empty()) {
-    std::string items_key = n.key("items");
-    std::string_view head[] = {items_key};
-    req.push_range("HMGET", head, ids);
-  }
-  auto [rec, resp] = co_await exec_checked(c, req, type);
-  if (rec) co_return std::tuple{rec, out};
-  if (!ids.empty()) {
-    if (resp[1].elements.size() != ids.size())
-      co_return std::tuple{error_code(error::unexpected_type), out};
-    for (auto& e : resp[1].elements) out.push_back(as_opt_string(e));
-  }
-  co_return std::tuple{error_code{}, std::move(out)};
 }
 
 std::optional<std::string> as_opt_string(const resp3::value& v) {
@@ -188,6 +128,11 @@ std::uint64_t as_u64(const resp3::value& v, error_code& ec) {
   if (v.is_null()) return 0;
   ec = error::unexpected_type;
   return 0;
+}
+
+error_code validate_name_and_id(const config& cfg, std::string_view name, std::string_view id) {
+  if (auto ec = validate_name(cfg, name)) return ec;
+  return validate_id(cfg, id);
 }
 
 error_code validate_ids(const config& cfg, const std::vector<std::string>& ids) {

@@ -5,9 +5,11 @@
 // "Scripts").
 #pragma once
 
+#include "detail/op_status.hpp"
+
 #include <thoonk/client.hpp>
-#include <thoonk/feed.hpp>
 #include <thoonk/error.hpp>
+#include <thoonk/feed_item.hpp>
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
 
@@ -61,11 +63,14 @@ config_check validate_config_field(std::string_view field, std::string_view valu
 boost::system::error_code check_type_reply(const resp3::value& v, feed_type want);
 
 /// Runs `req` (whose first command is `HGET feed.config:[f] type`, pushed
-/// with push_type_check) and checks the type, then every other reply for
-/// error values.
+/// with push_type_check; every command on keys of feed `names`) through the
+/// client's router and checks the type, then every other reply for error
+/// values (with the server's text).
 void push_type_check(request& req, const feed_names& names);
-boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_checked(
-    client& c, const request& req, feed_type want);
+boost::asio::awaitable<std::tuple<op_status, response>> exec_checked(client& c,
+                                                                     const feed_names& names,
+                                                                     const request& req,
+                                                                     feed_type want);
 
 /// The KEYS of the `feed` layout (src/lua/layouts/feed.lua names them, in
 /// this order): config, ids, items, publishes, changes, retracts,
@@ -78,23 +83,15 @@ std::vector<std::string> data_keys(const feed_names& n);
 /// (detail::all_keys order, config excluded as it is already second).
 std::vector<std::string> admin_keys(const feed_names& n, bool every_key);
 
-/// Get All of a feed or sorted feed in one atomic step
-/// (src/lua/feeds/get_all.lua), the reply paired up.
-boost::asio::awaitable<std::tuple<boost::system::error_code, std::vector<feed_item>>> get_all(
-    client& c, const std::string& name, feed_type type);
-
-/// Get Items shared by feeds and sorted feeds (HGET / HMGET after the type
-/// check, one round trip).
-boost::asio::awaitable<std::tuple<boost::system::error_code, std::optional<std::string>>>
-get_item(client& c, std::string name, feed_type type, std::string id);
-boost::asio::awaitable<
-    std::tuple<boost::system::error_code, std::vector<std::optional<std::string>>>>
-get_items(client& c, std::string name, feed_type type, std::vector<std::string> ids);
-
 /// Typed access to script replies (all throw nothing; bad shapes yield
 /// error::unexpected_type through `ec`).
 std::optional<std::string> as_opt_string(const resp3::value& v);
 std::uint64_t as_u64(const resp3::value& v, boost::system::error_code& ec);
+
+/// The checks before any I/O of an operation on one item: validate_name,
+/// then validate_id.
+boost::system::error_code validate_name_and_id(const config& cfg, std::string_view name,
+                                               std::string_view id);
 
 /// Validates an id list (each as validate_id).
 boost::system::error_code validate_ids(const config& cfg, const std::vector<std::string>& ids);

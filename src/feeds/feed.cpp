@@ -1,4 +1,6 @@
 // Feed (contract 002 "Feed"): items in a zset scored by publish time (ms).
+// What feeds share with sorted feeds is in feed_base.cpp; here: publish and
+// the typed settings.
 #include <thoonk/feed.hpp>
 
 #include "detail/keys.hpp"
@@ -7,8 +9,9 @@
 #include "detail/uuid.hpp"
 #include "feeds/bench_access.hpp"
 #include "feeds/common.hpp"
-#include "feeds/subscription.hpp"
 #include "thoonk_lua_scripts.hpp"
+
+#include <charconv>
 
 namespace thoonk {
 
@@ -34,26 +37,10 @@ namespace {
 // 1/1024 steps are exact in a double up to 2^43 ms (the year 2248), and the
 // score is formatted with 17 significant digits so Redis parses the same
 // double back. (src/lua/feeds/publish.lua)
-
-// Retract (src/lua/feeds/retract.lua): remove the id and announce it; 0
-// (nothing published) if absent.
-
-using opt_string = std::optional<std::string>;
-
-asio::awaitable<std::tuple<error_code, feed>> open_op(client* c, std::string name) {
-  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, feed{}};
-  detail::feed_names n(c->get_config(), name);
-  request req;
-  detail::push_type_check(req, n);
-  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
-  if (ec) co_return std::tuple{ec, feed{}};
-  co_return std::tuple{error_code{}, feed(*c, std::move(name))};
-}
-
-asio::awaitable<std::tuple<error_code, publish_result>> publish_op(client* c, std::string name,
-                                                                   opt_string id,
-                                                                   std::string item) {
-  const auto& cfg = c->get_config();
+asio::awaitable<detail::op_result<publish_result>> publish_op(client& c, std::string name,
+                                                              std::optional<std::string> id,
+                                                              std::string item) {
+  const auto& cfg = c.get_config();
   publish_result out;
   error_code ec = detail::validate_name(cfg, name);
   if (!ec && id) ec = detail::validate_id(cfg, *id);
@@ -68,76 +55,17 @@ asio::awaitable<std::tuple<error_code, publish_result>> publish_op(client* c, st
   args.push_back(n.channel("publish"));
   args.push_back(n.channel("edit"));
   args.push_back(n.channel("retract"));
-  auto [sec, v] = co_await detail::run_script(*c, detail::scripts::feeds_publish(),
-                                              detail::data_keys(n), std::move(args));
-  if (sec) co_return std::tuple{sec, std::move(out)};
-  if (v.elements.size() != 2) co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
+  auto [st, v] = co_await detail::run_script(c, detail::scripts::feeds_publish(),
+                                             detail::data_keys(n), std::move(args));
+  if (st) co_return std::tuple{std::move(st), std::move(out)};
+  if (v.elements.size() != 2)
+    co_return std::tuple{detail::op_status(error::unexpected_type), std::move(out)};
   out.edited = v.elements[0].integer == 1;
   for (auto& e : v.elements[1].elements) out.evicted.push_back(std::move(e.str));
-  co_return std::tuple{error_code{}, std::move(out)};
+  co_return std::tuple{detail::op_status{}, std::move(out)};
 }
 
-asio::awaitable<std::tuple<error_code, bool>> retract_op(client* c, std::string name,
-                                                         std::string id) {
-  const auto& cfg = c->get_config();
-  error_code ec = detail::validate_name(cfg, name);
-  if (!ec) ec = detail::validate_id(cfg, id);
-  if (ec) co_return std::tuple{ec, false};
-  detail::feed_names n(cfg, name);
-  std::vector<std::string> args;
-  args.push_back(std::move(id));
-  args.push_back(n.channel("retract"));
-  auto [sec, v] = co_await detail::run_script(*c, detail::scripts::feeds_retract(),
-                                              detail::data_keys(n), std::move(args));
-  co_return std::tuple{sec, !sec && v.integer == 1};
-}
-
-asio::awaitable<std::tuple<error_code, std::vector<std::string>>> get_ids_op(client* c,
-                                                                            std::string name) {
-  std::vector<std::string> out;
-  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, out};
-  detail::feed_names n(c->get_config(), name);
-  request req;
-  detail::push_type_check(req, n);
-  req.push("ZRANGE", n.key("ids"), 0, -1);
-  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
-  if (ec) co_return std::tuple{ec, out};
-  for (auto& e : resp[1].elements) out.push_back(std::move(e.str));
-  co_return std::tuple{error_code{}, std::move(out)};
-}
-
-asio::awaitable<std::tuple<error_code, bool>> has_id_op(client* c, std::string name,
-                                                        std::string id) {
-  const auto& cfg = c->get_config();
-  error_code ec = detail::validate_name(cfg, name);
-  if (!ec) ec = detail::validate_id(cfg, id);
-  if (ec) co_return std::tuple{ec, false};
-  detail::feed_names n(cfg, name);
-  request req;
-  detail::push_type_check(req, n);
-  req.push("ZSCORE", n.key("ids"), id);
-  auto [rec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
-  if (rec) co_return std::tuple{rec, false};
-  co_return std::tuple{error_code{}, !resp[1].is_null()};
-}
-
-asio::awaitable<std::tuple<error_code, std::uint64_t>> length_op(client* c, std::string name) {
-  if (auto ec = detail::validate_name(c->get_config(), name))
-    co_return std::tuple{ec, std::uint64_t{0}};
-  detail::feed_names n(c->get_config(), name);
-  request req;
-  detail::push_type_check(req, n);
-  req.push("ZCARD", n.key("ids"));
-  auto [ec, resp] = co_await detail::exec_checked(*c, req, feed_type::feed);
-  if (ec) co_return std::tuple{ec, std::uint64_t{0}};
-  auto len = detail::as_u64(resp[1], ec);
-  co_return std::tuple{ec, len};
-}
-
-asio::awaitable<std::tuple<error_code, std::vector<feed_item>>> get_all_op(client* c,
-                                                                          std::string name) {
-  co_return co_await detail::get_all(*c, name, feed_type::feed);
-}
+constexpr std::string_view max_length_field = "max_length";
 
 }  // namespace
 
@@ -147,54 +75,35 @@ std::vector<std::string> feed_script_keys(std::string_view name) {
 }
 }  // namespace detail
 
-void feed::start_open(client* c, std::string name, handler<feed> h) {
-  detail::spawn_op(c->get_executor(), open_op(c, std::move(name)), std::move(h));
+void feed::start_publish(std::optional<std::string> id, std::string item,
+                         handler<publish_result> h) const {
+  detail::spawn_op(client_->get_executor(),
+                   publish_op(*client_, name_, std::move(id), std::move(item)), std::move(h));
 }
 
-void feed::start_publish(client* c, std::string name, std::optional<std::string> id,
-                         std::string item, handler<publish_result> h) {
-  detail::spawn_op(c->get_executor(), publish_op(c, std::move(name), std::move(id), std::move(item)),
-                   std::move(h));
+feed_config feed_settings::to_fields() const {
+  feed_config out;
+  if (max_length) out.emplace_back(max_length_field, std::to_string(*max_length));
+  return out;
 }
 
-void feed::start_retract(client* c, std::string name, std::string id, handler<bool> h) {
-  detail::spawn_op(c->get_executor(), retract_op(c, std::move(name), std::move(id)), std::move(h));
+feed_settings feed_settings::from_fields(const feed_config& fields) {
+  feed_settings out;
+  for (const auto& [f, v] : fields) {
+    // A value the scripts would not use (they fall back to the default)
+    // reads as unset, so what is read is what takes effect.
+    if (f != max_length_field || detail::validate_config_field(f, v)) continue;
+    std::uint64_t n = 0;
+    std::from_chars(v.data(), v.data() + v.size(), n);
+    out.max_length = n;
+  }
+  return out;
 }
 
-void feed::start_get_ids(client* c, std::string name, handler<std::vector<std::string>> h) {
-  detail::spawn_op(c->get_executor(), get_ids_op(c, std::move(name)), std::move(h));
-}
-
-void feed::start_get_item(client* c, std::string name, std::string id,
-                          handler<std::optional<std::string>> h) {
-  detail::spawn_op(c->get_executor(),
-                   detail::get_item(*c, std::move(name), feed_type::feed, std::move(id)),
-                   std::move(h));
-}
-
-void feed::start_get_items(client* c, std::string name, std::vector<std::string> ids,
-                           handler<std::vector<std::optional<std::string>>> h) {
-  detail::spawn_op(c->get_executor(),
-                   detail::get_items(*c, std::move(name), feed_type::feed, std::move(ids)),
-                   std::move(h));
-}
-
-void feed::start_get_all(client* c, std::string name, handler<std::vector<feed_item>> h) {
-  detail::spawn_op(c->get_executor(), get_all_op(c, std::move(name)), std::move(h));
-}
-
-void feed::start_has_id(client* c, std::string name, std::string id, handler<bool> h) {
-  detail::spawn_op(c->get_executor(), has_id_op(c, std::move(name), std::move(id)), std::move(h));
-}
-
-void feed::start_length(client* c, std::string name, handler<std::uint64_t> h) {
-  detail::spawn_op(c->get_executor(), length_op(c, std::move(name)), std::move(h));
-}
-
-void feed::start_subscribe(client* c, std::string name, feed_callback cb,
-                           feed_subscribe_options opts, handler<feed_subscription> h) {
-  detail::start_feed_subscribe(*c, std::move(name), feed_type::feed, std::move(cb),
-                               std::move(opts), std::move(h));
+std::string feed_settings::problem() const {
+  for (const auto& [f, v] : to_fields())
+    if (auto r = detail::validate_config_field(f, v)) return r.reason;
+  return {};
 }
 
 }  // namespace thoonk

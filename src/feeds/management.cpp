@@ -41,11 +41,13 @@ error_code validate_field(const config& cfg, std::string_view field, std::string
   return detail::validate_item(cfg, value);
 }
 
-asio::awaitable<std::tuple<error_code>> create_op(client* c, std::string name, feed_type type,
-                                                  feed_config cfg) {
-  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
+// Create (`create_or_open` false) or create-or-open: one script
+// (src/lua/management/create.lua). Completes with whether it created.
+asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, feed_type type,
+                                                   feed_config cfg, bool or_open) {
+  if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, false};
   for (const auto& [f, v] : cfg)
-    if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec};
+    if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec, false};
   detail::feed_names n(c->get_config(), name);
   auto keys = detail::admin_keys(n, true);
   std::vector<std::string> args;
@@ -53,16 +55,24 @@ asio::awaitable<std::tuple<error_code>> create_op(client* c, std::string name, f
   args.emplace_back(to_string(type));
   args.push_back(c->instance_id());
   args.emplace_back(detail::newfeed_channel);
+  args.emplace_back(or_open ? "create_or_open" : "create");
   for (auto& [f, v] : cfg) {
     args.push_back(std::move(f));
     args.push_back(std::move(v));
   }
-  auto [ec, v] = co_await detail::run_script(
+  auto [st, v] = co_await detail::run_script(
       *c, detail::scripts::management_create(), std::move(keys), std::move(args));
-  co_return std::tuple{ec};
+  co_return std::tuple{std::move(st), v.integer == 1};
 }
 
-asio::awaitable<std::tuple<error_code>> delete_op(client* c, std::string name) {
+// create_feed's completion has no `created`: it fails when the feed exists.
+asio::awaitable<detail::op_result<>> create_only_op(client* c, std::string name, feed_type type,
+                                                    feed_config cfg) {
+  auto [st, created] = co_await create_op(c, std::move(name), type, std::move(cfg), false);
+  co_return std::tuple{std::move(st)};
+}
+
+asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
   auto keys = detail::admin_keys(n, true);
@@ -70,34 +80,34 @@ asio::awaitable<std::tuple<error_code>> delete_op(client* c, std::string name) {
   args.push_back(name);
   args.push_back(c->instance_id());
   args.emplace_back(detail::delfeed_channel);
-  auto [ec, v] = co_await detail::run_script(
+  auto [st, v] = co_await detail::run_script(
       *c, detail::scripts::management_delete(), std::move(keys), std::move(args));
-  co_return std::tuple{ec};
+  co_return std::tuple{std::move(st)};
 }
 
-asio::awaitable<std::tuple<error_code, bool>> exists_op(client* c, std::string name) {
+asio::awaitable<detail::op_result<bool>> exists_op(client* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, false};
   request req;
   req.push("SISMEMBER", detail::feeds_key, name);
-  auto [ec, resp] = co_await detail::exec_co(c->conn(), req);
+  auto [ec, resp] = co_await detail::exec_co(*c, req, detail::feeds_key);
   if (ec) co_return std::tuple{ec, false};
-  if (auto e = detail::reply_error(resp[0])) co_return std::tuple{e, false};
+  if (auto st = detail::reply_status(resp[0])) co_return std::tuple{std::move(st), false};
   co_return std::tuple{error_code{}, resp[0].integer == 1};
 }
 
-asio::awaitable<std::tuple<error_code, std::vector<std::string>>> list_op(client* c) {
+asio::awaitable<detail::op_result<std::vector<std::string>>> list_op(client* c) {
   request req;
   req.push("SMEMBERS", detail::feeds_key);
-  auto [ec, resp] = co_await detail::exec_co(c->conn(), req);
+  auto [ec, resp] = co_await detail::exec_co(*c, req, detail::feeds_key);
   std::vector<std::string> out;
   if (ec) co_return std::tuple{ec, std::move(out)};
-  if (auto e = detail::reply_error(resp[0])) co_return std::tuple{e, std::move(out)};
+  if (auto st = detail::reply_status(resp[0])) co_return std::tuple{std::move(st), std::move(out)};
   for (auto& v : resp[0].elements) out.push_back(std::move(v.str));
   std::sort(out.begin(), out.end());
   co_return std::tuple{error_code{}, std::move(out)};
 }
 
-asio::awaitable<std::tuple<error_code>> set_config_op(client* c, std::string name,
+asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name,
                                                       std::string field, std::string value) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   if (auto ec = validate_field(c->get_config(), field, value)) co_return std::tuple{ec};
@@ -109,12 +119,12 @@ asio::awaitable<std::tuple<error_code>> set_config_op(client* c, std::string nam
   args.push_back(std::move(value));
   args.push_back(c->instance_id());
   args.emplace_back(detail::conffeed_channel);
-  auto [ec, v] = co_await detail::run_script(
+  auto [st, v] = co_await detail::run_script(
       *c, detail::scripts::management_set_config(), std::move(keys), std::move(args));
-  co_return std::tuple{ec};
+  co_return std::tuple{std::move(st)};
 }
 
-asio::awaitable<std::tuple<error_code, std::optional<std::string>>> get_config_op(
+asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(
     client* c, std::string name, std::string field) {
   if (auto ec = detail::validate_name(c->get_config(), name))
     co_return std::tuple{ec, std::optional<std::string>{}};
@@ -122,18 +132,19 @@ asio::awaitable<std::tuple<error_code, std::optional<std::string>>> get_config_o
   request req;
   req.push("SISMEMBER", detail::feeds_key, name);
   req.push("HGET", n.key("config"), field);
-  auto [ec, resp] = co_await detail::exec_co(c->conn(), req);
-  if (!ec) ec = detail::reply_error(resp[0]);
-  if (!ec) ec = detail::reply_error(resp[1]);
-  if (!ec && resp[0].integer != 1) ec = error::feed_not_found;
-  if (ec) co_return std::tuple{ec, std::optional<std::string>{}};
+  auto [ec, resp] = co_await detail::exec_co(*c, req, n.key("config"));
+  detail::op_status st(ec);
+  if (!st) st = detail::reply_status(resp[0]);
+  if (!st) st = detail::reply_status(resp[1]);
+  if (!st && resp[0].integer != 1) st = error::feed_not_found;
+  if (st) co_return std::tuple{std::move(st), std::optional<std::string>{}};
   co_return std::tuple{error_code{}, detail::as_opt_string(resp[1])};
 }
 
-asio::awaitable<std::tuple<error_code, boost::json::value>> get_config_json_op(
+asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(
     client* c, std::string name, std::string field) {
-  auto [ec, text] = co_await get_config_op(c, std::move(name), std::move(field));
-  if (ec || !text) co_return std::tuple{ec, boost::json::value{}};
+  auto [st, text] = co_await get_config_op(c, std::move(name), std::move(field));
+  if (st || !text) co_return std::tuple{std::move(st), boost::json::value{}};
   error_code pec;
   auto v = boost::json::parse(*text, pec);
   if (pec) co_return std::tuple{error_code{}, boost::json::value(boost::json::string(*text))};
@@ -143,7 +154,13 @@ asio::awaitable<std::tuple<error_code, boost::json::value>> get_config_json_op(
 }  // namespace
 
 void client::start_create_feed(std::string name, feed_type type, feed_config cfg, handler<> h) {
-  detail::spawn_op(get_executor(), create_op(this, std::move(name), type, std::move(cfg)),
+  detail::spawn_op(get_executor(), create_only_op(this, std::move(name), type, std::move(cfg)),
+                   std::move(h));
+}
+
+void client::start_create_or_open_feed(std::string name, feed_type type, feed_config cfg,
+                                       handler<bool> h) {
+  detail::spawn_op(get_executor(), create_op(this, std::move(name), type, std::move(cfg), true),
                    std::move(h));
 }
 

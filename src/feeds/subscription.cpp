@@ -17,6 +17,10 @@
 // For feeds, the read also scans the items scored at or above the anchor's
 // newest score that no library change accounts for: changes made by other
 // contract clients during the gap.
+//
+// Every decision of that (phase, buffer, cursor, rounds, re-anchors) is made
+// by catch_up_tracker (catch_up_tracker.hpp), which does no I/O; the code
+// here only runs the reads, invokes the callbacks and asks it what to do.
 #include <thoonk/feed_events.hpp>
 
 #include <thoonk/client.hpp>
@@ -24,7 +28,7 @@
 
 #include "detail/keys.hpp"
 #include "detail/spawn.hpp"
-#include "feeds/catch_up_ledger.hpp"
+#include "feeds/catch_up_tracker.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -74,11 +78,6 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // of items, per script call (each call is atomic and must stay short).
 constexpr std::size_t replay_batch_items = 1000;
 constexpr std::size_t replay_batch_bytes = 4u << 20;
-// Live events buffered during a replay beyond these bounds are dropped and
-// the subscription runs one more catch-up round instead.
-constexpr std::size_t buffer_max_events = 100000;
-constexpr std::size_t buffer_max_bytes = 64u << 20;
-
 // Catch-up read, one atomic step: the items changed by library scripts
 // after `from` (in publish-counter order), the retractions logged at or
 // after it, optionally the marker PUBLISH with the sync point it stands for,
@@ -91,13 +90,6 @@ enum class chan { publish, edit, retract, position, marker, newfeed, delfeed, co
 
 std::atomic<std::uint64_t> next_state_id{1};
 
-// A live event kept during a replay.
-struct owned_event {
-  feed_event::kind_t kind;
-  std::string id, item;
-  feed_position where;
-};
-
 struct tombstone {
   std::string id;
   std::uint64_t seq;
@@ -107,14 +99,6 @@ struct tombstone {
 
 class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
  public:
-  enum class phase {
-    starting,   // subscribe() is registering: events are not ours yet
-    gap,        // subscriber disconnected: waiting for `connected`
-    syncing,    // catch-up read sent, its marker not seen: live events are covered, drop
-    buffering,  // marker seen, replay not finished: keep live events
-    live,
-  };
-
   client* cli = nullptr;
   std::weak_ptr<subscriber_impl> alive;  // expires with the client
   std::string name;
@@ -128,46 +112,22 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   bool stopped = false;
   feed_subscription_stats stats;
 
-  // ---- catch-up ----
-  phase ph = phase::starting;
-  bool have_cursor = false;
-  // The counter value of the last sync point plus the publish and edit
-  // messages delivered since: what cursor() reports. Replays never start
-  // from it (a contract publisher can make a count run ahead, see
-  // catch_up_ledger.hpp); they start from the ledger's anchor.
-  std::uint64_t cursor = 0;
-  catch_up_ledger ledger;
-  std::uint64_t round = 0, attempt = 0;
-  std::string token;  // marker payload of the current attempt
-  bool marker_seen = false, replay_done = false, overflow = false;
-  std::optional<sync_point> round_sync;  // the current round's sync point, once read
-  std::deque<owned_event> buffer;
-  std::size_t buffer_bytes = 0;
-  catch_up_info info;
-  bool round_initial = false;
-  error_code failed;                         // why the first sync failed
+  // ---- catch-up: phases, buffer, cursor, ledger and rounds are decided by
+  // ---- the tracker; this class performs the reads and the callbacks ----
+  catch_up_tracker tracker;
+  error_code failed;                           // why the first sync failed
   asio::steady_timer* ready_waiter = nullptr;  // subscribe() waiting for a cursor
 
-  // ---- re-anchoring while live (bounds the ledger) ----
-  std::uint64_t reanchor_gen = 0;  // a bump abandons the re-anchor in flight
-  bool reanchoring = false;
-  std::string reanchor_token;
-  std::optional<sync_point> reanchor_sync;  // its sync point, when it came before the marker
-  std::uint64_t cursor_at_split = 0;
-  std::uint64_t live_events = 0, reanchor_retry_at = 0;
-
-  bool current(std::uint64_t r) const { return !stopped && r == round && !alive.expired(); }
+  bool current(std::uint64_t r) const { return !stopped && tracker.is_round(r) && !alive.expired(); }
 
   void stop() {
     if (stopped) return;
     stopped = true;
-    ++round;
-    ++reanchor_gen;
+    tracker.stop();
     auto s = std::move(subs);
     subs.clear();
     s.clear();  // removes the callbacks (inert when the client is gone)
     listener.reset();
-    buffer.clear();
     wake_waiter();
   }
 
@@ -188,28 +148,17 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     }
   }
 
-  // Records a live event in the ledger (and the reported cursor).
-  void record_live(const feed_event& ev) {
-    if (ev.kind == feed_event::publish || ev.kind == feed_event::edit) {
-      ++cursor;
-      ledger.delivered_publish(ev.id, ev.item);
-    } else if (ev.kind == feed_event::retract) {
-      ledger.delivered_retract(ev.id);
+  // A live event of a catch-up subscription, in any phase.
+  void handle_live(const feed_event& ev) {
+    switch (tracker.on_live(ev)) {
+      case catch_up_tracker::live_action::deliver_and_reanchor:
+        asio::co_spawn(cli->get_executor(),
+                       run_reanchor(shared_from_this(), tracker.current_reanchor()),
+                       asio::detached);
+        [[fallthrough]];
+      case catch_up_tracker::live_action::deliver: invoke(ev); break;
+      default: break;  // buffered, dropped, or the late message of a replayed change
     }
-    ++live_events;
-  }
-
-  // A live event: recorded, then given to the callback.
-  void deliver_live(const feed_event& ev) {
-    if (opts.catch_up) {
-      const bool change = ev.kind == feed_event::publish || ev.kind == feed_event::edit;
-      if (ledger.late_duplicate(ev.id, change ? &ev.item : nullptr)) return;
-      record_live(ev);
-      if (ph == phase::live && !reanchoring && ledger.wants_reanchor() &&
-          live_events >= reanchor_retry_at)
-        start_reanchor();
-    }
-    invoke(ev);
   }
 
   void on_feed_message(chan k, const message& m) {
@@ -247,30 +196,13 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
         ev.where = std::move(*pos);
         break;
       }
-      default:
-        return;
+      default: return;
     }
     if (!opts.catch_up) {
       invoke(ev);
       return;
     }
-    switch (ph) {
-      case phase::live:
-        deliver_live(ev);
-        break;
-      case phase::buffering:
-        if (overflow) break;
-        buffer_bytes += ev.id.size() + ev.item.size() + 64;
-        buffer.push_back(owned_event{ev.kind, std::string(ev.id), std::string(ev.item), ev.where});
-        if (buffer.size() > buffer_max_events || buffer_bytes > buffer_max_bytes) {
-          overflow = true;  // the next round replays them from the data
-          buffer.clear();
-          buffer_bytes = 0;
-        }
-        break;
-      default:
-        break;  // before the sync point: covered by the catch-up read
-    }
+    handle_live(ev);
   }
 
   void on_admin_message(chan k, const message& m) {
@@ -297,45 +229,27 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
 
   void on_marker(const message& m) {
     if (stopped) return;
-    if (reanchoring && ph == phase::live && !ledger.split_pending() &&
-        m.payload == reanchor_token) {
-      ledger.split();
-      cursor_at_split = cursor;
-      if (reanchor_sync) finish_reanchor();
-      return;
-    }
-    if (ph != phase::syncing || m.payload != token) return;
-    marker_seen = true;
-    ph = phase::buffering;
-    if (replay_done) finish_round();
+    if (tracker.on_marker(m.payload) == catch_up_tracker::marker_action::finish_round)
+      finish_round();
   }
 
   void on_subscriber_event(const subscriber_event& ev) {
-    if (stopped || ph == phase::starting) return;
-    if (ev.kind == subscriber_event::disconnected) {
-      abort_reanchor();
-      ph = phase::gap;
-      ++round;  // abandons a catch-up in progress; what it delivered is in the ledger
-      buffer.clear();
-      buffer_bytes = 0;
-    } else if (ph != phase::live) {
-      // After a gap, or when a round's marker may have been published while
-      // the subscriber was away (it is then never seen): a new round.
-      start_round();
-    }
+    if (stopped) return;
+    if (ev.kind == subscriber_event::disconnected) tracker.on_disconnected();
+    else if (tracker.on_connected()) start_round();
   }
 
   // ---- the catch-up read ----
 
   struct read_args {
     std::uint64_t from = 0;
-    std::string upper;           // '' = the counter now
-    std::size_t rows = 0;        // 0 = no rows
+    std::string upper;     // '' = the counter now
+    std::size_t rows = 0;  // 0 = no rows
     bool retractions = false;
-    std::string marker;          // '' = no marker
-    std::string window_lo;       // '' = no window
+    std::string marker;     // '' = no marker
+    std::string window_lo;  // '' = no window
     std::uint64_t window_skip = 0;
-    std::string window_hi;       // '' = the newest score now
+    std::string window_hi;  // '' = the newest score now
   };
 
   asio::awaitable<std::tuple<error_code, resp3::value>> read(const read_args& a) {
@@ -374,117 +288,59 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
 
   // ---- re-anchoring ----
 
-  void start_reanchor() {
-    reanchoring = true;
-    reanchor_sync.reset();
-    reanchor_token = std::to_string(id) + ":a" + std::to_string(++reanchor_gen);
-    asio::co_spawn(cli->get_executor(), run_reanchor(shared_from_this(), reanchor_gen),
-                   asio::detached);
-  }
-
   static asio::awaitable<void> run_reanchor(std::shared_ptr<feed_sub_state> self,
-                                            std::uint64_t gen) {
+                                            catch_up_tracker::reanchor_request req) {
     try {
       read_args a;
-      a.from = self->ledger.anchor().seq;
-      a.marker = self->reanchor_token;
+      a.from = req.from;
+      a.marker = std::move(req.marker);
       auto [ec, v] = co_await self->read(a);
-      if (self->stopped || gen != self->reanchor_gen || !self->reanchoring) co_return;
-      if (ec) {
-        self->abort_reanchor();
-        co_return;
-      }
-      self->reanchor_sync = self->parse_sync(v);
-      if (self->ledger.split_pending()) self->finish_reanchor();
+      if (self->stopped) co_return;
+      std::optional<sync_point> sp;
+      if (!ec) sp = self->parse_sync(v);
+      self->tracker.on_reanchor_read(req.generation, std::move(sp));
     } catch (...) {
       // Nothing here throws by design; never let it escape detached.
     }
   }
 
-  void finish_reanchor() {
-    std::uint64_t counted = cursor - cursor_at_split;  // messages after the marker
-    cursor = reanchor_sync->seq + counted;
-    ledger.commit(std::move(*reanchor_sync));
-    reanchor_sync.reset();
-    reanchoring = false;
-  }
-
-  void abort_reanchor() {
-    if (!reanchoring) return;
-    ++reanchor_gen;
-    if (ledger.split_pending()) ledger.unsplit();
-    reanchor_sync.reset();
-    reanchoring = false;
-    reanchor_retry_at = live_events + catch_up_ledger::reanchor_after;
-  }
-
   // ---- catch-up rounds ----
-
-  void new_attempt() {
-    ++attempt;
-    token = std::to_string(id) + ":" + std::to_string(round) + ":" + std::to_string(attempt);
-    ph = phase::syncing;
-    marker_seen = false;
-    replay_done = false;
-    overflow = false;
-    round_sync.reset();
-    buffer.clear();
-    buffer_bytes = 0;
-  }
 
   void start_round() {
     if (stopped) return;
-    abort_reanchor();
-    ++round;
-    new_attempt();
-    ledger.end_replay();
-    asio::co_spawn(cli->get_executor(), run_round(shared_from_this(), round), asio::detached);
+    const std::uint64_t r = tracker.start_round();
+    asio::co_spawn(cli->get_executor(), run_round(shared_from_this(), r), asio::detached);
   }
 
+  void report_catch_up() {
+    if (!opts.on_catch_up) return;
+    try {
+      opts.on_catch_up(tracker.info());
+    } catch (...) {
+      ++stats.callback_errors;
+    }
+  }
+
+  // Both the round's marker and its replay are in: report, then deliver the
+  // live events buffered meanwhile.
   void finish_round() {
-    if (overflow) {  // live events were dropped: fetch them from the data
-      start_round();
-      return;
+    switch (tracker.finish_round()) {
+      case catch_up_tracker::round_end::restart: start_round(); return;
+      case catch_up_tracker::round_end::caught_up:
+        ++stats.catch_ups;
+        report_catch_up();
+        break;
+      case catch_up_tracker::round_end::initial: break;
     }
-    ph = phase::live;
-    if (round_sync) {
-      // Everything delivered so far, replayed or live, is covered by it.
-      ledger.anchor_at(std::move(*round_sync));
-      round_sync.reset();
+    while (!stopped) {
+      auto e = tracker.next_buffered();
+      if (!e) break;
+      handle_live(e->view(name));
     }
-    if (!round_initial) {
-      ++stats.catch_ups;
-      if (opts.on_catch_up) {
-        try {
-          opts.on_catch_up(info);
-        } catch (...) {
-          ++stats.callback_errors;
-        }
-      }
-    }
-    auto buf = std::move(buffer);
-    buffer.clear();
-    buffer_bytes = 0;
-    for (auto& e : buf) {
-      if (stopped || ph != phase::live) break;
-      feed_event ev;
-      ev.kind = e.kind;
-      ev.feed = name;
-      ev.id = e.id;
-      ev.item = e.item;
-      ev.where = std::move(e.where);
-      const bool change = ev.kind == feed_event::publish || ev.kind == feed_event::edit;
-      if (!ledger.take_buffered(ev.id, change ? &ev.item : nullptr)) {
-        record_live(ev);  // the replay already showed this very item
-        continue;
-      }
-      deliver_live(ev);
-    }
-    ledger.end_replay();
+    tracker.end_flush();
   }
 
   void replay_publish(std::string_view rid, std::string_view item) {
-    ++info.items;
     feed_event ev;
     ev.kind = feed_event::publish;
     ev.feed = name;
@@ -495,8 +351,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   }
 
   void replay_retract(const tombstone& t) {
-    if (!ledger.take_retraction(t.id, t.seq)) return;
-    ++info.retractions;
+    if (!tracker.take_retraction(t.id, t.seq)) return;
     feed_event ev;
     ev.kind = feed_event::retract;
     ev.feed = name;
@@ -516,61 +371,37 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   asio::awaitable<void> round_body(std::uint64_t r) {
     auto backoff = std::chrono::milliseconds(50);
     std::deque<tombstone> tombs;
-    const std::uint64_t from_cursor = cursor;
     std::uint64_t upper = 0;
-    bool counter_reset = false;
     resp3::value window;  // the first page of the score window, delivered last
 
     // First call: the sync point (marker) plus the first batches.
     for (;;) {
       if (!current(r)) co_return;
-      round_initial = !have_cursor;
-      const std::uint64_t from = ledger.anchor().seq;
+      auto req = tracker.next_sync();
       read_args a;
-      a.from = from;
-      a.marker = token;
-      if (!round_initial) {
+      a.from = req.from;
+      a.marker = std::move(req.marker);
+      if (!req.initial) {
         a.rows = replay_batch_items;
         a.retractions = true;
-        if (ledger.anchor().window_from) a.window_lo = *ledger.anchor().window_from;
+        if (req.window_from) a.window_lo = *req.window_from;
       }
       auto [ec, v] = co_await read(a);
       if (!current(r)) co_return;
       if (ec) {
         if (!co_await handle_error(ec, r, backoff)) co_return;
-        new_attempt();
+        tracker.retry_sync();
         continue;
       }
-      round_sync = parse_sync(v);
-      upper = round_sync->seq;
-      if (round_initial) {
-        cursor = upper;
-        have_cursor = true;
-        replay_done = true;
+      sync_point sp = parse_sync(v);
+      upper = sp.seq;
+      const auto action = tracker.on_sync(std::move(sp), v.elements[4].integer == 1);
+      if (action == catch_up_tracker::sync_action::counter_reset) continue;
+      if (action == catch_up_tracker::sync_action::initial) {
         wake_waiter();
-        if (marker_seen) finish_round();
+        if (tracker.replay_done()) finish_round();
         co_return;
       }
-      if (upper < from || upper < cursor) {
-        // The counter went backwards: the feed was re-created (or the
-        // server lost its data). Replay this incarnation from its start;
-        // what was delivered of the old one says nothing about the new.
-        // (The counted cursor can also run ahead of the counter when other
-        // contract clients' messages straddle a sync point; taking that for
-        // a reset costs a replay of the whole feed, never a lost change.)
-        counter_reset = true;
-        sync_point start;
-        if (type == feed_type::feed) start.window_from = "-inf";
-        ledger.anchor_at(std::move(start));
-        cursor = 0;
-        new_attempt();
-        continue;
-      }
-      info = catch_up_info{};
-      info.counter_reset = counter_reset;
-      info.from = from_cursor;
-      info.to = upper;
-      info.retractions_complete = v.elements[4].integer == 1;
       error_code pec;
       const auto& t = v.elements[2].elements;
       for (std::size_t i = 0; i + 1 < t.size(); i += 2)
@@ -604,8 +435,8 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     }
     // Then the score window: items changed by other contract clients, in
     // score order, bounded by the newest score at the sync point.
-    if (ledger.anchor().window_from) {
-      const std::uint64_t from = ledger.anchor().seq;
+    if (tracker.ledger().anchor().window_from) {
+      const std::uint64_t from = tracker.ledger().anchor().seq;
       for (;;) {
         if (!current(r)) co_return;
         deliver_window(window.elements[8].elements);
@@ -628,9 +459,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
         }
       }
     }
-    cursor = upper;
-    replay_done = true;
-    if (marker_seen) finish_round();
+    if (tracker.replay_done()) finish_round();
   }
 
   // Delivers one batch of rows, each after the retractions that preceded it.
@@ -642,7 +471,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
         replay_retract(tombs.front());
         tombs.pop_front();
       }
-      if (ledger.take_change(rows[i].str, rows[i + 2].str))
+      if (tracker.take_change(rows[i].str, rows[i + 2].str))
         replay_publish(rows[i].str, rows[i + 2].str);
     }
   }
@@ -650,7 +479,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   // Delivers one page of the score window ({id, score, item} triples).
   void deliver_window(const std::vector<resp3::value>& rows) {
     for (std::size_t i = 0; i + 2 < rows.size() && !stopped; i += 3) {
-      if (ledger.take_window_item(rows[i].str, rows[i + 1].str, rows[i + 2].str))
+      if (tracker.take_window_item(rows[i].str, rows[i + 1].str, rows[i + 2].str))
         replay_publish(rows[i].str, rows[i + 2].str);
     }
   }
@@ -661,26 +490,12 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
                                      std::chrono::milliseconds& backoff) {
     if (ec == error::feed_not_found || ec == error::wrong_feed_type ||
         ec == error::client_stopped) {
-      if (!have_cursor) {
+      if (!tracker.fail_round(ec)) {  // no first sync point: subscribe() fails
         failed = ec;
         wake_waiter();
         co_return false;
       }
-      info = catch_up_info{};
-      info.from = info.to = cursor;
-      info.error = ec;
-      ph = phase::live;  // nothing to replay; keep delivering whatever comes
-      round_sync.reset();
-      buffer.clear();
-      buffer_bytes = 0;
-      ledger.end_replay();
-      if (opts.on_catch_up) {
-        try {
-          opts.on_catch_up(info);
-        } catch (...) {
-          ++stats.callback_errors;
-        }
-      }
+      report_catch_up();  // live now, with nothing replayed
       co_return false;
     }
     // Transport trouble: try again. A disconnect of the subscriber starts
@@ -701,21 +516,23 @@ subscriber::callback feed_callback_for(const std::shared_ptr<feed_sub_state>& st
     if (k == chan::marker) self->on_marker(m);
     else if (k == chan::newfeed || k == chan::delfeed || k == chan::conffeed)
       self->on_admin_message(k, m);
-    else
-      self->on_feed_message(k, m);
+    else self->on_feed_message(k, m);
   };
 }
 
-// Registers `cb` on each channel; on failure removes what was registered.
-asio::awaitable<error_code> register_channels(client* c, std::shared_ptr<feed_sub_state> st,
-                                              std::vector<std::pair<std::string, chan>> chans) {
+// Registers `cb` on each channel; the caller removes what was registered
+// on failure. A refusal carries the server's text (subscribe_refused).
+asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub_state> st,
+                                             std::vector<std::pair<std::string, chan>> chans) {
   for (auto& [channel, k] : chans) {
     auto callback = feed_callback_for(st, k);
-    auto [ec, s] = co_await c->sub().subscribe(channel, std::move(callback), use_nothrow);
-    if (ec) co_return ec;
+    diagnostics diag;
+    auto [ec, s] = co_await c->sub().subscribe(channel, std::move(callback),
+                                               with_diagnostics(diag, use_nothrow));
+    if (ec) co_return op_status(ec, diag.server_message());
     st->subs.push_back(std::move(s));
   }
-  co_return error_code{};
+  co_return op_status{};
 }
 
 // Clears the state's pointer to the waiting timer when the frame goes.
@@ -724,18 +541,21 @@ struct waiter_guard {
   ~waiter_guard() { st->ready_waiter = nullptr; }
 };
 
-asio::awaitable<std::tuple<error_code, feed_subscription>> subscribe_op(
-    client* c, std::shared_ptr<feed_sub_state> st) {
+asio::awaitable<op_result<feed_subscription>> subscribe_op(client* c,
+                                                           std::shared_ptr<feed_sub_state> st) {
   const auto& cfg = c->get_config();
   if (auto ec = validate_name(cfg, st->name)) co_return std::tuple{ec, feed_subscription{}};
   feed_names n(cfg, st->name);
   {
     request req;
     push_type_check(req, n);
-    auto [ec, resp] = co_await exec_checked(*c, req, st->type);
-    if (ec) co_return std::tuple{ec, feed_subscription{}};
+    auto [checked, resp] = co_await exec_checked(*c, n, req, st->type);
+    if (checked) co_return std::tuple{std::move(checked), feed_subscription{}};
   }
   if (st->opts.catch_up) {
+    catch_up_tracker::options topts;
+    topts.score_window = st->type == feed_type::feed;
+    st->tracker = catch_up_tracker(std::to_string(st->id), topts);
     std::weak_ptr<feed_sub_state> weak = st;
     st->listener = c->sub().on_event([weak](const subscriber_event& ev) {
       if (auto self = weak.lock()) self->on_subscriber_event(ev);
@@ -747,50 +567,44 @@ asio::awaitable<std::tuple<error_code, feed_subscription>> subscribe_op(
   chans.emplace_back(n.channel("retract"), chan::retract);
   if (st->type == feed_type::sorted_feed) chans.emplace_back(n.channel("position"), chan::position);
   if (st->opts.catch_up) chans.emplace_back(catchup_channel(c->instance_id()), chan::marker);
-  if (auto ec = co_await register_channels(c, st, std::move(chans))) {
+  if (auto refused = co_await register_channels(c, st, std::move(chans))) {
     st->stop();
-    co_return std::tuple{ec, feed_subscription{}};
+    co_return std::tuple{std::move(refused), feed_subscription{}};
   }
   if (!st->opts.catch_up) {
-    st->ph = feed_sub_state::phase::live;
-    co_return std::tuple{error_code{}, feed_subscription(st)};
+    co_return std::tuple{op_status{}, feed_subscription(st)};
   }
   if (st->opts.resume_from) {
     // A saved cursor carries no score: the replay covers the library's own
     // changes after it (docs/feeds.md).
-    sync_point from;
-    from.seq = *st->opts.resume_from;
-    st->cursor = from.seq;
-    st->ledger.anchor_at(std::move(from));
-    st->have_cursor = true;
+    st->tracker.resume_from(*st->opts.resume_from);
   }
   st->start_round();
-  if (!st->have_cursor && !st->failed) {
+  if (!st->tracker.has_cursor() && !st->failed) {
     asio::steady_timer ready(c->get_executor(), asio::steady_timer::time_point::max());
     st->ready_waiter = &ready;
     waiter_guard guard{st.get()};
     co_await ready.async_wait(use_nothrow);
   }
-  if (!st->have_cursor) {
+  if (!st->tracker.has_cursor()) {
     error_code ec = st->failed ? st->failed : error_code(asio::error::operation_aborted);
     st->stop();
     co_return std::tuple{ec, feed_subscription{}};
   }
-  co_return std::tuple{error_code{}, feed_subscription(st)};
+  co_return std::tuple{op_status{}, feed_subscription(st)};
 }
 
-asio::awaitable<std::tuple<error_code, feed_subscription>> subscribe_admin_op(
+asio::awaitable<op_result<feed_subscription>> subscribe_admin_op(
     client* c, std::shared_ptr<feed_sub_state> st) {
   std::vector<std::pair<std::string, chan>> chans;
   chans.emplace_back(std::string(newfeed_channel), chan::newfeed);
   chans.emplace_back(std::string(delfeed_channel), chan::delfeed);
   chans.emplace_back(std::string(conffeed_channel), chan::conffeed);
-  if (auto ec = co_await register_channels(c, st, std::move(chans))) {
+  if (auto refused = co_await register_channels(c, st, std::move(chans))) {
     st->stop();
-    co_return std::tuple{ec, feed_subscription{}};
+    co_return std::tuple{std::move(refused), feed_subscription{}};
   }
-  st->ph = feed_sub_state::phase::live;
-  co_return std::tuple{error_code{}, feed_subscription(st)};
+  co_return std::tuple{op_status{}, feed_subscription(st)};
 }
 
 }  // namespace
@@ -807,12 +621,12 @@ void start_feed_subscribe(client& c, std::string name, feed_type type, feed_call
   spawn_op(c.get_executor(), subscribe_op(&c, std::move(st)), std::move(h));
 }
 
-void start_subscribe_feed_admin(client& c, feed_admin_callback cb, feed_subscribe_handler h) {
+void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscribe_handler h) {
   auto st = std::make_shared<feed_sub_state>();
-  st->cli = &c;
-  st->alive = c.sub().impl();
+  st->cli = c;
+  st->alive = c->sub().impl();
   st->admin_cb = std::move(cb);
-  spawn_op(c.get_executor(), subscribe_admin_op(&c, std::move(st)), std::move(h));
+  spawn_op(c->get_executor(), subscribe_admin_op(c, std::move(st)), std::move(h));
 }
 
 }  // namespace detail
@@ -838,7 +652,7 @@ bool feed_subscription::active() const noexcept {
 }
 
 std::uint64_t feed_subscription::cursor() const noexcept {
-  return state_ && state_->opts.catch_up ? state_->cursor : 0;
+  return state_ && state_->opts.catch_up ? state_->tracker.cursor() : 0;
 }
 
 feed_subscription_stats feed_subscription::stats() const noexcept {

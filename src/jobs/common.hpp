@@ -15,10 +15,12 @@
 
 #include "detail/executor_util.hpp"
 #include "detail/keys.hpp"
+#include "detail/op_status.hpp"
 #include "detail/script_exec.hpp"
 #include "jobs/fetch_policy.hpp"
 
 #include <thoonk/client.hpp>
+#include <thoonk/diagnostics.hpp>
 #include <thoonk/error.hpp>
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
@@ -69,11 +71,6 @@ std::vector<std::string> as_strings(resp3::value&& v);
 /// thousand arguments per call).
 inline std::size_t clamp_batch(std::size_t n) { return std::clamp<std::size_t>(n, 1, 1000); }
 
-/// Completes an operation's handler with an error before any I/O.
-template <class... Ts>
-asio::awaitable<std::tuple<error_code, Ts...>> fail_now(error_code ec) {
-  co_return std::tuple<error_code, Ts...>{ec, Ts{}...};
-}
 
 // ---------------------------------------------------------------------------
 // pending: one waiting coroutine's slot. The timer is the wake-up signal
@@ -108,8 +105,7 @@ template <class T>
 class fetcher : public std::enable_shared_from_this<fetcher<T>> {
  public:
   /// Fetches up to n items (one script call).
-  using fetch_fn =
-      std::function<asio::awaitable<std::tuple<error_code, std::vector<T>>>(std::size_t n)>;
+  using fetch_fn = std::function<asio::awaitable<op_result<std::vector<T>>>(std::size_t n)>;
   /// Returns items fetched for waiters that are gone (runs detached).
   using give_back_fn = std::function<asio::awaitable<void>(std::vector<T>)>;
   /// Runs once before the first fetch (subscribes to the wake-up channel, so
@@ -138,25 +134,29 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// Waits for one item; `h` gets it (posted, never inline). Completes with
   /// error::queue_empty no earlier than `timeout` and only after a fetch
   /// attempt that included this waiter completed; operation_aborted when
-  /// h's cancellation slot fires or the fetcher closes. Any thread may call
+  /// h's cancellation slot fires or the fetcher closes. `diag` (may be
+  /// null) gets the server's text of a failed fetch. Any thread may call
   /// it: the fetcher's state is only touched on its executor.
-  void wait(std::chrono::milliseconds timeout, handler_type h) {
+  void wait(std::chrono::milliseconds timeout, handler_type h, diagnostics* diag = nullptr) {
     if (!running_in(ex_)) {
-      asio::post(ex_, [self = this->shared_from_this(), timeout, h = std::move(h)]() mutable {
-        self->wait(timeout, std::move(h));
-      });
+      asio::post(ex_,
+                 [self = this->shared_from_this(), timeout, h = std::move(h), diag]() mutable {
+                   self->wait(timeout, std::move(h), diag);
+                 });
       return;
     }
     if (policy_.closed()) {
+      diagnostics_access::set(diag, {});
       post_handler(std::move(h), ex_, close_ec_, T{});
       return;
     }
     if (auto v = try_take()) {
+      diagnostics_access::set(diag, {});
       post_handler(std::move(h), ex_, error_code{}, std::move(*v));
       return;
     }
     const auto id = policy_.add_waiter();
-    auto& w = *waiters_.emplace_back(std::make_unique<waiter>(id, std::move(h)));
+    auto& w = *waiters_.emplace_back(std::make_unique<waiter>(id, std::move(h), diag));
     auto slot = asio::get_associated_cancellation_slot(w.h.get());
     if (slot.is_connected()) {
       slot.assign([weak = this->weak_from_this(), id](asio::cancellation_type) {
@@ -214,23 +214,28 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
 
  private:
   struct waiter {
-    waiter(fetch_policy::waiter_id i, handler_type handler) : id(i), h(std::move(handler)) {}
+    waiter(fetch_policy::waiter_id i, handler_type handler, diagnostics* d)
+        : id(i), h(std::move(handler)), diag(d) {}
     fetch_policy::waiter_id id;
     handler_box<void(error_code, T)> h;       // empty once completed
+    diagnostics* diag;                        // the caller's, or null
     std::optional<asio::steady_timer> timer;  // the deadline, if any
   };
 
   // Runs `f` on a scratch action list (reused: no allocation per event) and
   // carries the actions out.
+  // `reply` and `message` are the fetch reply the actions are about (its
+  // items, and the server's text when it failed).
   template <class F>
-  void act(F&& f, std::vector<T>* reply = nullptr) {
+  void act(F&& f, std::vector<T>* reply = nullptr, const std::string* message = nullptr) {
     fetch_policy::actions a;
     a.swap(scratch_);
     f(a);
-    execute(a, reply);
+    execute(a, reply, message);
   }
 
-  void execute(fetch_policy::actions& acts, std::vector<T>* reply) {
+  void execute(fetch_policy::actions& acts, std::vector<T>* reply,
+               const std::string* message = nullptr) {
     using kind = fetch_policy::action::kind;
     for (auto& a : acts) {
       switch (a.what) {
@@ -240,7 +245,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
           break;
         case kind::deliver:
           if (auto* w = find(a.waiter)) {
-            complete(*w, {}, std::move((*reply)[a.index]));
+            complete(*w, {}, std::move((*reply)[a.index]), nullptr);
           } else if (give_back_) {
             // Never expected (the policy only names live waiters); a job
             // that no one can take goes back rather than being lost.
@@ -250,7 +255,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
           }
           break;
         case kind::fail:
-          if (auto* w = find(a.waiter)) complete(*w, a.ec, T{});
+          if (auto* w = find(a.waiter)) complete(*w, a.ec, T{}, message);
           break;
         case kind::hold:
           buffer_.push_back(std::move((*reply)[a.index]));
@@ -288,8 +293,9 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   }
 
   // Completes a waiter (posted, never inline).
-  void complete(waiter& w, error_code ec, T v) {
+  void complete(waiter& w, error_code ec, T v, const std::string* message) {
     if (w.timer) w.timer->cancel();
+    diagnostics_access::set(w.diag, message && ec ? std::string_view(*message) : std::string_view{});
     post_handler(w.h.take(), ex_, ec, std::move(v));
   }
 
@@ -320,13 +326,14 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   // One claim call of the policy's.
   asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, fetch_policy::fetch_id id,
                                   std::size_t n) {
-    auto [ec, results] = co_await fetch_(n);
+    auto [status, results] = co_await fetch_(n);
+    const error_code ec = status.ec;
     const bool was_closed = policy_.closed();
     act(
         [&](fetch_policy::actions& a) {
           policy_.on_reply(id, clock_type::now(), ec, results.size(), a);
         },
-        &results);
+        &results, &status.server_message);
     if (!was_closed && policy_.closed()) {  // client_stopped
       close_ec_ = ec;
       waiters_.clear();
@@ -363,8 +370,7 @@ template <class Req, class Res>
 class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
  public:
   /// Runs one batch; on success returns one result per request, in order.
-  using run_fn =
-      std::function<asio::awaitable<std::tuple<error_code, std::vector<Res>>>(std::vector<Req>)>;
+  using run_fn = std::function<asio::awaitable<op_result<std::vector<Res>>>(std::vector<Req>)>;
 
   batcher(asio::any_io_executor ex, std::size_t max_batch, std::size_t max_in_flight, run_fn run)
       : ex_(std::move(ex)),
@@ -374,27 +380,29 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
 
   using handler_type = asio::any_completion_handler<void(error_code, Res)>;
 
-  /// Queues one request; `h` gets its result (posted, never inline).
+  /// Queues one request; `h` gets its result (posted, never inline) and
+  /// `diag` (may be null) the server's text when the batch's call failed.
   /// Cancelling h's slot completes it with operation_aborted at once; a
   /// request not yet sent is then dropped, one in flight may still happen.
   /// Any thread may call it (the batcher's state is touched on ex_ only).
-  void submit(Req r, handler_type h) {
+  void submit(Req r, handler_type h, diagnostics* diag = nullptr) {
     if (!running_in(ex_)) {
-      asio::post(ex_, [self = this->shared_from_this(), r = std::move(r), h = std::move(h)]() mutable {
-        self->submit(std::move(r), std::move(h));
-      });
+      asio::post(ex_, [self = this->shared_from_this(), r = std::move(r), h = std::move(h),
+                       diag]() mutable { self->submit(std::move(r), std::move(h), diag); });
       return;
     }
     if (closed_) {
+      diagnostics_access::set(diag, {});
       post_handler(std::move(h), ex_, close_ec_, Res{});
       return;
     }
-    auto e = std::make_shared<entry>(std::move(r), std::move(h));
+    auto e = std::make_shared<entry>(std::move(r), std::move(h), diag);
     auto slot = asio::get_associated_cancellation_slot(e->h.get());
     if (slot.is_connected()) {
       slot.assign([weak = std::weak_ptr<entry>(e), ex = ex_](asio::cancellation_type) {
         auto e = weak.lock();
         if (!e || !e->h) return;
+        diagnostics_access::set(e->diag, {});
         post_handler(e->h.take(), ex, error_code(asio::error::operation_aborted), Res{});
       });
     }
@@ -402,29 +410,25 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     schedule();
   }
 
-  /// submit() for coroutines.
-  asio::awaitable<std::tuple<error_code, Res>> submit(Req r) {
-    return asio::async_initiate<decltype(use_nothrow), void(error_code, Res)>(
-        [self = this->shared_from_this()](auto h, Req r) {
-          self->submit(std::move(r), handler_type(std::move(h)));
-        },
-        use_nothrow, std::move(r));
-  }
-
   void close(error_code ec) {
     if (closed_) return;
     closed_ = true;
     close_ec_ = ec;
-    for (auto& e : queue_)
-      if (e->h) post_handler(e->h.take(), ex_, ec, Res{});
+    for (auto& e : queue_) {
+      if (!e->h) continue;
+      diagnostics_access::set(e->diag, {});
+      post_handler(e->h.take(), ex_, ec, Res{});
+    }
     queue_.clear();
   }
 
  private:
   struct entry {
-    entry(Req r, handler_type handler) : req(std::move(r)), h(std::move(handler)) {}
+    entry(Req r, handler_type handler, diagnostics* d)
+        : req(std::move(r)), h(std::move(handler)), diag(d) {}
     Req req;
     handler_box<void(error_code, Res)> h;  // empty once completed or cancelled
+    diagnostics* diag;                     // the caller's, or null
   };
 
   // One flush gathers everything queued in the current tick; while
@@ -451,11 +455,15 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     if (batch.empty()) co_return;
     ++in_flight_;
     schedule();  // a full batch left more behind
-    auto [ec, res] = co_await run_(std::move(reqs));
+    auto [st, res] = co_await run_(std::move(reqs));
     --in_flight_;
-    if (!ec && res.size() != batch.size()) ec = error::unexpected_type;
-    for (std::size_t i = 0; i < batch.size(); ++i)
-      if (batch[i]->h) post_handler(batch[i]->h.take(), ex_, ec, ec ? Res{} : std::move(res[i]));
+    if (!st && res.size() != batch.size()) st = error::unexpected_type;
+    const error_code ec = st.ec;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i]->h) continue;
+      diagnostics_access::set(batch[i]->diag, st.server_message);
+      post_handler(batch[i]->h.take(), ex_, ec, ec ? Res{} : std::move(res[i]));
+    }
     schedule();
   }
 

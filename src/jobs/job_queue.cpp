@@ -3,6 +3,7 @@
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"
+#include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
@@ -10,20 +11,40 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include <charconv>
+
 namespace thoonk {
 namespace detail {
 
 namespace asio = boost::asio;
 using namespace jobs;  // NOLINT
 
-job_queue_impl::job_queue_impl(client& c, std::string name, job_queue_options o)
-    : cl(c),
-      name_ec(validate_name(c.get_config(), name)),
-      k(feed_names(c.get_config(), name)),
-      opts(o) {}
+namespace {
+const queue_kind job_layout{
+    feed_type::job, [](const feed_names& n) { return job_keys(n).keys; }, &scripts::jobs_put};
+}  // namespace
+
+namespace {
+// A reply made of groups of four values (claim, inspect): one T per group,
+// made by `make` from the group's first value.
+template <class T, class Make>
+std::vector<T> parse_groups_of_four(resp3::value& v, Make make) {
+  std::vector<T> out;
+  auto& e = v.elements;
+  out.reserve(e.size() / 4);
+  for (std::size_t i = 0; i + 3 < e.size(); i += 4) out.push_back(make(&e[i]));
+  return out;
+}
+}  // namespace
+
+job_queue_impl::job_queue_impl(client& c, std::string_view name, job_queue_options o)
+    : queue_core(c, name, job_layout, o.max_put_batch, o.max_puts_in_flight),
+      lock_key(names.key("maintenance")),
+      finish_channel(names.job_finish_channel()),
+      opts(std::move(o)) {}
 
 void job_queue_impl::init() {
-  std::weak_ptr<job_queue_impl> weak = weak_from_this();
+  std::weak_ptr<job_queue_impl> weak = shared();
   auto ex = cl.get_executor();
   claims = std::make_shared<fetcher<claimed_job>>(
       ex, opts.poll_interval, opts.max_claim_batch, opts.max_claims_in_flight,
@@ -31,28 +52,20 @@ void job_queue_impl::init() {
       [weak](std::vector<claimed_job> js) { return release(weak.lock(), std::move(js)); },
       [weak]() { return prepare(weak.lock()); },
       fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
-  for (int high = 0; high < 2; ++high) {
-    puts[high] = std::make_shared<batcher<std::string, std::string>>(
-        ex, opts.max_put_batch, opts.max_puts_in_flight,
-        [weak, high](std::vector<std::string> items) {
-          return put_batch(weak.lock(), high != 0, std::move(items));
-        });
-  }
   finishes = std::make_shared<batcher<finish_request, error_code>>(
       ex, opts.max_finish_batch, opts.max_finishes_in_flight,
       [weak](std::vector<finish_request> reqs) {
         return finish_batch(weak.lock(), std::move(reqs));
       });
+  init_puts();
 }
 
 void job_queue_impl::close() {
   if (closed) return;
-  closed = true;
   const error_code aborted = asio::error::operation_aborted;
   claims->close(aborted);
-  for (auto& p : puts) p->close(aborted);
   finishes->close(aborted);
-  wake.close();
+  queue_core::close();
   for (auto& w : tracked)
     if (auto p = w.lock()) p->complete(aborted, {});
   tracked.clear();
@@ -63,57 +76,36 @@ void job_queue_impl::track(const std::shared_ptr<pending<std::string>>& p) {
   tracked.push_back(p);
 }
 
-asio::awaitable<std::tuple<error_code, resp3::value>> job_queue_impl::call(
+asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call(
     const script& s, std::vector<std::string> args) {
-  return run_script(cl, s, k.keys, std::move(args));
+  return run_script(cl, s, keys, std::move(args));
 }
 
 asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> self) {
   if (!self || self->closed) co_return;
   // Bounded: if the subscriber cannot connect, claims still work (polling).
-  co_await self->wake.ensure(self->cl, self->k.wake_channel,
-                             std::weak_ptr<fetcher<claimed_job>>(self->claims),
-                             std::chrono::milliseconds(1000));
+  co_await self->ensure_wake(std::chrono::milliseconds(1000));
 }
 
-asio::awaitable<std::tuple<error_code, std::vector<std::string>>> job_queue_impl::put_batch(
-    std::shared_ptr<job_queue_impl> self, bool high, std::vector<std::string> items) {
-  if (!self)
-    co_return std::tuple{error_code(asio::error::operation_aborted), std::vector<std::string>{}};
-  const std::size_t n = items.size();
-  std::vector<std::string> args;
-  args.reserve(n + 3);
-  args.push_back(now_ms_string());
-  args.push_back(high ? "1" : "0");
-  args.push_back(self->k.wake_channel);
-  for (auto& i : items) args.push_back(std::move(i));
-  auto [ec, v] = co_await self->call(scripts::jobs_put(), std::move(args));
-  if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
-  auto ids = as_strings(std::move(v));
-  if (ids.size() != n) co_return std::tuple{error_code(error::unexpected_type), std::move(ids)};
-  co_return std::tuple{error_code{}, std::move(ids)};
-}
-
-asio::awaitable<std::tuple<error_code, std::vector<claimed_job>>> job_queue_impl::claim_batch(
+asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch(
     std::shared_ptr<job_queue_impl> self, std::size_t n) {
   std::vector<claimed_job> out;
-  if (!self) co_return std::tuple{error_code(asio::error::operation_aborted), std::move(out)};
+  if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   std::vector<std::string> args;
   args.push_back(now_ms_string());
   args.push_back(std::to_string(n));
-  auto [ec, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
-  if (ec) co_return std::tuple{ec, std::move(out)};
-  auto& e = v.elements;
-  out.reserve(e.size() / 4);
-  for (std::size_t i = 0; i + 3 < e.size(); i += 4) {
+  auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
+  if (st) co_return std::tuple{std::move(st), std::move(out)};
+  // {id, item, failures, token} per job.
+  out = parse_groups_of_four<claimed_job>(v, [](resp3::value* g) {
     claimed_job j;
-    j.id = std::move(e[i].str);
-    j.item = std::move(e[i + 1].str);
-    j.failures = as_int(e[i + 2]);
-    j.token = as_int(e[i + 3]);
-    out.push_back(std::move(j));
-  }
-  co_return std::tuple{error_code{}, std::move(out)};
+    j.id = std::move(g[0].str);
+    j.item = std::move(g[1].str);
+    j.failures = as_int(g[2]);
+    j.token = as_int(g[3]);
+    return j;
+  });
+  co_return std::tuple{op_status{}, std::move(out)};
 }
 
 asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> self,
@@ -121,7 +113,7 @@ asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> se
   if (!self || js.empty()) co_return;
   std::vector<std::string> args;
   args.reserve(1 + 2 * js.size());
-  args.push_back(self->k.wake_channel);
+  args.push_back(self->wake_channel);
   for (auto& j : js) {
     args.push_back(std::move(j.id));
     args.push_back(std::to_string(j.token));
@@ -130,19 +122,19 @@ asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> se
   co_await self->call(scripts::jobs_release(), std::move(args));
 }
 
-asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl::finish_batch(
+asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(
     std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs) {
   std::vector<error_code> out;
-  if (!self) co_return std::tuple{error_code(asio::error::operation_aborted), std::move(out)};
-  std::vector<std::string> keys = self->k.keys;
+  if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
+  std::vector<std::string> keys = self->keys;
   std::vector<std::string> args;
   args.reserve(1 + 4 * reqs.size());
-  args.push_back(self->k.finish_channel);
+  args.push_back(self->finish_channel);
   for (auto& r : reqs) {
     args.push_back(r.id);
     args.push_back(std::to_string(r.token));
     if (r.result) {
-      keys.push_back(self->k.names.job_result_key(r.id));
+      keys.push_back(self->names.job_result_key(r.id));
       args.push_back(std::to_string(keys.size()));
       args.push_back(std::move(*r.result));
     } else {
@@ -150,13 +142,13 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
       args.push_back(std::string{});
     }
   }
-  auto [ec, v] =
+  auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
-  if (ec) co_return std::tuple{ec, std::move(out)};
-  co_return std::tuple{error_code{}, claim_statuses(v)};
+  if (st) co_return std::tuple{std::move(st), std::move(out)};
+  co_return std::tuple{op_status{}, claim_statuses(v)};
 }
 
-std::vector<error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
+std::vector<boost::system::error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
   std::vector<error_code> out;
   out.reserve(v.elements.size());
   for (const auto& s : v.elements) {
@@ -172,12 +164,14 @@ std::vector<error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
   return out;
 }
 
-asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl::heartbeat_batch(
-    std::shared_ptr<job_queue_impl> self, std::vector<claim_ref> claims) {
+asio::awaitable<op_result<std::vector<boost::system::error_code>>>
+job_queue_impl::heartbeat_batch(std::shared_ptr<job_queue_impl> self,
+                                std::vector<claim_ref> claims) {
   std::vector<error_code> out;
-  if (self->name_ec) co_return std::tuple{self->name_ec, std::move(out)};
+  if (self->name_ec) co_return std::tuple{op_status(self->name_ec), std::move(out)};
   for (const auto& c : claims)
-    if (auto ec = validate_id(self->cl.get_config(), c.id)) co_return std::tuple{ec, std::move(out)};
+    if (auto ec = validate_id(self->cl.get_config(), c.id))
+      co_return std::tuple{op_status(ec), std::move(out)};
   // Chunks of at most 1000 claims, each one atomic script call.
   for (std::size_t first = 0; first < claims.size(); first += 1000) {
     const std::size_t last = std::min(claims.size(), first + 1000);
@@ -188,17 +182,34 @@ asio::awaitable<std::tuple<error_code, std::vector<error_code>>> job_queue_impl:
       args.push_back(std::move(claims[i].id));
       args.push_back(std::to_string(claims[i].token));
     }
-    auto [ec, v] = co_await self->call(scripts::jobs_heartbeat(), std::move(args));
-    if (ec) co_return std::tuple{ec, std::move(out)};
+    auto [st, v] = co_await self->call(scripts::jobs_heartbeat(), std::move(args));
+    if (st) co_return std::tuple{std::move(st), std::move(out)};
     auto part = claim_statuses(v);
     if (part.size() != last - first)
-      co_return std::tuple{error_code(error::unexpected_type), std::move(out)};
+      co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
     out.insert(out.end(), part.begin(), part.end());
   }
-  co_return std::tuple{error_code{}, std::move(out)};
+  co_return std::tuple{op_status{}, std::move(out)};
 }
 
 namespace {
+
+using error_code = boost::system::error_code;
+
+job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core) {
+  return static_cast<job_queue_impl&>(*core);
+}
+
+std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core) {
+  return std::static_pointer_cast<job_queue_impl>(core);
+}
+
+std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name,
+                                           job_queue_options o) {
+  auto impl = std::make_shared<job_queue_impl>(c, name, std::move(o));
+  impl->init();
+  return impl;
+}
 
 // Validation shared by the single-job operations.
 error_code check_id(const job_queue_impl& impl, std::string_view id) {
@@ -206,240 +217,331 @@ error_code check_id(const job_queue_impl& impl, std::string_view id) {
   return validate_id(impl.cl.get_config(), id);
 }
 
-}  // namespace
+// A script of one job: `args` after the id; the reply, or the status.
+asio::awaitable<op_result<resp3::value>> job_script(std::shared_ptr<job_queue_impl> impl,
+                                                    const script& s, std::string id,
+                                                    std::vector<std::string> args) {
+  if (auto ec = check_id(*impl, id)) co_return std::tuple{op_status(ec), resp3::value{}};
+  args.insert(args.begin(), std::move(id));
+  co_return co_await impl->call(s, std::move(args));
+}
 
+// A job script whose reply the caller does not need.
+asio::awaitable<op_result<>> job_script_status(std::shared_ptr<job_queue_impl> impl,
+                                               const script& s, std::string id,
+                                               std::vector<std::string> args) {
+  auto [st, v] = co_await job_script(std::move(impl), s, std::move(id), std::move(args));
+  co_return std::tuple{std::move(st)};
+}
+
+// jobs/read.lua's queries without an id ('ids', 'counts').
+asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_impl> impl,
+                                                    std::string what) {
+  if (impl->name_ec) co_return std::tuple{op_status(impl->name_ec), resp3::value{}};
+  std::vector<std::string> args{std::move(what)};
+  co_return co_await impl->call(scripts::jobs_read(), std::move(args));
+}
+
+// jobs/inspect.lua's reply: {id, item, state, failures, ...}.
+std::vector<job_info> parse_jobs(resp3::value&& v) {
+  return parse_groups_of_four<job_info>(v, [](resp3::value* g) {
+    job_info j;
+    j.id = std::move(g[0].str);
+    j.item = std::move(g[1].str);
+    const auto& s = g[2].str;
+    j.state = s == "c" ? job_state::claimed : s == "s" ? job_state::stalled : job_state::waiting;
+    j.failures = as_int(g[3]);
+    return j;
+  });
+}
+
+// Splits a `job.finish` payload, `id\0result`; false when it has no NUL
+// or an empty id.
+bool split_finish(std::string_view payload, job_finished& out) {
+  const auto nul = payload.find('\0');
+  if (nul == std::string_view::npos || nul == 0) return false;
+  out.id.assign(payload.substr(0, nul));
+  out.result.assign(payload.substr(nul + 1));
+  return true;
+}
+
+std::optional<std::int64_t> parse_int(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  std::int64_t v = 0;
+  auto r = std::from_chars(s->data(), s->data() + s->size(), v);
+  if (r.ec != std::errc{} || r.ptr != s->data() + s->size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
 }  // namespace detail
 
 namespace asio = boost::asio;
 using boost::system::error_code;
 using detail::job_queue_impl;
+using detail::op_result;
+using detail::op_status;
 using namespace detail::jobs;  // NOLINT
 namespace scripts = detail::scripts;
 
-job_queue::job_queue(client& c, std::string name, job_queue_options opts)
-    : client_(&c), impl_(std::make_shared<job_queue_impl>(c, std::move(name), opts)) {
-  impl_->init();
-  closer_ = close_when_released(impl_, c.get_executor());
+// ---- settings -------------------------------------------------------------------
+
+feed_config job_queue::settings::to_fields() const {
+  feed_config out;
+  if (claim_timeout)
+    out.emplace_back(job_config::claim_timeout_ms, std::to_string(claim_timeout->count()));
+  if (max_failures) out.emplace_back(job_config::max_failures, std::to_string(*max_failures));
+  if (result_ttl)
+    out.emplace_back(job_config::result_ttl_ms, std::to_string(result_ttl->count()));
+  if (published) out.emplace_back(job_config::published, *published ? "1" : "0");
+  return out;
 }
 
-job_queue::~job_queue() = default;
-
-const std::string& job_queue::name() const noexcept { return impl_->k.names.name(); }
-
-void job_queue::start_open(handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl) -> asio::awaitable<std::tuple<error_code>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec};
-    std::vector<std::string> args{"type"};
-    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
-    if (ec) co_return std::tuple{ec};
-    auto sec = co_await impl->wake.ensure(impl->cl, impl->k.wake_channel,
-                                          std::weak_ptr<fetcher<claimed_job>>(impl->claims),
-                                          std::chrono::milliseconds::max());
-    co_return std::tuple{sec};
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_), std::move(h));
+std::string job_queue::settings::problem() const {
+  for (const auto& [field, value] : to_fields())
+    if (auto p = config_field_problem(field, value); !p.empty()) return p;
+  return {};
 }
 
-void job_queue::start_put(std::string item, priority p, handler<std::string> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::string item,
-               priority p) -> asio::awaitable<std::tuple<error_code, std::string>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, std::string{}};
-    if (auto ec = detail::validate_item(impl->cl.get_config(), item))
-      co_return std::tuple{ec, std::string{}};
-    co_return co_await impl->puts[p == priority::high ? 1 : 0]->submit(std::move(item));
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(item), p), std::move(h));
-}
-
-void job_queue::start_put_many(std::vector<std::string> items, priority p,
-                               handler<std::vector<std::string>> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::vector<std::string> items,
-               priority p) -> asio::awaitable<std::tuple<error_code, std::vector<std::string>>> {
-    std::vector<std::string> ids;
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, std::move(ids)};
-    for (const auto& i : items)
-      if (auto ec = detail::validate_item(impl->cl.get_config(), i))
-        co_return std::tuple{ec, std::move(ids)};
-    const bool high = p == priority::high;
-    const std::size_t chunk = clamp_batch(impl->opts.max_put_batch);
-    const std::size_t nchunks = (items.size() + chunk - 1) / chunk;
-    std::vector<std::vector<std::string>> per_chunk(nchunks);
-    // High priority: the last chunk goes first, so the first item ends up
-    // next out.
-    error_code failed;
-    for (std::size_t c = 0; c < nchunks && !failed; ++c) {
-      std::size_t idx = high ? nchunks - 1 - c : c;
-      auto first = items.begin() + static_cast<std::ptrdiff_t>(idx * chunk);
-      auto last =
-          items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), (idx + 1) * chunk));
-      std::vector<std::string> part(std::make_move_iterator(first), std::make_move_iterator(last));
-      auto [ec, got] = co_await job_queue_impl::put_batch(impl, high, std::move(part));
-      if (ec) failed = ec;
-      else per_chunk[idx] = std::move(got);
+job_queue::settings job_queue::settings::from_fields(const feed_config& fields) {
+  settings s;
+  for (const auto& [field, value] : fields) {
+    const std::optional<std::string> v(value);
+    if (field == job_config::claim_timeout_ms) {
+      if (auto n = detail::parse_int(v)) s.claim_timeout = std::chrono::milliseconds(*n);
+    } else if (field == job_config::max_failures) {
+      s.max_failures = detail::parse_int(v);
+    } else if (field == job_config::result_ttl_ms) {
+      if (auto n = detail::parse_int(v)) s.result_ttl = std::chrono::milliseconds(*n);
+    } else if (field == job_config::published) {
+      if (value == "1" || value == "0") s.published = value == "1";
     }
-    for (auto& pc : per_chunk)
-      for (auto& id : pc) ids.push_back(std::move(id));
-    co_return std::tuple{failed, std::move(ids)};
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(items), p), std::move(h));
+  }
+  return s;
 }
+
+// ---- handles --------------------------------------------------------------------
+
+job_queue::job_queue(client& c, std::string name, job_queue_options opts)
+    : queue_base(c, detail::make_job_queue(c, name, std::move(opts))) {}
+
+std::uint64_t job_queue::malformed_finish_events() const noexcept {
+  return core_ ? *detail::impl_of(core_).malformed_finishes : 0;
+}
+
+void job_queue::start_open(handler<job_queue> h) {
+  detail::start_open_handle(*this, core_, std::move(h));
+}
+
+void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
+  detail::start_create_or_open_handle(*this, core_, s.to_fields(), std::move(h));
+}
+
+void job_queue::start_read_settings(handler<settings> h) {
+  auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<settings>> {
+    static constexpr std::string_view fields[] = {
+        job_config::claim_timeout_ms, job_config::max_failures, job_config::result_ttl_ms,
+        job_config::published};
+    auto [st, values] = co_await core->read_fields({std::begin(fields), std::end(fields)});
+    if (st) co_return std::tuple{std::move(st), settings{}};
+    feed_config set;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (values[i]) set.emplace_back(std::string(fields[i]), std::move(*values[i]));
+    co_return std::tuple{op_status{}, settings::from_fields(set)};
+  };
+  detail::spawn_op(client_->get_executor(), op(core_), std::move(h));
+}
+
+// ---- claims and the claimed job's operations --------------------------------------
 
 void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_job> h) {
   // No coroutine per claim: the waiter holds h (a job claimed ahead is
   // handed out at once).
-  if (impl_->name_ec) {
-    detail::post_handler(std::move(h), client_->get_executor(), impl_->name_ec, claimed_job{});
+  if (core_->name_ec) {
+    detail::post_handler(std::move(h), client_->get_executor(), core_->name_ec, claimed_job{});
     return;
   }
-  impl_->claims->wait(timeout, std::move(h));
+  detail::impl_of(core_).claims->wait(timeout, std::move(h.handler), h.diag);
 }
 
-void job_queue::start_finish(std::string id, std::int64_t claim_token,
-                             std::optional<std::string> result, handler<> h) {
+void job_queue::start_finish(claim_ref claim, std::optional<std::string> result, handler<> h) {
   // No coroutine per finish: the request goes straight to the batcher, whose
   // (status) result completes h. Validation fails before any I/O.
   const auto& ex = client_->get_executor();
-  auto invalid = detail::check_id(*impl_, id);
-  if (!invalid && result) invalid = detail::validate_item(impl_->cl.get_config(), *result);
+  auto& impl = detail::impl_of(core_);
+  auto invalid = detail::check_id(impl, claim.id);
+  if (!invalid && result) invalid = detail::validate_item(client_->get_config(), *result);
   if (invalid) {
     detail::post_handler(std::move(h), ex, invalid);
     return;
   }
-  detail::finish_request req;
-  req.id = std::move(id);
-  req.token = claim_token;
-  req.result = std::move(result);
-  auto slot = asio::get_associated_cancellation_slot(h);
-  auto hex = asio::get_associated_executor(h, ex);
+  detail::finish_request req{std::move(claim.id), claim.token, std::move(result)};
+  auto slot = asio::get_associated_cancellation_slot(h.handler);
+  auto hex = asio::get_associated_executor(h.handler, ex);
   auto done = asio::bind_cancellation_slot(
-      slot, asio::bind_executor(hex, [h = std::move(h)](error_code ec, error_code status) mutable {
+      slot, asio::bind_executor(hex, [h = std::move(h.handler)](error_code ec,
+                                                                error_code status) mutable {
         std::move(h)(ec ? ec : status);
       }));
-  impl_->finishes->submit(std::move(req), std::move(done));
+  impl.finishes->submit(std::move(req), std::move(done), h.diag);
 }
 
-void job_queue::start_cancel(std::string id, std::int64_t claim_token, handler<std::int64_t> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,
-               std::int64_t tok) -> asio::awaitable<std::tuple<error_code, std::int64_t>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec, std::int64_t{0}};
-    std::vector<std::string> args;
-    args.push_back(std::move(id));
-    args.push_back(std::to_string(tok));
-    args.push_back(impl->k.wake_channel);
-    auto [ec, v] = co_await impl->call(scripts::jobs_cancel(), std::move(args));
-    co_return std::tuple{ec, ec ? std::int64_t{0} : as_int(v)};
+void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
+  auto op = [](std::shared_ptr<job_queue_impl> impl,
+               claim_ref c) -> asio::awaitable<op_result<std::int64_t>> {
+    std::vector<std::string> args{std::to_string(c.token), impl->wake_channel};
+    auto [st, v] =
+        co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
+    co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
+                   std::move(h));
 }
 
-void job_queue::start_stall(std::string id, std::int64_t claim_token, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,
-               std::int64_t tok) -> asio::awaitable<std::tuple<error_code>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
-    std::vector<std::string> args;
-    args.push_back(std::move(id));
-    args.push_back(std::to_string(tok));
-    auto [ec, v] = co_await impl->call(scripts::jobs_stall(), std::move(args));
-    co_return std::tuple{ec};
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
+void job_queue::start_stall(claim_ref claim, handler<> h) {
+  std::vector<std::string> args{std::to_string(claim.token)};
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
+                                             std::move(claim.id), std::move(args)),
+                   std::move(h));
 }
 
-void job_queue::start_heartbeat(std::string id, std::int64_t claim_token, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,
-               std::int64_t tok) -> asio::awaitable<std::tuple<error_code>> {
-    std::vector<claim_ref> one{claim_ref{std::move(id), tok}};
-    auto [ec, st] = co_await job_queue_impl::heartbeat_batch(impl, std::move(one));
-    co_return std::tuple{ec ? ec : st.at(0)};
+void job_queue::start_heartbeat(claim_ref claim, handler<> h) {
+  auto op = [](std::shared_ptr<job_queue_impl> impl,
+               claim_ref c) -> asio::awaitable<op_result<>> {
+    std::vector<claim_ref> one{std::move(c)};
+    auto [st, statuses] = co_await job_queue_impl::heartbeat_batch(impl, std::move(one));
+    if (st) co_return std::tuple{std::move(st)};
+    co_return std::tuple{op_status(statuses.at(0))};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), claim_token), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
+                   std::move(h));
 }
 
 void job_queue::start_heartbeat_many(std::vector<claim_ref> claims,
                                      handler<std::vector<error_code>> h) {
   detail::spawn_op(client_->get_executor(),
-                   job_queue_impl::heartbeat_batch(impl_, std::move(claims)), std::move(h));
+                   job_queue_impl::heartbeat_batch(detail::shared_impl(core_), std::move(claims)),
+                   std::move(h));
 }
 
+// ---- any job ----------------------------------------------------------------------
+
 void job_queue::start_retry(std::string id, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl,
-               std::string id) -> asio::awaitable<std::tuple<error_code>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
-    std::vector<std::string> args;
-    args.push_back(std::move(id));
-    args.push_back(now_ms_string());
-    args.push_back(impl->k.wake_channel);
-    auto [ec, v] = co_await impl->call(scripts::jobs_retry(), std::move(args));
-    co_return std::tuple{ec};
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
+  std::vector<std::string> args{detail::jobs::now_ms_string(), core_->wake_channel};
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retry(),
+                                             std::move(id), std::move(args)),
+                   std::move(h));
 }
 
 void job_queue::start_retract(std::string id, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl,
-               std::string id) -> asio::awaitable<std::tuple<error_code>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec};
-    std::vector<std::string> args;
-    args.push_back(std::move(id));
-    auto [ec, v] = co_await impl->call(scripts::jobs_retract(), std::move(args));
-    co_return std::tuple{ec};
-  };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retract(),
+                                             std::move(id), {}),
+                   std::move(h));
 }
 
 void job_queue::start_failures(std::string id, handler<std::int64_t> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl,
-               std::string id) -> asio::awaitable<std::tuple<error_code, std::int64_t>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec, std::int64_t{0}};
-    std::vector<std::string> args;
-    args.push_back("failures");
-    args.push_back(std::move(id));
-    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
-    co_return std::tuple{ec, ec ? std::int64_t{0} : as_int(v)};
+               std::string id) -> asio::awaitable<op_result<std::int64_t>> {
+    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{op_status(ec), std::int64_t{0}};
+    std::vector<std::string> args{"failures", std::move(id)};
+    auto [st, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
+    co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id)), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id)),
+                   std::move(h));
+}
+
+void job_queue::start_get_job(std::string id, handler<std::optional<job_info>> h) {
+  auto op = [](std::shared_ptr<job_queue_impl> impl,
+               std::string id) -> asio::awaitable<op_result<std::optional<job_info>>> {
+    auto [st, v] =
+        co_await detail::job_script(impl, scripts::jobs_inspect(), std::move(id), {});
+    std::optional<job_info> out;
+    if (st) co_return std::tuple{std::move(st), std::move(out)};
+    auto jobs = detail::parse_jobs(std::move(v));
+    if (!jobs.empty()) out = std::move(jobs.front());
+    co_return std::tuple{op_status{}, std::move(out)};
+  };
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id)),
+                   std::move(h));
+}
+
+void job_queue::start_get_jobs(handler<std::vector<job_info>> h) {
+  auto op = [](std::shared_ptr<job_queue_impl> impl)
+      -> asio::awaitable<op_result<std::vector<job_info>>> {
+    if (impl->name_ec) co_return std::tuple{op_status(impl->name_ec), std::vector<job_info>{}};
+    auto [st, v] = co_await impl->call(scripts::jobs_inspect(), {});
+    if (st) co_return std::tuple{std::move(st), std::vector<job_info>{}};
+    co_return std::tuple{op_status{}, detail::parse_jobs(std::move(v))};
+  };
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
 }
 
 void job_queue::start_get_ids(handler<std::vector<std::string>> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl)
-      -> asio::awaitable<std::tuple<error_code, std::vector<std::string>>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, std::vector<std::string>{}};
-    std::vector<std::string> args{"ids"};
-    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
-    if (ec) co_return std::tuple{ec, std::vector<std::string>{}};
-    co_return std::tuple{error_code{}, as_strings(std::move(v))};
+      -> asio::awaitable<op_result<std::vector<std::string>>> {
+    auto [st, v] = co_await detail::read_query(std::move(impl), "ids");
+    if (st) co_return std::tuple{std::move(st), std::vector<std::string>{}};
+    co_return std::tuple{op_status{}, as_strings(std::move(v))};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
 }
 
 void job_queue::start_counts(handler<job_counts> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl)
-      -> asio::awaitable<std::tuple<error_code, job_counts>> {
-    if (impl->name_ec) co_return std::tuple{impl->name_ec, job_counts{}};
-    std::vector<std::string> args{"counts"};
-    auto [ec, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
+  auto op = [](std::shared_ptr<job_queue_impl> impl) -> asio::awaitable<op_result<job_counts>> {
+    auto [st, v] = co_await detail::read_query(std::move(impl), "counts");
     job_counts c;
-    if (ec) co_return std::tuple{ec, c};
-    if (v.elements.size() < 6) co_return std::tuple{error_code(error::unexpected_type), c};
+    if (st) co_return std::tuple{std::move(st), c};
+    if (v.elements.size() < 6) co_return std::tuple{op_status(error::unexpected_type), c};
     c.waiting = as_int(v.elements[0]);
     c.claimed = as_int(v.elements[1]);
     c.stalled = as_int(v.elements[2]);
     c.items = as_int(v.elements[3]);
     c.puts = as_int(v.elements[4]);
     c.finishes = as_int(v.elements[5]);
-    co_return std::tuple{error_code{}, c};
+    co_return std::tuple{op_status{}, c};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
+}
+
+// ---- results ----------------------------------------------------------------------
+
+void job_queue::start_subscribe_finished(std::function<void(const job_finished&)> on_finished,
+                                         handler<subscription> h) {
+  auto& impl = detail::impl_of(core_);
+  if (impl.name_ec) {
+    detail::post_handler(std::move(h), client_->get_executor(), impl.name_ec, subscription{});
+    return;
+  }
+  // One job_finished per subscription, reused: the strings keep their
+  // capacity, so a steady stream of events allocates nothing per event.
+  auto event = std::make_shared<job_finished>();
+  auto cb = [event, malformed = impl.malformed_finishes,
+             f = std::move(on_finished)](const message& m) {
+    if (!detail::split_finish(m.payload, *event)) {
+      ++*malformed;
+      return;
+    }
+    f(*event);
+  };
+  // The subscriber completes the handler (and fills the diagnostics).
+  if (h.diag)
+    client_->sub().subscribe(impl.finish_channel, std::move(cb),
+                             with_diagnostics(*h.diag, std::move(h.handler)));
+  else
+    client_->sub().subscribe(impl.finish_channel, std::move(cb), std::move(h.handler));
 }
 
 void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeout,
                                  handler<std::string> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,
-               std::chrono::milliseconds timeout)
-      -> asio::awaitable<std::tuple<error_code, std::string>> {
-    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{ec, std::string{}};
+               std::chrono::milliseconds timeout) -> asio::awaitable<op_result<std::string>> {
+    if (auto ec = detail::check_id(*impl, id)) co_return std::tuple{op_status(ec), std::string{}};
     if (impl->closed)
-      co_return std::tuple{error_code(asio::error::operation_aborted), std::string{}};
+      co_return std::tuple{op_status(asio::error::operation_aborted), std::string{}};
     const auto deadline = timeout == std::chrono::milliseconds::max()
                               ? clock_type::time_point::max()
                               : clock_type::now() + std::max(timeout, std::chrono::milliseconds(0));
@@ -450,9 +552,9 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
     // stored result (a finish before now), 3. re-read every poll interval
     // (a message lost in a subscriber reconnect).
     auto cb = [p, id](const message& m) {
-      auto nul = m.payload.find('\0');
-      if (nul == std::string_view::npos || m.payload.substr(0, nul) != id) return;
-      p->complete({}, std::string(m.payload.substr(nul + 1)));
+      job_finished ev;
+      if (!detail::split_finish(m.payload, ev) || ev.id != id) return;
+      p->complete({}, std::move(ev.result));
     };
     // Waiting for the subscription is bounded (a subscriber that cannot
     // connect, or may not subscribe, must not hold the caller): without it
@@ -463,11 +565,11 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       auto soon = clock_type::now() + std::chrono::seconds(1);
       asio::steady_timer limit(impl->cl.get_executor(), std::min(deadline, soon));
       auto r =
-          co_await (impl->cl.sub().subscribe(impl->k.finish_channel, std::move(cb), use_nothrow) ||
+          co_await (impl->cl.sub().subscribe(impl->finish_channel, std::move(cb), use_nothrow) ||
                     limit.async_wait(use_nothrow));
       if (r.index() == 0) sub = std::move(std::get<1>(std::get<0>(r)));
     }
-    const std::string key = impl->k.names.job_result_key(id);
+    const std::string key = impl->names.job_result_key(id);
     for (;;) {
       if (p->done) break;
       request req;
@@ -478,35 +580,45 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       // Not the caller's remaining time: when waiting for the subscription
       // used it up, this last read must still get an answer (result or
       // result_timeout), not a request_timeout of its own.
-      eo.timeout = std::clamp(left, std::chrono::milliseconds(1000), std::chrono::milliseconds(60000));
-      auto [ec, resp] = co_await impl->cl.conn().exec(req, eo, use_nothrow);
+      eo.timeout =
+          std::clamp(left, std::chrono::milliseconds(1000), std::chrono::milliseconds(60000));
+      auto [ec, resp] = co_await detail::exec_co(impl->cl, req, key, eo);
       if (p->done) break;
-      if (ec) co_return std::tuple{ec, std::string{}};
+      if (ec) co_return std::tuple{op_status(ec), std::string{}};
+      if (!resp.empty() && resp[0].is_error())
+        co_return std::tuple{detail::reply_status(resp[0]), std::string{}};
       if (!resp.empty() && resp[0].is_string())
-        co_return std::tuple{error_code{}, std::move(resp[0].str)};
+        co_return std::tuple{op_status{}, std::move(resp[0].str)};
       auto now = clock_type::now();
-      if (now >= deadline) co_return std::tuple{error_code(error::result_timeout), std::string{}};
+      if (now >= deadline)
+        co_return std::tuple{op_status(error::result_timeout), std::string{}};
       auto next =
           deadline - now > impl->opts.poll_interval ? now + impl->opts.poll_interval : deadline;
       p->timer.expires_at(next);
       auto [wec] = co_await p->timer.async_wait(use_nothrow);
       if (p->done) break;
-      if (wec) co_return std::tuple{error_code(asio::error::operation_aborted), std::string{}};
+      if (wec) co_return std::tuple{op_status(asio::error::operation_aborted), std::string{}};
     }
-    co_return std::tuple{p->ec, std::move(p->value)};
+    co_return std::tuple{op_status(p->ec), std::move(p->value)};
   };
-  detail::spawn_op(client_->get_executor(), op(impl_, std::move(id), timeout), std::move(h));
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id), timeout),
+                   std::move(h));
 }
 
+// ---- maintenance ------------------------------------------------------------------
+
 void job_queue::start_maintain(maintenance_options opts, handler<maintenance_report> h) {
-  detail::spawn_op(client_->get_executor(), job_queue_impl::maintain(impl_, std::move(opts)),
+  detail::spawn_op(client_->get_executor(),
+                   job_queue_impl::maintain(detail::shared_impl(core_), std::move(opts)),
                    std::move(h));
 }
 
 void job_queue::start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                                       handler<> h) {
-  detail::spawn_op(client_->get_executor(),
-                   job_queue_impl::run_maintenance(impl_, interval, std::move(opts)), std::move(h));
+  detail::spawn_op(
+      client_->get_executor(),
+      job_queue_impl::run_maintenance(detail::shared_impl(core_), interval, std::move(opts)),
+      std::move(h));
 }
 
 }  // namespace thoonk

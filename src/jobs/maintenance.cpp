@@ -4,6 +4,7 @@
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
+#include "connection/router.hpp"
 #include "detail/uuid.hpp"
 
 #include <thoonk/feed.hpp>
@@ -28,12 +29,12 @@ namespace {
 // release fails, the lock's TTL is the fallback.
 asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string owner,
                              std::chrono::milliseconds lock_ttl) {
-  std::vector<std::string_view> keys{self->k.lock_key};
+  std::vector<std::string_view> keys{self->lock_key};
   std::vector<std::string_view> args{owner};
   exec_options eo;
   eo.wait_for_connection = false;
   eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
-  co_await eval_script(self->cl.conn(), scripts::maintenance_unlock(), keys, args, eo);
+  co_await eval_script(self->cl, scripts::maintenance_unlock(), keys, args, eo);
 }
 
 std::string stats_json(const std::string& queue, std::int64_t now, const maintenance_report& r) {
@@ -72,11 +73,11 @@ asio::awaitable<error_code> publish_stats(client& c, std::string name, std::size
 }  // namespace
 
 namespace {
-asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
+asio::awaitable<op_result<maintenance_report>> maintain_locked(
     std::shared_ptr<job_queue_impl> self, maintenance_options opts);
 }  // namespace
 
-asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::maintain(
+asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
     std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
   maintenance_report rep;
   if (self->name_ec) co_return std::tuple{self->name_ec, rep};
@@ -88,13 +89,14 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
   const auto lock_ttl = opts.lock_ttl;
   {
     request req;
-    req.push("SET", self->k.lock_key, owner, "NX", "PX",
+    req.push("SET", self->lock_key, owner, "NX", "PX",
              std::max<std::int64_t>(1, opts.lock_ttl.count()));
     // Not cancellable: a SET already written would still take the lock on
     // the server, with nobody left to release it. Bounded by lock_ttl.
     exec_options eo;
     eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
-    auto [ec, resp] = co_await self->cl.conn().exec(
+    auto& conn = router_of(self->cl).for_key(self->lock_key);
+    auto [ec, resp] = co_await conn.exec(
         req, eo, asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
     if (ec) {
       // The SET may have run (unknown outcome, timeout): release what may
@@ -103,10 +105,10 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
                               asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
       co_return std::tuple{ec, rep};
     }
-    if (resp[0].is_error()) co_return std::tuple{reply_error(resp[0]), rep};
-    if (resp[0].is_null()) co_return std::tuple{error_code{}, rep};  // someone else runs it
+    if (resp[0].is_error()) co_return std::tuple{reply_status(resp[0]), rep};
+    if (resp[0].is_null()) co_return std::tuple{op_status{}, rep};  // someone else runs it
   }
-  error_code ec;
+  op_status ec;
   try {
     std::tie(ec, rep) = co_await maintain_locked(self, std::move(opts));
   } catch (const boost::system::system_error& e) {
@@ -128,7 +130,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> job_queue_impl::main
 }
 
 namespace {
-asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
+asio::awaitable<op_result<maintenance_report>> maintain_locked(
     std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
   maintenance_report rep;
   const std::size_t batch = clamp_batch(opts.batch);
@@ -139,10 +141,10 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
     std::vector<std::string> args;
     args.push_back(now_ms_string());
     args.push_back(batch_s);
-    args.push_back(self->k.wake_channel);
+    args.push_back(self->wake_channel);
     auto [ec, v] = co_await self->call(scripts::maintenance_expire(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
-    if (v.elements.size() < 3) co_return std::tuple{error_code(error::unexpected_type), rep};
+    if (v.elements.size() < 3) co_return std::tuple{op_status(error::unexpected_type), rep};
     rep.requeued += as_int(v.elements[0]);
     rep.stalled += as_int(v.elements[1]);
     if (static_cast<std::size_t>(as_int(v.elements[2])) < batch) break;
@@ -157,10 +159,10 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
     std::unordered_set<std::string> waiting;
     for (std::int64_t start = 0;; start += 1000) {
       request req;
-      req.push("LRANGE", self->k[job_keys::ids], start, start + 999);
-      auto [ec, resp] = co_await self->cl.conn().exec(req, use_nothrow);
+      req.push("LRANGE", self->key(job_keys::ids), start, start + 999);
+      auto [ec, resp] = co_await exec_co(self->cl, req, self->key(job_keys::ids));
       if (ec) co_return std::tuple{ec, rep};
-      if (resp[0].is_error()) co_return std::tuple{reply_error(resp[0]), rep};
+      if (resp[0].is_error()) co_return std::tuple{reply_status(resp[0]), rep};
       for (auto& e : resp[0].elements) waiting.insert(std::move(e.str));
       if (resp[0].elements.size() < 1000) break;
     }
@@ -173,7 +175,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       args.push_back(batch_s);
       auto [ec, v] = co_await self->call(scripts::maintenance_scan(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
-      if (v.elements.empty()) co_return std::tuple{error_code(error::unexpected_type), rep};
+      if (v.elements.empty()) co_return std::tuple{op_status(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
       for (std::size_t i = 1; i < v.elements.size(); ++i)
         if (!waiting.count(v.elements[i].str)) suspects.push_back(std::move(v.elements[i].str));
@@ -185,7 +187,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
     std::unordered_set<std::string> requeued;
     for (std::size_t i = 0; i < suspects.size(); i += batch) {
       std::vector<std::string> args;
-      args.push_back(self->k.wake_channel);
+      args.push_back(self->wake_channel);
       for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
         args.push_back(suspects[j]);
       auto [ec, v] = co_await self->call(scripts::maintenance_requeue_unaccounted(), std::move(args));
@@ -215,7 +217,7 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
       args.push_back(batch_s);
       auto [ec, v] = co_await self->call(scripts::maintenance_orphans(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
-      if (v.elements.size() < 2) co_return std::tuple{error_code(error::unexpected_type), rep};
+      if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
       rep.orphans_removed += as_int(v.elements[1]);
     } while (cursor != "0");
@@ -236,32 +238,32 @@ asio::awaitable<std::tuple<error_code, maintenance_report>> maintain_locked(
     }
   }
   if (opts.publish_stats) {
-    std::string name = opts.stats_feed.empty() ? self->k.names.name() + ".stats" : opts.stats_feed;
-    auto item = stats_json(self->k.names.name(), now_ms(), rep);
+    std::string name = opts.stats_feed.empty() ? self->names.name() + ".stats" : opts.stats_feed;
+    auto item = stats_json(self->names.name(), now_ms(), rep);
     auto ec =
         co_await publish_stats(self->cl, std::move(name), opts.stats_max_length, std::move(item));
     // A stats feed that cannot be written does not fail the maintenance.
     rep.stats_published = !ec;
   }
-  co_return std::tuple{error_code{}, rep};
+  co_return std::tuple{op_status{}, rep};
 }
 }  // namespace
 
-asio::awaitable<std::tuple<error_code>> job_queue_impl::run_maintenance(
+asio::awaitable<op_result<>> job_queue_impl::run_maintenance(
     std::shared_ptr<job_queue_impl> self, std::chrono::milliseconds interval,
     maintenance_options opts) {
   auto p = std::make_shared<pending<std::string>>(self->cl.get_executor());
   self->track(p);
   for (;;) {
-    if (self->closed || p->done) co_return std::tuple{error_code(asio::error::operation_aborted)};
+    if (self->closed || p->done) co_return std::tuple{op_status(asio::error::operation_aborted)};
     auto [ec, rep] = co_await maintain(self, opts);
     if (ec == error::feed_not_found || ec == error::wrong_feed_type || ec == error::invalid_name ||
         ec == error::client_stopped)
-      co_return std::tuple{ec};
-    if (self->closed || p->done) co_return std::tuple{error_code(asio::error::operation_aborted)};
+      co_return std::tuple{std::move(ec)};
+    if (self->closed || p->done) co_return std::tuple{op_status(asio::error::operation_aborted)};
     p->timer.expires_after(std::max(interval, std::chrono::milliseconds(1)));
     auto [wec] = co_await p->timer.async_wait(use_nothrow);
-    if (wec) co_return std::tuple{error_code(asio::error::operation_aborted)};
+    if (wec) co_return std::tuple{op_status(asio::error::operation_aborted)};
   }
 }
 

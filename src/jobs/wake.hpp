@@ -1,6 +1,6 @@
 // The wake-up side shared by queue and job_queue: a subscription to the
 // queue's `feed.wake:name` channel and to the subscriber's reconnect event,
-// both poking a fetcher (so waiting getters re-check the server).
+// both poking the queue's fetcher (so waiting getters re-check the server).
 #pragma once
 
 #include "jobs/common.hpp"
@@ -8,6 +8,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/subscriber.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,33 +21,36 @@ class wake_subscription {
   /// or `max_wait` passed (milliseconds::max(): no limit). A wake-up
   /// published after the confirmation is delivered; when the confirmation
   /// comes after `max_wait` the fetcher is poked then, so a wake-up lost in
-  /// between costs nothing. Returns the subscription's error (or
-  /// error::request_timeout when it is still pending). Call on the client's
-  /// executor.
-  template <class T>
-  asio::awaitable<error_code> ensure(client& c, std::string channel, std::weak_ptr<fetcher<T>> f,
-                                     std::chrono::milliseconds max_wait) {
+  /// between costs nothing. Returns the subscription's error with the
+  /// server's text (or error::request_timeout when it is still pending).
+  /// `poke` tells the fetcher to look again (it must not keep the fetcher
+  /// alive). Call on the client's executor.
+  asio::awaitable<op_status> ensure(client& c, std::string channel, std::function<void()> poke,
+                                    std::chrono::milliseconds max_wait) {
     auto st = st_;
     if (st->closed) co_return error_code(asio::error::operation_aborted);
     if (!st->events.active()) {
-      st->events = c.sub().on_event([f](const subscriber_event& ev) {
+      st->events = c.sub().on_event([poke](const subscriber_event& ev) {
         // After a reconnect every wake-up published meanwhile is lost:
         // look again.
-        if (ev.kind == subscriber_event::connected)
-          if (auto p = f.lock()) p->notify();
+        if (ev.kind == subscriber_event::connected) poke();
       });
     }
-    if (st->done) co_return st->ec;
+    if (st->done) co_return op_status(st->ec, st->diag.server_message());
     if (!st->started) {
       st->started = true;
-      asio::co_spawn(c.get_executor(), subscribe(&c, std::move(channel), f, st), asio::detached);
+      asio::co_spawn(c.get_executor(), subscribe(&c, std::move(channel), std::move(poke), st),
+                     asio::detached);
+      // co_spawn may run it inline, and a channel this client subscribed
+      // already is confirmed at once: then it is done here.
+      if (st->done) co_return op_status(st->ec, st->diag.server_message());
     }
     auto t = std::make_shared<asio::steady_timer>(c.get_executor());
     if (max_wait == std::chrono::milliseconds::max()) t->expires_at(clock_type::time_point::max());
     else t->expires_after(max_wait);
     st->waiting.push_back(t);
     co_await t->async_wait(use_nothrow);
-    if (st->done) co_return st->ec;
+    if (st->done) co_return op_status(st->ec, st->diag.server_message());
     if (st->closed) co_return error_code(asio::error::operation_aborted);
     co_return error_code(error::request_timeout);
   }
@@ -69,16 +73,15 @@ class wake_subscription {
     bool done = false;
     bool closed = false;
     error_code ec;
+    diagnostics diag;  // the subscribe's server text (subscribe_refused)
     std::vector<std::weak_ptr<asio::steady_timer>> waiting;
   };
 
-  template <class T>
   static asio::awaitable<void> subscribe(client* c, std::string channel,
-                                         std::weak_ptr<fetcher<T>> f, std::shared_ptr<state> st) {
-    auto cb = [f](const message&) {
-      if (auto p = f.lock()) p->notify();
-    };
-    auto [ec, s] = co_await c->sub().subscribe(std::move(channel), std::move(cb), use_nothrow);
+                                         std::function<void()> poke, std::shared_ptr<state> st) {
+    auto cb = [poke](const message&) { poke(); };
+    auto [ec, s] = co_await c->sub().subscribe(std::move(channel), std::move(cb),
+                                               with_diagnostics(st->diag, use_nothrow));
     st->done = true;
     st->ec = ec;
     if (!ec && !st->closed) st->channel = std::move(s);  // else `s` unsubscribes
@@ -86,8 +89,7 @@ class wake_subscription {
       if (auto t = w.lock()) t->cancel();
     st->waiting.clear();
     // A wake-up published before the confirmation was not seen: look again.
-    if (!ec)
-      if (auto p = f.lock()) p->notify();
+    if (!ec) poke();
   }
 
   std::shared_ptr<state> st_ = std::make_shared<state>();

@@ -59,6 +59,11 @@ length_kind parse_length(std::string_view s, std::uint64_t& out) noexcept {
   return length_kind::count;
 }
 
+// The error for a length that is neither a count nor an accepted null.
+error length_error(length_kind k) noexcept {
+  return k == length_kind::streamed ? error::unsupported_streamed : error::invalid_length;
+}
+
 bool parse_int64(std::string_view s, std::int64_t& out) noexcept {
   if (s.empty()) return false;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -155,11 +160,9 @@ std::size_t parser::parse_token(std::string_view d) {
       return parse_aggregate(d);
     case ';':  // streamed string chunk
     case '.':  // end of a streamed aggregate
-      error_ = error::unsupported_streamed;
-      return 0;
+      return fail(error::unsupported_streamed);
     default:
-      error_ = error::invalid_type_byte;
-      return 0;
+      return fail(error::invalid_type_byte);
   }
 }
 
@@ -205,64 +208,49 @@ std::size_t parser::parse_simple(std::string_view d) {
   std::size_t len = 0;
   if (find_line(d, line, len) != line_status::complete) return 0;
 
+  // Each type byte reads its value from the line, which may not fit it:
+  // then the token fails with `misfit`.
   value v;
+  bool fits = true;
+  error misfit = error::missing_crlf;
   switch (d[0]) {
     case '+':
     case '-':
       // A bare LF inside the line means the sender does not frame with CRLF.
-      if (std::memchr(line.data(), '\n', line.size()) != nullptr) {
-        error_ = error::missing_crlf;
-        return 0;
-      }
+      fits = std::memchr(line.data(), '\n', line.size()) == nullptr;
       v.type = d[0] == '+' ? type::simple_string : type::simple_error;
       v.str.assign(line);
       break;
     case ':':
-      if (!parse_int64(line, v.integer)) {
-        error_ = error::invalid_number;
-        return 0;
-      }
+      fits = parse_int64(line, v.integer);
+      misfit = error::invalid_number;
       v.type = type::number;
       break;
     case ',':
-      if (!parse_double(line, v.dbl)) {
-        error_ = error::invalid_double;
-        return 0;
-      }
+      fits = parse_double(line, v.dbl);
+      misfit = error::invalid_double;
       v.type = type::double_number;
       break;
     case '#':
-      if (line == "t") {
-        v.integer = 1;
-      } else if (line != "f") {
-        error_ = error::invalid_boolean;
-        return 0;
-      }
+      fits = line == "t" || line == "f";
+      misfit = error::invalid_boolean;
+      v.integer = line == "t" ? 1 : 0;
       v.type = type::boolean;
       break;
     case '(':
-      if (!is_big_number(line)) {
-        error_ = error::invalid_number;
-        return 0;
-      }
+      fits = is_big_number(line);
+      misfit = error::invalid_number;
       v.type = type::big_number;
       v.str.assign(line);
       break;
     default:  // '_'
       // Null is exactly "_\r\n": anything before the CRLF is misframed.
-      if (!line.empty()) {
-        error_ = error::missing_crlf;
-        return 0;
-      }
+      fits = line.empty();
       v.type = type::null;
       break;
   }
-  // Count the bytes before finish_value(), which resets the count when this
-  // completes a top-level reply.
-  reply_bytes_ += len;
-  attach_attributes(v);
-  finish_value(std::move(v));
-  return len;
+  if (!fits) return fail(misfit);
+  return finish_token(std::move(v), len);
 }
 
 std::size_t parser::parse_bulk(std::string_view d, resp3::type t) {
@@ -271,59 +259,28 @@ std::size_t parser::parse_bulk(std::string_view d, resp3::type t) {
   if (find_line(d, line, hdr) != line_status::complete) return 0;
 
   std::uint64_t n = 0;
-  switch (parse_length(line, n)) {
-    case length_kind::count:
-      break;
-    case length_kind::null: {
-      reply_bytes_ += hdr;
-      value v;  // type::null
-      attach_attributes(v);
-      finish_value(std::move(v));
-      return hdr;
-    }
-    case length_kind::streamed:
-      error_ = error::unsupported_streamed;
-      return 0;
-    case length_kind::invalid:
-      error_ = error::invalid_length;
-      return 0;
-  }
+  const length_kind kind = parse_length(line, n);
+  if (kind == length_kind::null) return finish_token(value{}, hdr);
+  if (kind != length_kind::count) return fail(length_error(kind));
   // Limits first, before waiting for (and so before the caller buffers) the payload.
-  if (n > limits_.max_bulk_length) {
-    error_ = error::bulk_too_large;
-    return 0;
-  }
-  if (t == type::verbatim_string && n < 4) {  // must hold at least the "fmt:" prefix
-    error_ = error::invalid_length;
-    return 0;
-  }
+  if (n > limits_.max_bulk_length) return fail(error::bulk_too_large);
+  // A verbatim string holds at least its "fmt:" prefix.
+  if (t == type::verbatim_string && n < 4) return fail(error::invalid_length);
   const std::size_t budget = limits_.max_reply_bytes - reply_bytes_;
-  if (n > budget || budget - n < hdr + 2) {
-    error_ = error::reply_too_large;
-    return 0;
-  }
+  if (n > budget || budget - n < hdr + 2) return fail(error::reply_too_large);
   const std::size_t total = hdr + static_cast<std::size_t>(n) + 2;
   if (d.size() < total) return 0;
-  if (d[total - 2] != '\r' || d[total - 1] != '\n') {
-    error_ = error::missing_crlf;
-    return 0;
-  }
+  if (d[total - 2] != '\r' || d[total - 1] != '\n') return fail(error::missing_crlf);
   std::string_view payload = d.substr(hdr, static_cast<std::size_t>(n));
 
   value v;
   v.type = t;
   if (t == type::verbatim_string) {
-    if (payload[3] != ':') {
-      error_ = error::invalid_length;
-      return 0;
-    }
+    if (payload[3] != ':') return fail(error::invalid_length);
     payload.remove_prefix(4);
   }
   v.str.assign(payload);
-  reply_bytes_ += total;
-  attach_attributes(v);
-  finish_value(std::move(v));
-  return total;
+  return finish_token(std::move(v), total);
 }
 
 std::size_t parser::parse_aggregate(std::string_view d) {
@@ -333,36 +290,13 @@ std::size_t parser::parse_aggregate(std::string_view d) {
 
   const char tb = d[0];
   std::uint64_t n = 0;
-  switch (parse_length(line, n)) {
-    case length_kind::count:
-      break;
-    case length_kind::null:
-      if (tb == '>' || tb == '|') {
-        error_ = error::invalid_length;
-        return 0;
-      } else {
-        reply_bytes_ += len;
-        value v;  // type::null
-        attach_attributes(v);
-        finish_value(std::move(v));
-        return len;
-      }
-    case length_kind::streamed:
-      error_ = error::unsupported_streamed;
-      return 0;
-    case length_kind::invalid:
-      error_ = error::invalid_length;
-      return 0;
-  }
+  const length_kind kind = parse_length(line, n);
+  // No null push or attribute (see the top of this file).
+  if (kind == length_kind::null && tb != '>' && tb != '|') return finish_token(value{}, len);
+  if (kind != length_kind::count) return fail(length_error(kind));
   // For maps and attributes the limit applies to pairs.
-  if (n > limits_.max_aggregate_elements) {
-    error_ = error::too_many_elements;
-    return 0;
-  }
-  if (stack_.size() >= limits_.max_depth) {
-    error_ = error::nesting_too_deep;
-    return 0;
-  }
+  if (n > limits_.max_aggregate_elements) return fail(error::too_many_elements);
+  if (stack_.size() >= limits_.max_depth) return fail(error::nesting_too_deep);
   reply_bytes_ += len;
 
   const bool pairs = tb == '%' || tb == '|';
@@ -385,10 +319,18 @@ std::size_t parser::parse_aggregate(std::string_view d) {
 
   value v;
   switch (tb) {
-    case '*': v.type = type::array; break;
-    case '%': v.type = type::map; break;
-    case '~': v.type = type::set; break;
-    default: v.type = type::push; break;
+    case '*':
+      v.type = type::array;
+      break;
+    case '%':
+      v.type = type::map;
+      break;
+    case '~':
+      v.type = type::set;
+      break;
+    default:
+      v.type = type::push;
+      break;
   }
   attach_attributes(v);
   if (count == 0) {
@@ -405,6 +347,20 @@ void parser::attach_attributes(value& v) {
     v.attributes = std::move(pending_attributes_);
     pending_attributes_.clear();
   }
+}
+
+std::size_t parser::fail(boost::system::error_code ec) {
+  error_ = ec;
+  return 0;
+}
+
+std::size_t parser::finish_token(value&& v, std::size_t len) {
+  // Count the bytes before finish_value(), which resets the count when this
+  // completes a top-level reply.
+  reply_bytes_ += len;
+  attach_attributes(v);
+  finish_value(std::move(v));
+  return len;
 }
 
 void parser::finish_value(value&& v) {

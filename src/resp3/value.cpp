@@ -7,20 +7,34 @@ namespace thoonk::resp3 {
 
 std::string_view to_string(type t) noexcept {
   switch (t) {
-    case type::simple_string: return "simple_string";
-    case type::simple_error: return "simple_error";
-    case type::blob_string: return "blob_string";
-    case type::blob_error: return "blob_error";
-    case type::verbatim_string: return "verbatim_string";
-    case type::number: return "number";
-    case type::double_number: return "double_number";
-    case type::boolean: return "boolean";
-    case type::big_number: return "big_number";
-    case type::null: return "null";
-    case type::array: return "array";
-    case type::map: return "map";
-    case type::set: return "set";
-    case type::push: return "push";
+    case type::simple_string:
+      return "simple_string";
+    case type::simple_error:
+      return "simple_error";
+    case type::blob_string:
+      return "blob_string";
+    case type::blob_error:
+      return "blob_error";
+    case type::verbatim_string:
+      return "verbatim_string";
+    case type::number:
+      return "number";
+    case type::double_number:
+      return "double_number";
+    case type::boolean:
+      return "boolean";
+    case type::big_number:
+      return "big_number";
+    case type::null:
+      return "null";
+    case type::array:
+      return "array";
+    case type::map:
+      return "map";
+    case type::set:
+      return "set";
+    case type::push:
+      return "push";
   }
   return "unknown";
 }
@@ -59,12 +73,23 @@ void append_value(std::string& out, const value& v) {
   switch (v.type) {
     // A simple string is the common case (status replies, map keys), so it
     // renders bare; every other type says what it is.
-    case type::simple_string: append_quoted(out, v.str); break;
-    case type::simple_error: out += "error "; append_quoted(out, v.str); break;
-    case type::blob_string: out += "bulk "; append_quoted(out, v.str); break;
-    case type::blob_error: out += "blob_error "; append_quoted(out, v.str); break;
-    case type::verbatim_string: out += "verbatim "; append_quoted(out, v.str); break;
-    case type::number: out += "int "; out += std::to_string(v.integer); break;
+    case type::simple_string:
+      append_quoted(out, v.str);
+      break;
+    case type::simple_error:
+    case type::blob_string:
+    case type::blob_error:
+    case type::verbatim_string:
+      out += v.type == type::simple_error  ? "error "
+             : v.type == type::blob_string ? "bulk "
+             : v.type == type::blob_error  ? "blob_error "
+                                           : "verbatim ";
+      append_quoted(out, v.str);
+      break;
+    case type::number:
+      out += "int ";
+      out += std::to_string(v.integer);
+      break;
     case type::double_number: {
       out += "double ";
       if (std::isnan(v.dbl)) {
@@ -78,13 +103,30 @@ void append_value(std::string& out, const value& v) {
       }
       break;
     }
-    case type::boolean: out += v.integer != 0 ? "true" : "false"; break;
-    case type::big_number: out += "bignum "; out += v.str; break;
-    case type::null: out += "null"; break;
-    case type::array: out += '['; append_elements(out, v.elements, false); out += ']'; break;
-    case type::map: out += "map{"; append_elements(out, v.elements, true); out += '}'; break;
-    case type::set: out += "set{"; append_elements(out, v.elements, false); out += '}'; break;
-    case type::push: out += "push["; append_elements(out, v.elements, false); out += ']'; break;
+    case type::boolean:
+      out += v.integer != 0 ? "true" : "false";
+      break;
+    case type::big_number:
+      out += "bignum ";
+      out += v.str;
+      break;
+    case type::null:
+      out += "null";
+      break;
+    case type::array:
+    case type::map:
+    case type::set:
+    case type::push: {
+      // Ordered aggregates in [], unordered ones in {}; a map's elements in pairs.
+      const bool unordered = v.type == type::map || v.type == type::set;
+      out += v.type == type::array  ? "["
+             : v.type == type::push ? "push["
+             : v.type == type::map  ? "map{"
+                                    : "set{";
+      append_elements(out, v.elements, v.type == type::map);
+      out += unordered ? '}' : ']';
+      break;
+    }
   }
 }
 

@@ -57,7 +57,7 @@ subscriber::executor_type subscriber::get_executor() const noexcept { return imp
 
 void subscriber::start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h) {
   auto& ex = impl->executor();
-  asio::dispatch(ex, [impl = std::move(impl), h = std::move(h)]() mutable {
+  asio::dispatch(ex, [impl = std::move(impl), h = std::move(h.handler)]() mutable {
     impl->async_connect(std::move(h));
   });
 }

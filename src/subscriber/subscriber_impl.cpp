@@ -64,8 +64,7 @@ void subscriber_impl::send(std::string_view command, const std::string& name) {
   conn_->async_exec(req, exec_options{}, exec_handler{});
 }
 
-void subscriber_impl::subscribe_on_server(bool pattern, const std::string& name,
-                                          request* setup) {
+void subscriber_impl::subscribe_on_server(bool pattern, const std::string& name, request* setup) {
   if (setup) {
     // Setup commands are written before anything queued: they are next.
     unconfirmed_.emplace_back(pattern, name);
@@ -89,16 +88,19 @@ void subscriber_impl::on_refused(resp3::value&& error_reply) {
   if (unconfirmed_.empty()) return;  // an error for nothing we sent: ignore
   auto [pattern, name] = std::move(unconfirmed_.front());
   unconfirmed_.pop_front();
-  (void)error_reply;  // the text (e.g. "NOPERM ...") is summarised by the error code
   auto it = tbl(pattern).find(name);
   if (it != tbl(pattern).end()) {
     // The registration failed: its subscribe() calls fail and it is dropped.
     auto waiters = std::move(it->second.waiters);
     it->second.waiters.clear();
     tbl(pattern).erase(it);
-    for (auto& w : waiters)
+    for (auto& w : waiters) {
+      // The code says what happened; the server's text ("NOPERM ...") says
+      // why, for callers that asked (with_diagnostics).
+      diagnostics_access::set(w.diag, error_reply.str);
       complete_handler(w.handler.take(), executor(), error_code(error::subscribe_refused),
                        subscription{});
+    }
   }
   if (restore_pending_.erase(restore_key(pattern, name)) && restore_pending_.empty() &&
       conn_->connected())
@@ -128,8 +130,8 @@ void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber
                      subscription(weak_from_this(), kind, std::move(name), id));
     return;
   }
-  auto slot = asio::get_associated_cancellation_slot(h);
-  e.waiters.push_back({id, std::move(h)});
+  auto slot = asio::get_associated_cancellation_slot(h.handler);
+  e.waiters.push_back({id, std::move(h.handler), h.diag});
   if (slot.is_connected()) {
     slot.assign([weak = weak_from_this(), pattern, name, id](asio::cancellation_type) {
       auto self = weak.lock();
@@ -142,8 +144,8 @@ void subscriber_impl::async_subscribe(bool pattern, std::string name, subscriber
       auto handler = w->handler.take();
       ws.erase(w);
       self->remove(pattern ? subscription::kind::pattern : subscription::kind::channel, name, id);
-      post_handler(std::move(handler), self->executor(),
-                   error_code(asio::error::operation_aborted), subscription{});
+      post_handler(std::move(handler), self->executor(), error_code(asio::error::operation_aborted),
+                   subscription{});
     });
   }
   // The first live callback of a name sends the SUBSCRIBE; later ones ride

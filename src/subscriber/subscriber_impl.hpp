@@ -6,17 +6,16 @@
 
 #include <thoonk/subscriber.hpp>
 
+#include <deque>
 #include <memory>
 #include <string>
-#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 namespace thoonk::detail {
 
-using subscribe_handler =
-    boost::asio::any_completion_handler<void(boost::system::error_code, subscription)>;
+using subscribe_handler = op_handler<void(boost::system::error_code, subscription)>;
 
 class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
  public:
@@ -34,7 +33,9 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   void async_subscribe(bool pattern, std::string name, subscriber::callback cb,
                        subscribe_handler h);
   subscription add_listener(std::function<void(const subscriber_event&)> l);
-  void set_error_handler(std::function<void(std::exception_ptr)> h) { error_handler_ = std::move(h); }
+  void set_error_handler(std::function<void(std::exception_ptr)> h) {
+    error_handler_ = std::move(h);
+  }
   void remove(subscription::kind k, const std::string& name, std::uint64_t id);
   void stop();
 
@@ -49,6 +50,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   struct waiter {
     std::uint64_t id;
     handler_box<void(boost::system::error_code, subscription)> handler;
+    diagnostics* diag = nullptr;  // gets the server's text of a refusal
   };
   struct entry {
     std::vector<callback_slot> callbacks;
@@ -85,7 +87,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   std::vector<std::pair<std::uint64_t, std::function<void(const subscriber_event&)>>> listeners_;
   std::function<void(std::exception_ptr)> error_handler_;
   std::uint64_t next_id_ = 1;
-  unsigned dispatching_ = 0;   // >0 while callbacks run: removals are deferred
+  unsigned dispatching_ = 0;  // >0 while callbacks run: removals are deferred
   std::vector<std::pair<bool, std::string>> deferred_cleanup_;
   bool stopped_ = false;
   subscriber_stats stats_;

@@ -230,7 +230,7 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
   }
 }
 
-TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][feed][append][create_feed][delete_feed][edit][get_item][move][publish_after][retract]") {
+TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][feed][append][create_feed][delete_feed][edit][get_item][move_to_begin][publish_after][retract]") {
   for (const auto& k : kinds()) {
     SECTION(k.label) {
       with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
@@ -245,11 +245,11 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][fe
         thoonk::sorted_feed us(uc, name);
         auto [e1, id] = co_await us.append("c", nothrow);
         CHECK(e1 == k.expected);
-        auto [e2, id2] = co_await us.publish_after("1", "d", nothrow);
+        auto [e2, id2] = co_await us.publish_after(thoonk::item_id("1"), "d", nothrow);
         CHECK(e2 == k.expected);
-        auto [e3] = co_await us.edit("1", "A", nothrow);
+        auto [e3] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
         CHECK(e3 == k.expected);
-        auto [e4] = co_await us.move("2", thoonk::feed_position::at_begin(), nothrow);
+        auto [e4] = co_await us.move_to_begin("2", nothrow);
         CHECK(e4 == k.expected);
         auto [e5, gone] = co_await us.retract("1", nothrow);
         CHECK(e5 == k.expected);
@@ -289,7 +289,7 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][fe
                 auto [e1, id] = co_await us.append("b", nothrow);
                 CHECK(e1 == E::no_channel_permission);
                 CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
-                auto [e2] = co_await us.edit("1", "A", nothrow);
+                auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
                 CHECK(!e2);
                 auto item = co_await as.get_item("1", asio::use_awaitable);
                 CHECK(item == "A");
@@ -309,20 +309,20 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
         const thoonk::feed_config cfg{{"max_length", "1"}};
         co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
         thoonk::feed af(admin, name);
-        co_await af.publish("old", "x", asio::use_awaitable);
+        co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
         auto before = co_await dump(admin.conn(), feed_keys(name));
         thoonk::feed uf(uc, name);
         // A new id (it would evict "old": max_length 1), an edit, a retract.
-        auto [e1, r1] = co_await uf.publish("new", "y", nothrow);
+        auto [e1, r1] = co_await uf.publish(thoonk::item_id("new"), "y", nothrow);
         CHECK(e1 == k.expected);
-        auto [e2, r2] = co_await uf.publish("old", "x2", nothrow);
+        auto [e2, r2] = co_await uf.publish(thoonk::item_id("old"), "x2", nothrow);
         CHECK(e2 == k.expected);
         auto [e3, r3] = co_await uf.retract("old", nothrow);
         CHECK(e3 == k.expected);
         CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
         // After the grant the publish applies once.
         co_await user.grant_all(admin.conn());
-        auto r = co_await uf.publish("new", "y", asio::use_awaitable);
+        auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
         CHECK(!r.edited);
         CHECK(r.evicted == std::vector<std::string>{"old"});
         co_await admin.delete_feed(name, asio::use_awaitable);
@@ -383,7 +383,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
         CHECK(c.items == 1);
         CHECK(c.waiting == 0);
         CHECK(c.claimed == 1);
-        co_await aq.finish(got->id, got->token, asio::use_awaitable);
+        co_await aq.finish(*got, asio::use_awaitable);
         co_await admin.delete_feed(name, asio::use_awaitable);
       });
     }
@@ -412,11 +412,11 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
         thoonk::job_queue uq(uc, name);
         error_code r1, r2;
         int done = 0;
-        uq.finish(j1.id, j1.token, std::string("result"), [&](error_code e) {
+        uq.finish(j1, std::string("result"), [&](error_code e) {
           r1 = e;
           ++done;
         });
-        uq.finish(j2.id, j2.token, [&](error_code e) {
+        uq.finish(j2, [&](error_code e) {
           r2 = e;
           ++done;
         });
@@ -445,7 +445,7 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
         }
         // The worker retries after the grant: finished once, result kept.
         co_await user.grant_all(admin.conn());
-        co_await uq.finish(j1.id, j1.token, std::string("result"), asio::use_awaitable);
+        co_await uq.finish(j1, std::string("result"), asio::use_awaitable);
         auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
         CHECK(res == "result");
         auto stored = co_await cmd(admin.conn(), "LLEN", result_key);
@@ -471,14 +471,14 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
     // cancel (would wake claimers): refused, the job stays claimed.
     auto ja = co_await aq.claim(1s, asio::use_awaitable);
     auto before = co_await dump(admin.conn(), job_keys(name));
-    auto [cec, fails] = co_await uq.cancel(ja.id, ja.token, nothrow);
+    auto [cec, fails] = co_await uq.cancel(ja, nothrow);
     CHECK(cec == E::no_channel_permission);
     CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
 
     // stall and heartbeat publish nothing: allowed.
-    auto [hec] = co_await uq.heartbeat(ja.id, ja.token, nothrow);
+    auto [hec] = co_await uq.heartbeat(ja, nothrow);
     CHECK(!hec);
-    auto [sec] = co_await uq.stall(ja.id, ja.token, nothrow);
+    auto [sec] = co_await uq.stall(ja, nothrow);
     CHECK(!sec);
 
     // retry (would wake claimers): refused, the job stays stalled.
@@ -546,7 +546,7 @@ TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may
     CHECK(c.waiting == 5);
     auto s = co_await cmd(admin.conn(), "EXISTS", key("sleepers", name));
     CHECK(s.integer == 1);
-    auto [fec] = co_await uq.finish(j.id, j.token, nothrow);
+    auto [fec] = co_await uq.finish(j, nothrow);
     CHECK(!fec);
     co_await admin.delete_feed(name, asio::use_awaitable);
   });

@@ -7,38 +7,14 @@
 //
 // Two cases need replies Redis 7 cannot be made to send (a HELLO refused by
 // the ACL, as Redis 6 does; a LOADING reply at connect time): those use a
-// scripted TCP peer on loopback, as protocol_fault_test.cpp does.
-#include "support/redis_server.hpp"
-#include "support/run_coro.hpp"
-#include "support/test_client.hpp"
+// scripted TCP peer on loopback (support/loopback.hpp).
+#include "support/helpers.hpp"
+#include "support/loopback.hpp"
 
-#include <thoonk/client.hpp>
-#include <thoonk/connection.hpp>
-#include <thoonk/error.hpp>
-#include <thoonk/feed.hpp>
-#include <thoonk/job_queue.hpp>
-#include <thoonk/subscriber.hpp>
-
-#include <boost/asio.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <catch2/catch.hpp>
-
-#include <memory>
-#include <string>
-#include <vector>
-
-namespace asio = boost::asio;
-using namespace std::chrono_literals;
-using boost::system::error_code;
-using thoonk::test::cmd;
-using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
-using thoonk::test::test_config;
-using thoonk::test::unique_name;
+using namespace thoonk::test;
+using clock_type = std::chrono::steady_clock;
 
 namespace {
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
-using clock_type = std::chrono::steady_clock;
 
 // An ACL user on the shared server, removed by remove().
 struct acl_user {
@@ -51,6 +27,11 @@ struct acl_user {
                                             const Rules&... rules) const {
     return cmd(admin, "ACL", "SETUSER", name, rules...);
   }
+  // Every permission, password "right": config("wrong") is then refused
+  // until set(admin, ">wrong") lets it in.
+  asio::awaitable<thoonk::resp3::value> allow_right_password(thoonk::connection& admin) const {
+    return set(admin, "on", ">right", "~*", "&*", "+@all");
+  }
   asio::awaitable<void> remove(thoonk::connection& admin) const {
     co_await cmd(admin, "ACL", "DELUSER", name);
   }
@@ -62,14 +43,72 @@ struct acl_user {
   }
 };
 
+// A case: an io_context, an admin connection on the shared server and an
+// ACL user the case sets up; run() runs the case's coroutine under the test
+// deadline, then removes the user.
+struct setup_case {
+  asio::io_context ioc;
+  thoonk::connection admin{ioc.get_executor(), test_config()};
+  acl_user user;
+
+  // The user's config with the wrong password (see allow_right_password),
+  // its attempts spaced by at most `max_delay`.
+  thoonk::config wrong_password(std::chrono::milliseconds max_delay) const {
+    auto cfg = user.config("wrong");
+    cfg.reconnect_max_delay = max_delay;
+    return cfg;
+  }
+
+  void run(coro_fn body) {
+    run_coro(ioc, [&]() -> asio::awaitable<void> {
+      co_await body();
+      co_await user.remove(admin);
+      admin.stop();
+    });
+  }
+
+  // run(), the user first let in with the password "right" (and every
+  // permission): config("wrong") is refused.
+  void run_refusing_wrong_password(coro_fn body) {
+    run([&]() -> asio::awaitable<void> {
+      co_await user.allow_right_password(admin);
+      co_await body();
+    });
+  }
+};
+
+// A setup_case with a connection as the user with the wrong password,
+// retrying between `min_delay` and `max_delay`, and its events (recorded
+// outside the coroutine: listeners may run after it finished). run() lets
+// the user in with the right password first and stops the connection last.
+struct refused_case : setup_case {
+  refused_case(std::chrono::milliseconds min_delay, std::chrono::milliseconds max_delay)
+      : conn(ioc.get_executor(), with_min_delay(wrong_password(max_delay), min_delay)),
+        events(record_events(conn)) {}
+
+  void run(coro_fn body) {
+    run_refusing_wrong_password([&]() -> asio::awaitable<void> {
+      co_await body();
+      conn.stop();
+    });
+  }
+
+  thoonk::connection conn;
+  std::shared_ptr<std::vector<thoonk::connection_event>> events;
+
+ private:
+  static thoonk::config with_min_delay(thoonk::config cfg, std::chrono::milliseconds d) {
+    cfg.reconnect_min_delay = d;
+    return cfg;
+  }
+};
+
 // Issues PING until it succeeds; each failure must be `allowed` and come
 // back quickly (no waiting for a connection that will not come).
 asio::awaitable<void> ping_until_ok(thoonk::connection& c, error_code allowed) {
   for (;;) {
-    thoonk::request r;
-    r.push("PING");
     auto start = clock_type::now();
-    auto [ec, resp] = co_await c.exec(r, nothrow);
+    auto ec = co_await try_ping(c);
     if (!ec) co_return;
     CHECK(clock_type::now() - start < 5s);
     CAPTURE(ec.message());
@@ -93,56 +132,14 @@ asio::awaitable<std::string> client_list_of(thoonk::connection& admin, const std
   co_return out;
 }
 
-// Accepts connections one after the other; for each, answers every read
-// with the next reply of its script, then holds the socket open until the
-// client closes it. Not a Redis stand-in: it sends only what each case needs.
-asio::awaitable<void> scripted_peer(asio::ip::tcp::acceptor& acceptor,
-                                    std::vector<std::vector<std::string>> sessions,
-                                    std::string* received) {
-  for (auto& replies : sessions) {
-    auto [ec, sock] = co_await acceptor.async_accept(nothrow);
-    if (ec) co_return;
-    char buf[4096];
-    for (auto& reply : replies) {
-      auto [rec, n] = co_await sock.async_read_some(asio::buffer(buf), nothrow);
-      if (rec) break;
-      if (received) received->append(buf, n);
-      auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(reply), nothrow);
-      if (wec) break;
-    }
-    // Wait for the client to close (or send more, which ends the session).
-    auto [rec, n] = co_await sock.async_read_some(asio::buffer(buf), nothrow);
-    (void)rec;
-    (void)n;
-  }
-}
-
-thoonk::config peer_config(const asio::ip::tcp::acceptor& a) {
-  auto cfg = test_config();
-  cfg.host = "127.0.0.1";
-  cfg.port = a.local_endpoint().port();
-  cfg.connect_timeout = 2s;
-  cfg.health_check_interval = 0ms;
-  return cfg;
-}
-
 }  // namespace
 
 TEST_CASE("setup: a wrong password fails waiting and new requests, a fixed one resumes",
           "[connection][setup][auth]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  auto cfg = user.config("wrong");
-  cfg.reconnect_min_delay = 1ms;
-  cfg.reconnect_max_delay = 300ms;
-  // Outside the coroutine: listeners may run after it finished.
-  thoonk::connection conn(ioc.get_executor(), cfg);
-  std::vector<thoonk::connection_event> events;
-  conn.on_event([&](const thoonk::connection_event& e) { events.push_back(e); });
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">right", "~*", "&*", "+@all");
-
+  refused_case t(1ms, 300ms);
+  auto& conn = t.conn;
+  auto& events = t.events;
+  t.run([&]() -> asio::awaitable<void> {
     // A request queued before the first attempt ends asked to wait for the
     // connection: it must fail with the refusal, not wait for ever.
     thoonk::request early;
@@ -159,43 +156,33 @@ TEST_CASE("setup: a wrong password fails waiting and new requests, a fixed one r
     CHECK(early_ec == thoonk::error::auth_failed);
 
     // A new request, waiting by default, fails at once.
-    thoonk::request r;
-    r.push("PING");
     auto start = clock_type::now();
-    auto [ec2, resp2] = co_await conn.exec(r, nothrow);
-    CHECK(ec2 == thoonk::error::auth_failed);
+    CHECK(co_await try_ping(conn) == thoonk::error::auth_failed);
     CHECK(clock_type::now() - start < 5s);
 
-    REQUIRE(!events.empty());
-    CHECK(events[0].kind == thoonk::connection_event::connect_failed);
-    CHECK(events[0].setup_refused);
-    CHECK(events[0].error == thoonk::error::auth_failed);
-    CHECK(events[0].server_message.starts_with("WRONGPASS"));
+    REQUIRE(!events->empty());
+    const auto& first = events->front();
+    CHECK(first.kind == thoonk::connection_event::connect_failed);
+    CHECK(first.setup_refused);
+    CHECK(first.error == thoonk::error::auth_failed);
+    CHECK(first.server_message.starts_with("WRONGPASS"));
 
     // Fix the password on the server: a later attempt succeeds and requests
     // work again.
-    co_await user.set(admin, ">wrong");
+    co_await t.user.set(t.admin, ">wrong");
     co_await ping_until_ok(conn, thoonk::error::auth_failed);
     CHECK(conn.is_connected());
     auto v = co_await cmd(conn, "ECHO", "back");
     CHECK(v.str == "back");
-    CHECK(events.back().kind == thoonk::connection_event::connected);
-    conn.stop();
-    co_await user.remove(admin);
-    admin.stop();
+    CHECK(events->back().kind == thoonk::connection_event::connected);
   });
 }
 
 TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a wrong password",
           "[connection][setup][auth][claim][create_feed][publish][put][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">right", "~*", "&*", "+@all");
-    auto cfg = user.config("wrong");
-    cfg.reconnect_max_delay = 300ms;
-    thoonk::client c(ioc.get_executor(), cfg);
+  setup_case t;
+  t.run_refusing_wrong_password([&]() -> asio::awaitable<void> {
+    thoonk::client c(t.ioc.get_executor(), t.wrong_password(300ms));
     auto [ec] = co_await c.connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
 
@@ -203,8 +190,8 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
     thoonk::feed f(c, unique_name("setup-feed"));
     auto [pec, pub] = co_await f.publish("item", nothrow);
     CHECK(pec == thoonk::error::auth_failed);
-    auto [cec] = co_await c.create_feed(unique_name("setup-feed"), thoonk::feed_type::feed, {},
-                                        nothrow);
+    auto [cec] =
+        co_await c.create_feed(unique_name("setup-feed"), thoonk::feed_type::feed, {}, nothrow);
     CHECK(cec == thoonk::error::auth_failed);
     thoonk::job_queue jobs(c, unique_name("setup-jobs"));
     auto [jec, id] = co_await jobs.put("job", nothrow);
@@ -220,33 +207,27 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
     CHECK(!s.active());
     CHECK(clock_type::now() - start < 5s);
     c.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
 TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and recovers",
           "[connection][setup][subscriber][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">right", "~*", "&*", "+@all");
-    auto cfg = user.config("wrong");
-    cfg.reconnect_max_delay = 300ms;
-    thoonk::subscriber sub(ioc.get_executor(), cfg);
+  setup_case t;
+  t.run_refusing_wrong_password([&]() -> asio::awaitable<void> {
+    thoonk::subscriber sub(t.ioc.get_executor(), t.wrong_password(300ms));
     auto channel = unique_name("setup-chan");
     // Issued before any attempt: it starts the connection and waits on it.
-    auto [ec, s] = co_await sub.subscribe(channel, [](const thoonk::message&) {}, nothrow);
+    auto [ec, s] = co_await sub.subscribe(
+        channel, [](const thoonk::message&) {}, nothrow);
     CHECK(ec == thoonk::error::auth_failed);
     CHECK(!s.active());
 
-    co_await user.set(admin, ">wrong");
+    co_await t.user.set(t.admin, ">wrong");
     int got = 0;
     thoonk::subscription s2;
     for (;;) {
-      auto [ec2, s3] =
-          co_await sub.subscribe(channel, [&](const thoonk::message&) { ++got; }, nothrow);
+      auto [ec2, s3] = co_await sub.subscribe(
+          channel, [&](const thoonk::message&) { ++got; }, nothrow);
       if (!ec2) {
         s2 = std::move(s3);
         break;
@@ -254,137 +235,101 @@ TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and
       REQUIRE(ec2 == thoonk::error::auth_failed);
       co_await sleep_for(20ms);
     }
-    co_await cmd(admin, "PUBLISH", channel, "x");
+    co_await cmd(t.admin, "PUBLISH", channel, "x");
     while (got == 0) co_await sleep_for(2ms);
     CHECK(got == 1);  // the failed subscribe left no callback behind
     sub.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
 TEST_CASE("setup: attempts after a refusal are spaced by the maximum delay",
           "[connection][setup][auth]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  auto cfg = user.config("wrong");
-  cfg.reconnect_min_delay = 1ms;
-  cfg.reconnect_max_delay = 1000ms;
-  thoonk::connection conn(ioc.get_executor(), cfg);
-  int failures = 0;
-  conn.on_event([&](const thoonk::connection_event& e) {
-    failures += e.kind == thoonk::connection_event::connect_failed;
-  });
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">right", "~*", "&*", "+@all");
-    auto [ec] = co_await conn.connect(nothrow);
+  refused_case t(1ms, 1000ms);
+  t.run([&]() -> asio::awaitable<void> {
+    auto [ec] = co_await t.conn.connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
     co_await sleep_for(1200ms);
     // Delays after a refusal are drawn from [max/2, max] = [500, 1000] ms:
     // at most 3 attempts in 1.2 s. Backing off from the 1 ms minimum would
     // have made about 10; the old code's loop made them without end.
+    const auto failures = std::count_if(t.events->begin(), t.events->end(), [](const auto& e) {
+      return e.kind == thoonk::connection_event::connect_failed;
+    });
     CHECK(failures >= 1);
     CHECK(failures <= 3);
-    conn.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
 TEST_CASE("setup: SELECT refused fails requests with handshake_failed or no_permission",
           "[connection][setup]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
+  setup_case t;
   SECTION("database out of range") {
     auto cfg = test_config();
     cfg.database = 100000;
-    thoonk::connection conn(ioc.get_executor(), cfg);
-    std::string message;
-    conn.on_event([&](const thoonk::connection_event& e) {
-      if (e.kind == thoonk::connection_event::connect_failed) message = e.server_message;
-    });
-    run_coro(ioc, [&]() -> asio::awaitable<void> {
+    thoonk::connection conn(t.ioc.get_executor(), cfg);
+    auto events = record_events(conn);
+    t.run([&]() -> asio::awaitable<void> {
       auto [ec] = co_await conn.connect(nothrow);
       CHECK(ec == thoonk::error::handshake_failed);
-      CHECK(message.find("DB index is out of range") != std::string::npos);
-      thoonk::request r;
-      r.push("PING");
-      auto [ec2, resp] = co_await conn.exec(r, nothrow);
-      CHECK(ec2 == thoonk::error::handshake_failed);
+      REQUIRE(!events->empty());
+      CHECK(events->front().kind == thoonk::connection_event::connect_failed);
+      CHECK(events->front().server_message.find("DB index is out of range") != std::string::npos);
+      CHECK(co_await try_ping(conn) == thoonk::error::handshake_failed);
       conn.stop();
-      admin.stop();
     });
   }
   SECTION("NOPERM for SELECT during the setup") {
-    run_coro(ioc, [&]() -> asio::awaitable<void> {
-      co_await user.set(admin, "on", ">pw", "~*", "&*", "+@all", "-select");
-      auto cfg = user.config("pw");
+    t.run([&]() -> asio::awaitable<void> {
+      co_await t.user.set(t.admin, "on", ">pw", "~*", "&*", "+@all", "-select");
+      auto cfg = t.user.config("pw");
       cfg.database = 1;
-      thoonk::connection conn(ioc.get_executor(), cfg);
+      thoonk::connection conn(t.ioc.get_executor(), cfg);
       auto [ec] = co_await conn.connect(nothrow);
       CHECK(ec == thoonk::error::no_permission);
-      thoonk::request r;
-      r.push("PING");
-      auto [ec2, resp] = co_await conn.exec(r, nothrow);
-      CHECK(ec2 == thoonk::error::no_permission);
+      CHECK(co_await try_ping(conn) == thoonk::error::no_permission);
       // Granting SELECT lets the next attempt through.
-      co_await user.set(admin, "+select");
+      co_await t.user.set(t.admin, "+select");
       co_await ping_until_ok(conn, thoonk::error::no_permission);
       auto info = co_await cmd(conn, "CLIENT", "INFO");
       CHECK(info.str.find("db=1") != std::string::npos);
       conn.stop();
-      co_await user.remove(admin);
-      admin.stop();
     });
   }
 }
 
 TEST_CASE("setup: reconnect off, a refused setup fails what is queued with its error",
           "[connection][setup][auth]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">right", "~*", "&*", "+@all");
-    auto cfg = user.config("wrong");
+  setup_case t;
+  t.run_refusing_wrong_password([&]() -> asio::awaitable<void> {
+    auto cfg = t.user.config("wrong");
     cfg.reconnect = false;
-    thoonk::connection conn(ioc.get_executor(), cfg);
+    thoonk::connection conn(t.ioc.get_executor(), cfg);
     // No connect(): the request starts the one attempt and waits for it.
-    thoonk::request r;
-    r.push("PING");
-    auto [ec, resp] = co_await conn.exec(r, nothrow);
-    CHECK(ec == thoonk::error::auth_failed);
+    CHECK(co_await try_ping(conn) == thoonk::error::auth_failed);
     // Each later request starts one new attempt; fixed credentials let it in.
-    co_await user.set(admin, ">wrong");
+    co_await t.user.set(t.admin, ">wrong");
     auto v = co_await cmd(conn, "ECHO", "in");
     CHECK(v.str == "in");
     conn.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
 TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not fatal",
           "[connection][setup][acl][create_feed][delete_feed][publish][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
+  setup_case t;
   // -hello as an ACL for "no RESP3" would have it; but Redis 7 checks
   // neither HELLO nor AUTH against the ACL, so protocol = 2 is what forces
   // the RESP2 setup with CLIENT SETNAME. (A HELLO refused by NOPERM, as on
   // Redis 6, is the scripted-peer case below.)
-  auto cfg = user.config("pw");
+  auto cfg = t.user.config("pw");
   cfg.protocol = 2;
   cfg.client_name = "thoonk-no-client";
   cfg.reconnect_min_delay = 1ms;
-  thoonk::connection conn(ioc.get_executor(), cfg);
-  std::vector<thoonk::connection_event> events;
-  conn.on_event([&](const thoonk::connection_event& e) { events.push_back(e); });
-  thoonk::client c(ioc.get_executor(), cfg);
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">pw", "~*", "&*", "+@all", "-client", "-hello");
+  thoonk::connection conn(t.ioc.get_executor(), cfg);
+  auto events = record_events(conn);
+  thoonk::client c(t.ioc.get_executor(), cfg);
+  t.run([&]() -> asio::awaitable<void> {
+    co_await t.user.set(t.admin, "on", ">pw", "~*", "&*", "+@all", "-client", "-hello");
     auto [ec] = co_await conn.connect(nothrow);
     REQUIRE(!ec);
     CHECK(conn.protocol() == 2);
@@ -395,12 +340,12 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
     co_await cmd(conn, "DEL", key);
     CHECK(conn.stats().client_name_refusals == 1);
     CHECK(conn.stats().connects == 1);
-    REQUIRE(events.size() == 2);
-    CHECK(events[0].kind == thoonk::connection_event::client_name_refused);
-    CHECK(events[0].error == thoonk::error::no_permission);
-    CHECK(events[0].server_message.find("client|setname") != std::string::npos);
-    CHECK(events[1].kind == thoonk::connection_event::connected);
-    auto line = co_await client_list_of(admin, user.name);
+    REQUIRE(events->size() == 2);
+    CHECK((*events)[0].kind == thoonk::connection_event::client_name_refused);
+    CHECK((*events)[0].error == thoonk::error::no_permission);
+    CHECK((*events)[0].server_message.find("client|setname") != std::string::npos);
+    CHECK((*events)[1].kind == thoonk::connection_event::connected);
+    auto line = co_await client_list_of(t.admin, t.user.name);
     CHECK(line.find(" name= ") != std::string::npos);
 
     // A typed operation through a client (command and subscriber connection).
@@ -409,9 +354,8 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
     co_await c.create_feed(feed_name, thoonk::feed_type::feed, {}, asio::use_awaitable);
     thoonk::feed f(c, feed_name);
     int got = 0;
-    auto s = co_await c.sub().subscribe("feed.publish:" + feed_name,
-                                        [&](const thoonk::message&) { ++got; },
-                                        asio::use_awaitable);
+    auto s = co_await c.sub().subscribe(
+        "feed.publish:" + feed_name, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
     auto r = co_await f.publish("item", asio::use_awaitable);
     CHECK(!r.id.empty());
     while (got == 0) co_await sleep_for(2ms);
@@ -420,29 +364,23 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
     co_await c.delete_feed(feed_name, asio::use_awaitable);
     c.stop();
     conn.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
 TEST_CASE("setup: the same user over RESP3 gets its name through HELLO",
           "[connection][setup][acl]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  acl_user user;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await user.set(admin, "on", ">pw", "~*", "&*", "+@all", "-client", "-hello");
-    auto cfg = user.config("pw");
+  setup_case t;
+  t.run([&]() -> asio::awaitable<void> {
+    co_await t.user.set(t.admin, "on", ">pw", "~*", "&*", "+@all", "-client", "-hello");
+    auto cfg = t.user.config("pw");
     cfg.client_name = "thoonk-hello-name";
-    thoonk::connection conn(ioc.get_executor(), cfg);
+    thoonk::connection conn(t.ioc.get_executor(), cfg);
     co_await conn.connect(asio::use_awaitable);
     CHECK(conn.protocol() == 3);
     CHECK(conn.stats().client_name_refusals == 0);
-    auto line = co_await client_list_of(admin, user.name);
+    auto line = co_await client_list_of(t.admin, t.user.name);
     CHECK(line.find(" name=thoonk-hello-name ") != std::string::npos);
     conn.stop();
-    co_await user.remove(admin);
-    admin.stop();
   });
 }
 
@@ -475,23 +413,16 @@ TEST_CASE("setup: a client name the server rejects is dropped, RESP3 and RESP2",
 TEST_CASE("setup: a HELLO refused by the ACL (Redis 6) falls back to RESP2",
           "[connection][setup][protocol]") {
   asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  auto cfg = peer_config(acceptor);
+  scripted_peer peer(ioc, {{"-NOPERM this user has no permissions to run the 'hello' command\r\n",
+                            "+OK\r\n-NOPERM this user has no permissions to run the "
+                            "'client|setname' command\r\n",
+                            "$4\r\npong\r\n"}});
+  auto cfg = peer.config();
   cfg.username = "u";
   cfg.password = "pw";
   cfg.client_name = "refused-name";
   cfg.reconnect = false;
   thoonk::connection conn(ioc.get_executor(), cfg);
-  std::string received;
-  asio::co_spawn(
-      ioc,
-      scripted_peer(acceptor,
-                    {{"-NOPERM this user has no permissions to run the 'hello' command\r\n",
-                      "+OK\r\n-NOPERM this user has no permissions to run the 'client|setname' "
-                      "command\r\n",
-                      "$4\r\npong\r\n"}},
-                    &received),
-      asio::detached);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto [ec] = co_await conn.connect(nothrow);
     REQUIRE(!ec);
@@ -501,29 +432,22 @@ TEST_CASE("setup: a HELLO refused by the ACL (Redis 6) falls back to RESP2",
     CHECK(v.str == "pong");
     conn.stop();
   });
-  CHECK(received.find("HELLO") != std::string::npos);
-  CHECK(received.find("AUTH") != std::string::npos);
-  CHECK(received.find("SETNAME") != std::string::npos);
+  CHECK(peer.received().find("HELLO") != std::string::npos);
+  CHECK(peer.received().find("AUTH") != std::string::npos);
+  CHECK(peer.received().find("SETNAME") != std::string::npos);
 }
 
 TEST_CASE("setup: a server not ready yet is transient: requests keep waiting",
           "[connection][setup][protocol]") {
   asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  auto cfg = peer_config(acceptor);
-  cfg.client_name.clear();
+  // First connection: still loading. Second: RESP3, then the PING's reply.
+  scripted_peer peer(ioc, {{"-LOADING Redis is loading the dataset in memory\r\n"},
+                           {"%1\r\n+proto\r\n:3\r\n", "+PONG\r\n"}});
+  auto cfg = peer.config();
   cfg.reconnect_min_delay = 10ms;
   cfg.reconnect_max_delay = 50ms;
   thoonk::connection conn(ioc.get_executor(), cfg);
-  std::vector<thoonk::connection_event> events;
-  conn.on_event([&](const thoonk::connection_event& e) { events.push_back(e); });
-  // First connection: still loading. Second: RESP3, then the PING's reply.
-  asio::co_spawn(ioc,
-                 scripted_peer(acceptor,
-                               {{"-LOADING Redis is loading the dataset in memory\r\n"},
-                                {"%1\r\n+proto\r\n:3\r\n", "+PONG\r\n"}},
-                               nullptr),
-                 asio::detached);
+  auto events = record_events(conn);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     auto [ec] = co_await conn.connect(nothrow);
     CHECK(ec == thoonk::error::handshake_failed);
@@ -533,10 +457,10 @@ TEST_CASE("setup: a server not ready yet is transient: requests keep waiting",
     auto [ec2, resp] = co_await conn.exec(r, nothrow);
     REQUIRE(!ec2);
     CHECK(resp.at(0).str == "PONG");
-    REQUIRE(!events.empty());
-    CHECK(events[0].kind == thoonk::connection_event::connect_failed);
-    CHECK(!events[0].setup_refused);
-    CHECK(events[0].server_message.starts_with("LOADING"));
+    REQUIRE(!events->empty());
+    CHECK(events->front().kind == thoonk::connection_event::connect_failed);
+    CHECK(!events->front().setup_refused);
+    CHECK(events->front().server_message.starts_with("LOADING"));
     conn.stop();
   });
 }
@@ -545,19 +469,13 @@ TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
           "[connection][setup][timeout][publish]") {
   asio::io_context ioc;
   SECTION("nothing listens: a waiting request and a typed operation time out") {
-    asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-    auto port = probe.local_endpoint().port();
-    probe.close();
     auto cfg = test_config();
-    cfg.port = port;
+    cfg.port = free_port(ioc);
     cfg.request_timeout = 200ms;
     thoonk::client c(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
       auto start = clock_type::now();
-      thoonk::request r;
-      r.push("PING");
-      auto [ec, resp] = co_await c.conn().exec(r, nothrow);
-      CHECK(ec == thoonk::error::request_timeout);
+      CHECK(co_await try_ping(c.conn()) == thoonk::error::request_timeout);
       thoonk::feed f(c, unique_name("setup-feed"));
       auto [pec, pub] = co_await f.publish("item", nothrow);
       CHECK(pec == thoonk::error::request_timeout);
@@ -571,15 +489,13 @@ TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
     thoonk::connection conn(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
       co_await conn.connect(asio::use_awaitable);
-      thoonk::request slow;
-      slow.push("DEBUG", "SLEEP", "0.5");
+      auto slow = debug_sleep("0.5");
       auto [ec, resp] = co_await conn.exec(slow, nothrow);
       CHECK(ec == thoonk::error::request_timeout);
       // A request's own timeout wins over the default.
       thoonk::exec_options o;
       o.timeout = 5s;
-      thoonk::request slow2;
-      slow2.push("DEBUG", "SLEEP", "0.3");
+      auto slow2 = debug_sleep("0.3");
       slow2.push("ECHO", "after");
       auto [ec2, resp2] = co_await conn.exec(slow2, o, nothrow);
       REQUIRE(!ec2);

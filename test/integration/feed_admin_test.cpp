@@ -6,9 +6,9 @@
 using namespace thoonk::test;
 using thoonk::feed_type;
 
-
 TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed payload",
-          "[feed][feed_admin][create_feed][delete_feed][feed_exists][get_config][list_feeds][set_config]") {
+          "[feed][feed_admin][create_feed][delete_feed][feed_exists][get_config][list_feeds]"
+          "[set_config]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::subscriber raw(ioc.get_executor(), test_config());
@@ -40,7 +40,8 @@ TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed p
     CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
 
     // Creating it again: a distinct error, nothing changed, nothing published.
-    auto [ec2] = co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
+    auto [ec2] =
+        co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
     CHECK(ec2 == thoonk::error::feed_exists);
     auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
     CHECK(t.str == "feed");
@@ -80,7 +81,8 @@ TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed p
   });
 }
 
-TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][feed_admin][append][delete_feed][feed_exists][publish][retract]") {
+TEST_CASE("feed admin: delete removes every key and publishes delfeed",
+          "[feed][feed_admin][append][delete_feed][feed_exists][publish][retract]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::subscriber raw(ioc.get_executor(), test_config());
@@ -128,7 +130,8 @@ TEST_CASE("feed admin: delete removes every key and publishes delfeed", "[feed][
 }
 
 TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct errors",
-          "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids][open][publish][set_config][subscribe]") {
+          "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids]"
+          "[open][publish][set_config][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -219,7 +222,8 @@ TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct er
   });
 }
 
-TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin][create_feed][delete_feed][publish]") {
+TEST_CASE("feed admin: braces in names only when allowed",
+          "[feed][feed_admin][create_feed][delete_feed][publish]") {
   asio::io_context ioc;
   auto cfg = test_config();
   cfg.allow_hash_tag_names = true;
@@ -238,7 +242,8 @@ TEST_CASE("feed admin: braces in names only when allowed", "[feed][feed_admin][c
   });
 }
 
-TEST_CASE("feed admin: JSON config values", "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
+TEST_CASE("feed admin: JSON config values",
+          "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -264,7 +269,8 @@ TEST_CASE("feed admin: JSON config values", "[feed][feed_admin][delete_feed][get
   });
 }
 
-TEST_CASE("feed admin: typed management events, once each", "[feed][feed_admin][create_feed][delete_feed][set_config]") {
+TEST_CASE("feed admin: typed management events, once each",
+          "[feed][feed_admin][create_feed][delete_feed][set_config]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client other(ioc.get_executor(), test_config());
@@ -278,10 +284,16 @@ TEST_CASE("feed admin: typed management events, once each", "[feed][feed_admin][
     };
     std::vector<ev> a, b;
     auto s1 = co_await thoonk::subscribe_feed_admin(
-        c, [&](const thoonk::feed_admin_event& e) { a.push_back({e.kind, std::string(e.feed), std::string(e.instance)}); },
+        c,
+        [&](const thoonk::feed_admin_event& e) {
+          a.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
+        },
         asio::use_awaitable);
     auto s2 = co_await thoonk::subscribe_feed_admin(
-        c, [&](const thoonk::feed_admin_event& e) { b.push_back({e.kind, std::string(e.feed), std::string(e.instance)}); },
+        c,
+        [&](const thoonk::feed_admin_event& e) {
+          b.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
+        },
         asio::use_awaitable);
     auto name = unique_name("events");
     co_await other.create_feed(name, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);

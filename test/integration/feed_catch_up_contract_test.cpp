@@ -40,67 +40,59 @@ struct contract_publisher {
   }
 };
 
-// The parties of these tests: an admin connection, another contract client
-// (plain commands), a library publisher, and a catch-up subscriber whose
-// connections the admin can lock out (a deterministic gap).
-struct parties {
-  asio::io_context ioc;
-  thoonk::connection admin{ioc.get_executor(), test_config()};
+// The parties of these tests: those of every gap test (gap_parties) and
+// another contract client (plain commands), around one feed.
+struct parties : gap_parties {
   thoonk::connection contract_conn{ioc.get_executor(), test_config()};
-  thoonk::client pub{ioc.get_executor(), test_config()};
-  gap_user user;
-  std::optional<thoonk::client> c;
 
-  // Connects everyone and creates a feed; returns its name.
-  asio::awaitable<std::string> start(const char* prefix) {
-    co_await admin.connect(asio::use_awaitable);
-    co_await contract_conn.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
-    co_await user.create(admin);
-    c.emplace(ioc.get_executor(), user.config());
-    co_await c->connect(asio::use_awaitable);
-    co_return co_await make_feed(pub, prefix, thoonk::feed_type::feed);
+  // The feed as each party sees it.
+  struct scene {
+    std::string name;
+    thoonk::feed theirs;  // the library publisher's handle
+    thoonk::feed mine;    // the catch-up subscriber's handle
+    contract_publisher contract;
+  };
+
+  // Runs `body(scene)` between connecting everyone with a new feed and
+  // deleting it and stopping everyone.
+  template <class Body>
+  void run(const char* prefix, Body body, std::chrono::seconds deadline) {
+    run_coro(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          co_await contract_conn.connect(asio::use_awaitable);
+          co_await start();
+          auto name = co_await make_feed(pub, prefix, thoonk::feed_type::feed);
+          scene s{name, thoonk::feed(pub, name), thoonk::feed(*c, name),
+                  contract_publisher{contract_conn, name}};
+          co_await body(s);
+          co_await pub.delete_feed(name, asio::use_awaitable);
+          contract_conn.stop();
+          co_await finish();
+        },
+        deadline);
   }
-  asio::awaitable<void> finish(const std::string& name) {
-    co_await pub.delete_feed(name, asio::use_awaitable);
-    c->stop();
-    co_await user.remove(admin);
-    pub.stop();
-    contract_conn.stop();
-    admin.stop();
-  }
+  asio::awaitable<void> open_gap() { co_await user.open_gap(admin); }
+  asio::awaitable<void> close_gap() { co_await user.close_gap(admin); }
 };
 
 }  // namespace
 
-TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a reconnect, then "
-          "gaps mixing library and contract changes: every change exactly once",
-          "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
+TEST_CASE(
+    "feed catch-up: a contract publisher's EXEC before and PUBLISH after a reconnect, then "
+    "gaps mixing library and contract changes: every change exactly once",
+    "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
   parties p;
-  auto& ioc = p.ioc;
-  auto& admin = p.admin;
-  auto& pub = p.pub;
-  auto& user = p.user;
-  auto& c = p.c;
-  run_coro(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        auto name = co_await p.start("cpub");
-        thoonk::feed theirs(pub, name), mine(*c, name);
-        contract_publisher contract{p.contract_conn, name};
+  p.run(
+      "cpub",
+      [&](parties::scene& scene) -> asio::awaitable<void> {
+        auto& [name, theirs, mine, contract] = scene;
 
-        std::vector<rec> got;
-        std::vector<thoonk::catch_up_info> infos;
-        thoonk::feed_subscribe_options opts;
-        opts.catch_up = true;
-        opts.on_catch_up = [&](const thoonk::catch_up_info& i) {
-          infos.push_back(i);
-          got.push_back(R(feed_event::position, "caught-up"));
-        };
-        auto sub = co_await mine.subscribe(
-            [&](const feed_event& e) { got.push_back(to_rec(e)); }, opts, asio::use_awaitable);
+        catch_up_log log;
+        auto& [got, infos] = log;
+        auto sub = co_await mine.subscribe(log.callback(), log.options(), asio::use_awaitable);
 
-        co_await theirs.publish("a", "A", asio::use_awaitable);  // counter 1
+        co_await theirs.publish(thoonk::item_id("a"), "A", asio::use_awaitable);  // counter 1
         bool ok = co_await wait_until([&] { return got.size() == 1; });
         REQUIRE(ok);
         co_await sleep_for(3ms);
@@ -109,32 +101,32 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
         // (counter 2), its PUBLISH after the sync marker.
         bool added = co_await contract.exec("k1", "K1");
         CHECK(added);
-        co_await user.open_gap(admin);
-        co_await user.close_gap(admin);
+        co_await p.open_gap();
+        co_await p.close_gap();
         ok = co_await wait_until([&] { return infos.size() == 1; });
         REQUIRE(ok);
         co_await contract.announce(added, "k1", "K1");
         co_await settle();
 
-        co_await theirs.publish("b", "B", asio::use_awaitable);  // counter 3, live
+        co_await theirs.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // counter 3, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "b"; });
         REQUIRE(ok);
         co_await sleep_for(3ms);
 
         // A gap with a library publish, a contract publish and a contract
         // edit, all made while the subscriber is away.
-        co_await user.open_gap(admin);
-        co_await theirs.publish("c", "C", asio::use_awaitable);  // counter 4
+        co_await p.open_gap();
+        co_await theirs.publish(thoonk::item_id("c"), "C", asio::use_awaitable);  // counter 4
         co_await sleep_for(3ms);
-        co_await contract.publish("k2", "K2");                    // counter 5
+        co_await contract.publish("k2", "K2");  // counter 5
         co_await sleep_for(3ms);
-        co_await contract.publish("a", "A2");                     // counter 6, an edit
+        co_await contract.publish("a", "A2");  // counter 6, an edit
         co_await settle();
-        co_await user.close_gap(admin);
+        co_await p.close_gap();
         ok = co_await wait_until([&] { return infos.size() == 2; });
         REQUIRE(ok);
 
-        co_await theirs.publish("d", "D", asio::use_awaitable);  // counter 7, live
+        co_await theirs.publish(thoonk::item_id("d"), "D", asio::use_awaitable);  // counter 7, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "d"; });
         REQUIRE(ok);
         co_await settle();
@@ -160,26 +152,19 @@ TEST_CASE("feed catch-up: a contract publisher's EXEC before and PUBLISH after a
         for (const auto& i : infos) CHECK(!i.error);
 
         sub.reset();
-        co_await p.finish(name);
       },
       std::chrono::seconds(60));
 }
 
-TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a long live stream "
-          "never makes a later gap skip a change",
-          "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
+TEST_CASE(
+    "feed catch-up: a contract publish straddling every re-anchor of a long live stream "
+    "never makes a later gap skip a change",
+    "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
   parties p;
-  auto& ioc = p.ioc;
-  auto& admin = p.admin;
-  auto& pub = p.pub;
-  auto& user = p.user;
-  auto& c = p.c;
-  run_coro(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        auto name = co_await p.start("cpub-long");
-        thoonk::feed theirs(pub, name), mine(*c, name);
-        contract_publisher contract{p.contract_conn, name};
+  p.run(
+      "cpub-long",
+      [&](parties::scene& scene) -> asio::awaitable<void> {
+        auto& [name, theirs, mine, contract] = scene;
         std::map<std::string, int> seen;  // id -> deliveries
         int catch_ups = 0;
         thoonk::feed_subscribe_options opts;
@@ -200,20 +185,23 @@ TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a lon
             std::string cid = "c" + std::to_string(i);
             bool added = co_await contract.exec(cid, "X");
             for (int j = 0; j < 50; ++j, ++i)
-              co_await theirs.publish("l" + std::to_string(i), "L", asio::use_awaitable);
+              co_await theirs.publish(thoonk::item_id("l" + std::to_string(i)), "L",
+                                      asio::use_awaitable);
             co_await contract.announce(added, cid, "X");
             expected_ids += 51;
           }
-          co_await theirs.publish("l" + std::to_string(i), "L", asio::use_awaitable);
+          co_await theirs.publish(thoonk::item_id("l" + std::to_string(i)), "L",
+                                  asio::use_awaitable);
           ++expected_ids;
         }
-        bool ok = co_await wait_until(
-            [&] { return static_cast<int>(seen.size()) == expected_ids; }, 30s);
+        bool ok =
+            co_await wait_until([&] { return static_cast<int>(seen.size()) == expected_ids; }, 30s);
         CHECK(ok);
-        co_await user.open_gap(admin);
+        co_await p.open_gap();
         for (int i = 0; i < 10; ++i)
-          co_await theirs.publish("gap" + std::to_string(i), "G", asio::use_awaitable);
-        co_await user.close_gap(admin);
+          co_await theirs.publish(thoonk::item_id("gap" + std::to_string(i)), "G",
+                                  asio::use_awaitable);
+        co_await p.close_gap();
         ok = co_await wait_until([&] { return catch_ups == 1; });
         REQUIRE(ok);
         co_await settle();
@@ -223,7 +211,6 @@ TEST_CASE("feed catch-up: a contract publish straddling every re-anchor of a lon
         CHECK(twice == 0);
         CHECK(static_cast<int>(seen.size()) == expected_ids + 10);
         sub.reset();
-        co_await p.finish(name);
       },
       std::chrono::seconds(120));
 }

@@ -24,7 +24,6 @@ rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string w
   return rec{k, std::move(id), std::move(item), std::move(where), replayed};
 }
 
-
 }  // namespace
 
 TEST_CASE("feed notify: typed events reach every callback exactly once, one server subscription",
@@ -49,8 +48,8 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
                                       asio::use_awaitable);
     thoonk::feed_subscribe_options opts;
     opts.catch_up = true;
-    auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); },
-                                      opts, asio::use_awaitable);
+    auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); }, opts,
+                                      asio::use_awaitable);
     std::vector<std::string> kinds{"publish", "edit", "retract"};
     for (const auto& what : kinds) {
       auto n = co_await numsub(pub.conn(), "feed." + std::string(what) + ":" + name);
@@ -58,16 +57,17 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
     }
 
     // Distinct milliseconds: the feed's order is (publish ms, id).
-    co_await theirs.publish("x", "1", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
     co_await sleep_for(3ms);
-    co_await theirs.publish("y", "2", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("y"), "2", asio::use_awaitable);
     co_await sleep_for(3ms);
-    co_await theirs.publish("x", "1b", asio::use_awaitable);  // edit: x is now newest
+    co_await theirs.publish(thoonk::item_id("x"), "1b",
+                            asio::use_awaitable);  // edit: x is now newest
     co_await sleep_for(3ms);
-    co_await theirs.publish("z", "3", asio::use_awaitable);   // evicts y
+    co_await theirs.publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
     co_await theirs.retract("x", asio::use_awaitable);
     std::vector<rec> expected{R(feed_event::publish, "x", "1"), R(feed_event::publish, "y", "2"),
-                              R(feed_event::edit, "x", "1b"), R(feed_event::retract, "y"),
+                              R(feed_event::edit, "x", "1b"),   R(feed_event::retract, "y"),
                               R(feed_event::publish, "z", "3"), R(feed_event::retract, "x")};
     bool all = co_await wait_until([&] {
       return a.size() >= expected.size() && b.size() >= expected.size() &&
@@ -86,7 +86,7 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
     // unsubscribes on the server.
     s1.reset();
     CHECK(!s1.active());
-    co_await theirs.publish("w", "4", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("w"), "4", asio::use_awaitable);
     bool got = co_await wait_until([&] { return b.size() == expected.size() + 1; });
     CHECK(got);
     co_await settle();
@@ -103,7 +103,8 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
 }
 
 TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from inside a callback",
-          "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move][prepend][publish_after][retract][subscribe]") {
+          "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move_before][move_to_end]"
+          "[prepend][publish_after][retract][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
@@ -129,17 +130,20 @@ TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from insi
         },
         asio::use_awaitable);
 
-    co_await s.append("a", asio::use_awaitable);                                 // 1
-    co_await s.prepend("b", asio::use_awaitable);                                // 2
-    co_await s.publish_after("1", "c", asio::use_awaitable);                     // 3
-    co_await s.edit("1", "a2", asio::use_awaitable);
-    co_await s.move("2", feed_position::at_end(), asio::use_awaitable);
-    co_await s.move("3", feed_position::before_id("2"), asio::use_awaitable);
+    co_await s.append("a", asio::use_awaitable);                               // 1
+    co_await s.prepend("b", asio::use_awaitable);                              // 2
+    co_await s.publish_after(thoonk::item_id("1"), "c", asio::use_awaitable);  // 3
+    co_await s.edit(thoonk::item_id("1"), "a2", asio::use_awaitable);
+    co_await s.move_to_end("2", asio::use_awaitable);
+    co_await s.move_before("3", "2", asio::use_awaitable);
     co_await s.retract("1", asio::use_awaitable);
     std::vector<rec> expected{
-        R(feed_event::publish, "1", "a"),  R(feed_event::position, "1", "", ":end"),
-        R(feed_event::publish, "2", "b"),  R(feed_event::position, "2", "", "begin:"),
-        R(feed_event::publish, "3", "c"),  R(feed_event::position, "3", "", "1:"),
+        R(feed_event::publish, "1", "a"),
+        R(feed_event::position, "1", "", ":end"),
+        R(feed_event::publish, "2", "b"),
+        R(feed_event::position, "2", "", "begin:"),
+        R(feed_event::publish, "3", "c"),
+        R(feed_event::position, "3", "", "1:"),
         R(feed_event::publish, "1", "a2"),  // the contract's edit: publish, no position
         R(feed_event::position, "2", "", ":end"),
         R(feed_event::position, "3", "", ":2"),
@@ -157,9 +161,10 @@ TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from insi
   });
 }
 
-TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another client publishes "
-          "10,000 items: all, in order, none twice",
-          "[feed][feed_notify][catch_up][delete_feed][publish][subscribe]") {
+TEST_CASE(
+    "feed notify: catch-up across CLIENT KILL TYPE pubsub while another client publishes "
+    "10,000 items: all, in order, none twice",
+    "[feed][feed_notify][catch_up][delete_feed][publish][subscribe]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
@@ -187,8 +192,8 @@ TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another cl
               if (e.kind == feed_event::publish) got.emplace_back(e.id);
             },
             opts, asio::use_awaitable);
-        auto s2 = co_await f.subscribe(
-            [&](const feed_event& e) { plain.emplace_back(e.id); }, asio::use_awaitable);
+        auto s2 = co_await f.subscribe([&](const feed_event& e) { plain.emplace_back(e.id); },
+                                       asio::use_awaitable);
 
         bool published = false;
         asio::co_spawn(
@@ -198,7 +203,7 @@ TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another cl
               char id[16];
               for (int i = 0; i < total; ++i) {
                 std::snprintf(id, sizeof id, "k%05d", i);
-                co_await theirs.publish(id, "item", asio::use_awaitable);
+                co_await theirs.publish(thoonk::item_id(id), "item", asio::use_awaitable);
               }
               published = true;
             },
@@ -208,7 +213,8 @@ TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another cl
         int kills = 0;
         std::vector<int> kill_at{1500, 4500, 7500};
         for (int at : kill_at) {
-          bool reached = co_await wait_until([&] { return static_cast<int>(got.size()) >= at; }, 60s);
+          bool reached =
+              co_await wait_until([&] { return static_cast<int>(got.size()) >= at; }, 60s);
           REQUIRE(reached);
           if (published) break;
           auto killed = co_await cmd(admin, "CLIENT", "KILL", "TYPE", "pubsub");
@@ -250,35 +256,22 @@ TEST_CASE("feed notify: catch-up across CLIENT KILL TYPE pubsub while another cl
       std::chrono::seconds(150));
 }
 
-TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version, retractions, "
-          "evictions, then live events; resume from a cursor",
-          "[feed][feed_notify][catch_up][delete_feed][get_ids][publish][retract][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  gap_user user;
-  std::optional<thoonk::client> c;
+TEST_CASE(
+    "feed notify: catch-up of a deterministic gap: edits as latest version, retractions, "
+    "evictions, then live events; resume from a cursor",
+    "[feed][feed_notify][catch_up][delete_feed][get_ids][publish][retract][subscribe]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await admin.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
-    co_await user.create(admin);
-    c.emplace(ioc.get_executor(), user.config());
-    co_await c->connect(asio::use_awaitable);
+    co_await p.start();
     auto name = co_await make_feed(pub, "gap", feed_type::feed, max_len(4));
     thoonk::feed theirs(pub, name), mine(*c, name);
-    std::vector<rec> got;
-    std::vector<thoonk::catch_up_info> infos;
-    thoonk::feed_subscribe_options opts;
-    opts.catch_up = true;
-    opts.on_catch_up = [&](const thoonk::catch_up_info& i) {
-      infos.push_back(i);
-      got.push_back(R(feed_event::position, "caught-up"));  // a marker in the event stream
-    };
-    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
-                                       opts, asio::use_awaitable);
+    catch_up_log log;  // with a marker in the event stream after each catch-up
+    auto& [got, infos] = log;
+    auto sub = co_await mine.subscribe(log.callback(), log.options(), asio::use_awaitable);
     std::vector<std::pair<std::string, std::string>> first{{"a", "A"}, {"b", "B"}, {"c", "C"}};
     for (const auto& [id, item] : first) {
-      co_await theirs.publish(id, item, asio::use_awaitable);
+      co_await theirs.publish(thoonk::item_id(id), item, asio::use_awaitable);
       co_await sleep_for(3ms);
     }
     bool live = co_await wait_until([&] { return got.size() == 3; });
@@ -286,24 +279,29 @@ TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version
     CHECK(sub.cursor() == 3);
 
     co_await user.open_gap(admin);
-    co_await theirs.retract("a", asio::use_awaitable);        // seen before: reported
-    co_await theirs.publish("b", "B1", asio::use_awaitable);  // edited twice: latest only
-    co_await theirs.publish("b", "B2", asio::use_awaitable);
-    co_await theirs.publish("d", "D", asio::use_awaitable);
-    co_await theirs.publish("x", "X", asio::use_awaitable);   // published and retracted
+    co_await theirs.retract("a", asio::use_awaitable);  // seen before: reported
+    co_await theirs.publish(thoonk::item_id("b"), "B1",
+                            asio::use_awaitable);  // edited twice: latest only
+    co_await theirs.publish(thoonk::item_id("b"), "B2", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("d"), "D", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("x"), "X",
+                            asio::use_awaitable);  // published and retracted
     co_await theirs.retract("x", asio::use_awaitable);
-    co_await theirs.publish("y", "Y1", asio::use_awaitable);  // retracted, then re-published
+    co_await theirs.publish(thoonk::item_id("y"), "Y1",
+                            asio::use_awaitable);  // retracted, then re-published
     co_await theirs.retract("y", asio::use_awaitable);
-    co_await theirs.publish("y", "Y2", asio::use_awaitable);
-    co_await theirs.publish("e", "E", asio::use_awaitable);   // evicts c (max_length 4)
-    co_await theirs.publish("g", "G", asio::use_awaitable);   // evicts b
+    co_await theirs.publish(thoonk::item_id("y"), "Y2", asio::use_awaitable);
+    co_await theirs.publish(thoonk::item_id("e"), "E",
+                            asio::use_awaitable);  // evicts c (max_length 4)
+    co_await theirs.publish(thoonk::item_id("g"), "G", asio::use_awaitable);  // evicts b
     co_await settle();
     CHECK(got.size() == 3);  // nothing arrived during the gap
     co_await user.close_gap(admin);
 
     bool caught = co_await wait_until([&] { return infos.size() == 1; });
     REQUIRE(caught);
-    co_await theirs.publish("h", "H", asio::use_awaitable);  // live again; evicts d
+    co_await theirs.publish(thoonk::item_id("h"), "H",
+                            asio::use_awaitable);  // live again; evicts d
     bool h = co_await wait_until([&] { return !got.empty() && got.back().id == "h"; });
     CHECK(h);
     co_await settle();
@@ -317,12 +315,12 @@ TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version
         // the replay, in publish-counter order, each change once:
         R(feed_event::retract, "a", "", "", rp),
         R(feed_event::publish, "d", "D", "", rp),
-        R(feed_event::retract, "x", "", "", rp),   // never seen: a no-op for the app
+        R(feed_event::retract, "x", "", "", rp),  // never seen: a no-op for the app
         R(feed_event::retract, "y", "", "", rp),
         R(feed_event::publish, "y", "Y2", "", rp),
         R(feed_event::retract, "c", "", "", rp),
         R(feed_event::publish, "e", "E", "", rp),
-        R(feed_event::retract, "b", "", "", rp),   // its edits are moot: it is gone
+        R(feed_event::retract, "b", "", "", rp),  // its edits are moot: it is gone
         R(feed_event::publish, "g", "G", "", rp),
         R(feed_event::position, "caught-up"),
         R(feed_event::retract, "d"),  // evicted by h, live
@@ -347,18 +345,17 @@ TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version
     thoonk::feed_subscribe_options ropts;
     ropts.catch_up = true;
     ropts.resume_from = 3;
-    auto sub2 = co_await mine.subscribe(
-        [&](const feed_event& e) { resumed.push_back(to_rec(e)); }, ropts, asio::use_awaitable);
+    auto sub2 = co_await mine.subscribe([&](const feed_event& e) { resumed.push_back(to_rec(e)); },
+                                        ropts, asio::use_awaitable);
     bool r = co_await wait_until([&] { return sub2.stats().catch_ups == 1; });
     CHECK(r);
     std::vector<rec> expected2{
         // d is gone by now: only its retraction is replayed
-        R(feed_event::retract, "a", "", "", rp),
-        R(feed_event::retract, "x", "", "", rp), R(feed_event::retract, "y", "", "", rp),
-        R(feed_event::publish, "y", "Y2", "", rp), R(feed_event::retract, "c", "", "", rp),
-        R(feed_event::publish, "e", "E", "", rp), R(feed_event::retract, "b", "", "", rp),
-        R(feed_event::publish, "g", "G", "", rp), R(feed_event::retract, "d", "", "", rp),
-        R(feed_event::publish, "h", "H", "", rp),
+        R(feed_event::retract, "a", "", "", rp), R(feed_event::retract, "x", "", "", rp),
+        R(feed_event::retract, "y", "", "", rp), R(feed_event::publish, "y", "Y2", "", rp),
+        R(feed_event::retract, "c", "", "", rp), R(feed_event::publish, "e", "E", "", rp),
+        R(feed_event::retract, "b", "", "", rp), R(feed_event::publish, "g", "G", "", rp),
+        R(feed_event::retract, "d", "", "", rp), R(feed_event::publish, "h", "H", "", rp),
     };
     CHECK(resumed == expected2);
     CHECK(sub2.cursor() == 12);
@@ -366,26 +363,17 @@ TEST_CASE("feed notify: catch-up of a deterministic gap: edits as latest version
     sub.reset();
     sub2.reset();
     co_await pub.delete_feed(name, asio::use_awaitable);
-    c->stop();
-    co_await user.remove(admin);
-    pub.stop();
-    admin.stop();
+    co_await p.finish();
   });
 }
 
 TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
-          "[feed][feed_notify][catch_up][sorted_feed][append][delete_feed][edit][move][prepend][retract][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  gap_user user;
-  std::optional<thoonk::client> c;
+          "[feed][feed_notify][catch_up][sorted_feed][append][delete_feed][edit][move_to_begin]"
+          "[prepend][retract][subscribe]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await admin.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
-    co_await user.create(admin);
-    c.emplace(ioc.get_executor(), user.config());
-    co_await c->connect(asio::use_awaitable);
+    co_await p.start();
     thoonk::feed_config cfg{{"retraction_log", "2"}};
     auto name = co_await make_feed(pub, "gap-sorted", feed_type::sorted_feed, cfg);
     thoonk::sorted_feed theirs(pub, name), mine(*c, name);
@@ -394,17 +382,17 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     thoonk::feed_subscribe_options opts;
     opts.catch_up = true;
     opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
-    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
-                                       opts, asio::use_awaitable);
-    co_await theirs.append("one", asio::use_awaitable);    // 1
-    co_await theirs.append("two", asio::use_awaitable);    // 2
+    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); }, opts,
+                                       asio::use_awaitable);
+    co_await theirs.append("one", asio::use_awaitable);                // 1
+    co_await theirs.append("two", asio::use_awaitable);                // 2
     bool live = co_await wait_until([&] { return got.size() == 4; });  // 2 x (publish, position)
     CHECK(live);
 
     co_await user.open_gap(admin);
-    co_await theirs.edit("1", "one'", asio::use_awaitable);
+    co_await theirs.edit(thoonk::item_id("1"), "one'", asio::use_awaitable);
     co_await theirs.prepend("three", asio::use_awaitable);  // 3
-    co_await theirs.move("2", feed_position::at_begin(), asio::use_awaitable);
+    co_await theirs.move_to_begin("2", asio::use_awaitable);
     std::vector<std::string> extra;
     for (int i = 0; i < 70; ++i) extra.push_back(co_await theirs.append("x", asio::use_awaitable));
     for (auto& id : extra) co_await theirs.retract(id, asio::use_awaitable);  // > log size
@@ -425,10 +413,7 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     for (std::size_t i = 6; i < got.size(); ++i) CHECK(got[i].kind == feed_event::retract);
     co_await pub.delete_feed(name, asio::use_awaitable);
     sub.reset();
-    c->stop();
-    co_await user.remove(admin);
-    pub.stop();
-    admin.stop();
+    co_await p.finish();
   });
 }
 
@@ -456,10 +441,11 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
     std::vector<std::string> ids;
     for (int k = 0; k < n_items; ++k) {
       ids.push_back("i" + std::to_string(k));
-      co_await theirs.publish(ids.back(), "x", asio::use_awaitable);
+      co_await theirs.publish(thoonk::item_id(ids.back()), "x", asio::use_awaitable);
     }
     bool all = co_await wait_until([&] {
-      return std::all_of(got.begin(), got.end(), [&](auto& g) { return g.size() >= std::size_t(n_items); });
+      return std::all_of(got.begin(), got.end(),
+                         [&](auto& g) { return g.size() >= std::size_t(n_items); });
     });
     CHECK(all);
     co_await settle();
@@ -473,17 +459,10 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
 
 TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-created, in a gap",
           "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  gap_user user;
-  std::optional<thoonk::client> c;
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await admin.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
-    co_await user.create(admin);
-    c.emplace(ioc.get_executor(), user.config());
-    co_await c->connect(asio::use_awaitable);
+    co_await p.start();
     auto recreated = co_await make_feed(pub, "reset", feed_type::feed);
     auto deleted = co_await make_feed(pub, "gone", feed_type::feed);
     std::vector<rec> got;
@@ -496,16 +475,18 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     auto s1 = co_await thoonk::feed(*c, recreated).subscribe(cb, o1, asio::use_awaitable);
     auto s2 = co_await thoonk::feed(*c, deleted).subscribe(cb, o2, asio::use_awaitable);
     thoonk::feed r(pub, recreated);
-    for (int i = 0; i < 3; ++i) co_await r.publish("old" + std::to_string(i), "o", asio::use_awaitable);
+    for (int i = 0; i < 3; ++i)
+      co_await r.publish(thoonk::item_id("old" + std::to_string(i)), "o", asio::use_awaitable);
     bool live = co_await wait_until([&] { return got.size() == 3; });
     CHECK(live);
 
     co_await user.open_gap(admin);
     co_await pub.delete_feed(recreated, asio::use_awaitable);
     co_await pub.delete_feed(deleted, asio::use_awaitable);
-    co_await pub.create_feed(recreated, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
-    co_await r.publish("new0", "n", asio::use_awaitable);
-    co_await r.publish("new1", "n", asio::use_awaitable);
+    co_await pub.create_feed(recreated, feed_type::feed, thoonk::feed_config(),
+                             asio::use_awaitable);
+    co_await r.publish(thoonk::item_id("new0"), "n", asio::use_awaitable);
+    co_await r.publish(thoonk::item_id("new1"), "n", asio::use_awaitable);
     co_await user.close_gap(admin);
     bool caught = co_await wait_until([&] { return infos_r.size() == 1 && infos_d.size() == 1; });
     REQUIRE(caught);
@@ -521,9 +502,6 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     s1.reset();
     s2.reset();
     co_await pub.delete_feed(recreated, asio::use_awaitable);
-    c->stop();
-    co_await user.remove(admin);
-    pub.stop();
-    admin.stop();
+    co_await p.finish();
   });
 }

@@ -22,14 +22,15 @@ std::vector<std::string> ids_against_byte_order(int n) {
 // Publishes every id without awaiting in between: one pipeline on the
 // client's connection, so most land within the same millisecond.
 asio::awaitable<boost::system::error_code> publish_pipelined(thoonk::feed& f,
-                                                            const std::vector<std::string>& ids) {
+                                                             const std::vector<std::string>& ids) {
   std::size_t done = 0;
   boost::system::error_code first;
   for (const auto& id : ids)
-    f.publish(id, "item-" + id, [&](boost::system::error_code ec, thoonk::publish_result) {
-      ++done;
-      if (ec && !first) first = ec;
-    });
+    f.publish(thoonk::item_id(id), "item-" + id,
+              [&](boost::system::error_code ec, thoonk::publish_result) {
+                ++done;
+                if (ec && !first) first = ec;
+              });
   bool all = co_await wait_until([&] { return done == ids.size(); }, 60s);
   CHECK(all);
   co_return first;
@@ -37,9 +38,10 @@ asio::awaitable<boost::system::error_code> publish_pipelined(thoonk::feed& f,
 
 }  // namespace
 
-TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their order keep "
-          "exactly the newest max_length, in publish order (20 rounds)",
-          "[feed][feed_order][publish][get_ids][get_all][delete_feed][length]") {
+TEST_CASE(
+    "feed order: 1,000 pipelined publishes with ids sorting against their order keep "
+    "exactly the newest max_length, in publish order (20 rounds)",
+    "[feed][feed_order][publish][get_ids][get_all][delete_feed][length]") {
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::connection raw(ioc.get_executor(), test_config());
@@ -53,7 +55,7 @@ TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their 
         {
           // Load the script first, so no NOSCRIPT retry reorders the pipeline.
           auto warm = co_await make_feed(c, "order-warm", feed_type::feed);
-          co_await thoonk::feed(c, warm).publish("x", "x", asio::use_awaitable);
+          co_await thoonk::feed(c, warm).publish(thoonk::item_id("x"), "x", asio::use_awaitable);
           co_await c.delete_feed(warm, asio::use_awaitable);
         }
         for (int round = 0; round < 20; ++round) {
@@ -102,7 +104,7 @@ TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their 
 
           // Publishing an id again is an edit: nothing evicted, moved to
           // the newest position, still 20 items.
-          auto edit = co_await f.publish(newest[0], "edited", asio::use_awaitable);
+          auto edit = co_await f.publish(thoonk::item_id(newest[0]), "edited", asio::use_awaitable);
           CHECK(edit.edited);
           CHECK(edit.evicted.empty());
           std::vector<std::string> moved(newest.begin() + 1, newest.end());
@@ -110,7 +112,7 @@ TEST_CASE("feed order: 1,000 pipelined publishes with ids sorting against their 
           got = co_await f.get_ids(asio::use_awaitable);
           CHECK(got == moved);
           // A new id evicts exactly the oldest one.
-          auto fresh = co_await f.publish("fresh", "new", asio::use_awaitable);
+          auto fresh = co_await f.publish(thoonk::item_id("fresh"), "new", asio::use_awaitable);
           CHECK(!fresh.edited);
           CHECK(fresh.evicted == std::vector<std::string>{newest[1]});
           co_await c.delete_feed(name, asio::use_awaitable);
@@ -134,8 +136,9 @@ TEST_CASE("feed order: a publisher whose clock is behind still publishes after t
     // Another contract client, its clock 10 s ahead, published "z".
     co_await cmd(raw, "ZADD", key("ids", name), std::to_string(ms_now() + 10000), "z");
     co_await cmd(raw, "HSET", key("items", name), "z", "Z");
-    co_await f.publish("a", "A", asio::use_awaitable);
-    auto r = co_await f.publish("b", "B", asio::use_awaitable);  // evicts z, the oldest
+    co_await f.publish(thoonk::item_id("a"), "A", asio::use_awaitable);
+    auto r =
+        co_await f.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // evicts z, the oldest
     CHECK(r.evicted == std::vector<std::string>{"z"});
     auto ids = co_await f.get_ids(asio::use_awaitable);
     CHECK(ids == std::vector<std::string>{"a", "b"});

@@ -26,11 +26,13 @@
 namespace asio = boost::asio;
 
 asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::ostream& out) {
-  // 1. Create a feed that keeps its 100 newest items, and open it (open
-  //    checks that it exists and is a `feed`).
-  thoonk::feed_config cfg{{"max_length", "100"}};
-  co_await client.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-  thoonk::feed news = co_await thoonk::feed::open(client, name, asio::use_awaitable);
+  // 1. Get a handle: create_or_open creates the feed (keeping its 100 newest
+  //    items) unless it exists, and checks that it is a `feed`. Settings
+  //    are typed; feed::open would only open an existing feed.
+  thoonk::feed::settings settings;
+  settings.max_length = 100;
+  thoonk::feed news =
+      co_await thoonk::feed::create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. Subscribe. With catch_up, a subscriber reconnect loses nothing: what
   //    was published meanwhile is replayed from the feed before live events.
@@ -44,12 +46,13 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
       },
       opts, asio::use_awaitable);
 
-  // 3. Publish with a generated id, then with our own id; publishing an id
-  //    again is an edit.
+  // 3. Publish with a generated id, then with our own id (an item_id, so
+  //    id and item cannot be swapped by mistake); publishing an id again is
+  //    an edit.
   thoonk::publish_result first = co_await news.publish("first post", asio::use_awaitable);
-  co_await news.publish("post-2", "second post", asio::use_awaitable);
-  thoonk::publish_result again =
-      co_await news.publish("post-2", "second post, corrected", asio::use_awaitable);
+  co_await news.publish(thoonk::item_id("post-2"), "second post", asio::use_awaitable);
+  thoonk::publish_result again = co_await news.publish(
+      thoonk::item_id("post-2"), "second post, corrected", asio::use_awaitable);
   out << "generated id: " << first.id.size() << " chars; edited: " << again.edited << "\n";
 
   // 4. Read it back, oldest first.
@@ -57,23 +60,19 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
   for (const thoonk::feed_item& it : items) out << it.item << "\n";
 
   // 5. Errors are error codes. With as_tuple nothing throws.
-  auto [ec, removed] =
-      co_await news.retract("no-such-id", asio::as_tuple(asio::use_awaitable));
+  auto [ec, removed] = co_await news.retract("no-such-id", asio::as_tuple(asio::use_awaitable));
   out << "retract missing: " << (ec ? ec.message() : "ok") << ", removed " << removed << "\n";
   auto [ec2, wrong] =
       co_await thoonk::sorted_feed::open(client, name, asio::as_tuple(asio::use_awaitable));
   out << "open as sorted feed: " << ec2.message() << "\n";  // error::wrong_feed_type
 
   // 6. A sorted feed: you choose the order.
-  std::string todo_name = name + ".todo";
-  co_await client.create_feed(todo_name, thoonk::feed_type::sorted_feed, thoonk::feed_config(),
-                              asio::use_awaitable);
-  thoonk::sorted_feed todo = co_await thoonk::sorted_feed::open(client, todo_name,
-                                                                asio::use_awaitable);
+  thoonk::sorted_feed todo =
+      co_await thoonk::sorted_feed::create_or_open(client, name + ".todo", asio::use_awaitable);
   std::string milk = co_await todo.append("buy milk", asio::use_awaitable);    // "1"
   std::string bread = co_await todo.append("buy bread", asio::use_awaitable);  // "2"
-  co_await todo.move(bread, thoonk::feed_position::at_begin(), asio::use_awaitable);
-  co_await todo.publish_after(milk, "buy eggs", asio::use_awaitable);          // "3"
+  co_await todo.move_to_begin(bread, asio::use_awaitable);
+  co_await todo.publish_after(thoonk::item_id(milk), "buy eggs", asio::use_awaitable);  // "3"
   std::vector<std::string> order = co_await todo.get_ids(asio::use_awaitable);
   for (const std::string& id : order) out << id << " ";  // 2 1 3
   out << "\n";
@@ -88,12 +87,13 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
 
   // 8. Clean up. Dropping (or resetting) the handle unsubscribes.
   sub.reset();
-  co_await client.delete_feed(todo_name, asio::use_awaitable);
+  co_await client.delete_feed(todo.name(), asio::use_awaitable);
   co_await client.delete_feed(name, asio::use_awaitable);
 }
 // tutorial-end
 
-TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here", "[feed][feed_docs]") {
+TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here",
+          "[feed][feed_docs]") {
   auto snippets = thoonk::test::read_tutorial_snippets(__FILE__, "docs/feeds.md");
   REQUIRE(!snippets.source.empty());
   CHECK(snippets.doc == snippets.source);

@@ -8,6 +8,7 @@
 
 #include <boost/asio.hpp>
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -16,42 +17,44 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 namespace {
 
-namespace asio = boost::asio;
+using namespace thoonk::test;
 using namespace std::chrono_literals;
+namespace asio = boost::asio;
 using asio::ip::tcp;
-using thoonk::test::redis_server;
-using thoonk::test::run_coro;
-using thoonk::test::run_coro_for;
 
 // Sends inline commands on one connection and returns the first line of each
 // reply (enough for +OK, +PONG, -ERR..., $-1). Runs under a deadline like
 // every coroutine test, so a silent server fails the test instead of hanging.
 template <typename Protocol>
-std::vector<std::string> exchange(typename Protocol::endpoint endpoint, std::vector<std::string> commands) {
+std::vector<std::string> exchange(typename Protocol::endpoint endpoint,
+                                  std::vector<std::string> commands) {
   asio::io_context ioc;
   std::vector<std::string> replies;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    typename Protocol::socket socket(ioc);
-    co_await socket.async_connect(endpoint, asio::use_awaitable);
-    std::string buffer;
-    for (const auto& command : commands) {
-      co_await asio::async_write(socket, asio::buffer(command + "\r\n"), asio::use_awaitable);
-      const std::size_t n = co_await asio::async_read_until(socket, asio::dynamic_buffer(buffer), "\r\n",
-                                                            asio::use_awaitable);
-      replies.push_back(buffer.substr(0, n - 2));
-      buffer.erase(0, n);
-    }
-  }, 5s);
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        typename Protocol::socket socket(ioc);
+        co_await socket.async_connect(endpoint, asio::use_awaitable);
+        std::string buffer;
+        for (const auto& command : commands) {
+          co_await asio::async_write(socket, asio::buffer(command + "\r\n"), asio::use_awaitable);
+          const std::size_t n = co_await asio::async_read_until(
+              socket, asio::dynamic_buffer(buffer), "\r\n", asio::use_awaitable);
+          replies.push_back(buffer.substr(0, n - 2));
+          buffer.erase(0, n);
+        }
+      },
+      5s);
   return replies;
 }
 
 std::vector<std::string> exchange_tcp(unsigned short port, std::vector<std::string> commands) {
-  return exchange<tcp>(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), std::move(commands));
+  return exchange<tcp>(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
+                       std::move(commands));
 }
 
 std::string ping(unsigned short port) { return exchange_tcp(port, {"PING"}).at(0); }
@@ -60,11 +63,14 @@ std::string ping(unsigned short port) { return exchange_tcp(port, {"PING"}).at(0
 boost::system::error_code connect_error(unsigned short port) {
   asio::io_context ioc;
   boost::system::error_code ec;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    tcp::socket socket(ioc);
-    co_await socket.async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
-                                  asio::redirect_error(asio::use_awaitable, ec));
-  }, 5s);
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        tcp::socket socket(ioc);
+        co_await socket.async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+      },
+      5s);
   return ec;
 }
 
@@ -72,7 +78,7 @@ bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 // Sets or unsets an environment variable for one test and restores it after.
 class env_override {
-public:
+ public:
   env_override(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
     value ? ::setenv(name, value, 1) : ::unsetenv(name);
@@ -81,7 +87,7 @@ public:
   env_override(const env_override&) = delete;
   env_override& operator=(const env_override&) = delete;
 
-private:
+ private:
   const char* name_;
   std::optional<std::string> old_;
 };
@@ -93,11 +99,11 @@ std::string read_file(const std::string& path) {
   return out.str();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the shared redis-server answers PING on its port", "[harness]") {
-  auto& server = thoonk::test::shared_redis();
-  CHECK(&server == &thoonk::test::shared_redis());
+  auto& server = shared_redis();
+  CHECK(&server == &shared_redis());
   CHECK(server.host() == "127.0.0.1");
   CHECK(server.url() == "redis://127.0.0.1:" + std::to_string(server.port()));
   CHECK(server.port() != 0);
@@ -108,15 +114,15 @@ TEST_CASE("the shared redis-server answers PING on its port", "[harness]") {
 TEST_CASE("shared_redis_url prefers THOONK_REDIS_URL", "[harness]") {
   {
     env_override env("THOONK_REDIS_URL", "redis://example.invalid:6390");
-    CHECK(thoonk::test::shared_redis_url() == "redis://example.invalid:6390");
+    CHECK(shared_redis_url() == "redis://example.invalid:6390");
   }
   {
     env_override env("THOONK_REDIS_URL", "");
-    CHECK(thoonk::test::shared_redis_url() == thoonk::test::shared_redis().url());
+    CHECK(shared_redis_url() == shared_redis().url());
   }
   {
     env_override env("THOONK_REDIS_URL", nullptr);
-    CHECK(thoonk::test::shared_redis_url() == thoonk::test::shared_redis().url());
+    CHECK(shared_redis_url() == shared_redis().url());
   }
 }
 
@@ -125,7 +131,7 @@ TEST_CASE("a private redis-server starts, answers and stops", "[harness]") {
   const pid_t pid = server.pid();
   const unsigned short port = server.port();
   REQUIRE(pid > 0);
-  CHECK(port != thoonk::test::shared_redis().port());
+  CHECK(port != shared_redis().port());
   CHECK(server.unix_socket().empty());
   CHECK(ping(port) == "+PONG");
 
@@ -135,7 +141,7 @@ TEST_CASE("a private redis-server starts, answers and stops", "[harness]") {
   CHECK(server.pid() == -1);
   CHECK_FALSE(process_exists(pid));
   CHECK(connect_error(port) == asio::error::connection_refused);
-  server.stop(); // idempotent
+  server.stop();  // idempotent
   CHECK(server.pid() == -1);
 }
 
@@ -155,13 +161,18 @@ TEST_CASE("restart keeps the port and starts empty", "[harness]") {
   CHECK(server.pid() > 0);
   CHECK(server.pid() != old_pid);
   CHECK_FALSE(process_exists(old_pid));
-  CHECK(exchange_tcp(port, {"PING", "GET harness:key"}) == std::vector<std::string>{"+PONG", "$-1"});
+  CHECK(exchange_tcp(port, {"PING", "GET harness:key"}) ==
+        std::vector<std::string>{"+PONG", "$-1"});
 
   boost::system::error_code ec;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    char byte;
-    co_await survivor.async_read_some(asio::buffer(&byte, 1), asio::redirect_error(asio::use_awaitable, ec));
-  }, 5s);
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        char byte;
+        co_await survivor.async_read_some(asio::buffer(&byte, 1),
+                                          asio::redirect_error(asio::use_awaitable, ec));
+      },
+      5s);
   CHECK((ec == asio::error::eof || ec == asio::error::connection_reset));
 
   // Restarting twice works too (the log is appended; readiness must look
@@ -173,11 +184,12 @@ TEST_CASE("restart keeps the port and starts empty", "[harness]") {
 TEST_CASE("a redis-server with --requirepass wants AUTH", "[harness]") {
   redis_server server({"--requirepass", "secret"});
   CHECK(ping(server.port()).starts_with("-NOAUTH"));
-  CHECK(exchange_tcp(server.port(), {"AUTH secret", "PING"}) == std::vector<std::string>{"+OK", "+PONG"});
+  CHECK(exchange_tcp(server.port(), {"AUTH secret", "PING"}) ==
+        std::vector<std::string>{"+OK", "+PONG"});
 }
 
 TEST_CASE("a redis-server can listen on a unix socket", "[harness]") {
-  redis_server server(thoonk::test::redis_server_options{.unix_socket = true});
+  redis_server server(redis_server_options{.unix_socket = true});
   REQUIRE_FALSE(server.unix_socket().empty());
   struct stat st {};
   REQUIRE(::stat(server.unix_socket().c_str(), &st) == 0);
@@ -193,7 +205,7 @@ TEST_CASE("a redis-server can listen on a unix socket", "[harness]") {
 }
 
 TEST_CASE("an explicit --unixsocket argument is reported", "[harness]") {
-  redis_server first(thoonk::test::redis_server_options{.unix_socket = true});
+  redis_server first(redis_server_options{.unix_socket = true});
   const std::string path = first.dir() + "/explicit.sock";
   redis_server server({"--unixsocket", path, "--unixsocketperm", "700"});
   CHECK(server.unix_socket() == path);
@@ -209,8 +221,9 @@ TEST_CASE("a missing redis-server binary is an error, not a skip", "[harness]") 
 }
 
 TEST_CASE("a redis-server that cannot start reports its log", "[harness]") {
-  CHECK_THROWS_WITH(redis_server({"--no-such-directive", "1"}),
-                    Catch::Contains("exited during startup") && Catch::Contains("no-such-directive"));
+  CHECK_THROWS_WITH(
+      redis_server({"--no-such-directive", "1"}),
+      Catch::Contains("exited during startup") && Catch::Contains("no-such-directive"));
 }
 
 TEST_CASE("the temporary directory is removed with the server", "[harness]") {
@@ -230,17 +243,21 @@ TEST_CASE("the temporary directory is removed with the server", "[harness]") {
 TEST_CASE("run_coro_for reports a finished coroutine", "[harness][run_coro]") {
   asio::io_context ioc;
   bool reached = false;
-  CHECK(run_coro_for(ioc, [&]() -> asio::awaitable<void> {
-    co_await thoonk::test::sleep_for(10ms);
-    reached = true;
-  }, 5s));
+  CHECK(run_coro_for(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await sleep_for(10ms);
+        reached = true;
+      },
+      5s));
   CHECK(reached);
 }
 
 TEST_CASE("run_coro_for reports a coroutine that never finishes", "[harness][run_coro]") {
   asio::io_context ioc;
   const auto started = std::chrono::steady_clock::now();
-  CHECK_FALSE(run_coro_for(ioc, []() -> asio::awaitable<void> { co_await thoonk::test::sleep_for(1h); }, 100ms));
+  CHECK_FALSE(run_coro_for(
+      ioc, []() -> asio::awaitable<void> { co_await sleep_for(1h); }, 100ms));
   const auto waited = std::chrono::steady_clock::now() - started;
   CHECK(waited >= 100ms);
   CHECK(waited < 5s);
@@ -252,20 +269,27 @@ TEST_CASE("run_coro_for reports a coroutine whose operation is abandoned", "[har
   // the coroutine never completing. Must fail fast, not wait for the deadline.
   asio::io_context ioc;
   const auto started = std::chrono::steady_clock::now();
-  CHECK_FALSE(run_coro_for(ioc, []() -> asio::awaitable<void> {
-    co_await asio::async_initiate<decltype(asio::use_awaitable), void()>([](auto&&) {}, asio::use_awaitable);
-  }, 10s));
+  CHECK_FALSE(run_coro_for(
+      ioc,
+      []() -> asio::awaitable<void> {
+        co_await asio::async_initiate<decltype(asio::use_awaitable), void()>([](auto&&) {},
+                                                                             asio::use_awaitable);
+      },
+      10s));
   CHECK(std::chrono::steady_clock::now() - started < 5s);
 }
 
 TEST_CASE("run_coro rethrows what the coroutine throws", "[harness][run_coro]") {
   asio::io_context ioc;
-  CHECK_THROWS_WITH(run_coro(ioc, []() -> asio::awaitable<void> {
-    co_await thoonk::test::sleep_for(1ms);
-    throw std::runtime_error("boom");
-  }), "boom");
+  CHECK_THROWS_WITH(run_coro(ioc,
+                             []() -> asio::awaitable<void> {
+                               co_await sleep_for(1ms);
+                               throw std::runtime_error("boom");
+                             }),
+                    "boom");
   // Also when the callable throws before producing a coroutine.
-  CHECK_THROWS_WITH(run_coro(ioc, []() -> asio::awaitable<void> { throw std::runtime_error("early"); }), "early");
+  CHECK_THROWS_WITH(
+      run_coro(ioc, []() -> asio::awaitable<void> { throw std::runtime_error("early"); }), "early");
 }
 
 TEST_CASE("run_coro returns while background work continues", "[harness][run_coro]") {
@@ -274,22 +298,26 @@ TEST_CASE("run_coro returns while background work continues", "[harness][run_cor
   // Something like a client's reconnect loop: never ends on its own.
   auto background = [&]() -> asio::awaitable<void> {
     for (;;) {
-      co_await thoonk::test::sleep_for(5ms);
+      co_await sleep_for(5ms);
       ++ticks;
     }
   };
   const auto started = std::chrono::steady_clock::now();
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    asio::co_spawn(ioc, background, asio::detached);
-    co_await thoonk::test::sleep_for(30ms);
-  }, 10s);
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        asio::co_spawn(ioc, background, asio::detached);
+        co_await sleep_for(30ms);
+      },
+      10s);
   CHECK(std::chrono::steady_clock::now() - started < 5s);
   CHECK(ticks > 0);
 
   // The same io_context can run the next test coroutine; the background loop
   // resumes meanwhile.
   const int before = ticks;
-  run_coro(ioc, [&]() -> asio::awaitable<void> { co_await thoonk::test::sleep_for(30ms); }, 10s);
+  run_coro(
+      ioc, [&]() -> asio::awaitable<void> { co_await sleep_for(30ms); }, 10s);
   CHECK(ticks > before);
 }
 

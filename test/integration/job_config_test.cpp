@@ -124,7 +124,7 @@ TEST_CASE("job config: values written with plain commands that validation refuse
     // result_ttl_ms "1.5": the finish used to fail in PEXPIRE after its
     // writes (job gone, no error-free result); now the default 300000.
     auto j = co_await q.claim(1s, asio::use_awaitable);
-    auto [fec] = co_await q.finish(j.id, j.token, std::string("done"), nothrow);
+    auto [fec] = co_await q.finish(j, std::string("done"), nothrow);
     CHECK(!fec);
     const std::string rkey = "feed.jobfinished:" + f.name + std::string(1, '\0') + j.id;
     auto ttl = co_await cmd(f.c.conn(), "PTTL", rkey);
@@ -141,6 +141,6 @@ TEST_CASE("job config: values written with plain commands that validation refuse
     CHECK(rep.requeued == 0);
     CHECK(rep.stalled == 0);
     CHECK(rep.counts.claimed == 1);
-    co_await q.finish(j2.id, j2.token, asio::use_awaitable);
+    co_await q.finish(j2, asio::use_awaitable);
   });
 }

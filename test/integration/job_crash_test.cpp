@@ -53,7 +53,7 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
     // lapsed).
     if (st->claims % 7 == 0) co_await sleep_for(1ms);
     for (int attempt = 0; attempt < 50 && !st->stop; ++attempt) {
-      auto [fec] = co_await q.finish(j.id, j.token, std::string(j.id), nothrow);
+      auto [fec] = co_await q.finish(j, std::string(j.id), nothrow);
       if (!fec) {
         ++st->ok_finishes[j.id];
         break;

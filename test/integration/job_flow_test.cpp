@@ -7,9 +7,7 @@ using thoonk::test::run_coro;
 TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts][finish][get_ids][put]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     auto id = co_await q.put("payload", asio::use_awaitable);
     CHECK(!id.empty());
     auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
@@ -32,7 +30,7 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts]
     CHECK(counts.items == 1);
     CHECK(counts.puts == 1);
 
-    co_await q.finish(job.id, job.token, asio::use_awaitable);
+    co_await q.finish(job, asio::use_awaitable);
     ids = co_await q.get_ids(asio::use_awaitable);
     CHECK(ids.empty());
     counts = co_await q.counts(asio::use_awaitable);
@@ -52,18 +50,16 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts]
 TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][claim][failures][finish][put]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     auto id = co_await q.put("x", asio::use_awaitable);
     auto j1 = co_await q.claim(1s, asio::use_awaitable);
-    auto fails = co_await q.cancel(j1.id, j1.token, asio::use_awaitable);
+    auto fails = co_await q.cancel(j1, asio::use_awaitable);
     CHECK(fails == 1);
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j2.id == id);
     CHECK(j2.failures == 1);
     CHECK(j2.token > j1.token);
-    fails = co_await q.cancel(j2.id, j2.token, asio::use_awaitable);
+    fails = co_await q.cancel(j2, asio::use_awaitable);
     CHECK(fails == 2);
     auto j3 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j3.id == id);
@@ -71,9 +67,11 @@ TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][clai
     fails = co_await q.failures(id, asio::use_awaitable);
     CHECK(fails == 2);
     // The old tokens are dead.
-    auto [ec] = co_await q.finish(id, j1.token, nothrow);
+    const thoonk::claim_ref claim{id, j1.token};
+    auto [ec] = co_await q.finish(claim, nothrow);
     CHECK(ec == thoonk::error::lost_claim);
-    co_await q.finish(id, j3.token, asio::use_awaitable);
+    const thoonk::claim_ref claim2{id, j3.token};
+    co_await q.finish(claim2, asio::use_awaitable);
     auto [ec2, n] = co_await q.failures(id, nothrow);
     CHECK(ec2 == thoonk::error::job_not_found);
   });
@@ -82,9 +80,7 @@ TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][clai
 TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
 
     std::vector<std::string> events;
     auto sub = co_await f.c.sub().subscribe(
@@ -93,7 +89,7 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts
 
     auto id = co_await q.put("work", asio::use_awaitable);
     auto j1 = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.stall(j1.id, j1.token, asio::use_awaitable);
+    co_await q.stall(j1, asio::use_awaitable);
     auto c1 = co_await q.counts(asio::use_awaitable);
     CHECK(c1.stalled == 1);
     CHECK(c1.claimed == 0);
@@ -107,27 +103,19 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts
     co_await q.retry(id, asio::use_awaitable);
 
     // A result waiter that starts before the finish ...
-    std::string early;
-    bool early_done = false;
-    asio::co_spawn(
-        f.ioc,
-        [&]() -> asio::awaitable<void> {
-          early = co_await q.get_result(id, 10s, asio::use_awaitable);
-          early_done = true;
-        },
-        asio::detached);
+    auto early = result_in_background(f.ioc, q, id);
 
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j2.id == id);
     CHECK(j2.token > j1.token);
-    co_await q.finish(j2.id, j2.token, std::string("the result"), asio::use_awaitable);
+    co_await q.finish(j2, std::string("the result"), asio::use_awaitable);
     // ... and one that starts after it.
     auto late = co_await q.get_result(id, 1s, asio::use_awaitable);
     CHECK(late == "the result");
-    for (int i = 0; i < 200 && (!early_done || events.empty()); ++i)
+    for (int i = 0; i < 200 && (!early->done || events.empty()); ++i)
       co_await thoonk::test::sleep_for(10ms);
-    CHECK(early_done);
-    CHECK(early == "the result");
+    CHECK(early->done);
+    CHECK(early->value == "the result");
     REQUIRE(events.size() == 1);
     CHECK(events[0] == id + std::string("\0the result", 11));
     // The durable result (contract 001) with its expiry.
@@ -144,9 +132,7 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts
 TEST_CASE("job: retract removes a job from every key, in every state", "[job][cancel][claim][finish][put][retract][stall]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     const std::string empty =
         "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n";
 
@@ -158,17 +144,17 @@ TEST_CASE("job: retract removes a job from every key, in every state", "[job][ca
     // claimed, with a failure counted
     auto b = co_await q.put("b", asio::use_awaitable);
     auto jb = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.cancel(jb.id, jb.token, asio::use_awaitable);
+    co_await q.cancel(jb, asio::use_awaitable);
     jb = co_await q.claim(1s, asio::use_awaitable);
     co_await q.retract(b, asio::use_awaitable);
     snap = co_await snapshot(f.c.conn(), f.name);
     CHECK(snap.starts_with(empty));
-    auto [ec] = co_await q.finish(jb.id, jb.token, nothrow);
+    auto [ec] = co_await q.finish(jb, nothrow);
     CHECK(ec == thoonk::error::job_not_found);
     // stalled
     auto c = co_await q.put("c", asio::use_awaitable);
     auto jc = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.stall(jc.id, jc.token, asio::use_awaitable);
+    co_await q.stall(jc, asio::use_awaitable);
     co_await q.retract(c, asio::use_awaitable);
     snap = co_await snapshot(f.c.conn(), f.name);
     CHECK(snap.starts_with(empty));
@@ -181,9 +167,7 @@ TEST_CASE("job: retract removes a job from every key, in every state", "[job][ca
 TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][claim][finish][put][put_many]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     std::vector<std::string> items{"1", "2", "3"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     co_await q.put("urgent", thoonk::priority::high, asio::use_awaitable);
@@ -193,7 +177,7 @@ TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][clai
     for (int i = 0; i < 6; ++i) {
       auto j = co_await q.claim(1s, asio::use_awaitable);
       got.push_back(j.item);
-      co_await q.finish(j.id, j.token, asio::use_awaitable);
+      co_await q.finish(j, asio::use_awaitable);
     }
     CHECK(got == std::vector<std::string>{"h1", "h2", "urgent", "1", "2", "3"});
   });
@@ -202,20 +186,19 @@ TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][clai
 TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     co_await q.put("x", asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
     auto before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
     co_await thoonk::test::sleep_for(20ms);
-    co_await q.heartbeat(j.id, j.token, asio::use_awaitable);
+    co_await q.heartbeat(j, asio::use_awaitable);
     auto after = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
     auto num = [](const thoonk::resp3::value& v) {
       return v.str.empty() ? v.dbl : std::stod(v.str);
     };
     CHECK(num(after) > num(before));
-    auto [ec] = co_await q.heartbeat(j.id, j.token + 1, nothrow);
+    const thoonk::claim_ref claim3{j.id, j.token + 1};
+    auto [ec] = co_await q.heartbeat(claim3, nothrow);
     CHECK(ec == thoonk::error::lost_claim);
   });
 }
@@ -223,15 +206,13 @@ TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]"
 TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job][claim][finish][heartbeat_many][put_many]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     std::vector<std::string> items{"a", "b", "c", "d"};
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto a = co_await q.claim(1s, asio::use_awaitable);
     auto b = co_await q.claim(1s, asio::use_awaitable);
     auto c = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(b.id, b.token, asio::use_awaitable);
+    co_await q.finish(b, asio::use_awaitable);
     auto num = [](const thoonk::resp3::value& v) {
       return v.str.empty() ? v.dbl : std::stod(v.str);
     };
@@ -287,15 +268,17 @@ TEST_CASE("job: names, ids and types are checked", "[job][claim][finish][open][p
     CHECK(ec1 == thoonk::error::feed_not_found);
     auto [ec2, j2] = co_await missing.claim(0ms, nothrow);
     CHECK(ec2 == thoonk::error::feed_not_found);
-    auto [ec3] = co_await missing.open(nothrow);
+    auto [ec3, opened] = co_await thoonk::job_queue::open(f.c, f.name, nothrow);
     CHECK(ec3 == thoonk::error::feed_not_found);
 
     co_await create_feed(f.c.conn(), f.name, "queue");
     auto [ec4, id4] = co_await missing.put("x", nothrow);
     CHECK(ec4 == thoonk::error::wrong_feed_type);
-    auto [ec5] = co_await missing.finish("", 1, nothrow);
+    const thoonk::claim_ref claim4{"", 1};
+    auto [ec5] = co_await missing.finish(claim4, nothrow);
     CHECK(ec5 == thoonk::error::invalid_id);
-    auto [ec6] = co_await missing.finish(std::string("a\0b", 3), 1, nothrow);
+    const thoonk::claim_ref claim5{std::string("a\0b", 3), 1};
+    auto [ec6] = co_await missing.finish(claim5, nothrow);
     CHECK(ec6 == thoonk::error::invalid_id);
   });
 }
@@ -317,7 +300,7 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][
     CHECK(put_ms >= static_cast<double>(before));
     // Stall drops it (contract "Stall"), retry writes it again ("Retry").
     auto j1 = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.stall(j1.id, j1.token, asio::use_awaitable);
+    co_await q.stall(j1, asio::use_awaitable);
     score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
     CHECK(score.is_null());
     co_await q.retry(id, asio::use_awaitable);
@@ -325,7 +308,7 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][
     CHECK(!score.is_null());
     // Finish drops it too (the contract's finish would leak it).
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(j2.id, j2.token, asio::use_awaitable);
+    co_await q.finish(j2, asio::use_awaitable);
     auto card = co_await cmd(f.c.conn(), "ZCARD", key("published", f.name));
     CHECK(card.integer == 0);
   });
@@ -334,9 +317,7 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][
 TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][claim][counts][finish][put]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     co_await q.put("work", asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
 
@@ -345,7 +326,7 @@ TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][cl
     asio::cancellation_signal sig;
     error_code got = thoonk::error::unexpected_type;
     bool called = false;
-    q.finish(j.id, j.token, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+    q.finish(j, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
                got = ec;
                called = true;
              }));
@@ -358,9 +339,9 @@ TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][cl
     CHECK(c.claimed == 1);
     CHECK(c.finishes == 0);
     // The claim is intact: finishing it now works, once.
-    auto [ec1] = co_await q.finish(j.id, j.token, nothrow);
+    auto [ec1] = co_await q.finish(j, nothrow);
     CHECK(!ec1);
-    auto [ec2] = co_await q.finish(j.id, j.token, nothrow);
+    auto [ec2] = co_await q.finish(j, nothrow);
     CHECK(ec2 == thoonk::error::job_not_found);
   });
 }

@@ -40,7 +40,7 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
     CHECK(j.id == "0b9a5f7e-1111-4c3a-9d1e-000000000001");
     CHECK(j.item == "first");
     CHECK(j.failures == 0);
-    co_await q.finish(j.id, j.token, std::string("done"), asio::use_awaitable);
+    co_await q.finish(j, std::string("done"), asio::use_awaitable);
     auto snap = co_await snapshot(f.c.conn(), f.name);
     CHECK(snap ==
           "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
@@ -55,7 +55,7 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
         [&]() -> asio::awaitable<void> {
           auto [ec, j2] = co_await q.claim(10s, nothrow);
           got = !ec && j2.item == "second";
-          if (got) co_await q.finish(j2.id, j2.token, asio::use_awaitable);
+          if (got) co_await q.finish(j2, asio::use_awaitable);
         },
         asio::detached);
     co_await sleep_for(50ms);
@@ -68,9 +68,7 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
 TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job][counts][finish][get_result][put]") {
   fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     auto id = co_await q.put("library job", asio::use_awaitable);
 
     // Put: in feed.ids and feed.items, counted. feed.published (read by no
@@ -106,19 +104,12 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
     CHECK(counts.items == 1);
 
     // Its claim carries no token of ours: the library cannot finish it ...
-    auto [ec] = co_await q.finish(id, 1, nothrow);
+    const thoonk::claim_ref claim{id, 1};
+    auto [ec] = co_await q.finish(claim, nothrow);
     CHECK(ec == thoonk::error::lost_claim);
 
     // ... but sees the plain client's "Finish" with a result.
-    std::string result;
-    bool have = false;
-    asio::co_spawn(
-        f.ioc,
-        [&]() -> asio::awaitable<void> {
-          result = co_await q.get_result(id, 10s, asio::use_awaitable);
-          have = true;
-        },
-        asio::detached);
+    auto result = result_in_background(f.ioc, q, id);
     co_await sleep_for(100ms);
     {
       thoonk::request r;
@@ -131,9 +122,9 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
       r.push("EXEC");
       co_await f.c.conn().exec(r, asio::use_awaitable);
     }
-    for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
-    CHECK(have);
-    CHECK(result == "plain result");
+    for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
+    CHECK(result->done);
+    CHECK(result->value == "plain result");
     counts = co_await q.counts(asio::use_awaitable);
     CHECK(counts.items == 0);
     CHECK(counts.finishes == 1);
@@ -143,9 +134,7 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
 TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][claim][counts][finish][put][retry]") {
   fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     auto id = co_await q.put("x", asio::use_awaitable);
     auto j1 = co_await q.claim(1s, asio::use_awaitable);
 
@@ -163,7 +152,8 @@ TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][
     CHECK(j2.id == id);
     CHECK(j2.failures == 1);
     CHECK(j2.token > j1.token);
-    auto [ec] = co_await q.finish(id, j1.token, nothrow);
+    const thoonk::claim_ref claim2{id, j1.token};
+    auto [ec] = co_await q.finish(claim2, nothrow);
     CHECK(ec == thoonk::error::lost_claim);
 
     // Contract "Stall", then the library's retry.
@@ -177,13 +167,14 @@ TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][
       r.push("EXEC");
       co_await f.c.conn().exec(r, asio::use_awaitable);
     }
-    auto [ec2] = co_await q.finish(id, j2.token, nothrow);
+    const thoonk::claim_ref claim3{id, j2.token};
+    auto [ec2] = co_await q.finish(claim3, nothrow);
     CHECK(ec2 == thoonk::error::job_not_claimed);
     co_await q.retry(id, asio::use_awaitable);
     auto j3 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j3.id == id);
     CHECK(j3.failures == 0);
-    co_await q.finish(j3.id, j3.token, asio::use_awaitable);
+    co_await q.finish(j3, asio::use_awaitable);
     auto counts = co_await q.counts(asio::use_awaitable);
     CHECK(counts.items == 0);
     CHECK(counts.finishes == 1);

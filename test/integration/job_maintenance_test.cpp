@@ -45,19 +45,19 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once", 
     CHECK(jb.token != ja.token);
     // A wakes up: every call with its old token is refused, nothing changes.
     auto before = co_await snapshot(f.c.conn(), f.name);
-    auto [e1] = co_await qa.finish(ja.id, ja.token, std::string("from A"), nothrow);
+    auto [e1] = co_await qa.finish(ja, std::string("from A"), nothrow);
     CHECK(e1 == thoonk::error::lost_claim);
-    auto [e2, n2] = co_await qa.cancel(ja.id, ja.token, nothrow);
+    auto [e2, n2] = co_await qa.cancel(ja, nothrow);
     CHECK(e2 == thoonk::error::lost_claim);
-    auto [e3] = co_await qa.stall(ja.id, ja.token, nothrow);
+    auto [e3] = co_await qa.stall(ja, nothrow);
     CHECK(e3 == thoonk::error::lost_claim);
-    auto [e4] = co_await qa.heartbeat(ja.id, ja.token, nothrow);
+    auto [e4] = co_await qa.heartbeat(ja, nothrow);
     CHECK(e4 == thoonk::error::lost_claim);
     auto after = co_await snapshot(f.c.conn(), f.name);
     CHECK(after == before);
     // B finishes; A still cannot.
-    co_await qb.finish(jb.id, jb.token, std::string("from B"), asio::use_awaitable);
-    auto [e5] = co_await qa.finish(ja.id, ja.token, std::string("from A"), nothrow);
+    co_await qb.finish(jb, std::string("from B"), asio::use_awaitable);
+    auto [e5] = co_await qa.finish(ja, std::string("from A"), nothrow);
     CHECK(e5 == thoonk::error::job_not_found);
     auto counts = co_await qa.counts(asio::use_awaitable);
     CHECK(counts.finishes == 1);
@@ -97,16 +97,14 @@ TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim]
     auto j3 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j3.id == id);
     CHECK(j3.token > j.token);
-    co_await q.finish(j3.id, j3.token, asio::use_awaitable);
+    co_await q.finish(j3, asio::use_awaitable);
   });
 }
 
 TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][claim][maintain][put_many]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     std::vector<std::string> items{"a", "b", "c"};
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
@@ -148,9 +146,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][c
 TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job][claim][maintain][put]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     auto id = co_await q.put("x", asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
     // Contract "Finish", by hand.
@@ -181,13 +177,11 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
 TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job][claim][finish][maintain][put_many]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     std::vector<std::string> items{"a", "b", "c"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(j.id, j.token, asio::use_awaitable);
+    co_await q.finish(j, asio::use_awaitable);
 
     thoonk::maintenance_options o;
     o.stats_max_length = 2;
@@ -272,9 +266,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
 TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job][maintain][put_many]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f);
     std::vector<std::string> items(50, "x");
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     thoonk::maintenance_options o = quiet();

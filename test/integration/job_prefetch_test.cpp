@@ -60,7 +60,7 @@ TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][cl
     }
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i].id == ids[i]);
     for (auto& j : got) {
-      auto [ec] = co_await q.finish(j.id, j.token, nothrow);
+      auto [ec] = co_await q.finish(j, nothrow);
       CHECK(!ec);
     }
     auto c2 = co_await q.counts(asio::use_awaitable);
@@ -80,7 +80,7 @@ TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][
     std::vector<std::string> items(10, "x");
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(j.id, j.token, asio::use_awaitable);
+    co_await q.finish(j, asio::use_awaitable);
     // Claimed ahead, not taken: back at the front of the line after the
     // hold, no failure counted, their claims (tokens) ended.
     auto c = co_await counts_when(q, [](const auto& c) { return c.claimed == 0; });
@@ -96,7 +96,8 @@ TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][
     auto again = co_await q.claim(1s, asio::use_awaitable);
     CHECK(again.id == ids[1]);
     CHECK(again.token == 2);
-    auto [ec] = co_await q.finish(again.id, 1, nothrow);
+    const thoonk::claim_ref claim{again.id, 1};
+    auto [ec] = co_await q.finish(claim, nothrow);
     CHECK(ec == thoonk::error::lost_claim);
   });
 }
@@ -119,7 +120,7 @@ TEST_CASE("job prefetch: closing the queue releases what it holds", "[job][claim
     auto c = co_await counts_when(other, [](const auto& c) { return c.claimed == 1; });
     CHECK(c.claimed == 1);  // only the job a worker holds
     CHECK(c.waiting == 9);
-    auto [ec] = co_await other.finish(j.id, j.token, nothrow);
+    auto [ec] = co_await other.finish(j, nothrow);
     CHECK(!ec);
   });
 }

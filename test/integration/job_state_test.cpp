@@ -44,19 +44,20 @@ asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
   REQUIRE(j.id == id);
   out.token = j.token;
   switch (s) {
-    case state::requeued: co_await q.cancel(j.id, j.token, asio::use_awaitable); break;
+    case state::requeued: co_await q.cancel(j, asio::use_awaitable); break;
     case state::claimed: out.token = j.token + 1; break;
-    case state::stalled: co_await q.stall(j.id, j.token, asio::use_awaitable); break;
+    case state::stalled: co_await q.stall(j, asio::use_awaitable); break;
     case state::finished:
-      co_await q.finish(j.id, j.token, std::string("r"), asio::use_awaitable);
+      co_await q.finish(j, std::string("r"), asio::use_awaitable);
       break;
     default: break;
   }
   co_return out;
 }
 
-using call_fn =
-    std::function<asio::awaitable<error_code>(thoonk::job_queue, std::string, std::int64_t)>;
+// Each call takes the job's claim (its id and token; the id-only calls use
+// the id) and gives its error code.
+using call_fn = std::function<asio::awaitable<error_code>(thoonk::job_queue, thoonk::claim_ref)>;
 
 struct call {
   const char* name;
@@ -65,65 +66,39 @@ struct call {
   std::vector<std::pair<state, thoonk::error>> wrong;
 };
 
+// The error code of an operation's result tuple.
+template <class Awaitable>
+asio::awaitable<error_code> code_of(Awaitable a) {
+  co_return std::get<0>(co_await std::move(a));
+}
+
 std::vector<call> calls() {
   using E = thoonk::error;
+  using q_t = thoonk::job_queue;
+  using c_t = thoonk::claim_ref;
   const std::vector<std::pair<state, E>> claim_ops{
       {state::waiting, E::job_not_claimed}, {state::requeued, E::job_not_claimed},
       {state::claimed, E::lost_claim},      {state::stalled, E::job_not_claimed},
       {state::finished, E::job_not_found},  {state::unknown, E::job_not_found}};
+  const std::vector<std::pair<state, E>> only_gone{{state::finished, E::job_not_found},
+                                                   {state::unknown, E::job_not_found}};
   return {
-      {"finish",
-       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.finish(id, t, nothrow);
-         co_return ec;
-       },
-       claim_ops},
+      {"finish", [](q_t q, c_t c) { return code_of(q.finish(c, nothrow)); }, claim_ops},
       {"finish with result",
-       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.finish(id, t, std::string("result"), nothrow);
-         co_return ec;
-       },
+       [](q_t q, c_t c) { return code_of(q.finish(c, std::string("result"), nothrow)); },
        claim_ops},
-      {"cancel",
-       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
-         auto [ec, n] = co_await q.cancel(id, t, nothrow);
-         co_return ec;
-       },
-       claim_ops},
-      {"stall",
-       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.stall(id, t, nothrow);
-         co_return ec;
-       },
-       claim_ops},
-      {"heartbeat",
-       [](thoonk::job_queue q, std::string id, std::int64_t t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.heartbeat(id, t, nothrow);
-         co_return ec;
-       },
-       claim_ops},
+      {"cancel", [](q_t q, c_t c) { return code_of(q.cancel(c, nothrow)); }, claim_ops},
+      {"stall", [](q_t q, c_t c) { return code_of(q.stall(c, nothrow)); }, claim_ops},
+      {"heartbeat", [](q_t q, c_t c) { return code_of(q.heartbeat(c, nothrow)); }, claim_ops},
       {"retry",
-       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.retry(id, nothrow);
-         co_return ec;
-       },
+       [](q_t q, c_t c) { return code_of(q.retry(c.id, nothrow)); },
        {{state::waiting, E::job_not_stalled},
         {state::requeued, E::job_not_stalled},
         {state::claimed, E::job_not_stalled},
         {state::finished, E::job_not_found},
         {state::unknown, E::job_not_found}}},
-      {"retract",
-       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
-         auto [ec] = co_await q.retract(id, nothrow);
-         co_return ec;
-       },
-       {{state::finished, E::job_not_found}, {state::unknown, E::job_not_found}}},
-      {"failures",
-       [](thoonk::job_queue q, std::string id, std::int64_t) -> asio::awaitable<error_code> {
-         auto [ec, n] = co_await q.failures(id, nothrow);
-         co_return ec;
-       },
-       {{state::finished, E::job_not_found}, {state::unknown, E::job_not_found}}},
+      {"retract", [](q_t q, c_t c) { return code_of(q.retract(c.id, nothrow)); }, only_gone},
+      {"failures", [](q_t q, c_t c) { return code_of(q.failures(c.id, nothrow)); }, only_gone},
   };
 }
 
@@ -144,7 +119,8 @@ TEST_CASE("job: every wrong-state call fails with its error and changes no key",
             thoonk::job_queue q(c, name);
             auto st = co_await bring(q, s);
             auto before = co_await snapshot(c.conn(), name);
-            auto ec = co_await k.fn(q, st.id, st.token);
+            const thoonk::claim_ref claim{st.id, st.token};
+            auto ec = co_await k.fn(q, claim);
             auto after = co_await snapshot(c.conn(), name);
             INFO(k.name << " on a " << to_string(s) << " job");
             CHECK(ec == expected);
@@ -172,7 +148,8 @@ TEST_CASE("job: a second finish of the same claim is refused", "[job][claim][cou
     int done = 0;
     auto fin = [](thoonk::job_queue q, std::string id, std::int64_t tok, error_code* out,
                   int* done) -> asio::awaitable<void> {
-      auto [ec] = co_await q.finish(id, tok, nothrow);
+      const thoonk::claim_ref claim{id, tok};
+      auto [ec] = co_await q.finish(claim, nothrow);
       *out = ec;
       ++*done;
     };

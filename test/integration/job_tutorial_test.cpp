@@ -32,16 +32,19 @@ asio::awaitable<void> jobs_tutorial_worker(thoonk::job_queue jobs) {
   for (;;) {
     auto [ec, job] = co_await jobs.claim(200ms, asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;  // error::queue_empty: nothing arrived in time
-    co_await jobs.finish(job.id, job.token, "done: " + job.item, asio::use_awaitable);
+    co_await jobs.finish(job, "done: " + job.item, asio::use_awaitable);
   }
 }
 
 asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, std::ostream& out) {
-  // 1. Create a job queue. Claims lapse after 30 s without a finish or a
-  //    heartbeat; a job whose claim lapses more than 3 times is stalled.
-  thoonk::feed_config cfg{{"claim_timeout_ms", "30000"}, {"max_failures", "3"}};
-  co_await client.create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
-  thoonk::job_queue jobs(client, name);
+  // 1. Create the job queue (or open it, if it exists). Claims lapse after
+  //    30 s without a finish or a heartbeat; a job whose claim lapses more
+  //    than 3 times is stalled.
+  thoonk::job_queue::settings settings;
+  settings.claim_timeout = 30s;
+  settings.max_failures = 3;
+  auto jobs =
+      co_await thoonk::job_queue::create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. Producer: each put returns the job's id. High priority is next out.
   auto cat = co_await jobs.put("resize cat.jpg", asio::use_awaitable);
@@ -52,16 +55,16 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
   // 3. Worker: claim, work, finish. The token proves the claim is ours.
   auto job = co_await jobs.claim(5s, asio::use_awaitable);
   out << "claimed " << job.item << ", attempt " << job.token << "\n";
-  co_await jobs.finish(job.id, job.token, "logo done", asio::use_awaitable);
+  co_await jobs.finish(job, "logo done", asio::use_awaitable);
 
   // 4. Give a job back: it returns to the end of the line, failure +1.
   job = co_await jobs.claim(5s, asio::use_awaitable);
-  auto failures = co_await jobs.cancel(job.id, job.token, asio::use_awaitable);
+  auto failures = co_await jobs.cancel(job, asio::use_awaitable);
   out << "gave back " << job.item << ", failures " << failures << "\n";
 
   // 5. The old token is dead: errors are codes, not exceptions, with
   //    as_tuple.
-  auto [ec] = co_await jobs.finish(job.id, job.token, asio::as_tuple(asio::use_awaitable));
+  auto [ec] = co_await jobs.finish(job, asio::as_tuple(asio::use_awaitable));
   out << "stale finish: " << ec.message() << "\n";
 
   // 6. A caller waits for one result while two workers empty the queue.

@@ -57,8 +57,7 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
       [&]() -> asio::awaitable<void> {
         co_await c.connect(asio::use_awaitable);
         co_await create_feed(c.conn(), name, "job");
-        thoonk::job_queue q(c, name);
-        co_await q.open(asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
         const std::string counter = "jobs-wait-counter:" + name;
 
         // Baseline: 10,000 requests, one after the other, nobody waiting.
@@ -77,7 +76,7 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
                 if (!ec) {
                   ++claimed;
                   ids.insert(j.id);
-                  auto [fec] = co_await q.finish(j.id, j.token, nothrow);
+                  auto [fec] = co_await q.finish(j, nothrow);
                   if (!fec) ++finished;
                 }
               },
@@ -178,8 +177,7 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     co_await create_feed(c.conn(), name, "job");
-    thoonk::job_queue q(c, name);
-    co_await q.open(asio::use_awaitable);
+    auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
     std::vector<std::string> items{"1", "2", "3"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     int cancels = 0;
@@ -206,7 +204,8 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
       REQUIRE(outcome >= 0);
       co_await sleep_for(20ms);  // a release, if any, lands
       if (outcome == 1) {
-        co_await q.cancel(claimed_id, token, asio::use_awaitable);
+        const thoonk::claim_ref claim{claimed_id, token};
+        co_await q.cancel(claim, asio::use_awaitable);
         ++cancels;
       }
       auto counts = co_await q.counts(asio::use_awaitable);
@@ -218,7 +217,7 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
     for (int i = 0; i < 3; ++i) {
       auto j = co_await q.claim(1s, asio::use_awaitable);
       failures += j.failures;
-      co_await q.finish(j.id, j.token, asio::use_awaitable);
+      co_await q.finish(j, asio::use_awaitable);
     }
     CHECK(failures == cancels);
   });
@@ -305,7 +304,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         co_await sleep_for(100ms);
         // (This user may not PUBLISH either: the finish comes from another
         // client; the token is the job's, not the client's.)
-        co_await aq.finish(job.id, job.token, std::string("polled"), asio::use_awaitable);
+        co_await aq.finish(job, std::string("polled"), asio::use_awaitable);
         for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
         CHECK(have);
         CHECK(result == "polled");
@@ -336,7 +335,7 @@ TEST_CASE("job and queue operations initiated from another thread", "[job][claim
     int finished = 0;
     for (int i = 0; i < 20; ++i) {
       auto j = q.claim(5s, asio::use_future).get();
-      q.finish(j.id, j.token, asio::use_future).get();
+      q.finish(j, asio::use_future).get();
       ++finished;
     }
     CHECK(finished == 20);

@@ -1,56 +1,13 @@
 // Bad input from the server side: malformed and oversized replies, and a
 // server without HELLO. Oversized replies use the real redis-server; the
 // malformed-bytes and no-HELLO cases need a peer that misbehaves on
-// purpose, so they use a tiny scripted TCP peer on loopback (it is not a
-// Redis stand-in: it only sends the bytes each case needs, then closes).
-#include "support/run_coro.hpp"
-#include "support/test_client.hpp"
+// purpose, so they use a scripted TCP peer on loopback
+// (support/loopback.hpp: not a Redis stand-in, it sends only the bytes each
+// case needs).
+#include "support/helpers.hpp"
+#include "support/loopback.hpp"
 
-#include <thoonk/connection.hpp>
-#include <thoonk/error.hpp>
-
-#include <boost/asio.hpp>
-#include <catch2/catch.hpp>
-
-namespace asio = boost::asio;
-using namespace std::chrono_literals;
-using boost::system::error_code;
-using thoonk::test::cmd;
-using thoonk::test::run_coro;
-using thoonk::test::test_config;
-
-namespace {
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
-
-// Accepts one connection; for each scripted reply, waits for the client to
-// send something, then answers with the reply's bytes. Closes at the end.
-asio::awaitable<void> scripted_peer(asio::ip::tcp::acceptor& acceptor,
-                                    std::vector<std::string> replies, std::string* received) {
-  auto [ec, sock] = co_await acceptor.async_accept(nothrow);
-  if (ec) co_return;
-  char buf[4096];
-  for (auto& reply : replies) {
-    auto [rec, n] = co_await sock.async_read_some(asio::buffer(buf), nothrow);
-    if (rec) co_return;
-    if (received) received->append(buf, n);
-    auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(reply), nothrow);
-    if (wec) co_return;
-  }
-  // Hold the socket a moment so the client reads the last reply first.
-  asio::steady_timer t(co_await asio::this_coro::executor, 200ms);
-  co_await t.async_wait(nothrow);
-}
-
-thoonk::config peer_config(const asio::ip::tcp::acceptor& a) {
-  auto cfg = test_config();
-  cfg.host = "127.0.0.1";
-  cfg.port = a.local_endpoint().port();
-  cfg.client_name.clear();
-  cfg.reconnect = false;
-  cfg.connect_timeout = 2s;
-  return cfg;
-}
-}  // namespace
+using namespace thoonk::test;
 
 TEST_CASE("protocol: a malformed reply fails its request with the parser's error",
           "[connection][protocol]") {
@@ -65,10 +22,10 @@ TEST_CASE("protocol: a malformed reply fails its request with the parser's error
                     vector_case{"$3\r\nabcXY", thoonk::error::missing_crlf},
                     vector_case{":12x\r\n", thoonk::error::invalid_number});
   asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  thoonk::connection conn(ioc.get_executor(), peer_config(acceptor));
-  asio::co_spawn(ioc, scripted_peer(acceptor, {"%1\r\n+proto\r\n:3\r\n", c.bytes}, nullptr),
-                 asio::detached);
+  scripted_peer peer(ioc, {{"%1\r\n+proto\r\n:3\r\n", c.bytes}});
+  auto cfg = peer.config();
+  cfg.reconnect = false;
+  thoonk::connection conn(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await conn.connect(asio::use_awaitable);
     CHECK(conn.protocol() == 3);
@@ -83,16 +40,11 @@ TEST_CASE("protocol: a malformed reply fails its request with the parser's error
 
 TEST_CASE("protocol: a server that does not know HELLO gets RESP2", "[connection][protocol]") {
   asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  auto cfg = peer_config(acceptor);
+  scripted_peer peer(ioc, {{"-ERR unknown command 'HELLO'\r\n", "+OK\r\n", "$4\r\npong\r\n"}});
+  auto cfg = peer.config();
   cfg.client_name = "old-server-test";
+  cfg.reconnect = false;
   thoonk::connection conn(ioc.get_executor(), cfg);
-  std::string received;
-  asio::co_spawn(ioc,
-                 scripted_peer(acceptor,
-                               {"-ERR unknown command 'HELLO'\r\n", "+OK\r\n", "$4\r\npong\r\n"},
-                               &received),
-                 asio::detached);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await conn.connect(asio::use_awaitable);
     CHECK(conn.protocol() == 2);
@@ -100,8 +52,8 @@ TEST_CASE("protocol: a server that does not know HELLO gets RESP2", "[connection
     CHECK(v.str == "pong");
     conn.stop();
   });
-  CHECK(received.find("HELLO") != std::string::npos);
-  CHECK(received.find("SETNAME") != std::string::npos);
+  CHECK(peer.received().find("HELLO") != std::string::npos);
+  CHECK(peer.received().find("SETNAME") != std::string::npos);
 }
 
 TEST_CASE("protocol: an oversized reply is refused and the connection recovers",
@@ -111,7 +63,7 @@ TEST_CASE("protocol: an oversized reply is refused and the connection recovers",
   cfg.limits.max_bulk_length = 1024;
   thoonk::connection conn(ioc.get_executor(), cfg);
   thoonk::connection admin(ioc.get_executor(), test_config());
-  auto key = thoonk::test::unique_name("big");
+  auto key = unique_name("big");
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await conn.connect(asio::use_awaitable);
     co_await admin.connect(asio::use_awaitable);

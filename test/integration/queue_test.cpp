@@ -12,8 +12,7 @@ TEST_CASE("queue: FIFO order; high priority jumps the line", "[queue][get][get_i
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "queue");
-    thoonk::queue q(f.c, f.name);
-    co_await q.open(asio::use_awaitable);
+    auto q = co_await thoonk::queue::open(f.c, f.name, asio::use_awaitable);
     auto a = co_await q.put("a", asio::use_awaitable);
     auto b = co_await q.put("b", asio::use_awaitable);
     auto c = co_await q.put("c", asio::use_awaitable);
@@ -53,9 +52,7 @@ TEST_CASE("queue: get on an empty queue fails with queue_empty after the timeout
           "[queue][get][put]") {
   fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    thoonk::queue q(f.c, f.name);
+    auto q = co_await contract_queue(f);
     auto t0 = std::chrono::steady_clock::now();
     auto [ec, it] = co_await q.get(300ms, nothrow);
     auto waited = ms_since(t0);
@@ -80,8 +77,7 @@ TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches
     // A long poll interval: only the wake-up can explain a quick delivery.
     thoonk::queue_options opts;
     opts.poll_interval = 60s;
-    thoonk::queue q(f.c, f.name, opts);
-    co_await q.open(asio::use_awaitable);
+    auto q = co_await thoonk::queue::open(f.c, f.name, opts, asio::use_awaitable);
 
     constexpr int n = 50;
     std::multiset<std::string> got;
@@ -116,9 +112,7 @@ TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches
 TEST_CASE("queue: a cancelled getter loses nothing", "[queue][get][length][put_many]") {
   fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    thoonk::queue q(f.c, f.name);
+    auto q = co_await contract_queue(f);
     // Cancel many getters while their fetch is in flight, with items there.
     std::vector<std::string> items{"1", "2", "3", "4", "5"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
@@ -166,9 +160,7 @@ TEST_CASE("queue: errors before and after I/O", "[queue][get][length][put]") {
 TEST_CASE("queue: interop with the contract's plain commands", "[queue][get][put]") {
   fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    thoonk::queue q(f.c, f.name);
+    auto q = co_await contract_queue(f);
     // Contract "Normal Priority Put", verbatim.
     {
       thoonk::request r;

@@ -96,6 +96,16 @@ inline std::string key(std::string_view what, std::string_view feed) {
   return "feed." + std::string(what) + ":" + std::string(feed);
 }
 
+/// A hash (HGETALL `hash_key`) as a map, e.g. hash_of(conn, key("config", name)).
+inline asio::awaitable<std::map<std::string, std::string>> hash_of(thoonk::connection& c,
+                                                                   std::string hash_key) {
+  auto v = co_await cmd(c, "HGETALL", hash_key);
+  std::map<std::string, std::string> out;
+  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2)
+    out[v.elements[i].str] = v.elements[i + 1].str;
+  co_return out;
+}
+
 /// A recorded typed event (owning copies).
 struct rec {
   thoonk::feed_event::kind_t kind;
@@ -109,6 +119,28 @@ inline rec to_rec(const thoonk::feed_event& e) {
              e.kind == thoonk::feed_event::position ? e.where.to_string() : std::string{},
              e.replayed};
 }
+
+/// What a catch-up subscription delivered: every event (as rec) and, in
+/// the same stream, a marker `{position "caught-up"}` where each catch-up
+/// ended, with its catch_up_info in `infos`. Subscribe with
+/// `sub(log.callback(), log.options(), token)`; `log` must outlive it.
+struct catch_up_log {
+  std::vector<rec> got;
+  std::vector<thoonk::catch_up_info> infos;
+
+  thoonk::feed_callback callback() {
+    return [this](const thoonk::feed_event& e) { got.push_back(to_rec(e)); };
+  }
+  thoonk::feed_subscribe_options options() {
+    thoonk::feed_subscribe_options opts;
+    opts.catch_up = true;
+    opts.on_catch_up = [this](const thoonk::catch_up_info& i) {
+      infos.push_back(i);
+      got.push_back(rec{thoonk::feed_event::position, "caught-up", {}, {}, false});
+    };
+    return opts;
+  }
+};
 
 inline std::ostream& operator<<(std::ostream& os, const rec& r) {
   static const char* names[] = {"publish", "edit", "retract", "position"};
@@ -149,6 +181,12 @@ struct gap_user {
   asio::awaitable<void> create(thoonk::connection& admin) const {
     co_await cmd(admin, "ACL", "SETUSER", name, "on", ">" + pass, "~*", "&*", "+@all");
   }
+  /// Creates the user with exactly `rules` (ACL SETUSER ... reset on
+  /// >pass rules...), for tests of what a user without a permission gets.
+  template <class... Rules>
+  asio::awaitable<void> create_with(thoonk::connection& admin, const Rules&... rules) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "reset", "on", ">" + pass, rules...);
+  }
   // Disables the user and kills its subscriber connection: it cannot come
   // back until close().
   asio::awaitable<void> open_gap(thoonk::connection& admin) const {
@@ -161,6 +199,34 @@ struct gap_user {
   }
   asio::awaitable<void> remove(thoonk::connection& admin) const {
     co_await cmd(admin, "ACL", "DELUSER", name);
+  }
+};
+
+/// The parties of a catch-up test with a deterministic gap: an admin
+/// connection, a library publisher, and a client `c` of a gap_user, whose
+/// subscriber the admin can lock out. Use as
+/// `gap_parties p; auto& [ioc, admin, pub, user, c] = p;`.
+struct gap_parties {
+  asio::io_context ioc;
+  thoonk::connection admin{ioc.get_executor(), test_config()};
+  thoonk::client pub{ioc.get_executor(), test_config()};
+  gap_user user;
+  std::optional<thoonk::client> c;
+
+  /// Connects everyone (the gap user is created first).
+  asio::awaitable<void> start() {
+    co_await admin.connect(asio::use_awaitable);
+    co_await pub.connect(asio::use_awaitable);
+    co_await user.create(admin);
+    c.emplace(ioc.get_executor(), user.config());
+    co_await c->connect(asio::use_awaitable);
+  }
+  /// Removes the gap user and stops everyone.
+  asio::awaitable<void> finish() {
+    c->stop();
+    co_await user.remove(admin);
+    pub.stop();
+    admin.stop();
   }
 };
 
@@ -225,6 +291,28 @@ inline asio::awaitable<std::string> snapshot(thoonk::connection& c, std::string 
   co_return out;
 }
 
+/// A job's result awaited in the background (result_in_background).
+struct background_result {
+  std::string value;
+  bool done = false;
+};
+
+inline asio::awaitable<void> await_result_into(thoonk::job_queue q, std::string id,
+                                               std::shared_ptr<background_result> out) {
+  out->value = co_await q.get_result(std::move(id), 10s, asio::use_awaitable);
+  out->done = true;
+}
+
+/// Starts q.get_result(id, 10 s) in its own coroutine; the result lands in
+/// the returned record.
+inline std::shared_ptr<background_result> result_in_background(asio::io_context& ioc,
+                                                               thoonk::job_queue q,
+                                                               std::string id) {
+  auto out = std::make_shared<background_result>();
+  asio::co_spawn(ioc, await_result_into(std::move(q), std::move(id), out), asio::detached);
+  return out;
+}
+
 inline asio::awaitable<std::int64_t> llen(thoonk::connection& c, std::string k) {
   auto v = co_await cmd(c, "LLEN", k);
   co_return v.integer;
@@ -238,6 +326,21 @@ inline thoonk::config named_config(std::string client_name = "thoonk-test") {
   return cfg;
 }
 
+/// Connects `service` (a client or a connection), runs `body` under the
+/// test deadline, then stops `service`.
+template <class Service>
+void run_connected(asio::io_context& ioc, Service& service, coro_fn body,
+                   std::chrono::milliseconds deadline = 20s) {
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await service.connect(asio::use_awaitable);
+        co_await body();
+        service.stop();
+      },
+      deadline);
+}
+
 /// The fixture of the integration tests: an io_context, a client on the
 /// shared test server, a raw subscriber for capturing messages (neither
 /// connects before its first use), and a fresh feed or queue name starting
@@ -249,7 +352,51 @@ struct fixture {
   thoonk::client c;
   thoonk::subscriber raw{ioc.get_executor(), test_config()};
   std::string name;
+
+  /// Connects the client, runs `body` under the test deadline, then stops
+  /// the client.
+  void run_connected(coro_fn body, std::chrono::milliseconds deadline = 20s) {
+    test::run_connected(ioc, c, std::move(body), deadline);
+  }
 };
+
+/// Runs `body(name)` (a coroutine) on `fx` under run_coro's deadline, for
+/// the feed tests that need exactly this frame: connects the client, creates
+/// a feed of `type` with config `cfg` and a fresh name starting with
+/// `prefix`; after the body, deletes the feed and stops the client and the
+/// raw subscriber.
+template <class Body>
+void run_with_feed(fixture& fx, std::string_view prefix, thoonk::feed_type type,
+                   thoonk::feed_config cfg, Body body,
+                   std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
+  run_coro(
+      fx.ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await fx.c.connect(asio::use_awaitable);
+        const auto name = co_await make_feed(fx.c, prefix, type, std::move(cfg));
+        co_await body(name);
+        co_await fx.c.delete_feed(name, asio::use_awaitable);
+        fx.raw.stop();
+        fx.c.stop();
+      },
+      deadline);
+}
+
+/// Connects f's client, creates f.name as a job queue with the contract's
+/// plain commands, and returns an unchecked handle on it.
+inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f,
+                                                             thoonk::job_queue_options o = {}) {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await create_feed(f.c.conn(), f.name, "job");
+  co_return thoonk::job_queue(f.c, f.name, std::move(o));
+}
+
+/// contract_job_queue for a queue.
+inline asio::awaitable<thoonk::queue> contract_queue(fixture& f, thoonk::queue_options o = {}) {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await create_feed(f.c.conn(), f.name, "queue");
+  co_return thoonk::queue(f.c, f.name, o);
+}
 
 inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)

@@ -172,7 +172,8 @@ bool answers_ping(unsigned short port) {
 
 std::string find_redis_server() {
   // Escape hatch for machines with redis-server outside PATH.
-  if (const char* explicit_path = std::getenv("THOONK_REDIS_SERVER"); explicit_path && *explicit_path) {
+  if (const char* explicit_path = std::getenv("THOONK_REDIS_SERVER");
+      explicit_path && *explicit_path) {
     if (::access(explicit_path, X_OK) == 0) return explicit_path;
     throw std::runtime_error(std::string("THOONK_REDIS_SERVER=") + explicit_path +
                              " is not an executable file");
@@ -185,12 +186,14 @@ std::string find_redis_server() {
     if (dir.empty()) dir = ".";
     const std::string candidate = dir + "/redis-server";
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0)
       return candidate;
     if (colon == std::string_view::npos) break;
     path.remove_prefix(colon + 1);
   }
-  throw std::runtime_error("redis-server not found on PATH: run scripts/run-tests.sh, which installs it");
+  throw std::runtime_error(
+      "redis-server not found on PATH: run scripts/run-tests.sh, which installs it");
 }
 
 std::string make_temp_dir() {
@@ -241,10 +244,11 @@ bool keep_dirs() {
 bool has_exited(pid_t pid, bool block) noexcept {
   while (true) {
     siginfo_t info{};
-    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+    const int r =
+        ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
     if (r == 0) return info.si_pid == pid;
     if (errno == EINTR) continue;
-    return true; // ECHILD: not ours any more, treat as gone.
+    return true;  // ECHILD: not ours any more, treat as gone.
   }
 }
 
@@ -256,7 +260,7 @@ void forget_child(pid_t pid) noexcept {
   }
 }
 
-} // namespace
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // redis_server
@@ -267,7 +271,8 @@ redis_server::redis_server() : redis_server(redis_server_options{}) {}
 redis_server::redis_server(std::vector<std::string> extra_args)
     : redis_server(redis_server_options{std::move(extra_args), false}) {}
 
-redis_server::redis_server(redis_server_options options) : extra_args_(std::move(options.extra_args)) {
+redis_server::redis_server(redis_server_options options)
+    : extra_args_(std::move(options.extra_args)) {
   // Fail before creating anything when the binary is missing.
   binary_ = find_redis_server();
   dir_ = make_temp_dir();
@@ -278,8 +283,10 @@ redis_server::redis_server(redis_server_options options) : extra_args_(std::move
       unix_socket_ = dir_ + "/redis.sock";
       // sockaddr_un::sun_path is 108 bytes including the terminator.
       if (unix_socket_.size() >= 108)
-        throw std::runtime_error("unix socket path too long (set a shorter TMPDIR): " + unix_socket_);
-      extra_args_.insert(extra_args_.end(), {"--unixsocket", unix_socket_, "--unixsocketperm", "700"});
+        throw std::runtime_error("unix socket path too long (set a shorter TMPDIR): " +
+                                 unix_socket_);
+      extra_args_.insert(extra_args_.end(),
+                         {"--unixsocket", unix_socket_, "--unixsocketperm", "700"});
     }
     start_on_free_port();
   } catch (...) {
@@ -333,10 +340,8 @@ bool redis_server::try_start(unsigned short port) {
   const auto log_offset = file_size_or_zero(log);
 
   std::vector<std::string> args = {
-      binary_,        "--bind",       host_,       "--port",         std::to_string(port),
-      "--save",       "",             "--appendonly", "no",          "--daemonize",
-      "no",           "--protected-mode", "yes",   "--dir",          dir_,
-      "--logfile",    log,
+      binary_, "--bind", host_, "--port", std::to_string(port), "--save", "", "--appendonly", "no",
+      "--daemonize", "no", "--protected-mode", "yes", "--dir", dir_, "--logfile", log,
       // Fault tests use DEBUG SLEEP to make the server go silent; Redis 7
       // refuses DEBUG unless enabled (local: only from loopback).
       "--enable-debug-command", "local"};
@@ -349,7 +354,8 @@ bool redis_server::try_start(unsigned short port) {
   argv.push_back(nullptr);
 
   // Early startup errors (bad flags) go to stderr before the logfile is used.
-  fd_guard output(::open((dir_ + "/redis.stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  fd_guard output(
+      ::open((dir_ + "/redis.stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (output.fd < 0) throw_errno("open " + dir_ + "/redis.stderr");
   fd_guard devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (devnull.fd < 0) throw_errno("open /dev/null");
@@ -413,12 +419,13 @@ bool redis_server::try_start(unsigned short port) {
       if (read_from(log, log_offset).find(port_taken_marker) != std::string::npos) return false;
       throw std::runtime_error(failure_report("redis-server exited during startup"));
     }
-    if (read_from(log, log_offset).find(ready_marker) != std::string::npos && answers_ping(port)) return true;
+    if (read_from(log, log_offset).find(ready_marker) != std::string::npos && answers_ping(port))
+      return true;
     std::this_thread::sleep_for(20ms);
   }
   stop();
-  throw std::runtime_error(failure_report("redis-server did not answer PING on 127.0.0.1:" +
-                                          std::to_string(port) + " within 10 s"));
+  throw std::runtime_error(failure_report(
+      "redis-server did not answer PING on 127.0.0.1:" + std::to_string(port) + " within 10 s"));
 }
 
 void redis_server::stop() noexcept {
@@ -468,4 +475,4 @@ std::string shared_redis_url() {
   return shared_redis().url();
 }
 
-} // namespace thoonk::test
+}  // namespace thoonk::test

@@ -1,14 +1,14 @@
 // A real redis-server child process for the integration tests.
 //
-// docs/design.md §8: integration tests never mock Redis; the harness starts a
+// docs/design.md §9: integration tests never mock Redis; the harness starts a
 // throwaway server on a free loopback port without persistence and stops it.
 // Setting THOONK_REDIS_URL points the suite at an external server instead
 // (see shared_redis_url()).
 #pragma once
 
+#include <sys/types.h>
 #include <chrono>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace thoonk::test {
@@ -36,7 +36,7 @@ struct redis_server_options {
 /// thread), so start servers from a thread that outlives them, e.g. the test
 /// runner's main thread.
 class redis_server {
-public:
+ public:
   redis_server();
   explicit redis_server(std::vector<std::string> extra_args);
   explicit redis_server(redis_server_options options);
@@ -66,7 +66,7 @@ public:
   /// persistence), which is what server-restart tests want.
   void restart();
 
-private:
+ private:
   void start_on_free_port();
   // Returns false when the process exited before becoming ready because the
   // port was taken (so the caller may retry); throws on any other failure.
@@ -92,4 +92,4 @@ redis_server& shared_redis();
 /// otherwise shared_redis().url().
 std::string shared_redis_url();
 
-} // namespace thoonk::test
+}  // namespace thoonk::test

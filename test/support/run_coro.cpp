@@ -19,7 +19,7 @@ struct coro_state {
   bool done = false;
   std::exception_ptr error;
 };
-} // namespace
+}  // namespace
 
 bool run_coro_for(boost::asio::io_context& ioc, coro_fn f, std::chrono::milliseconds deadline) {
   if (ioc.stopped()) ioc.restart();
@@ -58,11 +58,13 @@ bool run_coro_for(boost::asio::io_context& ioc, coro_fn f, std::chrono::millisec
 void run_coro(boost::asio::io_context& ioc, coro_fn f, std::chrono::milliseconds deadline) {
   const auto started = std::chrono::steady_clock::now();
   if (run_coro_for(ioc, std::move(f), deadline)) return;
-  const auto waited =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  std::string message = "coroutine test did not finish within " + std::to_string(deadline.count()) + " ms";
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  std::string message =
+      "coroutine test did not finish within " + std::to_string(deadline.count()) + " ms";
   if (waited < deadline)
-    message += " (the io_context ran out of work or was stopped after " + std::to_string(waited.count()) +
+    message += " (the io_context ran out of work or was stopped after " +
+               std::to_string(waited.count()) +
                " ms: the coroutine waits for something nothing will complete)";
   FAIL(message);
 }
@@ -72,4 +74,4 @@ boost::asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   co_await timer.async_wait(boost::asio::use_awaitable);
 }
 
-} // namespace thoonk::test
+}  // namespace thoonk::test

@@ -1,6 +1,6 @@
 // Running coroutine tests under a deadline.
 //
-// docs/design.md §8: every coroutine test runs under io_context::run_for so a hang
+// docs/design.md §9: every coroutine test runs under io_context::run_for so a hang
 // fails that one test instead of the whole CI run.
 #pragma once
 
@@ -38,4 +38,4 @@ void run_coro(boost::asio::io_context& ioc, coro_fn f,
 /// Suspends the calling coroutine for d on its executor.
 boost::asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 
-} // namespace thoonk::test
+}  // namespace thoonk::test

@@ -2,6 +2,7 @@
 
 #include "support/redis_server.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -31,6 +32,19 @@ std::string unique_name(std::string_view prefix) {
 boost::asio::awaitable<resp3::value> exec_one(connection& c, request req) {
   auto resp = co_await c.exec(req, boost::asio::use_awaitable);
   co_return std::move(resp.at(0));
+}
+
+boost::asio::awaitable<boost::system::error_code> try_ping(connection& c, exec_options opts) {
+  request r;
+  r.push("PING");
+  auto [ec, resp] = co_await c.exec(r, opts, boost::asio::as_tuple(boost::asio::use_awaitable));
+  co_return ec;
+}
+
+std::shared_ptr<std::vector<connection_event>> record_events(connection& c) {
+  auto events = std::make_shared<std::vector<connection_event>>();
+  c.on_event([events](const connection_event& e) { events->push_back(e); });
+  return events;
 }
 
 }  // namespace thoonk::test

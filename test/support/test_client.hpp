@@ -8,9 +8,12 @@
 #include <thoonk/resp3/value.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace thoonk::test {
 
@@ -34,5 +37,21 @@ boost::asio::awaitable<resp3::value> cmd(connection& c, std::string_view name,
   r.push(name, args...);
   return exec_one(c, std::move(r));
 }
+
+/// A request that keeps the server busy for `seconds` (DEBUG SLEEP): a slow
+/// command for timeout and cancellation tests.
+inline request debug_sleep(std::string_view seconds) {
+  request r;
+  r.push("DEBUG", "SLEEP", seconds);
+  return r;
+}
+
+/// Sends PING and returns how it ended instead of throwing: for the tests of
+/// connections that fail.
+boost::asio::awaitable<boost::system::error_code> try_ping(connection& c, exec_options opts = {});
+
+/// Records every event of `c` in order. The listener owns the record, so it
+/// may still fire while `c` is destroyed.
+std::shared_ptr<std::vector<connection_event>> record_events(connection& c);
 
 }  // namespace thoonk::test

@@ -25,14 +25,14 @@ TEST_CASE("catch_up_ledger: a replay skips exactly what was delivered live since
   l.delivered_publish("a", "A1");
   l.delivered_retract("b");
 
-  CHECK_FALSE(l.take_change("a", "A1"));  // the application holds it
-  CHECK(l.take_change("a", "A2"));        // changed again during the gap
-  CHECK_FALSE(l.take_change("a", "A2"));  // never twice
+  CHECK_FALSE(l.take_change("a", "A1"));    // the application holds it
+  CHECK(l.take_change("a", "A2"));          // changed again during the gap
+  CHECK_FALSE(l.take_change("a", "A2"));    // never twice
   CHECK_FALSE(l.take_retraction("b", 11));  // known to be gone
-  CHECK(l.take_retraction("c", 12));      // unknown: reported
+  CHECK(l.take_retraction("c", 12));        // unknown: reported
   CHECK_FALSE(l.take_retraction("c", 12));
-  CHECK(l.take_change("c", "C"));         // re-published after its retraction
-  CHECK(l.take_retraction("c", 13));      // and retracted again
+  CHECK(l.take_change("c", "C"));     // re-published after its retraction
+  CHECK(l.take_retraction("c", 13));  // and retracted again
 }
 
 TEST_CASE("catch_up_ledger: retractions logged at the anchor's counter before the sync are known",
@@ -88,8 +88,8 @@ TEST_CASE("catch_up_ledger: late messages of changes shown from the score window
   l.end_replay();
   l.anchor_at(at(9));  // the round's own sync point
   std::string_view k = "K", m2 = "M2";
-  CHECK(l.late_duplicate("k", &k));        // the EXEC was read, the PUBLISH came after
-  CHECK_FALSE(l.late_duplicate("k", &k));  // once only
+  CHECK(l.late_duplicate("k", &k));         // the EXEC was read, the PUBLISH came after
+  CHECK_FALSE(l.late_duplicate("k", &k));   // once only
   CHECK_FALSE(l.late_duplicate("m", &m2));  // a different item: a real change
   CHECK_FALSE(l.late_duplicate("z", &k));
   // A library change is never held back.
@@ -109,8 +109,8 @@ TEST_CASE("catch_up_ledger: re-anchoring with the marker before or after the rep
     l.delivered_publish("after", "A");
     l.commit(at(7));
     CHECK(l.anchor().seq == 7);
-    CHECK(l.take_change("before", "B"));        // covered by the new anchor: the
-                                                // replay would not list it
+    CHECK(l.take_change("before", "B"));       // covered by the new anchor: the
+                                               // replay would not list it
     CHECK_FALSE(l.take_change("after", "A"));  // delivered after the marker
   }
   SECTION("the re-anchor fails after its marker: nothing is forgotten") {

@@ -2,8 +2,8 @@
 // (refused), which are ignorable (a refused client name), which are
 // transient, what the handshake sends next, and the reconnect policy that
 // follows from it (delays, failing requests instead of waiting).
-#include "connection/backoff.hpp"
 #include "connection/handshake.hpp"
+#include "connection/backoff.hpp"
 
 #include <thoonk/config.hpp>
 #include <thoonk/error.hpp>
@@ -53,9 +53,22 @@ std::string bytes(std::string_view command, const Args&... args) {
   return r.payload();
 }
 
+// What Redis answers to a client name with spaces.
+constexpr const char* invalid_name_reply =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
 thoonk::config base_config() {
   thoonk::config cfg;
   cfg.client_name = "app";
+  return cfg;
+}
+
+// base_config() for user "u" with `password`, on `database`.
+thoonk::config user_config(std::string password, int database) {
+  auto cfg = base_config();
+  cfg.username = "u";
+  cfg.password = std::move(password);
+  cfg.database = database;
   return cfg;
 }
 
@@ -76,8 +89,9 @@ TEST_CASE("setup replies: credentials, database and ACL refusals are fatal", "[u
       row{setup_step::auth, "WRONGPASS invalid username-password pair or user is disabled.",
           thoonk::error::auth_failed},
       row{setup_step::auth, "ERR invalid password", thoonk::error::auth_failed},
-      row{setup_step::auth, "ERR AUTH <password> called without any password configured for "
-                            "the default user. Are you sure your configuration is correct?",
+      row{setup_step::auth,
+          "ERR AUTH <password> called without any password configured for "
+          "the default user. Are you sure your configuration is correct?",
           thoonk::error::auth_failed},
       row{setup_step::auth, "ERR Client sent AUTH, but no password is set",
           thoonk::error::auth_failed},
@@ -100,39 +114,38 @@ TEST_CASE("setup replies: credentials, database and ACL refusals are fatal", "[u
 }
 
 TEST_CASE("setup replies: a refused client name is not fatal", "[unit][handshake]") {
-  SECTION("CLIENT SETNAME refused by the ACL: no_permission, go on") {
-    auto m = classify_setup_reply(
-        setup_step::setname,
-        err("NOPERM this user has no permissions to run the 'client|setname' command"));
-    CHECK(m.verdict == setup_verdict::name_refused);
-    CHECK(m.ec == thoonk::error::no_permission);
-  }
-  SECTION("CLIENT SETNAME with an invalid name: handshake_failed, go on") {
-    auto m = classify_setup_reply(
-        setup_step::setname,
-        err("ERR Client names cannot contain spaces, newlines or special characters."));
-    CHECK(m.verdict == setup_verdict::name_refused);
-    CHECK(m.ec == thoonk::error::handshake_failed);
+  SECTION(
+      "CLIENT SETNAME refused: by the ACL no_permission, an invalid name handshake_failed; go on") {
+    struct row {
+      const char* text;
+      thoonk::error expected;
+    };
+    for (const row& r :
+         {row{"NOPERM this user has no permissions to run the 'client|setname' command",
+              thoonk::error::no_permission},
+          row{invalid_name_reply, thoonk::error::handshake_failed}}) {
+      CAPTURE(r.text);
+      auto m = classify_setup_reply(setup_step::setname, err(r.text));
+      CHECK(m.verdict == setup_verdict::name_refused);
+      CHECK(m.ec == r.expected);
+    }
   }
   SECTION("HELLO refusing the name it carried: HELLO again without it") {
-    auto m = classify_setup_reply(
-        setup_step::hello,
-        err("ERR Client names cannot contain spaces, newlines or special characters."), true);
+    auto m = classify_setup_reply(setup_step::hello, err(invalid_name_reply), true);
     CHECK(m.verdict == setup_verdict::drop_name);
     // Without SETNAME in the HELLO, the same text cannot be about our name.
-    auto m2 = classify_setup_reply(
-        setup_step::hello,
-        err("ERR Client names cannot contain spaces, newlines or special characters."), false);
+    auto m2 = classify_setup_reply(setup_step::hello, err(invalid_name_reply), false);
     CHECK(m2.verdict == setup_verdict::refused);
   }
 }
 
 TEST_CASE("setup replies: HELLO refusals fall back to RESP2", "[unit][handshake]") {
-  auto text = GENERATE(std::string("NOPROTO unsupported protocol version"),
-                       std::string("ERR unknown command 'HELLO'"),
-                       std::string("ERR unknown command `HELLO`, with args beginning with: `3`, "),
-                       // Redis 6 checks HELLO against the ACL (Redis 7 does not).
-                       std::string("NOPERM this user has no permissions to run the 'hello' command"));
+  auto text =
+      GENERATE(std::string("NOPROTO unsupported protocol version"),
+               std::string("ERR unknown command 'HELLO'"),
+               std::string("ERR unknown command `HELLO`, with args beginning with: `3`, "),
+               // Redis 6 checks HELLO against the ACL (Redis 7 does not).
+               std::string("NOPERM this user has no permissions to run the 'hello' command"));
   CAPTURE(text);
   auto m = classify_setup_reply(setup_step::hello, err(text), true);
   CHECK(m.verdict == setup_verdict::use_resp2);
@@ -145,8 +158,8 @@ TEST_CASE("setup replies: a server that cannot serve yet is transient", "[unit][
                        std::string("MASTERDOWN Link with MASTER is down"),
                        std::string("ERR max number of clients reached"),
                        std::string("TRYAGAIN Multiple keys request during rehashing of slot"));
-  auto step = GENERATE(setup_step::hello, setup_step::auth, setup_step::setname,
-                       setup_step::select);
+  auto step =
+      GENERATE(setup_step::hello, setup_step::auth, setup_step::setname, setup_step::select);
   CAPTURE(text);
   auto m = classify_setup_reply(step, err(text), true);
   CHECK(m.verdict == setup_verdict::transient);
@@ -162,11 +175,7 @@ TEST_CASE("setup replies: success is success", "[unit][handshake]") {
 }
 
 TEST_CASE("handshake: RESP3 sends HELLO with AUTH and SETNAME, then SELECT", "[unit][handshake]") {
-  auto cfg = base_config();
-  cfg.username = "u";
-  cfg.password = "pw";
-  cfg.database = 3;
-  handshake hs(cfg);
+  handshake hs(user_config("pw", 3));
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
   CHECK(batch.payload() == bytes("HELLO", "3", "AUTH", "u", "pw", "SETNAME", "app"));
@@ -200,11 +209,7 @@ TEST_CASE("handshake: the last batch is offered even when empty", "[unit][handsh
 
 TEST_CASE("handshake: HELLO refused by the ACL, RESP2 SETNAME refused: connected without a name",
           "[unit][handshake]") {
-  auto cfg = base_config();
-  cfg.username = "u";
-  cfg.password = "pw";
-  cfg.database = 1;
-  handshake hs(cfg);
+  handshake hs(user_config("pw", 1));
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
   hs.on_reply(err("NOPERM this user has no permissions to run the 'hello' command"));
@@ -233,7 +238,7 @@ TEST_CASE("handshake: protocol 2 never sends HELLO", "[unit][handshake]") {
   CHECK(hs.final_batch());
   CHECK(batch.payload() == bytes("AUTH", "pw") + bytes("CLIENT", "SETNAME", "app"));
   hs.on_reply(ok());
-  hs.on_reply(err("ERR Client names cannot contain spaces, newlines or special characters."));
+  hs.on_reply(err(invalid_name_reply));
   CHECK(!hs.next_batch(batch));
   CHECK(!hs.error());
   CHECK(hs.protocol() == 2);
@@ -247,7 +252,7 @@ TEST_CASE("handshake: a name HELLO refuses is dropped and HELLO sent again", "[u
   handshake hs(cfg);
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
-  hs.on_reply(err("ERR Client names cannot contain spaces, newlines or special characters."));
+  hs.on_reply(err(invalid_name_reply));
   CHECK(!hs.error());
   REQUIRE(hs.next_batch(batch));
   CHECK(batch.payload() == bytes("HELLO", "3", "AUTH", "default", "pw"));
@@ -263,11 +268,8 @@ TEST_CASE("handshake: a name HELLO refuses is dropped and HELLO sent again", "[u
 
 TEST_CASE("handshake: the first refusal decides and the rest need not be read",
           "[unit][handshake]") {
-  auto cfg = base_config();
+  auto cfg = user_config("wrong", 2);
   cfg.protocol = 2;
-  cfg.username = "u";
-  cfg.password = "wrong";
-  cfg.database = 2;
   handshake hs(cfg);
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));

@@ -7,16 +7,17 @@
 
 #include <catch2/catch.hpp>
 
+using boost::system::error_code;
 using thoonk::detail::completion;
 using thoonk::detail::exec_handler;
 using thoonk::detail::request_queue;
-using boost::system::error_code;
 
 namespace {
 struct recorder {
   std::vector<std::pair<int, error_code>> calls;
   exec_handler handler(int tag) {
-    return exec_handler([this, tag](error_code ec, thoonk::response) { calls.emplace_back(tag, ec); });
+    return exec_handler(
+        [this, tag](error_code ec, thoonk::response) { calls.emplace_back(tag, ec); });
   }
 };
 
@@ -81,8 +82,7 @@ TEST_CASE("request_queue: cancelling a queued request removes its bytes", "[unit
   CHECK(out.empty());
 }
 
-TEST_CASE("request_queue: a cancelled written request's replies are discarded",
-          "[unit][queue]") {
+TEST_CASE("request_queue: a cancelled written request's replies are discarded", "[unit][queue]") {
   request_queue q;
   recorder rec;
   auto s1 = q.push(cmd_bytes("a"), 2, rec.handler(1), true);

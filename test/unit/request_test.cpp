@@ -62,7 +62,8 @@ TEST_CASE("request: string argument types", "[request]") {
   char mutable_buf[] = "arr";
   req.push("X", s, sv, cp, mutable_buf, std::string("tmp"), ""sv);
   CHECK(req.payload() ==
-        "*7\r\n$1\r\nX\r\n$3\r\nstr\r\n$4\r\nview\r\n$3\r\nptr\r\n$3\r\narr\r\n$3\r\ntmp\r\n$0\r\n\r\n");
+        "*7\r\n$1\r\nX\r\n$3\r\nstr\r\n$4\r\nview\r\n$3\r\nptr\r\n$3\r\narr\r\n$3\r\ntmp\r\n$"
+        "0\r\n\r\n");
 }
 
 TEST_CASE("request: binary data is length-prefixed, NUL and CRLF included", "[request]") {
@@ -80,7 +81,8 @@ TEST_CASE("request: integer arguments", "[request]") {
   CHECK(req.payload() == "*3\r\n$6\r\nINCRBY\r\n$7\r\ncounter\r\n$1\r\n5\r\n");
 
   req.clear();
-  req.push("X", 0, -5, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+  req.push("X", 0, -5, std::numeric_limits<std::int64_t>::min(),
+           std::numeric_limits<std::int64_t>::max());
   CHECK(req.payload() ==
         "*5\r\n$1\r\nX\r\n$1\r\n0\r\n$2\r\n-5\r\n"
         "$20\r\n-9223372036854775808\r\n$19\r\n9223372036854775807\r\n");
@@ -100,7 +102,8 @@ TEST_CASE("request: several commands form a pipeline", "[request]") {
   req.push("EXEC");
   CHECK(req.commands() == 3);
   CHECK(req.expected_replies() == 3);
-  CHECK(req.payload() == "*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*1\r\n$4\r\nEXEC\r\n");
+  CHECK(req.payload() ==
+        "*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*1\r\n$4\r\nEXEC\r\n");
   CHECK(decode(req.payload()) ==
         std::vector<std::vector<std::string>>{{"MULTI"}, {"INCR", "a"}, {"EXEC"}});
 }

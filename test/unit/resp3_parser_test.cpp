@@ -270,18 +270,20 @@ std::vector<valid_vector> resp3_vectors() {
        map({arr({integer(1), integer(2)}), map({bulk("k"), set({boolean(false)})})})},
       {"~0\r\n", set({})},
       {"~-1\r\n", null()},
-      {"~3\r\n+orange\r\n+apple\r\n#t\r\n", set({simple("orange"), simple("apple"), boolean(true)})},
+      {"~3\r\n+orange\r\n+apple\r\n#t\r\n",
+       set({simple("orange"), simple("apple"), boolean(true)})},
       {">0\r\n", push({})},
       {">3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$5\r\nhello\r\n",
        push({bulk("message"), bulk("chan"), bulk("hello")})},
       {">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\nch\r\n$0\r\n\r\n",
        push({bulk("pmessage"), bulk("c*"), bulk("ch"), bulk("")})},
       // The attribute examples of the RESP3 specification.
-      {"|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:2039123\r\n:"
+      {"|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:"
+       "2039123\r\n:"
        "9543892\r\n",
-       with_attrs(arr({integer(2039123), integer(9543892)}),
-                  {simple("key-popularity"),
-                   map({bulk("a"), dbl(0.1923), bulk("b"), dbl(0.0012)})})},
+       with_attrs(
+           arr({integer(2039123), integer(9543892)}),
+           {simple("key-popularity"), map({bulk("a"), dbl(0.1923), bulk("b"), dbl(0.0012)})})},
       {"*3\r\n:1\r\n:2\r\n|1\r\n+ttl\r\n:3600\r\n:3\r\n",
        arr({integer(1), integer(2), with_attrs(integer(3), {simple("ttl"), integer(3600)})})},
   };
@@ -303,9 +305,11 @@ std::vector<valid_vector> resp2_vectors() {
       // A pub/sub message in RESP2 is a plain array.
       {"*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$5\r\nhello\r\n",
        arr({bulk("message"), bulk("chan"), bulk("hello")})},
-      {"*3\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n:1\r\n", arr({bulk("subscribe"), bulk("chan"), integer(1)})},
+      {"*3\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n:1\r\n",
+       arr({bulk("subscribe"), bulk("chan"), integer(1)})},
       // HGETALL in RESP2 is a flat array, EXEC returns nested replies incl. errors.
-      {"*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$0\r\n\r\n", arr({bulk("f"), bulk("v"), bulk("g"), bulk("")})},
+      {"*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$0\r\n\r\n",
+       arr({bulk("f"), bulk("v"), bulk("g"), bulk("")})},
       {"*3\r\n+OK\r\n-ERR boom\r\n:2\r\n", arr({simple("OK"), serr("ERR boom"), integer(2)})},
   };
 }
@@ -505,9 +509,9 @@ TEST_CASE("resp3 parser: values before a malformed reply are delivered", "[resp3
 }
 
 TEST_CASE("resp3 parser: truncated input", "[resp3][parser]") {
-  for (std::string_view wire : {"+OK", "+OK\r", ":1", "$5\r\nhel", "$5\r\nhello", "$5\r\nhello\r",
-                                "$5", "*2\r\n:1\r\n", "*2\r\n", "%1\r\n+k\r\n", "|1\r\n+a\r\n+b\r\n",
-                                "|0\r\n", ">2\r\n+message\r\n"}) {
+  for (std::string_view wire :
+       {"+OK", "+OK\r", ":1", "$5\r\nhel", "$5\r\nhello", "$5\r\nhello\r", "$5", "*2\r\n:1\r\n",
+        "*2\r\n", "%1\r\n+k\r\n", "|1\r\n+a\r\n+b\r\n", "|0\r\n", ">2\r\n+message\r\n"}) {
     INFO("input: " << printable(wire));
     error_code ec;
     auto values = r::parse_all(wire, ec);
@@ -627,16 +631,16 @@ TEST_CASE("resp3 parser: pushes interleaved with replies come out in order", "[r
       "*2\r\n$1\r\na\r\n$1\r\nb\r\n";
   const outcome o = parse_every_way(wire);
   CHECK_FALSE(o.ec);
-  CHECK(render(o.values) ==
-        render({push({bulk("subscribe"), bulk("ch"), integer(1)}), simple("OK"),
-                push({bulk("message"), bulk("ch"), bulk("x")}), integer(7),
-                push({bulk("pmessage"), bulk("*"), bulk("ch"), bulk("y")}),
-                arr({bulk("a"), bulk("b")})}));
+  CHECK(render(o.values) == render({push({bulk("subscribe"), bulk("ch"), integer(1)}), simple("OK"),
+                                    push({bulk("message"), bulk("ch"), bulk("x")}), integer(7),
+                                    push({bulk("pmessage"), bulk("*"), bulk("ch"), bulk("y")}),
+                                    arr({bulk("a"), bulk("b")})}));
 }
 
 TEST_CASE("resp3 parser: attributes attach to the following value", "[resp3][parser]") {
   SECTION("before a scalar") {
-    check_valid("|1\r\n+key\r\n+val\r\n:1\r\n", with_attrs(integer(1), {simple("key"), simple("val")}));
+    check_valid("|1\r\n+key\r\n+val\r\n:1\r\n",
+                with_attrs(integer(1), {simple("key"), simple("val")}));
   }
   SECTION("before an aggregate") {
     check_valid("|1\r\n+a\r\n:1\r\n*2\r\n:2\r\n:3\r\n",
@@ -644,8 +648,8 @@ TEST_CASE("resp3 parser: attributes attach to the following value", "[resp3][par
   }
   SECTION("before a nested element, only that element gets them") {
     check_valid("*2\r\n:1\r\n|2\r\n+a\r\n+b\r\n+c\r\n+d\r\n$1\r\nx\r\n",
-                arr({integer(1), with_attrs(bulk("x"), {simple("a"), simple("b"), simple("c"),
-                                                        simple("d")})}));
+                arr({integer(1),
+                     with_attrs(bulk("x"), {simple("a"), simple("b"), simple("c"), simple("d")})}));
   }
   SECTION("before a null") {
     check_valid("|1\r\n+a\r\n+b\r\n$-1\r\n", with_attrs(null(), {simple("a"), simple("b")}));
@@ -661,15 +665,14 @@ TEST_CASE("resp3 parser: attributes attach to the following value", "[resp3][par
                 with_attrs(boolean(true), {simple("a"), simple("b"), simple("c"), simple("d")}));
   }
   SECTION("an attribute of an attribute's key") {
-    check_valid("|1\r\n|1\r\n+m\r\n+n\r\n+k\r\n+v\r\n:1\r\n",
-                with_attrs(integer(1), {with_attrs(simple("k"), {simple("m"), simple("n")}),
-                                        simple("v")}));
+    check_valid(
+        "|1\r\n|1\r\n+m\r\n+n\r\n+k\r\n+v\r\n:1\r\n",
+        with_attrs(integer(1), {with_attrs(simple("k"), {simple("m"), simple("n")}), simple("v")}));
   }
-  SECTION("an empty attribute map attaches nothing") {
-    check_valid("|0\r\n:1\r\n", integer(1));
-  }
+  SECTION("an empty attribute map attaches nothing") { check_valid("|0\r\n:1\r\n", integer(1)); }
   SECTION("only the next value gets them") {
-    const outcome o = parse_every_way("|1\r\n+a\r\n+b\r\n:1\r\n:2\r\n*1\r\n|1\r\n+c\r\n+d\r\n:3\r\n:4\r\n");
+    const outcome o =
+        parse_every_way("|1\r\n+a\r\n+b\r\n:1\r\n:2\r\n*1\r\n|1\r\n+c\r\n+d\r\n:3\r\n:4\r\n");
     CHECK_FALSE(o.ec);
     CHECK(render(o.values) ==
           render({with_attrs(integer(1), {simple("a"), simple("b")}), integer(2),
@@ -694,7 +697,7 @@ TEST_CASE("resp3 parser: max_depth", "[resp3][parser][limits]") {
     check_valid(nested_arrays(3, ":1\r\n"), nested_value(3, integer(1)), lim);
     check_valid(nested_arrays(3, "$-1\r\n"), nested_value(3, null()), lim);  // null is no aggregate
     check_valid(nested_arrays(2, "*0\r\n"), nested_value(2, arr({})), lim);  // empty one at depth 3
-    check_error(nested_arrays(3, "*0\r\n"), error::nesting_too_deep, lim);  // even empty
+    check_error(nested_arrays(3, "*0\r\n"), error::nesting_too_deep, lim);   // even empty
     check_error(nested_arrays(4, ":1\r\n"), error::nesting_too_deep, lim);
     check_error(nested_arrays(3, "%1\r\n+k\r\n+v\r\n"), error::nesting_too_deep, lim);
     check_error("%1\r\n+k\r\n*1\r\n~1\r\n>0\r\n", error::nesting_too_deep, lim);
@@ -739,8 +742,8 @@ TEST_CASE("resp3 parser: max_aggregate_elements", "[resp3][parser][limits]") {
   check_valid("~2\r\n:1\r\n:2\r\n", set({integer(1), integer(2)}), lim);
   check_valid(">2\r\n:1\r\n:2\r\n", push({integer(1), integer(2)}), lim);
   // For maps the limit counts pairs.
-  check_valid("%2\r\n:1\r\n:2\r\n:3\r\n:4\r\n", map({integer(1), integer(2), integer(3), integer(4)}),
-              lim);
+  check_valid("%2\r\n:1\r\n:2\r\n:3\r\n:4\r\n",
+              map({integer(1), integer(2), integer(3), integer(4)}), lim);
   check_valid("|2\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n",
               with_attrs(integer(5), {integer(1), integer(2), integer(3), integer(4)}), lim);
   check_error("*3\r\n:1\r\n:2\r\n:3\r\n", error::too_many_elements, lim);
@@ -827,8 +830,8 @@ TEST_CASE("resp3 parser: max_line_length", "[resp3][parser][limits]") {
   // Headers are lines too; bulk payloads are not.
   check_valid("$10\r\n0123456789\r\n", bulk("0123456789"), lim);
   check_valid("*10\r\n:0\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n:9\r\n",
-              arr({integer(0), integer(1), integer(2), integer(3), integer(4), integer(5), integer(6),
-                   integer(7), integer(8), integer(9)}),
+              arr({integer(0), integer(1), integer(2), integer(3), integer(4), integer(5),
+                   integer(6), integer(7), integer(8), integer(9)}),
               lim);
   check_error("$1000\r\n", error::line_too_long, lim);
   check_error("*1000\r\n", error::line_too_long, lim);
@@ -861,7 +864,8 @@ namespace {
 // Feeds `wire` in `chunk`-byte reads like the connection does and checks that
 // each byte is consumed exactly once and that after each read only an
 // incomplete token (shorter than `max_token`) stays in the buffer.
-std::vector<r::value> feed_in_chunks(const std::string& wire, std::size_t chunk, std::size_t max_token) {
+std::vector<r::value> feed_in_chunks(const std::string& wire, std::size_t chunk,
+                                     std::size_t max_token) {
   r::parser p;
   std::vector<r::value> out;
   std::string buf;
@@ -927,7 +931,8 @@ TEST_CASE("resp3 parser: a large map of bulk strings in 4 KiB reads", "[resp3][p
   REQUIRE(values.size() == 2);
   REQUIRE(values[0].elements.size() == 2 * pairs);
   CHECK(values[0].elements[2 * 1234].str == "field:1234");
-  CHECK(values[0].elements[2 * 1234 + 1].str == std::string(34, static_cast<char>('a' + 1234 % 26)));
+  CHECK(values[0].elements[2 * 1234 + 1].str ==
+        std::string(34, static_cast<char>('a' + 1234 % 26)));
   CHECK(values[1] == simple("after"));
 }
 
@@ -972,8 +977,9 @@ TEST_CASE("resp3 value: to_string names every type", "[resp3][value]") {
 }
 
 TEST_CASE("resp3 value: debug_string", "[resp3][value]") {
-  CHECK(r::debug_string(arr({bulk("a\0b"s), integer(1), null(), map({simple("k"), simple("v")})})) ==
-        R"([bulk "a\x00b", int 1, null, map{"k": "v"}])");
+  CHECK(
+      r::debug_string(arr({bulk("a\0b"s), integer(1), null(), map({simple("k"), simple("v")})})) ==
+      R"([bulk "a\x00b", int 1, null, map{"k": "v"}])");
   CHECK(r::debug_string(simple("q\"\\\r\n\x7f\xff")) == R"("q\"\\\x0d\x0a\x7f\xff")");
   CHECK(r::debug_string(serr("ERR x")) == R"(error "ERR x")");
   CHECK(r::debug_string(berr("E")) == R"(blob_error "E")");

@@ -4,6 +4,7 @@
 // (No co_await inside Catch macros: g++ 12 evaluates it more than once.)
 #include "connection/stream.hpp"
 
+#include "support/loopback.hpp"
 #include "support/run_coro.hpp"
 
 #include <thoonk/config.hpp>
@@ -20,10 +21,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 namespace asio = boost::asio;
 using thoonk::detail::stream;
@@ -65,22 +66,34 @@ std::string temp_socket_path() {
   return p.string();
 }
 
+// A TCP case: a loopback listener, the socket it accepts into, the stream
+// under test and a config pointing at the listener.
+struct tcp_case {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acc{ioc, {asio::ip::make_address("127.0.0.1"), 0}};
+  asio::ip::tcp::socket peer{ioc};
+  stream s{ioc.get_executor()};
+  thoonk::config cfg = loopback_config(acc.local_endpoint().port());
+
+  static thoonk::config loopback_config(unsigned short port) {
+    thoonk::config cfg;
+    cfg.host = "127.0.0.1";
+    cfg.port = port;
+    return cfg;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("stream: TCP connect, write and read go through the stream", "[unit][stream]") {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket peer(ioc);
+  tcp_case t;
+  auto& s = t.s;
   std::string got;
-  asio::co_spawn(ioc, serve_once(acc, peer, 5, "world", got), asio::detached);
-  stream s(ioc.get_executor());
+  asio::co_spawn(t.ioc, serve_once(t.acc, t.peer, 5, "world", got), asio::detached);
   CHECK(!s.is_open());
   CHECK(s.kind() == stream::transport::none);
-  thoonk::config cfg;
-  cfg.host = "127.0.0.1";
-  cfg.port = acc.local_endpoint().port();
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto ec = co_await s.connect(cfg);
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await s.connect(t.cfg);
     REQUIRE(!ec);
     CHECK(s.is_open());
     CHECK(s.kind() == stream::transport::tcp);
@@ -124,22 +137,17 @@ TEST_CASE("stream: a Unix socket path goes through the same stream", "[unit][str
 }
 
 TEST_CASE("stream: close during a read completes the read", "[unit][stream]") {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket peer(ioc);
-  acc.async_accept(peer, [](boost::system::error_code) {});  // accepts, never writes
-  stream s(ioc.get_executor());
-  thoonk::config cfg;
-  cfg.host = "127.0.0.1";
-  cfg.port = acc.local_endpoint().port();
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    const auto cec = co_await s.connect(cfg);
+  tcp_case t;
+  auto& s = t.s;
+  t.acc.async_accept(t.peer, [](boost::system::error_code) {});  // accepts, never writes
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    const auto cec = co_await s.connect(t.cfg);
     REQUIRE(!cec);
     bool read_done = false;
     boost::system::error_code read_ec;
     char buf[16];
     asio::co_spawn(
-        ioc,
+        t.ioc,
         [&]() -> asio::awaitable<void> {
           auto [ec, n] = co_await s.read_some(asio::buffer(buf));
           read_ec = ec;
@@ -157,18 +165,13 @@ TEST_CASE("stream: close during a read completes the read", "[unit][stream]") {
 }
 
 TEST_CASE("stream: the peer closing ends a read with eof", "[unit][stream]") {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket peer(ioc);
-  acc.async_accept(peer, [&](boost::system::error_code ec) {
-    if (!ec) peer.close();
+  tcp_case t;
+  auto& s = t.s;
+  t.acc.async_accept(t.peer, [&](boost::system::error_code ec) {
+    if (!ec) t.peer.close();
   });
-  stream s(ioc.get_executor());
-  thoonk::config cfg;
-  cfg.host = "127.0.0.1";
-  cfg.port = acc.local_endpoint().port();
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    const auto cec = co_await s.connect(cfg);
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    const auto cec = co_await s.connect(t.cfg);
     REQUIRE(!cec);
     char buf[16];
     auto [ec, n] = co_await s.read_some(asio::buffer(buf));
@@ -177,23 +180,13 @@ TEST_CASE("stream: the peer closing ends a read with eof", "[unit][stream]") {
   });
 }
 
-TEST_CASE("stream: a failed connect leaves no transport; a later one succeeds",
-          "[unit][stream]") {
-  asio::io_context ioc;
-  // A port that was free a moment ago: nothing listens there.
-  unsigned short dead_port = 0;
-  {
-    asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-    dead_port = probe.local_endpoint().port();
-  }
-  asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket peer(ioc);
-  acc.async_accept(peer, [](boost::system::error_code) {});
-  stream s(ioc.get_executor());
-  thoonk::config cfg;
-  cfg.host = "127.0.0.1";
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    cfg.port = dead_port;
+TEST_CASE("stream: a failed connect leaves no transport; a later one succeeds", "[unit][stream]") {
+  tcp_case t;
+  auto& s = t.s;
+  auto& cfg = t.cfg;
+  t.acc.async_accept(t.peer, [](boost::system::error_code) {});
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    cfg.port = thoonk::test::free_port(t.ioc);  // nothing listens there
     auto ec = co_await s.connect(cfg);
     CHECK(ec);
     CHECK(s.kind() == stream::transport::none);
@@ -202,7 +195,7 @@ TEST_CASE("stream: a failed connect leaves no transport; a later one succeeds",
     CHECK(ec);
     CHECK(s.kind() == stream::transport::none);
     cfg.unix_socket.clear();
-    cfg.port = acc.local_endpoint().port();
+    cfg.port = t.acc.local_endpoint().port();
     ec = co_await s.connect(cfg);
     CHECK(!ec);
     CHECK(s.kind() == stream::transport::tcp);

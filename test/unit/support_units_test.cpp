@@ -39,7 +39,9 @@ TEST_CASE("keys: contract names and the cluster hash-tag policy", "[unit][keys]"
   CHECK(n.key("items") == "feed.items:orders");
   CHECK(n.channel("publish") == "feed.publish:orders");
   CHECK(n.job_finish_channel() == "job.finish:orders");
-  CHECK(n.job_result_key("42") == std::string("feed.jobfinished:orders\0" "42", 26));
+  CHECK(n.job_result_key("42") == std::string("feed.jobfinished:orders\0"
+                                              "42",
+                                              26));
   cfg.cluster_hash_tags = true;
   thoonk::detail::feed_names c(cfg, "orders");
   CHECK(c.key("ids") == "feed.ids:{orders}");

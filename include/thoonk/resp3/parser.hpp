@@ -83,6 +83,12 @@ class parser {
   void finish_value(value&& v);
   // Gives `v` the attribute map that preceded it, if any.
   void attach_attributes(value& v);
+  // Makes `ec` the parser's (sticky) error; returns 0, the bytes a failed
+  // token consumes.
+  std::size_t fail(boost::system::error_code ec);
+  // Finishes a token that is one whole value of `len` wire bytes (with the
+  // attributes before it) and returns `len`.
+  std::size_t finish_token(value&& v, std::size_t len);
 
   parser_limits limits_;
   std::vector<frame> stack_;

@@ -18,26 +18,34 @@ local hi = ARGV[3]
 if hi == '' then hi = tostring(m) end
 local budget = tonumber(ARGV[5])
 local limit = tonumber(ARGV[4])
+
+-- From `found` (id, score pairs, at most `asked` of them) collects
+-- {id, score, item, ...} for the ids `keep` accepts and that still have an
+-- item, stopping once the items reach `budget` bytes; `seen` is told every
+-- pair examined. Returns the rows and 1 when pairs were left over (0 if not).
+local function collect(found, asked, keep, seen)
+  local out, bytes = {}, 0
+  for i = 1, #found, 2 do
+    seen(found[i], found[i + 1])
+    local item = keep(found[i]) and redis.call('HGET', K_ITEMS, found[i])
+    if item then
+      out[#out + 1] = found[i]
+      out[#out + 1] = found[i + 1]
+      out[#out + 1] = item
+      bytes = bytes + #item
+    end
+    if bytes >= budget and i + 1 < #found then return out, 1 end
+  end
+  if #found >= 2 * asked then return out, 1 end
+  return out, 0
+end
+local function any() return true end
+
 local rows, more, last = {}, 0, from
 if limit > 0 then
   local found = redis.call('ZRANGEBYSCORE', K_CHANGES, '(' .. ARGV[2], hi,
                            'WITHSCORES', 'LIMIT', 0, limit)
-  local bytes = 0
-  for i = 1, #found, 2 do
-    last = tonumber(found[i + 1])
-    local item = redis.call('HGET', K_ITEMS, found[i])
-    if item then
-      rows[#rows + 1] = found[i]
-      rows[#rows + 1] = found[i + 1]
-      rows[#rows + 1] = item
-      bytes = bytes + #item
-    end
-    if bytes >= budget and i + 1 < #found then
-      more = 1
-      break
-    end
-  end
-  if #found >= 2 * limit then more = 1 end
+  rows, more = collect(found, limit, any, function(_, score) last = tonumber(score) end)
 end
 local tombs, complete = {}, 1
 if ARGV[6] == '1' then
@@ -66,26 +74,15 @@ if ARGV[9] ~= '' then
   local wlimit = tonumber(ARGV[12])
   local found = redis.call('ZRANGEBYSCORE', K_IDS, ARGV[9], whi, 'WITHSCORES',
                            'LIMIT', tonumber(ARGV[10]), wlimit)
-  local bytes, at_last, last_score = 0, 0, nil
-  for i = 1, #found, 2 do
-    if found[i + 1] == last_score then at_last = at_last + 1 else at_last = 1 end
-    last_score = found[i + 1]
-    local seq = tonumber(redis.call('ZSCORE', K_CHANGES, found[i]) or '-1')
-    if seq <= from then
-      local item = redis.call('HGET', K_ITEMS, found[i])
-      if item then
-        win[#win + 1] = found[i]
-        win[#win + 1] = found[i + 1]
-        win[#win + 1] = item
-        bytes = bytes + #item
-      end
-    end
-    if bytes >= budget and i + 1 < #found then
-      wmore = 1
-      break
-    end
+  local at_last, last_score = 0, nil
+  -- Only what the counter `from` already covers: later changes come as rows.
+  local function unchanged_since(id)
+    return tonumber(redis.call('ZSCORE', K_CHANGES, id) or '-1') <= from
   end
-  if #found >= 2 * wlimit then wmore = 1 end
+  win, wmore = collect(found, wlimit, unchanged_since, function(_, score)
+    if score == last_score then at_last = at_last + 1 else at_last = 1 end
+    last_score = score
+  end)
   if last_score then
     if last_score == ARGV[9] then at_last = at_last + tonumber(ARGV[10]) end
     wnext = {last_score, at_last, whi}

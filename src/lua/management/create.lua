@@ -1,16 +1,32 @@
--- layout: admin (src/lua/layouts/admin.lua). client::create_feed.
+-- layout: admin (src/lua/layouts/admin.lua). client::create_feed and
+-- client::create_or_open_feed.
 -- Create Feed: SADD feeds (abort if present), the config hash, PUBLISH newfeed.
+-- Create or open: a feed that exists is left as it is (config included)
+-- when its type is the one asked for, and refused (wrong_feed_type) when not.
 -- KEYS: K_FEEDS, K_CONFIG, then every other key of the feed (from K_FEED_FIRST + 1).
 -- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
--- ARGV[5..] config field, value, field, value, ...
+-- ARGV[5] 'create' or 'create_or_open'
+-- ARGV[6..] config field, value, field, value, ...
+-- Returns 1 when the feed was created, 0 when an existing one was opened.
 local perm = check_publish(ARGV[4])
 if perm then return perm end
 if redis.call('SADD', K_FEEDS, ARGV[1]) == 0 then
-  return fail('feed_exists', 'the feed already exists')
+  if ARGV[5] ~= 'create_or_open' then
+    return fail('feed_exists', 'the feed already exists')
+  end
+  local t = redis.call('HGET', K_CONFIG, 'type')
+  if t then
+    if t ~= ARGV[2] then
+      return fail('wrong_feed_type', 'the feed exists with type ' .. t)
+    end
+    return 0
+  end
+  -- Listed without a type: every operation reports it missing, so it is
+  -- made anew below.
 end
 -- Leftovers of a feed that another client deleted only partly.
 for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
 redis.call('HSET', K_CONFIG, 'type', ARGV[2])
-for i = 5, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
+for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
 redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
 return 1

@@ -1,0 +1,219 @@
+// What thoonk::feed and thoonk::sorted_feed have in common: the handle
+// (client and name), getting a handle (open, create_or_open), the reads,
+// retract, subscribe and read_settings. Written once; the out-of-line start
+// functions (src/feeds/feed_base.cpp) choose the commands by feed kind where
+// the two differ (a zset of ids for feeds, a list for sorted feeds).
+#pragma once
+
+#include <thoonk/client.hpp>
+#include <thoonk/detail/async.hpp>
+#include <thoonk/feed_events.hpp>
+#include <thoonk/feed_item.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thoonk::detail {
+
+/// The part of a feed handle that does not depend on its kind.
+///
+/// **Common to every operation** of feed and sorted_feed: the feed name and
+/// ids are validated before any I/O (error::invalid_name, error::invalid_id,
+/// error::item_too_large beyond config::max_item_size). Every operation
+/// checks the feed's `type` on the server: error::feed_not_found when the
+/// feed does not exist (or was deleted), error::wrong_feed_type when it is
+/// another kind. Transport errors keep their codes (error::unknown_outcome:
+/// the request was sent and may have run; error::client_stopped, ...); an
+/// ACL refusal gives error::no_permission or one of its kin
+/// (no_script_permission, no_channel_permission, no_key_permission); other
+/// server error replies give error::server_error (error::script_error for a
+/// Lua error). Wrap the token in thoonk::with_diagnostics to read the
+/// server's text for these.
+///
+/// **Cancellation** (terminal/partial/total, via the completion token's
+/// slot): completes with operation_aborted; a request not yet written is
+/// never sent, one already written may still take effect.
+///
+/// **Lifetime**: arguments are taken by value; the client must outlive the
+/// operation, the handle need not. A handle is cheap (client pointer +
+/// name): copy it freely. **Threading**: as the client's operations (start
+/// them on the client's executor); handlers run on the token's associated
+/// executor, else the client's.
+class feed_core {
+ public:
+  const std::string& name() const noexcept { return name_; }
+  client& get_client() const noexcept { return *client_; }
+
+  /// Removes `id` and PUBLISHes `feed.retract` `id`. Completion
+  /// `void(error_code, bool)`: true when removed, false (and nothing
+  /// published) when the id was not in the feed.
+  template <class CompletionToken>
+  auto retract(std::string id, CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, bool)>(
+        std::forward<CompletionToken>(token), &feed_core::start_retract, *this, std::move(id));
+  }
+
+  /// All ids in the feed's order: oldest first for a feed (its zset), list
+  /// order for a sorted feed. Completion
+  /// `void(error_code, std::vector<std::string>)`.
+  template <class CompletionToken>
+  auto get_ids(CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
+        std::forward<CompletionToken>(token), &feed_core::start_get_ids, *this);
+  }
+
+  /// One item. Completion `void(error_code, std::optional<std::string>)`:
+  /// nullopt when the id is not in the feed.
+  template <class CompletionToken>
+  auto get_item(std::string id, CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
+        std::forward<CompletionToken>(token), &feed_core::start_get_item, *this, std::move(id));
+  }
+
+  /// Several items, in the order of `ids` (nullopt for missing ids), in one
+  /// round trip. Completion
+  /// `void(error_code, std::vector<std::optional<std::string>>)`.
+  template <class CompletionToken>
+  auto get_items(std::vector<std::string> ids, CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code,
+                                 std::vector<std::optional<std::string>>)>(
+        std::forward<CompletionToken>(token), &feed_core::start_get_items, *this, std::move(ids));
+  }
+
+  /// Every item in the feed's order, read in one atomic step (a consistent
+  /// snapshot; O(n) on the server, like the contract's HGETALL).
+  /// Completion `void(error_code, std::vector<feed_item>)`.
+  template <class CompletionToken>
+  auto get_all(CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, std::vector<feed_item>)>(
+        std::forward<CompletionToken>(token), &feed_core::start_get_all, *this);
+  }
+
+  /// Whether `id` is in the feed. Completion `void(error_code, bool)`.
+  template <class CompletionToken>
+  auto has_id(std::string id, CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, bool)>(
+        std::forward<CompletionToken>(token), &feed_core::start_has_id, *this, std::move(id));
+  }
+
+  /// Number of items. Completion `void(error_code, std::uint64_t)`.
+  template <class CompletionToken>
+  auto length(CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, std::uint64_t)>(
+        std::forward<CompletionToken>(token), &feed_core::start_length, *this);
+  }
+
+  /// Subscribes `cb` to this feed's events: publish, edit and retract for a
+  /// feed; publish, retract and position for a sorted feed (whose edit is a
+  /// `feed.publish` message without a following `feed.position`: it arrives
+  /// as a publish event, as the contract says).
+  ///
+  /// Completion `void(error_code, feed_subscription)`. Completes once the
+  /// server confirmed the subscriptions (with catch_up: once the sync point
+  /// is established, see docs/feeds.md), so every event published after
+  /// completion reaches `cb`, exactly once, in publish order, inline on the
+  /// client's executor. Several subscriptions of one client to one feed
+  /// share one server subscription. Errors: as every operation, plus
+  /// error::subscribe_refused when the server refuses a channel (its text
+  /// through with_diagnostics) and error::client_stopped; operation_aborted
+  /// when cancelled (then nothing stays registered). A callback that throws
+  /// is counted in feed_subscription::stats() and does not stop delivery.
+  template <class CompletionToken>
+  auto subscribe(feed_callback cb, feed_subscribe_options opts, CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, feed_subscription)>(
+        std::forward<CompletionToken>(token), &feed_core::start_subscribe, *this, std::move(cb),
+        std::move(opts));
+  }
+  /// As above with default options (no catch-up).
+  template <class CompletionToken>
+  auto subscribe(feed_callback cb, CompletionToken&& token) const {
+    return subscribe(std::move(cb), feed_subscribe_options{}, std::forward<CompletionToken>(token));
+  }
+
+ protected:
+  template <class... Ts>
+  using handler = detail::op_handler<void(boost::system::error_code, Ts...)>;
+
+  feed_core() = default;
+  feed_core(client& c, std::string name, feed_type kind)
+      : client_(&c), name_(std::move(name)), kind_(kind) {}
+
+  client* client_ = nullptr;
+  std::string name_;
+  feed_type kind_ = feed_type::feed;
+
+ private:
+  void start_retract(std::string id, handler<bool> h) const;
+  void start_get_ids(handler<std::vector<std::string>> h) const;
+  void start_get_item(std::string id, handler<std::optional<std::string>> h) const;
+  void start_get_items(std::vector<std::string> ids,
+                       handler<std::vector<std::optional<std::string>>> h) const;
+  void start_get_all(handler<std::vector<feed_item>> h) const;
+  void start_has_id(std::string id, handler<bool> h) const;
+  void start_length(handler<std::uint64_t> h) const;
+  void start_subscribe(feed_callback cb, feed_subscribe_options opts,
+                       handler<feed_subscription> h) const;
+};
+
+/// Getting a handle and reading the settings back, typed by the handle
+/// (`Derived`: feed or sorted_feed) and its `Settings`
+/// (Derived::settings). Instantiated for those two only
+/// (src/feeds/feed_base.cpp).
+template <class Derived, class Settings>
+class feed_base : public feed_core {
+ public:
+  /// Opens an existing feed: checks that it exists with this handle's type.
+  /// Completion `void(error_code, Derived)`. Errors: error::invalid_name,
+  /// error::feed_not_found, error::wrong_feed_type, as every operation.
+  template <class CompletionToken>
+  static auto open(client& c, std::string name, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, Derived)>(
+        std::forward<CompletionToken>(token), &feed_base::start_open, &c, std::move(name));
+  }
+
+  /// Opens the feed, creating it first with `s` when it does not exist, in
+  /// one atomic step (client::create_or_open_feed; a creation is announced
+  /// on `newfeed`). A feed that exists keeps its config: `s` applies to a
+  /// creation only (change settings with client::set_config).
+  /// Completion `void(error_code, Derived)`. Errors: error::invalid_argument,
+  /// before any I/O, for settings the library cannot use
+  /// (Settings::problem() says which); error::wrong_feed_type, with nothing
+  /// changed, when the name is a feed of another type; as every operation.
+  template <class CompletionToken>
+  static auto create_or_open(client& c, std::string name, Settings s, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, Derived)>(
+        std::forward<CompletionToken>(token), &feed_base::start_create_or_open, &c, std::move(name),
+        std::move(s));
+  }
+  /// As above with default settings.
+  template <class CompletionToken>
+  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
+    return create_or_open(c, std::move(name), Settings{}, std::forward<CompletionToken>(token));
+  }
+
+  /// Reads the feed's settings from its config (after the type check).
+  /// Completion `void(error_code, Settings)`; a field that is unset, or
+  /// holds a value the library's scripts cannot use (written with plain
+  /// commands), reads as nullopt: the scripts then use the default.
+  template <class CompletionToken>
+  auto read_settings(CompletionToken&& token) const {
+    return detail::initiate<void(boost::system::error_code, Settings)>(
+        std::forward<CompletionToken>(token), &feed_base::start_read_settings, *this);
+  }
+
+ protected:
+  feed_base() = default;
+  feed_base(client& c, std::string name, feed_type kind) : feed_core(c, std::move(name), kind) {}
+
+ private:
+  static void start_open(client* c, std::string name, handler<Derived> h);
+  static void start_create_or_open(client* c, std::string name, Settings s, handler<Derived> h);
+  void start_read_settings(handler<Settings> h) const;
+};
+
+}  // namespace thoonk::detail

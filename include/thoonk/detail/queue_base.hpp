@@ -1,0 +1,105 @@
+// What thoonk::queue and thoonk::job_queue have in common: the handle (a
+// client and shared state), put, put_many. Both keep their items in the
+// contract's `feed.ids:[f]` list and `feed.items:[f]` hash, so a put is the
+// same operation on either; only the script and the key layout differ.
+#pragma once
+
+#include <thoonk/client.hpp>
+#include <thoonk/detail/async.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace thoonk {
+
+/// Where a put lands. `normal`: the end of the line (LPUSH; get and claim
+/// pop the other end, so the queue is FIFO). `high`: the front of the line
+/// (RPUSH: it is the next one out).
+enum class priority { normal, high };
+
+namespace detail {
+
+class queue_core;
+
+/// The shared part of queue and job_queue (not used on its own).
+///
+/// **Copies** of a queue or job queue share state (dispatchers, batchers,
+/// the wake-up subscription). When the last copy is destroyed, operations
+/// still waiting (get, claim, get_result) complete with operation_aborted.
+///
+/// **Threading and lifetime**: as thoonk::client: operations run on the
+/// client's executor; destroy the object (all copies) on that executor and
+/// before the client, and let pending operations complete first (or stop
+/// the client, which makes them complete with error::client_stopped).
+/// Arguments are taken by value.
+///
+/// **Errors common to every operation**: error::invalid_name (before any
+/// I/O), error::feed_not_found, error::wrong_feed_type (checked on the
+/// server by every operation), transport errors (error::unknown_outcome: the
+/// request was sent and may have taken effect; error::client_stopped).
+/// Other server error replies give error::server_error (error::script_error
+/// for a Lua error); with thoonk::with_diagnostics the caller gets the
+/// server's text for those and for ACL refusals.
+class queue_base {
+ public:
+  /// The queue's name.
+  const std::string& name() const noexcept;
+  client& get_client() const noexcept { return *client_; }
+
+  /// Puts one item; returns its generated id (a short base-36 string from
+  /// `feed.idincr:[f]`). Puts issued in the same tick (or while an earlier
+  /// put script is in flight) share one script call, in the order they
+  /// were issued.
+  ///
+  /// Completion `void(error_code, std::string id)`. Errors: item_too_large
+  /// (before any I/O), the common ones. Cancellation: before the script is
+  /// sent the put is dropped; after, it completes with operation_aborted
+  /// but may have happened.
+  template <class CompletionToken>
+  auto put(std::string item, CompletionToken&& token) {
+    return put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  auto put(std::string item, priority p, CompletionToken&& token) {
+    return initiate<void(boost::system::error_code, std::string)>(
+        std::forward<CompletionToken>(token), &queue_base::start_put, *this, std::move(item), p);
+  }
+
+  /// Puts many items in as few script calls as possible (chunks of the
+  /// options' max_put_batch, each atomic). Ids come back in the order of
+  /// `items`; with priority::high the first item is the next one out.
+  ///
+  /// Completion `void(error_code, std::vector<std::string> ids)`; errors as
+  /// put(). On an error after some chunks succeeded, ids holds those.
+  template <class CompletionToken>
+  auto put_many(std::vector<std::string> items, priority p, CompletionToken&& token) {
+    return initiate<void(boost::system::error_code, std::vector<std::string>)>(
+        std::forward<CompletionToken>(token), &queue_base::start_put_many, *this,
+        std::move(items), p);
+  }
+
+ protected:
+  template <class... Ts>
+  using handler = op_handler<void(boost::system::error_code, Ts...)>;
+
+  queue_base() = default;
+  /// Takes shared ownership of `core`; the last copy of the handle closes it.
+  queue_base(client& c, std::shared_ptr<queue_core> core);
+
+  client* client_ = nullptr;
+  std::shared_ptr<queue_core> core_;
+
+ private:
+  void start_put(std::string item, priority p, handler<std::string> h);
+  void start_put_many(std::vector<std::string> items, priority p,
+                      handler<std::vector<std::string>> h);
+
+  std::shared_ptr<void> closer_;  // closes core_ when the last copy goes
+};
+
+}  // namespace detail
+}  // namespace thoonk

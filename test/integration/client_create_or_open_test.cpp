@@ -1,0 +1,133 @@
+// client::create_or_open_feed: one atomic script creates a missing feed
+// (config and newfeed as create_feed) or opens an existing one of the same
+// type without touching it; another type is refused and nothing changes.
+#include "support/helpers.hpp"
+
+using namespace thoonk::test;
+using thoonk::feed_type;
+using E = thoonk::error;
+
+namespace {
+
+asio::awaitable<std::map<std::string, std::string>> config_of(thoonk::connection& c,
+                                                             const std::string& name) {
+  auto conf = co_await cmd(c, "HGETALL", key("config", name));
+  std::map<std::string, std::string> m;
+  for (std::size_t i = 0; i + 1 < conf.elements.size(); i += 2)
+    m[conf.elements[i].str] = conf.elements[i + 1].str;
+  co_return m;
+}
+
+}  // namespace
+
+TEST_CASE("create_or_open_feed: creates once, then opens without changing the feed",
+          "[feed_admin][create_or_open_feed]") {
+  fixture f("coo");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto cap = co_await capture_patterns(f.raw, "newfeed", "conffeed");
+
+    auto [ec, created] =
+        co_await f.c.create_or_open_feed(f.name, feed_type::feed, max_len(5), nothrow);
+    REQUIRE(!ec);
+    CHECK(created);
+    using conf = std::map<std::string, std::string>;
+    const conf made{{"type", "feed"}, {"max_length", "5"}};
+    auto first = co_await config_of(f.c.conn(), f.name);
+    CHECK(first == made);
+
+    // Again, with other config: opened, config untouched, nothing announced.
+    auto [ec2, created2] =
+        co_await f.c.create_or_open_feed(f.name, feed_type::feed, max_len(9), nothrow);
+    REQUIRE(!ec2);
+    CHECK(!created2);
+    auto second = co_await config_of(f.c.conn(), f.name);
+    CHECK(second == made);
+
+    co_await settle();
+    const std::vector<msg> one_newfeed{{"newfeed", nul_join(f.name, f.c.instance_id())}};
+    CHECK(cap->on("newfeed") == one_newfeed);
+    CHECK(cap->on("conffeed").empty());
+
+    // create_feed still refuses an existing feed.
+    auto [ec3] = co_await f.c.create_feed(f.name, feed_type::feed, {}, nothrow);
+    CHECK(ec3 == E::feed_exists);
+  });
+}
+
+TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
+          "[feed_admin][create_or_open_feed]") {
+  fixture f("coo");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    const fields job_fields{{"max_failures", "3"}};
+    co_await create_feed(f.c.conn(), f.name, "job", job_fields);
+    co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
+    thoonk::diagnostics diag;
+    auto [ec, created] = co_await f.c.create_or_open_feed(
+        f.name, feed_type::queue, {}, thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec == E::wrong_feed_type);
+    CHECK(!created);
+    CHECK(diag.server_message().find("job") != std::string::npos);
+    using conf = std::map<std::string, std::string>;
+    const conf job_conf{{"type", "job"}, {"max_failures", "3"}};
+    auto kept = co_await config_of(f.c.conn(), f.name);
+    CHECK(kept == job_conf);
+    CHECK((co_await cmd(f.c.conn(), "LLEN", key("ids", f.name))).integer == 1);
+
+    // A feed listed in `feeds` without a type counts as missing everywhere:
+    // create_or_open makes it.
+    auto other = unique_name("coo");
+    co_await cmd(f.c.conn(), "SADD", "feeds", other);
+    auto [ec2, created2] =
+        co_await f.c.create_or_open_feed(other, feed_type::sorted_feed, {}, nothrow);
+    CHECK(!ec2);
+    CHECK(created2);
+    const conf sorted_conf{{"type", "sorted_feed"}};
+    auto made = co_await config_of(f.c.conn(), other);
+    CHECK(made == sorted_conf);
+  });
+}
+
+TEST_CASE("create_or_open_feed: bad names and config values fail before any write",
+          "[feed_admin][create_or_open_feed]") {
+  fixture f("coo");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    const thoonk::feed_config bad{{"claim_timeout_ms", "soon"}};
+    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, bad, nothrow);
+    CHECK(ec == E::invalid_argument);
+    CHECK(!created);
+    CHECK((co_await cmd(f.c.conn(), "SISMEMBER", "feeds", f.name)).integer == 0);
+    CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", f.name))).integer == 0);
+
+    auto [ec2, created2] =
+        co_await f.c.create_or_open_feed(std::string("a\0b", 3), feed_type::feed, {}, nothrow);
+    CHECK(ec2 == E::invalid_name);
+  });
+}
+
+TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly one created it",
+          "[feed_admin][create_or_open_feed]") {
+  fixture f("coo");
+  thoonk::client other(f.ioc.get_executor(), named_config());
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await other.connect(asio::use_awaitable);
+    for (int round = 0; round < 20; ++round) {
+      auto name = unique_name("race");
+      int created = 0, done = 0;
+      for (auto* cl : {&f.c, &other, &f.c, &other}) {
+        cl->create_or_open_feed(name, feed_type::queue, {},
+                                [&](boost::system::error_code ec, bool c) {
+                                  CHECK(!ec);
+                                  created += c ? 1 : 0;
+                                  ++done;
+                                });
+      }
+      REQUIRE(co_await wait_until([&] { return done == 4; }));
+      CHECK(created == 1);
+    }
+    other.stop();
+  });
+}

@@ -1,0 +1,195 @@
+// thoonk::diagnostics through with_diagnostics: the server's own text for
+// server_error, script_error, subscribe_refused and ACL refusals reaches
+// the caller of a typed operation, with every kind of completion token, and
+// an operation that does not fail on the server leaves it empty.
+#include "support/helpers.hpp"
+
+#include <boost/asio/deferred.hpp>
+
+using namespace thoonk::test;
+using E = thoonk::error;
+
+namespace {
+
+// A feed listed in `feeds` whose config hash is a string: every read of
+// its config is refused by the server with WRONGTYPE.
+asio::awaitable<std::string> broken_feed(thoonk::connection& admin) {
+  auto name = unique_name("diag");
+  co_await cmd(admin, "SADD", "feeds", name);
+  co_await cmd(admin, "SET", key("config", name), "not a hash");
+  co_return name;
+}
+
+// An ACL user with every command and key but the ones `rules` take away.
+struct limited_user {
+  std::string name = unique_name("diaguser");
+  std::string pass = "pw-" + unique_name("x");
+  thoonk::config config() const {
+    auto cfg = named_config("thoonk-diag-test");
+    cfg.username = name;
+    cfg.password = pass;
+    return cfg;
+  }
+  template <class... Rules>
+  asio::awaitable<void> create(thoonk::connection& admin, Rules... rules) const {
+    co_await cmd(admin, "ACL", "SETUSER", name, "reset", "on", ">" + pass, "~*", "+@all",
+                 rules...);
+  }
+  asio::awaitable<void> remove(thoonk::connection& admin) const {
+    co_await cmd(admin, "ACL", "DELUSER", name);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("diagnostics: a server error reply's text reaches the caller of a typed operation",
+          "[diagnostics][get_config][feed_exists]") {
+  fixture f("diag");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto name = co_await broken_feed(f.c.conn());
+
+    thoonk::diagnostics diag;
+    auto [ec, v] = co_await f.c.get_config(name, "type", thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec == E::server_error);
+    CHECK(!v);
+    CHECK(diag.server_message().starts_with("WRONGTYPE"));
+
+    // The same object, reused: an operation that succeeds clears it.
+    auto [ec2, exists] = co_await f.c.feed_exists(name, thoonk::with_diagnostics(diag, nothrow));
+    CHECK(!ec2);
+    CHECK(exists);
+    CHECK(diag.server_message().empty());
+
+    // An error found before any I/O has no server text either.
+    co_await f.c.get_config(name, "type", thoonk::with_diagnostics(diag, nothrow));
+    REQUIRE(!diag.server_message().empty());
+    auto [ec3, v3] =
+        co_await f.c.get_config(std::string(), "type", thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec3 == E::invalid_name);
+    CHECK(diag.server_message().empty());
+  });
+}
+
+TEST_CASE("diagnostics: a Lua error inside a library script keeps its text and line",
+          "[diagnostics][script_error][set_config]") {
+  fixture f("diag");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto name = co_await broken_feed(f.c.conn());
+    thoonk::diagnostics diag;
+    // set_config's script HSETs the config hash: the server refuses it
+    // inside the script.
+    auto [ec] = co_await f.c.set_config(name, "max_length", "5",
+                                        thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec == E::script_error);
+    CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
+    CHECK(diag.server_message().find("user_script") != std::string::npos);
+    auto raw = co_await cmd(f.c.conn(), "GET", key("config", name));
+    CHECK(raw.str == "not a hash");  // nothing was written
+  });
+}
+
+TEST_CASE("diagnostics: with every kind of completion token (callback, deferred, use_awaitable)",
+          "[diagnostics][get_config]") {
+  fixture f("diag");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto name = co_await broken_feed(f.c.conn());
+
+    // A callback: the text is there when the handler runs.
+    thoonk::diagnostics d1;
+    std::string seen;
+    bool called = false;
+    f.c.get_config(name, "type",
+                   thoonk::with_diagnostics(
+                       d1, [&](boost::system::error_code ec, std::optional<std::string>) {
+                         CHECK(ec == E::server_error);
+                         seen = d1.server_message();
+                         called = true;
+                       }));
+    CHECK(co_await wait_until([&] { return called; }));
+    CHECK(seen.starts_with("WRONGTYPE"));
+
+    // deferred: nothing runs until launched; then as above.
+    thoonk::diagnostics d2;
+    auto op = f.c.get_config(name, "type", thoonk::with_diagnostics(d2, asio::deferred));
+    co_await sleep_for(std::chrono::milliseconds(20));
+    CHECK(d2.server_message().empty());
+    auto [ec2, v2] = co_await std::move(op)(nothrow);
+    CHECK(ec2 == E::server_error);
+    CHECK(d2.server_message().starts_with("WRONGTYPE"));
+
+    // use_awaitable (throwing): the exception carries the code; the text is
+    // in the diagnostics.
+    thoonk::diagnostics d3;
+    try {
+      co_await f.c.get_config(name, "type", thoonk::with_diagnostics(d3, asio::use_awaitable));
+      FAIL("no exception");
+    } catch (const boost::system::system_error& e) {
+      CHECK(e.code() == E::server_error);
+    }
+    CHECK(d3.server_message().starts_with("WRONGTYPE"));
+  });
+}
+
+TEST_CASE("diagnostics: a move-only completion handler wrapped in with_diagnostics",
+          "[diagnostics][create_or_open_feed]") {
+  fixture f("diag");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    thoonk::diagnostics diag;
+    auto owned = std::make_unique<int>(7);
+    int got = 0;
+    bool created = false;
+    f.c.create_or_open_feed(
+        f.name, thoonk::feed_type::feed, {},
+        thoonk::with_diagnostics(diag, [&, p = std::move(owned)](boost::system::error_code ec,
+                                                                 bool c) mutable {
+          CHECK(!ec);
+          created = c;
+          got = *p;
+        }));
+    CHECK(co_await wait_until([&] { return got == 7; }));
+    CHECK(created);
+    CHECK(diag.server_message().empty());
+  });
+}
+
+TEST_CASE("diagnostics: ACL refusals name the refused command in the server's words",
+          "[diagnostics][acl][create_feed][subscribe]") {
+  fixture f("diag");
+  limited_user no_scripts, no_channels;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await no_scripts.create(f.c.conn(), "-evalsha", "-eval", "allchannels");
+    co_await no_channels.create(f.c.conn(), "resetchannels");
+
+    {
+      thoonk::client limited(f.ioc.get_executor(), no_scripts.config());
+      co_await limited.connect(asio::use_awaitable);
+      thoonk::diagnostics diag;
+      auto [ec] = co_await limited.create_feed(f.name, thoonk::feed_type::feed, {},
+                                               thoonk::with_diagnostics(diag, nothrow));
+      CHECK(ec == E::no_script_permission);
+      CHECK(diag.server_message().starts_with("NOPERM"));
+      CHECK(diag.server_message().find("evalsha") != std::string::npos);
+      limited.stop();
+    }
+    {
+      thoonk::subscriber sub(f.ioc.get_executor(), no_channels.config());
+      co_await sub.connect(asio::use_awaitable);
+      thoonk::diagnostics diag;
+      auto [ec, s] = co_await sub.subscribe(
+          "diag-channel", [](const thoonk::message&) {}, thoonk::with_diagnostics(diag, nothrow));
+      CHECK(ec == E::subscribe_refused);
+      // Redis 7.0 says "NOPERM this user has no permissions to access one
+      // of the channels used as arguments".
+      CHECK(diag.server_message().starts_with("NOPERM"));
+      CHECK(diag.server_message().find("channel") != std::string::npos);
+      sub.stop();
+    }
+    co_await no_scripts.remove(f.c.conn());
+    co_await no_channels.remove(f.c.conn());
+  });
+}

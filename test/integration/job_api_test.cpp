@@ -1,0 +1,402 @@
+// The handle API of queues and job queues as a new user meets it: open and
+// create_or_open with typed settings, typed finish events, reads by id,
+// operations on the claimed job itself, move-only completion handlers, and
+// the server's text through with_diagnostics.
+#include "support/helpers.hpp"
+
+#include <thoonk/diagnostics.hpp>
+
+#include <memory>
+#include <optional>
+
+using namespace thoonk::test;
+using thoonk::test::run_coro;
+using E = thoonk::error;
+using jq = thoonk::job_queue;
+
+// An operation with an effect is awaited before CHECK, never inside it: g++
+// 12 also evaluates a co_await in the macro's never-taken `(false) && expr`
+// branch, so the operation would run twice.
+
+namespace {
+
+// Claims one job that must be there.
+asio::awaitable<thoonk::claimed_job> claim_one(jq& q) {
+  co_return co_await q.claim(1s, asio::use_awaitable);
+}
+
+// The config hash of a feed, as field=value lines, sorted.
+asio::awaitable<std::string> config_of(thoonk::connection& c, const std::string& name) {
+  auto v = co_await cmd(c, "HGETALL", key("config", name));
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2)
+    parts.push_back(v.elements[i].str + "=" + v.elements[i + 1].str);
+  std::sort(parts.begin(), parts.end());
+  std::string out;
+  for (auto& p : parts) out += p + "\n";
+  co_return out;
+}
+
+// Connects f's client and creates (or opens) f.name as a job queue.
+asio::awaitable<jq> connected_job_queue(fixture& f) {
+  co_await f.c.connect(asio::use_awaitable);
+  co_return co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+}
+
+// A completion handler that is move-only: it owns a unique_ptr, and counts
+// its calls through it.
+template <class... Args>
+auto move_only(int& calls) {
+  return [p = std::make_unique<int*>(&calls)](Args...) { ++**p; };
+}
+
+}  // namespace
+
+TEST_CASE("job_queue::create_or_open: creates with settings, opens an existing one as it is",
+          "[job][job_api][create_or_open][read_settings][open]") {
+  fixture f("jobapi");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    jq::settings s;
+    s.claim_timeout = 1500ms;
+    s.max_failures = 2;
+    s.result_ttl = 60s;
+    s.published = true;
+    auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
+    CHECK(q.name() == f.name);
+    CHECK(co_await config_of(f.c.conn(), f.name) ==
+          "claim_timeout_ms=1500\nmax_failures=2\npublished=1\nresult_ttl_ms=60000\ntype=job\n");
+
+    // Round trip: the same values come back typed.
+    auto back = co_await q.read_settings(asio::use_awaitable);
+    CHECK(back.claim_timeout == 1500ms);
+    CHECK(back.max_failures == 2);
+    CHECK(back.result_ttl == 60s);
+    CHECK(back.published == true);
+
+    // Opening it again with other settings leaves its config alone.
+    jq::settings other;
+    other.max_failures = 9;
+    auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
+    CHECK((co_await again.read_settings(asio::use_awaitable)).max_failures == 2);
+
+    // Without settings: the defaults, i.e. no fields written.
+    const auto plain = unique_name("jobapi-plain");
+    auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
+    CHECK(co_await config_of(f.c.conn(), plain) == "type=job\n");
+    auto ps = co_await p.read_settings(asio::use_awaitable);
+    CHECK(!ps.claim_timeout);
+    CHECK(!ps.max_failures);
+    CHECK(!ps.result_ttl);
+    CHECK(!ps.published);
+
+    // open() finds both; a handle from open works.
+    auto o = co_await jq::open(f.c, plain, asio::use_awaitable);
+    auto id = co_await o.put("x", asio::use_awaitable);
+    auto claimed = co_await o.claim(1s, asio::use_awaitable);
+    CHECK(claimed.id == id);
+  });
+}
+
+TEST_CASE("create_or_open / open: the wrong type and bad settings are refused",
+          "[job][queue][job_api][create_or_open][open]") {
+  fixture f("jobapi");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "queue");
+    const auto before = co_await config_of(f.c.conn(), f.name);
+    auto [ec1, q1] = co_await jq::create_or_open(f.c, f.name, nothrow);
+    CHECK(ec1 == E::wrong_feed_type);
+    auto [ec2, q2] = co_await jq::open(f.c, f.name, nothrow);
+    CHECK(ec2 == E::wrong_feed_type);
+    CHECK(co_await config_of(f.c.conn(), f.name) == before);
+    // The queue itself opens both ways.
+    auto [ec3, q3] = co_await thoonk::queue::open(f.c, f.name, nothrow);
+    CHECK(!ec3);
+    auto [ec4, q4] = co_await thoonk::queue::create_or_open(f.c, f.name, nothrow);
+    CHECK(!ec4);
+    auto [ec5, qs] = co_await q4.read_settings(nothrow);
+    CHECK(!ec5);
+
+    // Missing: open fails, nothing is created.
+    const auto missing = unique_name("jobapi-missing");
+    auto [ec6, q6] = co_await jq::open(f.c, missing, nothrow);
+    CHECK(ec6 == E::feed_not_found);
+    auto [ec7, q7] = co_await thoonk::queue::open(f.c, missing, nothrow);
+    CHECK(ec7 == E::feed_not_found);
+
+    // Out of range settings: refused before any I/O, nothing created.
+    for (int bad = 0; bad < 3; ++bad) {
+      jq::settings s;
+      if (bad == 0) s.claim_timeout = 0ms;
+      if (bad == 1) s.max_failures = -1;
+      if (bad == 2) s.result_ttl = -5ms;
+      CHECK(!s.problem().empty());
+      auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
+      CHECK(ec == E::invalid_argument);
+    }
+    CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", missing))).integer == 0);
+    auto [ec8, q8] = co_await jq::create_or_open(f.c, std::string("a\0b", 3), nothrow);
+    CHECK(ec8 == E::invalid_name);
+  });
+}
+
+TEST_CASE("job_queue::settings: fields in the contract's string form",
+          "[job][job_api][read_settings]") {
+  jq::settings s;
+  CHECK(s.to_fields().empty());
+  CHECK(s.problem().empty());
+  s.claim_timeout = 2s;
+  s.published = false;
+  CHECK(s.to_fields() == thoonk::feed_config{{"claim_timeout_ms", "2000"}, {"published", "0"}});
+  auto p = jq::settings::from_fields(
+      {{"claim_timeout_ms", "250"}, {"max_failures", "x"}, {"published", "1"}, {"other", "1"}});
+  CHECK(p.claim_timeout == 250ms);
+  CHECK(!p.max_failures);  // not a number: the scripts use the default too
+  CHECK(p.published == true);
+  CHECK(!p.result_ttl);
+}
+
+TEST_CASE("job_queue::subscribe_finished: one typed event per finish with a result",
+          "[job][job_api][subscribe_finished][finish]") {
+  fixture f("jobapi");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await connected_job_queue(f);
+    std::vector<thoonk::job_finished> seen;
+    auto sub = co_await q.subscribe_finished(
+        [&](const thoonk::job_finished& e) { seen.push_back(e); }, asio::use_awaitable);
+
+    const std::string nul_result("a\0b\0", 4);
+    std::vector<std::string> items{"one", "two", "three"};
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    auto j1 = co_await claim_one(q);
+    auto j2 = co_await claim_one(q);
+    auto j3 = co_await claim_one(q);
+    co_await q.finish(j1, "r1", asio::use_awaitable);
+    co_await q.finish(j2, asio::use_awaitable);  // no result: no event
+    co_await q.finish(j3, nul_result, asio::use_awaitable);
+    // Another client's payload without a NUL is ignored and counted.
+    co_await cmd(f.c.conn(), "PUBLISH", "job.finish:" + f.name, "no-separator");
+    CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
+    co_await settle();
+
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0].id == j1.id);
+    CHECK(seen[0].result == "r1");
+    CHECK(seen[1].id == j3.id);
+    CHECK(seen[1].result == nul_result);
+    CHECK(q.malformed_finish_events() == 1);
+
+    // Dropping the subscription ends the events.
+    sub.reset();
+    co_await q.put("four", asio::use_awaitable);
+    auto j4 = co_await claim_one(q);
+    co_await q.finish(j4, "r4", asio::use_awaitable);
+    co_await settle();
+    CHECK(seen.size() == 2);
+  });
+}
+
+TEST_CASE("job_queue::get_job / get_jobs: item, state and failures in one read",
+          "[job][job_api][get_job][get_jobs][cancel][stall][heartbeat][finish]") {
+  fixture f("jobapi");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await connected_job_queue(f);
+    std::vector<std::string> items{"a", "b", "c", "d"};
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+
+    auto w = co_await q.get_job(ids[0], asio::use_awaitable);
+    REQUIRE(w);
+    CHECK(w->id == ids[0]);
+    CHECK(w->item == "a");
+    CHECK(w->state == thoonk::job_state::waiting);
+    CHECK(w->failures == 0);
+
+    // a: claimed, given back (failure 1), claimed again and held.
+    auto a = co_await claim_one(q);
+    auto fails = co_await q.cancel(a, asio::use_awaitable);
+    CHECK(fails == 1);
+    auto b = co_await claim_one(q);  // b
+    auto c = co_await claim_one(q);  // c
+    auto d = co_await claim_one(q);  // d
+    auto a2 = co_await claim_one(q);
+    REQUIRE(a2.id == ids[0]);
+    co_await q.heartbeat(a2, asio::use_awaitable);
+    co_await q.stall(b, asio::use_awaitable);
+    co_await q.finish(c, asio::use_awaitable);
+    co_await q.cancel(d, asio::use_awaitable);  // waiting again, failure 1
+
+    auto ja = co_await q.get_job(ids[0], asio::use_awaitable);
+    REQUIRE(ja);
+    CHECK(ja->state == thoonk::job_state::claimed);
+    CHECK(ja->failures == 1);
+    auto jb = co_await q.get_job(ids[1], asio::use_awaitable);
+    REQUIRE(jb);
+    CHECK(jb->state == thoonk::job_state::stalled);
+    CHECK(jb->item == "b");
+    CHECK(!(co_await q.get_job(ids[2], asio::use_awaitable)));  // finished
+    auto jd = co_await q.get_job(ids[3], asio::use_awaitable);
+    REQUIRE(jd);
+    CHECK(jd->state == thoonk::job_state::waiting);
+    CHECK(jd->failures == 1);
+    CHECK(!(co_await q.get_job("no-such-id", asio::use_awaitable)));
+    auto [eid, none] = co_await q.get_job("", nothrow);
+    CHECK(eid == E::invalid_id);
+
+    auto all = co_await q.get_jobs(asio::use_awaitable);
+    std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+    REQUIRE(all.size() == 3);
+    std::vector<std::string> summary;
+    for (const auto& j : all)
+      summary.push_back(j.item + ":" + std::to_string(static_cast<int>(j.state)) + ":" +
+                        std::to_string(j.failures));
+    std::sort(summary.begin(), summary.end());
+    CHECK(summary == std::vector<std::string>{"a:1:1", "b:2:0", "d:0:1"});
+
+    // On another kind of feed: wrong_feed_type.
+    const auto other = co_await make_feed(f.c, "jobapi-feed", thoonk::feed_type::feed);
+    jq wrong(f.c, other);
+    auto [ew, jw] = co_await wrong.get_job(ids[0], nothrow);
+    CHECK(ew == E::wrong_feed_type);
+    auto [ews, jws] = co_await wrong.get_jobs(nothrow);
+    CHECK(ews == E::wrong_feed_type);
+  });
+}
+
+TEST_CASE("queue::get_item: the item of a waiting id", "[queue][job_api][get_item]") {
+  fixture f("qapi");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto q = co_await thoonk::queue::create_or_open(f.c, f.name, asio::use_awaitable);
+    auto id = co_await q.put(std::string("it\0em", 5), asio::use_awaitable);
+    auto item = co_await q.get_item(id, asio::use_awaitable);
+    CHECK(item == std::string("it\0em", 5));
+    co_await q.get(1s, asio::use_awaitable);
+    CHECK(!(co_await q.get_item(id, asio::use_awaitable)));
+    auto [ec, none] = co_await q.get_item("", nothrow);
+    CHECK(ec == E::invalid_id);
+    thoonk::queue wrong(f.c, co_await make_feed(f.c, "qapi-job", thoonk::feed_type::job));
+    auto [ew, nw] = co_await wrong.get_item(id, nothrow);
+    CHECK(ew == E::wrong_feed_type);
+  });
+}
+
+TEST_CASE("queue and job_queue operations take move-only completion handlers",
+          "[job][queue][job_api][open][create_or_open][read_settings][put][put_many][get]"
+          "[get_item][get_ids][length][claim][finish][cancel][stall][heartbeat][heartbeat_many]"
+          "[retry][retract][failures][get_job][get_jobs][counts][subscribe_finished][get_result]"
+          "[maintain][run_maintenance]") {
+  fixture f("jobapi");
+  int calls = 0;
+  int expected = 0;
+  using ec_t = boost::system::error_code;
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await connected_job_queue(f);
+    auto qq = co_await thoonk::queue::create_or_open(f.c, unique_name("qapi"), asio::use_awaitable);
+    auto id = co_await q.put("x", asio::use_awaitable);
+    auto qid = co_await qq.put("y", asio::use_awaitable);
+    auto j = co_await claim_one(q);
+
+    // Queue.
+    thoonk::queue::open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    thoonk::queue::create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    qq.read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
+    qq.put("z", move_only<ec_t, std::string>(calls));
+    qq.put_many({"1", "2"}, thoonk::priority::high, move_only<ec_t, std::vector<std::string>>(calls));
+    qq.get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
+    qq.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    qq.length(move_only<ec_t, std::size_t>(calls));
+    qq.get(1s, move_only<ec_t, thoonk::queue_item>(calls));
+    expected += 9;
+    // Job queue.
+    jq::open(f.c, q.name(), move_only<ec_t, jq>(calls));
+    jq::create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
+    q.read_settings(move_only<ec_t, jq::settings>(calls));
+    q.put("p", move_only<ec_t, std::string>(calls));
+    q.put_many({"m"}, thoonk::priority::normal, move_only<ec_t, std::vector<std::string>>(calls));
+    q.heartbeat(j, move_only<ec_t>(calls));
+    q.heartbeat_many({j}, move_only<ec_t, std::vector<ec_t>>(calls));
+    q.failures(id, move_only<ec_t, std::int64_t>(calls));
+    q.get_job(id, move_only<ec_t, std::optional<thoonk::job_info>>(calls));
+    q.get_jobs(move_only<ec_t, std::vector<thoonk::job_info>>(calls));
+    q.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    q.counts(move_only<ec_t, thoonk::job_counts>(calls));
+    q.subscribe_finished([](const thoonk::job_finished&) {},
+                         move_only<ec_t, thoonk::subscription>(calls));
+    q.retry(id, move_only<ec_t>(calls));      // job_not_stalled
+    q.get_result(id, 0ms, move_only<ec_t, std::string>(calls));
+    thoonk::maintenance_options mo;
+    mo.publish_stats = false;
+    q.maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
+    expected += 16;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    // The claimed job's own operations, one after the other.
+    q.stall(j, move_only<ec_t>(calls));
+    ++expected;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    q.retry(j.id, move_only<ec_t>(calls));
+    ++expected;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    auto k = co_await claim_one(q);
+    q.cancel(k, move_only<ec_t, std::int64_t>(calls));
+    ++expected;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    auto l = co_await claim_one(q);
+    q.finish(l, "r", move_only<ec_t>(calls));
+    q.claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
+    q.retract(id, move_only<ec_t>(calls));
+    expected += 3;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    q.finish(j, move_only<ec_t>(calls));  // lost claim: still completes
+    ++expected;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+    asio::cancellation_signal stop;
+    q.run_maintenance(1h, mo, asio::bind_cancellation_slot(stop.slot(), move_only<ec_t>(calls)));
+    co_await sleep_for(50ms);
+    stop.emit(asio::cancellation_type::terminal);
+    ++expected;
+    CHECK(co_await wait_until([&] { return calls == expected; }));
+  });
+  CHECK(calls == expected);
+}
+
+TEST_CASE("job_queue: the server's text reaches with_diagnostics", "[job][job_api][acl][put]"
+          "[claim][finish][cancel][get_job]") {
+  fixture f("jobapi");
+  const auto user = unique_name("jobapi-user");
+  const auto pass = "pw-" + unique_name("x");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    co_await f.c.connect(asio::use_awaitable);
+    auto admin_q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+    co_await admin_q.put("held", asio::use_awaitable);
+    auto held = co_await claim_one(admin_q);
+    co_await cmd(f.c.conn(), "ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all",
+                 "-evalsha");
+    auto cfg = named_config("thoonk-jobapi-acl");
+    cfg.username = user;
+    cfg.password = pass;
+    thoonk::client uc(f.ioc.get_executor(), cfg);
+    co_await uc.connect(asio::use_awaitable);
+    jq uq(uc, f.name);
+
+    // Each path: a coroutine op, the put batcher, the claim dispatcher, the
+    // finish batcher.
+    thoonk::diagnostics d1, d2, d3, d4;
+    auto [e1, j] = co_await uq.get_job(held.id, thoonk::with_diagnostics(d1, nothrow));
+    auto [e2, id] = co_await uq.put("x", thoonk::with_diagnostics(d2, nothrow));
+    auto [e3, c] = co_await uq.claim(0ms, thoonk::with_diagnostics(d3, nothrow));
+    auto [e4] = co_await uq.finish(held, "r", thoonk::with_diagnostics(d4, nothrow));
+    for (auto* e : {&e1, &e2, &e3, &e4}) CHECK(*e == E::no_script_permission);
+    for (auto* d : {&d1, &d2, &d3, &d4}) {
+      INFO(d->server_message());
+      CHECK(d->server_message().find("evalsha") != std::string::npos);
+    }
+    // A success clears what an earlier failure left.
+    auto [e5, n] = co_await admin_q.cancel(held, thoonk::with_diagnostics(d4, nothrow));
+    CHECK(!e5);
+    CHECK(d4.server_message().empty());
+    uc.stop();
+    co_await cmd(f.c.conn(), "ACL", "DELUSER", user);
+  });
+}
+
