@@ -66,7 +66,8 @@ catch_up_tracker::live_action catch_up_tracker::on_live(const feed_event& ev) {
       // The fixed part approximates the per-event overhead of the deque
       // entry and its strings.
       buffer_bytes_ += ev.id.size() + ev.item.size() + 64;
-      buffer_.push_back(buffered_event{ev.kind, std::string(ev.id), std::string(ev.item), ev.where});
+      buffer_.push_back(
+          buffered_event{ev.kind, std::string(ev.id), std::string(ev.item), ev.where});
       if (buffer_.size() > opts_.buffer_max_events || buffer_bytes_ > opts_.buffer_max_bytes) {
         overflow_ = true;  // the next round replays them from the data
         clear_buffer();

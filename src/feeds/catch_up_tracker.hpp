@@ -132,9 +132,9 @@ class catch_up_tracker {
 
   /// What the next sync read of the round must ask for.
   struct sync_request {
-    std::uint64_t from = 0;    // replay changes after this counter value
-    std::string marker;        // marker payload to publish with the read
-    bool initial = false;      // the first sync: no replay, only a cursor
+    std::uint64_t from = 0;                  // replay changes after this counter value
+    std::string marker;                      // marker payload to publish with the read
+    bool initial = false;                    // the first sync: no replay, only a cursor
     std::optional<std::string> window_from;  // score window start (feeds)
   };
   sync_request next_sync();

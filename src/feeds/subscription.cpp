@@ -118,7 +118,9 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   error_code failed;                           // why the first sync failed
   asio::steady_timer* ready_waiter = nullptr;  // subscribe() waiting for a cursor
 
-  bool current(std::uint64_t r) const { return !stopped && tracker.is_round(r) && !alive.expired(); }
+  bool current(std::uint64_t r) const {
+    return !stopped && tracker.is_round(r) && !alive.expired();
+  }
 
   void stop() {
     if (stopped) return;

@@ -7,24 +7,10 @@ using namespace thoonk::test;
 using thoonk::feed_type;
 using E = thoonk::error;
 
-namespace {
-
-asio::awaitable<std::map<std::string, std::string>> config_of(thoonk::connection& c,
-                                                             const std::string& name) {
-  auto conf = co_await cmd(c, "HGETALL", key("config", name));
-  std::map<std::string, std::string> m;
-  for (std::size_t i = 0; i + 1 < conf.elements.size(); i += 2)
-    m[conf.elements[i].str] = conf.elements[i + 1].str;
-  co_return m;
-}
-
-}  // namespace
-
 TEST_CASE("create_or_open_feed: creates once, then opens without changing the feed",
           "[feed_admin][create_or_open_feed]") {
   fixture f("coo");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+  f.run_connected([&]() -> asio::awaitable<void> {
     auto cap = co_await capture_patterns(f.raw, "newfeed", "conffeed");
 
     auto [ec, created] =
@@ -33,7 +19,7 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
     CHECK(created);
     using conf = std::map<std::string, std::string>;
     const conf made{{"type", "feed"}, {"max_length", "5"}};
-    auto first = co_await config_of(f.c.conn(), f.name);
+    auto first = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(first == made);
 
     // Again, with other config: opened, config untouched, nothing announced.
@@ -41,7 +27,7 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
         co_await f.c.create_or_open_feed(f.name, feed_type::feed, max_len(9), nothrow);
     REQUIRE(!ec2);
     CHECK(!created2);
-    auto second = co_await config_of(f.c.conn(), f.name);
+    auto second = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(second == made);
 
     co_await settle();
@@ -58,20 +44,19 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
 TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
           "[feed_admin][create_or_open_feed]") {
   fixture f("coo");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+  f.run_connected([&]() -> asio::awaitable<void> {
     const fields job_fields{{"max_failures", "3"}};
     co_await create_feed(f.c.conn(), f.name, "job", job_fields);
     co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
     thoonk::diagnostics diag;
-    auto [ec, created] = co_await f.c.create_or_open_feed(
-        f.name, feed_type::queue, {}, thoonk::with_diagnostics(diag, nothrow));
+    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::queue, {},
+                                                          thoonk::with_diagnostics(diag, nothrow));
     CHECK(ec == E::wrong_feed_type);
     CHECK(!created);
     CHECK(diag.server_message().find("job") != std::string::npos);
     using conf = std::map<std::string, std::string>;
     const conf job_conf{{"type", "job"}, {"max_failures", "3"}};
-    auto kept = co_await config_of(f.c.conn(), f.name);
+    auto kept = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(kept == job_conf);
     CHECK((co_await cmd(f.c.conn(), "LLEN", key("ids", f.name))).integer == 1);
 
@@ -84,7 +69,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     CHECK(!ec2);
     CHECK(created2);
     const conf sorted_conf{{"type", "sorted_feed"}};
-    auto made = co_await config_of(f.c.conn(), other);
+    auto made = co_await hash_of(f.c.conn(), key("config", other));
     CHECK(made == sorted_conf);
   });
 }
@@ -92,8 +77,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
 TEST_CASE("create_or_open_feed: bad names and config values fail before any write",
           "[feed_admin][create_or_open_feed]") {
   fixture f("coo");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+  f.run_connected([&]() -> asio::awaitable<void> {
     const thoonk::feed_config bad{{"claim_timeout_ms", "soon"}};
     auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, bad, nothrow);
     CHECK(ec == E::invalid_argument);
@@ -111,8 +95,7 @@ TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly on
           "[feed_admin][create_or_open_feed]") {
   fixture f("coo");
   thoonk::client other(f.ioc.get_executor(), named_config());
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+  f.run_connected([&]() -> asio::awaitable<void> {
     co_await other.connect(asio::use_awaitable);
     for (int round = 0; round < 20; ++round) {
       auto name = unique_name("race");

@@ -20,35 +20,20 @@ asio::awaitable<std::string> broken_feed(thoonk::connection& admin) {
   co_return name;
 }
 
-// An ACL user with every command and key but the ones `rules` take away.
-struct limited_user {
-  std::string name = unique_name("diaguser");
-  std::string pass = "pw-" + unique_name("x");
-  thoonk::config config() const {
-    auto cfg = named_config("thoonk-diag-test");
-    cfg.username = name;
-    cfg.password = pass;
-    return cfg;
-  }
-  template <class... Rules>
-  asio::awaitable<void> create(thoonk::connection& admin, Rules... rules) const {
-    co_await cmd(admin, "ACL", "SETUSER", name, "reset", "on", ">" + pass, "~*", "+@all",
-                 rules...);
-  }
-  asio::awaitable<void> remove(thoonk::connection& admin) const {
-    co_await cmd(admin, "ACL", "DELUSER", name);
-  }
-};
+// Runs `body(f, name)` (a coroutine) with a connected fixture and a broken
+// feed `name`.
+template <class Body>
+void on_broken_feed(Body body) {
+  fixture f("diag");
+  f.run_connected(
+      [&]() -> asio::awaitable<void> { co_await body(f, co_await broken_feed(f.c.conn())); });
+}
 
 }  // namespace
 
 TEST_CASE("diagnostics: a server error reply's text reaches the caller of a typed operation",
           "[diagnostics][get_config][feed_exists]") {
-  fixture f("diag");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    auto name = co_await broken_feed(f.c.conn());
-
+  on_broken_feed([](fixture& f, std::string name) -> asio::awaitable<void> {
     thoonk::diagnostics diag;
     auto [ec, v] = co_await f.c.get_config(name, "type", thoonk::with_diagnostics(diag, nothrow));
     CHECK(ec == E::server_error);
@@ -73,15 +58,12 @@ TEST_CASE("diagnostics: a server error reply's text reaches the caller of a type
 
 TEST_CASE("diagnostics: a Lua error inside a library script keeps its text and line",
           "[diagnostics][script_error][set_config]") {
-  fixture f("diag");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    auto name = co_await broken_feed(f.c.conn());
+  on_broken_feed([](fixture& f, std::string name) -> asio::awaitable<void> {
     thoonk::diagnostics diag;
     // set_config's script HSETs the config hash: the server refuses it
     // inside the script.
-    auto [ec] = co_await f.c.set_config(name, "max_length", "5",
-                                        thoonk::with_diagnostics(diag, nothrow));
+    auto [ec] =
+        co_await f.c.set_config(name, "max_length", "5", thoonk::with_diagnostics(diag, nothrow));
     CHECK(ec == E::script_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
     CHECK(diag.server_message().find("user_script") != std::string::npos);
@@ -92,22 +74,18 @@ TEST_CASE("diagnostics: a Lua error inside a library script keeps its text and l
 
 TEST_CASE("diagnostics: with every kind of completion token (callback, deferred, use_awaitable)",
           "[diagnostics][get_config]") {
-  fixture f("diag");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    auto name = co_await broken_feed(f.c.conn());
-
+  on_broken_feed([](fixture& f, std::string name) -> asio::awaitable<void> {
     // A callback: the text is there when the handler runs.
     thoonk::diagnostics d1;
     std::string seen;
     bool called = false;
-    f.c.get_config(name, "type",
-                   thoonk::with_diagnostics(
-                       d1, [&](boost::system::error_code ec, std::optional<std::string>) {
-                         CHECK(ec == E::server_error);
-                         seen = d1.server_message();
-                         called = true;
-                       }));
+    f.c.get_config(
+        name, "type",
+        thoonk::with_diagnostics(d1, [&](boost::system::error_code ec, std::optional<std::string>) {
+          CHECK(ec == E::server_error);
+          seen = d1.server_message();
+          called = true;
+        }));
     CHECK(co_await wait_until([&] { return called; }));
     CHECK(seen.starts_with("WRONGTYPE"));
 
@@ -136,20 +114,19 @@ TEST_CASE("diagnostics: with every kind of completion token (callback, deferred,
 TEST_CASE("diagnostics: a move-only completion handler wrapped in with_diagnostics",
           "[diagnostics][create_or_open_feed]") {
   fixture f("diag");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+  f.run_connected([&]() -> asio::awaitable<void> {
     thoonk::diagnostics diag;
     auto owned = std::make_unique<int>(7);
     int got = 0;
     bool created = false;
     f.c.create_or_open_feed(
         f.name, thoonk::feed_type::feed, {},
-        thoonk::with_diagnostics(diag, [&, p = std::move(owned)](boost::system::error_code ec,
-                                                                 bool c) mutable {
-          CHECK(!ec);
-          created = c;
-          got = *p;
-        }));
+        thoonk::with_diagnostics(
+            diag, [&, p = std::move(owned)](boost::system::error_code ec, bool c) mutable {
+              CHECK(!ec);
+              created = c;
+              got = *p;
+            }));
     CHECK(co_await wait_until([&] { return got == 7; }));
     CHECK(created);
     CHECK(diag.server_message().empty());
@@ -159,11 +136,10 @@ TEST_CASE("diagnostics: a move-only completion handler wrapped in with_diagnosti
 TEST_CASE("diagnostics: ACL refusals name the refused command in the server's words",
           "[diagnostics][acl][create_feed][subscribe]") {
   fixture f("diag");
-  limited_user no_scripts, no_channels;
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await no_scripts.create(f.c.conn(), "-evalsha", "-eval", "allchannels");
-    co_await no_channels.create(f.c.conn(), "resetchannels");
+  gap_user no_scripts, no_channels;
+  f.run_connected([&]() -> asio::awaitable<void> {
+    co_await no_scripts.create_with(f.c.conn(), "~*", "+@all", "-evalsha", "-eval", "allchannels");
+    co_await no_channels.create_with(f.c.conn(), "~*", "+@all", "resetchannels");
 
     {
       thoonk::client limited(f.ioc.get_executor(), no_scripts.config());

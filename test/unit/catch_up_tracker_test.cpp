@@ -74,7 +74,7 @@ TEST_CASE("catch_up_tracker: the first sync drops events before its marker and b
   catch_up_tracker t("7");
   CHECK(t.current_phase() == phase::starting);
   CHECK(t.on_live(pub("x", "X")) == live::dropped);  // not ours yet
-  CHECK_FALSE(t.on_connected());                      // registering: no round on connect
+  CHECK_FALSE(t.on_connected());                     // registering: no round on connect
 
   auto r = t.start_round();
   CHECK(t.is_round(r));
@@ -117,7 +117,7 @@ TEST_CASE("catch_up_tracker: the sync reply may come before its marker", "[unit]
   t.start_round();
   auto req = t.next_sync();
   CHECK(t.on_sync(at(5), true) == synced::initial);
-  CHECK_FALSE(t.replay_done());                       // wait for the marker
+  CHECK_FALSE(t.replay_done());                      // wait for the marker
   CHECK(t.on_live(pub("a", "A")) == live::dropped);  // still before the marker
   CHECK(t.current_phase() == phase::syncing);
   CHECK(t.on_marker(req.marker) == marker::finish_round);
@@ -126,8 +126,9 @@ TEST_CASE("catch_up_tracker: the sync reply may come before its marker", "[unit]
   CHECK(t.cursor() == 6);
 }
 
-TEST_CASE("catch_up_tracker: a replay after a gap, then the buffer flushed in order without duplicates",
-          "[unit][catch_up]") {
+TEST_CASE(
+    "catch_up_tracker: a replay after a gap, then the buffer flushed in order without duplicates",
+    "[unit][catch_up]") {
   auto t = live_at(10);
   CHECK(t.on_live(pub("a", "A1")) == live::deliver);
   CHECK(t.cursor() == 11);
