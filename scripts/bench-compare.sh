@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Compares the benchmarks of an old commit with the working tree.
+#
+#   scripts/bench-compare.sh [--old COMMIT] [--rounds N] [--quick] [--json FILE]
+#
+#   --old      commit to compare against (default a5ce862)
+#   --rounds   rounds of old/new runs (default 3); the order alternates
+#              (old-new, new-old, ...) so a drifting machine hits both alike
+#   --quick    feed_bench --quick (smaller counts): a smoke run, not figures
+#   --json     also write every run's output and the medians to FILE
+#
+# Both sides are Release builds with -DTHOONK_BUILD_TESTS=OFF, targets
+# core_bench feed_bench job_bench. The old commit is built in a git worktree
+# under /tmp that is removed afterwards; its three binaries are kept in
+# $THOONK_BENCH_CACHE (default /tmp/thoonk-bench-compare/<commit>) so a
+# second comparison does not rebuild it. The working tree is built in
+# $THOONK_BENCH_BUILD (default build-rel). Each round runs, per side:
+#
+#   core_bench --coroutines 1,256     SET and EVALSHA, with their ceilings
+#   feed_bench                        publish throughput, ceiling, latency
+#   job_bench --e2e 64 200000         jobs end to end, server CPU per job
+#
+# and the script prints a markdown table of the medians over the rounds of
+# every headline figure both sides report, with new/old. Machine noise on a
+# small VM is 10-20 %: read the medians, not one run.
+#
+# Builds and each benchmark run hold $THOONK_BENCH_LOCK (default
+# /tmp/thoonk-build.lock, flock) so parallel compiles do not skew figures;
+# set it empty to run without a lock. A full run (3 rounds, old binaries
+# cached) takes about 8 minutes; building the old commit adds 3-5.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$THOONK_ROOT"
+
+old=a5ce862
+rounds=3
+quick=0
+json_out=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --old) old="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --json) json_out="$2"; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) thoonk_die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on PATH"
+command -v python3 >/dev/null 2>&1 || thoonk_die "python3 is needed for the summary"
+old_sha="$(git rev-parse --verify "$old^{commit}")" || thoonk_die "no such commit: $old"
+jobs="${THOONK_JOBS:-2}"
+lock="${THOONK_BENCH_LOCK-/tmp/thoonk-build.lock}"
+cache="${THOONK_BENCH_CACHE:-/tmp/thoonk-bench-compare}/$old_sha"
+new_build="${THOONK_BENCH_BUILD:-build-rel}"
+benches=(core_bench feed_bench job_bench)
+
+# Runs "$@" holding the lock (if any).
+locked() {
+  if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi
+}
+
+build_release() {  # source dir, build dir
+  locked cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DTHOONK_BUILD_TESTS=OFF >/dev/null
+  locked cmake --build "$2" -j"$jobs" --target "${benches[@]}" >/dev/null
+}
+
+work="$(mktemp -d /tmp/thoonk-bench-compare.XXXXXX)"
+worktree=
+cleanup() {
+  if [ -n "$worktree" ] && [ -d "$worktree" ]; then
+    git worktree remove --force "$worktree" >/dev/null 2>&1 || rm -rf "$worktree"
+    git worktree prune >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# ---- old build (cached by commit) ----
+if [ ! -x "$cache/job_bench" ] || [ ! -x "$cache/feed_bench" ] || [ ! -x "$cache/core_bench" ]; then
+  thoonk_log "building old commit ${old_sha:0:12} (Release) in a worktree"
+  worktree="/tmp/thoonk-bench-wt-${old_sha:0:12}"
+  rm -rf "$worktree"
+  git worktree add --detach "$worktree" "$old_sha" >/dev/null
+  build_release "$worktree" "$worktree/build-rel"
+  mkdir -p "$cache"
+  for b in "${benches[@]}"; do cp "$worktree/build-rel/benchmarks/$b" "$cache/$b"; done
+  git worktree remove --force "$worktree"
+  git worktree prune
+  worktree=
+else
+  thoonk_log "old binaries from $cache"
+fi
+
+# ---- new build (the working tree) ----
+thoonk_log "building the working tree (Release) in $new_build"
+build_release . "$new_build"
+new_bin="$new_build/benchmarks"
+old_bin="$cache"
+
+feed_args=()
+[ "$quick" = 1 ] && feed_args=(--quick)
+
+run_side() {  # side, round
+  local side="$1" round="$2" bin
+  if [ "$side" = old ]; then bin="$old_bin"; else bin="$new_bin"; fi
+  thoonk_log "round $round: $side"
+  locked "$bin/core_bench" --coroutines 1,256 >"$work/$side.$round.core.json"
+  locked "$bin/feed_bench" "${feed_args[@]}" >"$work/$side.$round.feed.json"
+  locked "$bin/job_bench" --e2e 64 200000 >"$work/$side.$round.job.json"
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  if (( r % 2 == 1 )); then run_side old "$r"; run_side new "$r"
+  else run_side new "$r"; run_side old "$r"; fi
+done
+
+# ---- summary ----
+python3 - "$work" "$rounds" "${old_sha:0:12}" "${json_out:-}" <<'EOF'
+import json, re, statistics, sys
+
+work, rounds, old_sha, json_out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+# Leaves worth comparing; counts, durations and booleans are left out.
+HEADLINE = re.compile(
+    r"(rps|_per_s|per_s_mean|ratio|ratio_to_server|_us|_us_per_job|p50_ms|p99_ms)$")
+# Keys that name an element of an array (so paths match across builds even
+# if the order of the array changes).
+IDS = ("op", "coroutines", "workers", "rate_target", "subscriber_clients")
+
+
+def flatten(v, path, out):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            flatten(x, f"{path}.{k}" if path else k, out)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            tag = str(i)
+            if isinstance(x, dict) and any(k in x for k in IDS):
+                tag = ",".join(f"{k}={x[k]}" for k in IDS if k in x)
+            flatten(x, f"{path}[{tag}]", out)
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        out[path] = float(v)
+
+
+runs = {}
+for side in ("old", "new"):
+    for bench in ("core", "feed", "job"):
+        for r in range(1, rounds + 1):
+            fn = f"{work}/{side}.{r}.{bench}.json"
+            try:
+                with open(fn) as f:
+                    doc = json.load(f)
+            except (OSError, ValueError) as e:
+                print(f"warning: {fn}: {e}", file=sys.stderr)
+                continue
+            flat = {}
+            flatten(doc, "", flat)
+            for k, x in flat.items():
+                runs.setdefault((bench, k), {}).setdefault(side, []).append(x)
+
+rows = []
+for (bench, key), sides in sorted(runs.items()):
+    if not HEADLINE.search(key.split(".")[-1]) or "old" not in sides or "new" not in sides:
+        continue
+    o, n = statistics.median(sides["old"]), statistics.median(sides["new"])
+    rows.append({"bench": bench, "figure": key, "old_median": o, "new_median": n,
+                 "new_over_old": n / o if o else None,
+                 "old_runs": sides["old"], "new_runs": sides["new"]})
+
+def fmt(x):
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+print(f"\nold = {old_sha}, new = working tree, {rounds} rounds, medians\n")
+print("| benchmark | figure | old | new | new/old |")
+print("|---|---|---|---|---|")
+for row in rows:
+    print(f"| {row['bench']} | {row['figure']} | {fmt(row['old_median'])} | "
+          f"{fmt(row['new_median'])} | {fmt(row['new_over_old'])} |")
+if json_out:
+    with open(json_out, "w") as f:
+        json.dump({"old": old_sha, "rounds": rounds, "rows": rows}, f, indent=1)
+EOF
