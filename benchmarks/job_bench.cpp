@@ -69,6 +69,18 @@ bool run(F f, std::chrono::seconds limit) {
   return done;
 }
 
+// run() with a client on `cfg`, connected, handed to `f`.
+template <class F>
+bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
+  return run(
+      [&](asio::io_context& ioc) -> asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(asio::use_awaitable);
+        co_await f(c);
+      },
+      limit);
+}
+
 asio::awaitable<void> create(thoonk::client& c, std::string name, thoonk::feed_config cfg) {
   co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), asio::use_awaitable);
 }
@@ -112,10 +124,9 @@ struct e2e_result {
 
 e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::size_t prefetch) {
   e2e_result r{workers, jobs, 0, 0, false};
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
+  run_client(
+      cfg,
+      [&](thoonk::client& c) -> asio::awaitable<void> {
         auto name = unique("bench-e2e");
         co_await create(c, name, {});
         thoonk::job_queue_options qo;
@@ -144,10 +155,10 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
           }
           --*live;
         };
-        asio::co_spawn(ioc, producer(q, jobs), asio::detached);
+        asio::co_spawn(c.get_executor(), producer(q, jobs), asio::detached);
         for (int i = 0; i < workers; ++i)
-          asio::co_spawn(ioc, worker(q, &finished, jobs, &live), asio::detached);
-        asio::steady_timer t(ioc);
+          asio::co_spawn(c.get_executor(), worker(q, &finished, jobs, &live), asio::detached);
+        asio::steady_timer t(c.get_executor());
         while (live > 0 && steady::now() - t0 < 60s) {
           t.expires_after(1ms);
           co_await t.async_wait(asio::use_awaitable);
@@ -178,10 +189,9 @@ struct enqueue_result {
 
 enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long n_batch) {
   enqueue_result r;
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
+  run_client(
+      cfg,
+      [&](thoonk::client& c) -> asio::awaitable<void> {
         auto name = unique("bench-put");
         co_await create(c, name, {});
         auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
@@ -200,8 +210,9 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
           --*live;
         };
         t0 = steady::now();
-        for (int i = 0; i < 64; ++i) asio::co_spawn(ioc, producer(q, &left, &live), asio::detached);
-        asio::steady_timer t(ioc);
+        for (int i = 0; i < 64; ++i)
+          asio::co_spawn(c.get_executor(), producer(q, &left, &live), asio::detached);
+        asio::steady_timer t(c.get_executor());
         while (live > 0) {
           t.expires_after(1ms);
           co_await t.async_wait(asio::use_awaitable);
@@ -305,10 +316,9 @@ struct memory_result {
 
 memory_result memory(const thoonk::config& cfg, long n) {
   memory_result r;
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
+  run_client(
+      cfg,
+      [&](thoonk::client& c) -> asio::awaitable<void> {
         // Warm up: scripts loaded, buffers grown.
         {
           auto name = unique("bench-mem-warm");
@@ -392,10 +402,9 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   const long n_claim64 = quick ? 1000 : 4000;
   auto name = unique("bench-ceiling");
   std::string put_sha, claim_sha;
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
+  run_client(
+      cfg,
+      [&](thoonk::client& c) -> asio::awaitable<void> {
         co_await create(c, name, {});
         thoonk::request req;
         req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_put().source());
@@ -408,21 +417,22 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   const std::string now = "1700000000000";
   auto keys = job_keys(name);
   // put, 1 job per call (this also fills the queue for claim-1).
-  std::vector<std::string> a{"-P",      "64",    "-c", "1", "-n", std::to_string(n_put),
-                             "EVALSHA", put_sha, "13"};
-  a.insert(a.end(), keys.begin(), keys.end());
-  a.insert(a.end(), {now, "0", "feed.wake:" + name, payload70});
-  r.put1_calls = bench::redis_benchmark_rps(srv, a);
+  // n calls of a job script (sha) with `args` after the keys, pipelined 64
+  // deep on one connection.
+  auto script_rps = [&](const std::string& sha, long n, std::vector<std::string> args) {
+    std::vector<std::string> a{"-P",      "64", "-c", "1", "-n", std::to_string(n),
+                               "EVALSHA", sha,  "13"};
+    a.insert(a.end(), keys.begin(), keys.end());
+    a.insert(a.end(), args.begin(), args.end());
+    return bench::redis_benchmark_rps(srv, a);
+  };
+  r.put1_calls = script_rps(put_sha, n_put, {now, "0", "feed.wake:" + name, payload70});
   // claim, 1 job per call, on the queue just filled.
-  a = {"-P", "64", "-c", "1", "-n", std::to_string(n_put), "EVALSHA", claim_sha, "13"};
-  a.insert(a.end(), keys.begin(), keys.end());
-  a.insert(a.end(), {now, "1"});
-  r.claim1_calls = bench::redis_benchmark_rps(srv, a);
+  r.claim1_calls = script_rps(claim_sha, n_put, {now, "1"});
   // claim, 64 jobs per call: fill first.
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
+  run_client(
+      cfg,
+      [&](thoonk::client& c) -> asio::awaitable<void> {
         thoonk::job_queue q(c, name);
         for (long done = 0; done < n_claim64 * 64; done += 1000) {
           std::vector<std::string> items(1000, payload70);
@@ -430,17 +440,9 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         }
       },
       120s);
-  a = {"-P", "64", "-c", "1", "-n", std::to_string(n_claim64), "EVALSHA", claim_sha, "13"};
-  a.insert(a.end(), keys.begin(), keys.end());
-  a.insert(a.end(), {now, "64"});
-  r.claim64_calls = bench::redis_benchmark_rps(srv, a);
-  run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
-        co_await drop(c, name);
-      },
-      30s);
+  r.claim64_calls = script_rps(claim_sha, n_claim64, {now, "64"});
+  run_client(
+      cfg, [&](thoonk::client& c) -> asio::awaitable<void> { co_await drop(c, name); }, 30s);
   return r;
 }
 

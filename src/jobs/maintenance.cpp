@@ -73,8 +73,8 @@ asio::awaitable<error_code> publish_stats(client& c, std::string name, std::size
 }  // namespace
 
 namespace {
-asio::awaitable<op_result<maintenance_report>> maintain_locked(
-    std::shared_ptr<job_queue_impl> self, maintenance_options opts);
+asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<job_queue_impl> self,
+                                                               maintenance_options opts);
 }  // namespace
 
 asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
@@ -130,11 +130,17 @@ asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
 }
 
 namespace {
-asio::awaitable<op_result<maintenance_report>> maintain_locked(
-    std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
+asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<job_queue_impl> self,
+                                                               maintenance_options opts) {
   maintenance_report rep;
   const std::size_t batch = clamp_batch(opts.batch);
   const std::string batch_s = std::to_string(batch);
+  // One step of a cursor scan (the scan and orphans scripts take the cursor
+  // and the batch size, and reply with the next cursor first).
+  auto scan_step = [&](const script& s, const std::string& cursor) {
+    std::vector<std::string> args{cursor, batch_s};
+    return self->call(s, std::move(args));
+  };
 
   // ---- 1. lapsed claims -----------------------------------------------------
   for (;;) {
@@ -170,10 +176,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(
     std::vector<std::string> suspects;
     std::string cursor = "0";
     do {
-      std::vector<std::string> args;
-      args.push_back(cursor);
-      args.push_back(batch_s);
-      auto [ec, v] = co_await self->call(scripts::maintenance_scan(), std::move(args));
+      auto [ec, v] = co_await scan_step(scripts::maintenance_scan(), cursor);
       if (ec) co_return std::tuple{ec, rep};
       if (v.elements.empty()) co_return std::tuple{op_status(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
@@ -190,7 +193,8 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(
       args.push_back(self->wake_channel);
       for (std::size_t j = i; j < std::min(suspects.size(), i + batch); ++j)
         args.push_back(suspects[j]);
-      auto [ec, v] = co_await self->call(scripts::maintenance_requeue_unaccounted(), std::move(args));
+      auto [ec, v] =
+          co_await self->call(scripts::maintenance_requeue_unaccounted(), std::move(args));
       if (ec) co_return std::tuple{ec, rep};
       for (auto& e : v.elements) requeued.insert(std::move(e.str));
     }
@@ -212,10 +216,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(
     // e) tokens of jobs that vanished (finished with plain commands).
     cursor = "0";
     do {
-      std::vector<std::string> args;
-      args.push_back(cursor);
-      args.push_back(batch_s);
-      auto [ec, v] = co_await self->call(scripts::maintenance_orphans(), std::move(args));
+      auto [ec, v] = co_await scan_step(scripts::maintenance_orphans(), cursor);
       if (ec) co_return std::tuple{ec, rep};
       if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
       cursor = std::move(v.elements[0].str);
@@ -249,9 +250,9 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(
 }
 }  // namespace
 
-asio::awaitable<op_result<>> job_queue_impl::run_maintenance(
-    std::shared_ptr<job_queue_impl> self, std::chrono::milliseconds interval,
-    maintenance_options opts) {
+asio::awaitable<op_result<>> job_queue_impl::run_maintenance(std::shared_ptr<job_queue_impl> self,
+                                                             std::chrono::milliseconds interval,
+                                                             maintenance_options opts) {
   auto p = std::make_shared<pending<std::string>>(self->cl.get_executor());
   self->track(p);
   for (;;) {

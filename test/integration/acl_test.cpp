@@ -110,17 +110,17 @@ asio::awaitable<std::string> dump(thoonk::connection& c, std::vector<std::string
 
 std::vector<std::string> feed_keys(const std::string& name) {
   std::vector<std::string> out;
-  for (const char* k : {"config", "ids", "items", "publishes", "changes", "retracts",
-                        "retracttrim", "idincr"})
+  for (const char* k :
+       {"config", "ids", "items", "publishes", "changes", "retracts", "retracttrim", "idincr"})
     out.push_back(key(k, name));
   return out;
 }
 
 std::vector<std::string> job_keys(const std::string& name) {
   std::vector<std::string> out;
-  for (const char* k : {"config", "ids", "items", "publishes", "finishes", "published", "claimed",
-                        "cancelled", "stalled", "attempts", "sleepers", "idincr", "unaccounted",
-                        "maintenance"})
+  for (const char* k :
+       {"config", "ids", "items", "publishes", "finishes", "published", "claimed", "cancelled",
+        "stalled", "attempts", "sleepers", "idincr", "unaccounted", "maintenance"})
     out.push_back(key(k, name));
   return out;
 }
@@ -168,386 +168,383 @@ void with_user(const std::vector<std::string>& rules, Body body) {
       30s);
 }
 
+/// Runs `body(k, admin, uc, user)` once per kind of missing permission,
+/// each in its own SECTION, with a user restricted by k.rules.
+template <class Body>
+void with_each_kind(Body body) {
+  for (const auto& k : kinds()) {
+    SECTION(k.label) {
+      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc, const acl_user& user) {
+        return body(k, admin, uc, user);
+      });
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without permission",
           "[acl][create_feed][delete_feed][set_config][set_config_json]") {
-  for (const auto& k : kinds()) {
-    SECTION(k.label) {
-      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
-                             const acl_user&) -> asio::awaitable<void> {
-        // create_feed: no feed in `feeds`, no config, no key at all.
-        const auto name = unique_name("acl-create");
-        // (No braced lists inside co_await expressions: g++ 12 rejects them
-        // in coroutines.)
-        const thoonk::feed_config cfg{{"max_length", "5"}};
-        const std::vector<thoonk::feed_type> types{thoonk::feed_type::feed, thoonk::feed_type::job};
-        for (auto type : types) {
-          auto [ec] = co_await uc.create_feed(name, type, cfg, nothrow);
-          CHECK(ec == k.expected);
-          CHECK(!(co_await is_member(admin.conn(), name)));
-          auto n = co_await cmd(admin.conn(), "EXISTS", key("config", name));
-          CHECK(n.integer == 0);
-        }
-        // delete_feed and set_config on a feed the admin made: unchanged.
-        const auto other = unique_name("acl-existing");
-        co_await admin.create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), feed_keys(other));
-        auto [dec] = co_await uc.delete_feed(other, nothrow);
-        CHECK(dec == k.expected);
-        auto [sec] = co_await uc.set_config(other, "max_length", "7", nothrow);
-        CHECK(sec == k.expected);
-        auto [jec] = co_await uc.set_config_json(other, "owner", boost::json::value("me"), nothrow);
-        CHECK(jec == k.expected);
-        CHECK(co_await is_member(admin.conn(), other));
-        CHECK(co_await dump(admin.conn(), feed_keys(other)) == before);
-        co_await admin.delete_feed(other, asio::use_awaitable);
-      });
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user&) -> asio::awaitable<void> {
+    // create_feed: no feed in `feeds`, no config, no key at all.
+    const auto name = unique_name("acl-create");
+    // (No braced lists inside co_await expressions: g++ 12 rejects them
+    // in coroutines.)
+    const thoonk::feed_config cfg{{"max_length", "5"}};
+    const std::vector<thoonk::feed_type> types{thoonk::feed_type::feed, thoonk::feed_type::job};
+    for (auto type : types) {
+      auto [ec] = co_await uc.create_feed(name, type, cfg, nothrow);
+      CHECK(ec == k.expected);
+      CHECK(!(co_await is_member(admin.conn(), name)));
+      auto n = co_await cmd(admin.conn(), "EXISTS", key("config", name));
+      CHECK(n.integer == 0);
     }
-  }
+    // delete_feed and set_config on a feed the admin made: unchanged.
+    const auto other = unique_name("acl-existing");
+    co_await admin.create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+    auto before = co_await dump(admin.conn(), feed_keys(other));
+    auto [dec] = co_await uc.delete_feed(other, nothrow);
+    CHECK(dec == k.expected);
+    auto [sec] = co_await uc.set_config(other, "max_length", "7", nothrow);
+    CHECK(sec == k.expected);
+    auto [jec] = co_await uc.set_config_json(other, "owner", boost::json::value("me"), nothrow);
+    CHECK(jec == k.expected);
+    CHECK(co_await is_member(admin.conn(), other));
+    CHECK(co_await dump(admin.conn(), feed_keys(other)) == before);
+    co_await admin.delete_feed(other, asio::use_awaitable);
+  });
   SECTION("without access to the feed's keys") {
-    with_user({"~unrelated.*", "&*", "+@all"},
-              [&](thoonk::client& admin, thoonk::client& uc,
-                  const acl_user&) -> asio::awaitable<void> {
-                const auto name = unique_name("acl-create");
-                auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
-                CHECK(ec == E::no_key_permission);
-                CHECK(!(co_await is_member(admin.conn(), name)));
-              });
+    with_user(
+        {"~unrelated.*", "&*", "+@all"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-create");
+          auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
+          CHECK(ec == E::no_key_permission);
+          CHECK(!(co_await is_member(admin.conn(), name)));
+        });
   }
   SECTION("without +sadd: a command the script runs, refused inside it") {
     // Not checked ahead (only PUBLISH is): the script's first write fails,
     // before anything else was written; the error says a permission is
     // missing.
-    with_user({"~*", "&*", "+@all", "-sadd"},
-              [&](thoonk::client& admin, thoonk::client& uc,
-                  const acl_user&) -> asio::awaitable<void> {
-                const auto name = unique_name("acl-create");
-                auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
-                CHECK(ec == E::no_permission);
-                CHECK(!(co_await is_member(admin.conn(), name)));
-              });
+    with_user(
+        {"~*", "&*", "+@all", "-sadd"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-create");
+          auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
+          CHECK(ec == E::no_permission);
+          CHECK(!(co_await is_member(admin.conn(), name)));
+        });
   }
 }
 
-TEST_CASE("acl: sorted feed changes apply nothing without permission", "[acl][feed][append][create_feed][delete_feed][edit][get_item][move_to_begin][publish_after][retract]") {
-  for (const auto& k : kinds()) {
-    SECTION(k.label) {
-      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
-                             const acl_user& user) -> asio::awaitable<void> {
-        const auto name = unique_name("acl-sorted");
-        co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
-        thoonk::sorted_feed as(admin, name);
-        co_await as.append("a", asio::use_awaitable);
-        co_await as.append("b", asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), feed_keys(name));
+TEST_CASE("acl: sorted feed changes apply nothing without permission",
+          "[acl][feed][append][create_feed][delete_feed][edit][get_item][move_to_begin][publish_"
+          "after][retract]") {
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user& user) -> asio::awaitable<void> {
+    const auto name = unique_name("acl-sorted");
+    co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+    thoonk::sorted_feed as(admin, name);
+    co_await as.append("a", asio::use_awaitable);
+    co_await as.append("b", asio::use_awaitable);
+    auto before = co_await dump(admin.conn(), feed_keys(name));
 
-        thoonk::sorted_feed us(uc, name);
-        auto [e1, id] = co_await us.append("c", nothrow);
-        CHECK(e1 == k.expected);
-        auto [e2, id2] = co_await us.publish_after(thoonk::item_id("1"), "d", nothrow);
-        CHECK(e2 == k.expected);
-        auto [e3] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
-        CHECK(e3 == k.expected);
-        auto [e4] = co_await us.move_to_begin("2", nothrow);
-        CHECK(e4 == k.expected);
-        auto [e5, gone] = co_await us.retract("1", nothrow);
-        CHECK(e5 == k.expected);
-        // Retracting an id that is not there publishes nothing: no PUBLISH
-        // permission needed (EVALSHA still is).
-        auto [e6, gone6] = co_await us.retract("99", nothrow);
-        if (k.expected == E::no_script_permission) {
-          CHECK(e6 == k.expected);
-        } else {
-          CHECK(!e6);
-          CHECK(!gone6);
-        }
-        // Not even the id counter moved.
-        CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
-
-        // After the grant, the same append applies once: id 3.
-        co_await user.grant_all(admin.conn());
-        auto id3 = co_await us.append("c", asio::use_awaitable);
-        CHECK(id3 == "3");
-        co_await admin.delete_feed(name, asio::use_awaitable);
-      });
+    thoonk::sorted_feed us(uc, name);
+    auto [e1, id] = co_await us.append("c", nothrow);
+    CHECK(e1 == k.expected);
+    auto [e2, id2] = co_await us.publish_after(thoonk::item_id("1"), "d", nothrow);
+    CHECK(e2 == k.expected);
+    auto [e3] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
+    CHECK(e3 == k.expected);
+    auto [e4] = co_await us.move_to_begin("2", nothrow);
+    CHECK(e4 == k.expected);
+    auto [e5, gone] = co_await us.retract("1", nothrow);
+    CHECK(e5 == k.expected);
+    // Retracting an id that is not there publishes nothing: no PUBLISH
+    // permission needed (EVALSHA still is).
+    auto [e6, gone6] = co_await us.retract("99", nothrow);
+    if (k.expected == E::no_script_permission) {
+      CHECK(e6 == k.expected);
+    } else {
+      CHECK(!e6);
+      CHECK(!gone6);
     }
-  }
+    // Not even the id counter moved.
+    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+
+    // After the grant, the same append applies once: id 3.
+    co_await user.grant_all(admin.conn());
+    auto id3 = co_await us.append("c", asio::use_awaitable);
+    CHECK(id3 == "3");
+    co_await admin.delete_feed(name, asio::use_awaitable);
+  });
   SECTION("with only some of the channels") {
     // May PUBLISH on feed.publish:* but not feed.position:*: an append (which
     // sends both) is refused as a whole, an edit (feed.publish only) works.
-    with_user({"~*", "resetchannels", "&feed.publish:*", "+@all"},
-              [&](thoonk::client& admin, thoonk::client& uc,
-                  const acl_user&) -> asio::awaitable<void> {
-                const auto name = unique_name("acl-sorted");
-                co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {},
-                                           asio::use_awaitable);
-                thoonk::sorted_feed as(admin, name);
-                co_await as.append("a", asio::use_awaitable);
-                auto before = co_await dump(admin.conn(), feed_keys(name));
-                thoonk::sorted_feed us(uc, name);
-                auto [e1, id] = co_await us.append("b", nothrow);
-                CHECK(e1 == E::no_channel_permission);
-                CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
-                auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
-                CHECK(!e2);
-                auto item = co_await as.get_item("1", asio::use_awaitable);
-                CHECK(item == "A");
-                co_await admin.delete_feed(name, asio::use_awaitable);
-              });
+    with_user(
+        {"~*", "resetchannels", "&feed.publish:*", "+@all"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-sorted");
+          co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+          thoonk::sorted_feed as(admin, name);
+          co_await as.append("a", asio::use_awaitable);
+          auto before = co_await dump(admin.conn(), feed_keys(name));
+          thoonk::sorted_feed us(uc, name);
+          auto [e1, id] = co_await us.append("b", nothrow);
+          CHECK(e1 == E::no_channel_permission);
+          CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+          auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
+          CHECK(!e2);
+          auto item = co_await as.get_item("1", asio::use_awaitable);
+          CHECK(item == "A");
+          co_await admin.delete_feed(name, asio::use_awaitable);
+        });
   }
 }
 
 // Needs the check in src/feeds/feed.cpp (publish/retract scripts).
 TEST_CASE("acl: feed publish and retract apply nothing without permission",
           "[acl][feed][acl_feed_publish][create_feed][delete_feed][publish][retract]") {
-  for (const auto& k : kinds()) {
-    SECTION(k.label) {
-      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
-                             const acl_user& user) -> asio::awaitable<void> {
-        const auto name = unique_name("acl-feed");
-        const thoonk::feed_config cfg{{"max_length", "1"}};
-        co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-        thoonk::feed af(admin, name);
-        co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), feed_keys(name));
-        thoonk::feed uf(uc, name);
-        // A new id (it would evict "old": max_length 1), an edit, a retract.
-        auto [e1, r1] = co_await uf.publish(thoonk::item_id("new"), "y", nothrow);
-        CHECK(e1 == k.expected);
-        auto [e2, r2] = co_await uf.publish(thoonk::item_id("old"), "x2", nothrow);
-        CHECK(e2 == k.expected);
-        auto [e3, r3] = co_await uf.retract("old", nothrow);
-        CHECK(e3 == k.expected);
-        CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
-        // After the grant the publish applies once.
-        co_await user.grant_all(admin.conn());
-        auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
-        CHECK(!r.edited);
-        CHECK(r.evicted == std::vector<std::string>{"old"});
-        co_await admin.delete_feed(name, asio::use_awaitable);
-      });
-    }
-  }
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user& user) -> asio::awaitable<void> {
+    const auto name = unique_name("acl-feed");
+    const thoonk::feed_config cfg{{"max_length", "1"}};
+    co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+    thoonk::feed af(admin, name);
+    co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
+    auto before = co_await dump(admin.conn(), feed_keys(name));
+    thoonk::feed uf(uc, name);
+    // A new id (it would evict "old": max_length 1), an edit, a retract.
+    auto [e1, r1] = co_await uf.publish(thoonk::item_id("new"), "y", nothrow);
+    CHECK(e1 == k.expected);
+    auto [e2, r2] = co_await uf.publish(thoonk::item_id("old"), "x2", nothrow);
+    CHECK(e2 == k.expected);
+    auto [e3, r3] = co_await uf.retract("old", nothrow);
+    CHECK(e3 == k.expected);
+    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+    // After the grant the publish applies once.
+    co_await user.grant_all(admin.conn());
+    auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
+    CHECK(!r.edited);
+    CHECK(r.evicted == std::vector<std::string>{"old"});
+    co_await admin.delete_feed(name, asio::use_awaitable);
+  });
 }
 
 TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes one job",
           "[acl][job][claim][counts][create_feed][delete_feed][finish][put][put_many]") {
-  for (const auto& k : kinds()) {
-    SECTION(k.label) {
-      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
-                             const acl_user& user) -> asio::awaitable<void> {
-        const auto name = unique_name("acl-put");
-        co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
-        thoonk::job_queue aq(admin, name);
-        // A claimer (allowed everything) waits: the queue has a sleeper, so
-        // a put would PUBLISH a wake-up.
-        std::optional<thoonk::claimed_job> got;
-        error_code claim_ec;
-        int claims = 0;
-        asio::co_spawn(
-            admin.get_executor(),
-            [&]() -> asio::awaitable<void> {
-              auto [ec, j] = co_await aq.claim(20s, nothrow);
-              ++claims;
-              claim_ec = ec;
-              if (!ec) got = j;
-            },
-            asio::detached);
-        REQUIRE(co_await exists_soon(admin.conn(), key("sleepers", name)));
-        auto before = co_await dump(admin.conn(), job_keys(name));
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user& user) -> asio::awaitable<void> {
+    const auto name = unique_name("acl-put");
+    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    thoonk::job_queue aq(admin, name);
+    // A claimer (allowed everything) waits: the queue has a sleeper, so
+    // a put would PUBLISH a wake-up.
+    std::optional<thoonk::claimed_job> got;
+    error_code claim_ec;
+    int claims = 0;
+    asio::co_spawn(
+        admin.get_executor(),
+        [&]() -> asio::awaitable<void> {
+          auto [ec, j] = co_await aq.claim(20s, nothrow);
+          ++claims;
+          claim_ec = ec;
+          if (!ec) got = j;
+        },
+        asio::detached);
+    REQUIRE(co_await exists_soon(admin.conn(), key("sleepers", name)));
+    auto before = co_await dump(admin.conn(), job_keys(name));
 
-        thoonk::job_queue uq(uc, name);
-        auto [ec, id] = co_await uq.put("work", nothrow);
-        CHECK(ec == k.expected);
-        std::vector<std::string> two{"a", "b"};
-        auto [mec, ids] = co_await uq.put_many(two, thoonk::priority::high, nothrow);
-        CHECK(mec == k.expected);
-        CHECK(ids.empty());
-        // Nothing written: no id, no item, no count, no id counter; the
-        // sleeper is still there.
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
-        CHECK(claims == 0);
+    thoonk::job_queue uq(uc, name);
+    auto [ec, id] = co_await uq.put("work", nothrow);
+    CHECK(ec == k.expected);
+    std::vector<std::string> two{"a", "b"};
+    auto [mec, ids] = co_await uq.put_many(two, thoonk::priority::high, nothrow);
+    CHECK(mec == k.expected);
+    CHECK(ids.empty());
+    // Nothing written: no id, no item, no count, no id counter; the
+    // sleeper is still there.
+    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+    CHECK(claims == 0);
 
-        // The caller retries after the grant: exactly one job.
-        co_await user.grant_all(admin.conn());
-        auto id2 = co_await uq.put("work", asio::use_awaitable);
-        for (int i = 0; i < 500 && claims == 0; ++i) co_await sleep_for(10ms);
-        REQUIRE(claims == 1);
-        CHECK(!claim_ec);
-        REQUIRE(got);
-        CHECK(got->id == id2);
-        CHECK(got->item == "work");
-        auto c = co_await aq.counts(asio::use_awaitable);
-        CHECK(c.puts == 1);
-        CHECK(c.items == 1);
-        CHECK(c.waiting == 0);
-        CHECK(c.claimed == 1);
-        co_await aq.finish(*got, asio::use_awaitable);
-        co_await admin.delete_feed(name, asio::use_awaitable);
-      });
-    }
-  }
+    // The caller retries after the grant: exactly one job.
+    co_await user.grant_all(admin.conn());
+    auto id2 = co_await uq.put("work", asio::use_awaitable);
+    for (int i = 0; i < 500 && claims == 0; ++i) co_await sleep_for(10ms);
+    REQUIRE(claims == 1);
+    CHECK(!claim_ec);
+    REQUIRE(got);
+    CHECK(got->id == id2);
+    CHECK(got->item == "work");
+    auto c = co_await aq.counts(asio::use_awaitable);
+    CHECK(c.puts == 1);
+    CHECK(c.items == 1);
+    CHECK(c.waiting == 0);
+    CHECK(c.claimed == 1);
+    co_await aq.finish(*got, asio::use_awaitable);
+    co_await admin.delete_feed(name, asio::use_awaitable);
+  });
 }
 
 TEST_CASE("acl: a finish with a result leaves the job claimed and stores no result",
           "[acl][job][claim][counts][create_feed][delete_feed][finish][get_result][put_many]") {
-  for (const auto& k : kinds()) {
-    SECTION(k.label) {
-      with_user(k.rules, [&](thoonk::client& admin, thoonk::client& uc,
-                             const acl_user& user) -> asio::awaitable<void> {
-        const auto name = unique_name("acl-finish");
-        co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
-        thoonk::job_queue aq(admin, name);
-        std::vector<std::string> items{"one", "two"};
-        co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-        // Claimed by the admin's client; the tokens are the jobs', so the
-        // user's client may finish them.
-        auto j1 = co_await aq.claim(1s, asio::use_awaitable);
-        auto j2 = co_await aq.claim(1s, asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), job_keys(name));
-        const std::string result_key = "feed.jobfinished:" + name + std::string(1, '\0') + j1.id;
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user& user) -> asio::awaitable<void> {
+    const auto name = unique_name("acl-finish");
+    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    thoonk::job_queue aq(admin, name);
+    std::vector<std::string> items{"one", "two"};
+    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    // Claimed by the admin's client; the tokens are the jobs', so the
+    // user's client may finish them.
+    auto j1 = co_await aq.claim(1s, asio::use_awaitable);
+    auto j2 = co_await aq.claim(1s, asio::use_awaitable);
+    auto before = co_await dump(admin.conn(), job_keys(name));
+    const std::string result_key = "feed.jobfinished:" + name + std::string(1, '\0') + j1.id;
 
-        // One batch: j1 with a result (needs PUBLISH job.finish), j2 without.
-        thoonk::job_queue uq(uc, name);
-        error_code r1, r2;
-        int done = 0;
-        uq.finish(j1, std::string("result"), [&](error_code e) {
-          r1 = e;
-          ++done;
-        });
-        uq.finish(j2, [&](error_code e) {
-          r2 = e;
-          ++done;
-        });
-        for (int i = 0; i < 500 && done < 2; ++i) co_await sleep_for(5ms);
-        REQUIRE(done == 2);
-        CHECK(r1 == k.expected);
-        auto n = co_await cmd(admin.conn(), "EXISTS", result_key);
-        CHECK(n.integer == 0);
-        auto claimed = co_await cmd(admin.conn(), "ZSCORE", key("claimed", name), j1.id);
-        CHECK(!claimed.is_null());
-        auto item = co_await cmd(admin.conn(), "HGET", key("items", name), j1.id);
-        CHECK(item.str == "one");
-        if (k.expected == E::no_script_permission) {
-          // No script runs at all.
-          CHECK(r2 == k.expected);
-          CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
-        } else {
-          // Each finish of a batch succeeds or fails alone: j2 needs no
-          // PUBLISH and is finished.
-          CHECK(!r2);
-          auto c = co_await aq.counts(asio::use_awaitable);
-          CHECK(c.finishes == 1);
-          CHECK(c.claimed == 1);
-          auto tok = co_await cmd(admin.conn(), "HGET", key("attempts", name), j1.id);
-          CHECK(tok.str == std::to_string(j1.token));
-        }
-        // The worker retries after the grant: finished once, result kept.
-        co_await user.grant_all(admin.conn());
-        co_await uq.finish(j1, std::string("result"), asio::use_awaitable);
-        auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
-        CHECK(res == "result");
-        auto stored = co_await cmd(admin.conn(), "LLEN", result_key);
-        CHECK(stored.integer == 1);
-        co_await admin.delete_feed(name, asio::use_awaitable);
-      });
+    // One batch: j1 with a result (needs PUBLISH job.finish), j2 without.
+    thoonk::job_queue uq(uc, name);
+    error_code r1, r2;
+    int done = 0;
+    uq.finish(j1, std::string("result"), [&](error_code e) {
+      r1 = e;
+      ++done;
+    });
+    uq.finish(j2, [&](error_code e) {
+      r2 = e;
+      ++done;
+    });
+    for (int i = 0; i < 500 && done < 2; ++i) co_await sleep_for(5ms);
+    REQUIRE(done == 2);
+    CHECK(r1 == k.expected);
+    auto n = co_await cmd(admin.conn(), "EXISTS", result_key);
+    CHECK(n.integer == 0);
+    auto claimed = co_await cmd(admin.conn(), "ZSCORE", key("claimed", name), j1.id);
+    CHECK(!claimed.is_null());
+    auto item = co_await cmd(admin.conn(), "HGET", key("items", name), j1.id);
+    CHECK(item.str == "one");
+    if (k.expected == E::no_script_permission) {
+      // No script runs at all.
+      CHECK(r2 == k.expected);
+      CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+    } else {
+      // Each finish of a batch succeeds or fails alone: j2 needs no
+      // PUBLISH and is finished.
+      CHECK(!r2);
+      auto c = co_await aq.counts(asio::use_awaitable);
+      CHECK(c.finishes == 1);
+      CHECK(c.claimed == 1);
+      auto tok = co_await cmd(admin.conn(), "HGET", key("attempts", name), j1.id);
+      CHECK(tok.str == std::to_string(j1.token));
     }
-  }
+    // The worker retries after the grant: finished once, result kept.
+    co_await user.grant_all(admin.conn());
+    co_await uq.finish(j1, std::string("result"), asio::use_awaitable);
+    auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
+    CHECK(res == "result");
+    auto stored = co_await cmd(admin.conn(), "LLEN", result_key);
+    CHECK(stored.integer == 1);
+    co_await admin.delete_feed(name, asio::use_awaitable);
+  });
 }
 
 TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what needs none works",
-          "[acl][job][queue][cancel][claim][create_feed][delete_feed][heartbeat][maintain][put][put_many][retry][stall]") {
-  with_user(kinds()[0].rules, [&](thoonk::client& admin, thoonk::client& uc,
-                                  const acl_user&) -> asio::awaitable<void> {
-    const auto name = unique_name("acl-ops");
-    const thoonk::feed_config cfg{{"claim_timeout_ms", "50"}};
-    co_await admin.create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
-    thoonk::job_queue aq(admin, name);
-    thoonk::job_queue uq(uc, name);
-    std::vector<std::string> items{"a", "b", "c"};
-    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+          "[acl][job][queue][cancel][claim][create_feed][delete_feed][heartbeat][maintain][put]["
+          "put_many][retry][stall]") {
+  with_user(
+      kinds()[0].rules,
+      [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+        const auto name = unique_name("acl-ops");
+        const thoonk::feed_config cfg{{"claim_timeout_ms", "50"}};
+        co_await admin.create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
+        thoonk::job_queue aq(admin, name);
+        thoonk::job_queue uq(uc, name);
+        std::vector<std::string> items{"a", "b", "c"};
+        co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-    // cancel (would wake claimers): refused, the job stays claimed.
-    auto ja = co_await aq.claim(1s, asio::use_awaitable);
-    auto before = co_await dump(admin.conn(), job_keys(name));
-    auto [cec, fails] = co_await uq.cancel(ja, nothrow);
-    CHECK(cec == E::no_channel_permission);
-    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        // cancel (would wake claimers): refused, the job stays claimed.
+        auto ja = co_await aq.claim(1s, asio::use_awaitable);
+        auto before = co_await dump(admin.conn(), job_keys(name));
+        auto [cec, fails] = co_await uq.cancel(ja, nothrow);
+        CHECK(cec == E::no_channel_permission);
+        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
 
-    // stall and heartbeat publish nothing: allowed.
-    auto [hec] = co_await uq.heartbeat(ja, nothrow);
-    CHECK(!hec);
-    auto [sec] = co_await uq.stall(ja, nothrow);
-    CHECK(!sec);
+        // stall and heartbeat publish nothing: allowed.
+        auto [hec] = co_await uq.heartbeat(ja, nothrow);
+        CHECK(!hec);
+        auto [sec] = co_await uq.stall(ja, nothrow);
+        CHECK(!sec);
 
-    // retry (would wake claimers): refused, the job stays stalled.
-    before = co_await dump(admin.conn(), job_keys(name));
-    auto [rec] = co_await uq.retry(ja.id, nothrow);
-    CHECK(rec == E::no_channel_permission);
-    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        // retry (would wake claimers): refused, the job stays stalled.
+        before = co_await dump(admin.conn(), job_keys(name));
+        auto [rec] = co_await uq.retry(ja.id, nothrow);
+        CHECK(rec == E::no_channel_permission);
+        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
 
-    // maintenance (requeues lapsed claims, waking claimers): refused before
-    // any change, and its lock is released.
-    auto jb = co_await aq.claim(1s, asio::use_awaitable);
-    co_await sleep_for(120ms);
-    before = co_await dump(admin.conn(), job_keys(name));
-    auto [mec, rep] = co_await uq.maintain(quiet(), nothrow);
-    CHECK(mec == E::no_channel_permission);
-    CHECK(rep.ran);
-    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
-    // ... an allowed runner does it.
-    auto rep2 = co_await aq.maintain(quiet(), asio::use_awaitable);
-    CHECK(rep2.requeued == 1);
-    (void)jb;
+        // maintenance (requeues lapsed claims, waking claimers): refused before
+        // any change, and its lock is released.
+        auto jb = co_await aq.claim(1s, asio::use_awaitable);
+        co_await sleep_for(120ms);
+        before = co_await dump(admin.conn(), job_keys(name));
+        auto [mec, rep] = co_await uq.maintain(quiet(), nothrow);
+        CHECK(mec == E::no_channel_permission);
+        CHECK(rep.ran);
+        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        // ... an allowed runner does it.
+        auto rep2 = co_await aq.maintain(quiet(), asio::use_awaitable);
+        CHECK(rep2.requeued == 1);
+        (void)jb;
 
-    // A plain queue's put, too.
-    const auto qname = unique_name("acl-queue");
-    co_await admin.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
-    thoonk::queue uqq(uc, qname);
-    auto [qec, qid] = co_await uqq.put("x", nothrow);
-    CHECK(qec == E::no_channel_permission);
-    auto ql = co_await cmd(admin.conn(), "LLEN", key("ids", qname));
-    CHECK(ql.integer == 0);
-    auto qi = co_await cmd(admin.conn(), "HLEN", key("items", qname));
-    CHECK(qi.integer == 0);
-    auto qp = co_await cmd(admin.conn(), "GET", key("publishes", qname));
-    CHECK(qp.is_null());
-    co_await admin.delete_feed(qname, asio::use_awaitable);
-    co_await admin.delete_feed(name, asio::use_awaitable);
-  });
+        // A plain queue's put, too.
+        const auto qname = unique_name("acl-queue");
+        co_await admin.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
+        thoonk::queue uqq(uc, qname);
+        auto [qec, qid] = co_await uqq.put("x", nothrow);
+        CHECK(qec == E::no_channel_permission);
+        auto ql = co_await cmd(admin.conn(), "LLEN", key("ids", qname));
+        CHECK(ql.integer == 0);
+        auto qi = co_await cmd(admin.conn(), "HLEN", key("items", qname));
+        CHECK(qi.integer == 0);
+        auto qp = co_await cmd(admin.conn(), "GET", key("publishes", qname));
+        CHECK(qp.is_null());
+        co_await admin.delete_feed(qname, asio::use_awaitable);
+        co_await admin.delete_feed(name, asio::use_awaitable);
+      });
 }
 
 TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may not send",
           "[acl][job][claim][counts][create_feed][delete_feed][finish][put_many]") {
-  with_user(kinds()[0].rules, [&](thoonk::client& admin, thoonk::client& uc,
-                                  const acl_user&) -> asio::awaitable<void> {
-    const auto name = unique_name("acl-release");
-    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
-    thoonk::job_queue aq(admin, name);
-    std::vector<std::string> items(6, "x");
-    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    thoonk::job_queue_options o;
-    o.prefetch = 4;
-    o.prefetch_hold = 150ms;
-    thoonk::job_queue uq(uc, name, o);
-    auto j = co_await uq.claim(1s, asio::use_awaitable);
-    // Someone sleeps: a release would wake it, which this user may not.
-    co_await cmd(admin.conn(), "SET", key("sleepers", name), "1");
-    // The jobs claimed ahead go back anyway (the release must not fail:
-    // nobody would see the error); only the wake-up is skipped.
-    thoonk::job_counts c;
-    for (int i = 0; i < 500; ++i) {
-      c = co_await aq.counts(asio::use_awaitable);
-      if (c.claimed == 1 && c.waiting == 5) break;
-      co_await sleep_for(10ms);
-    }
-    CHECK(c.claimed == 1);
-    CHECK(c.waiting == 5);
-    auto s = co_await cmd(admin.conn(), "EXISTS", key("sleepers", name));
-    CHECK(s.integer == 1);
-    auto [fec] = co_await uq.finish(j, nothrow);
-    CHECK(!fec);
-    co_await admin.delete_feed(name, asio::use_awaitable);
-  });
+  with_user(
+      kinds()[0].rules,
+      [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+        const auto name = unique_name("acl-release");
+        co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+        thoonk::job_queue aq(admin, name);
+        std::vector<std::string> items(6, "x");
+        co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        thoonk::job_queue_options o;
+        o.prefetch = 4;
+        o.prefetch_hold = 150ms;
+        thoonk::job_queue uq(uc, name, o);
+        auto j = co_await uq.claim(1s, asio::use_awaitable);
+        // Someone sleeps: a release would wake it, which this user may not.
+        co_await cmd(admin.conn(), "SET", key("sleepers", name), "1");
+        // The jobs claimed ahead go back anyway (the release must not fail:
+        // nobody would see the error); only the wake-up is skipped.
+        thoonk::job_counts c;
+        for (int i = 0; i < 500; ++i) {
+          c = co_await aq.counts(asio::use_awaitable);
+          if (c.claimed == 1 && c.waiting == 5) break;
+          co_await sleep_for(10ms);
+        }
+        CHECK(c.claimed == 1);
+        CHECK(c.waiting == 5);
+        auto s = co_await cmd(admin.conn(), "EXISTS", key("sleepers", name));
+        CHECK(s.integer == 1);
+        auto [fec] = co_await uq.finish(j, nothrow);
+        CHECK(!fec);
+        co_await admin.delete_feed(name, asio::use_awaitable);
+      });
 }

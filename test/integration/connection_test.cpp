@@ -189,8 +189,7 @@ TEST_CASE("connection: cancellation of a queued request means it is never sent",
     sig.emit(asio::cancellation_type::terminal);
     while (!done) co_await sleep_for(1ms);
     CHECK(got == asio::error::operation_aborted);
-    co_await conn.connect(asio::use_awaitable);
-    co_await admin.connect(asio::use_awaitable);
+    co_await connect_all(conn, admin);
     co_await cmd(conn, "PING");
     auto v = co_await cmd(admin, "EXISTS", key);
     CHECK(v.integer == 0);

@@ -275,8 +275,7 @@ TEST_CASE("feed admin: typed management events, once each",
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client other(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await other.connect(asio::use_awaitable);
+    co_await connect_all(c, other);
     struct ev {
       thoonk::feed_admin_event::kind_t kind;
       std::string feed, instance;

@@ -32,8 +32,7 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::client pub(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
+    co_await connect_all(c, pub);
     auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
     thoonk::feed mine(c, name), theirs(pub, name);
     std::vector<rec> a, b, cu;
@@ -172,9 +171,7 @@ TEST_CASE(
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
-        co_await pub.connect(asio::use_awaitable);
-        co_await admin.connect(asio::use_awaitable);
+        co_await connect_all(c, pub, admin);
         constexpr int total = 10000;
         auto name = co_await make_feed(pub, "catchup", feed_type::feed);
         thoonk::feed f(c, name);

@@ -48,8 +48,7 @@ TEST_CASE(
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
-        co_await raw.connect(asio::use_awaitable);
+        co_await connect_all(c, raw);
         const auto ids = ids_against_byte_order(1000);
         const std::vector<std::string> newest(ids.end() - 20, ids.end());
         {
@@ -129,8 +128,7 @@ TEST_CASE("feed order: a publisher whose clock is behind still publishes after t
   thoonk::client c(ioc.get_executor(), test_config());
   thoonk::connection raw(ioc.get_executor(), test_config());
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await raw.connect(asio::use_awaitable);
+    co_await connect_all(c, raw);
     auto name = co_await make_feed(c, "order-clock", feed_type::feed, max_len(2));
     thoonk::feed f(c, name);
     // Another contract client, its clock 10 s ahead, published "z".

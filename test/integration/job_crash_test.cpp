@@ -83,9 +83,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash]
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
-        co_await a.connect(asio::use_awaitable);
-        co_await b.connect(asio::use_awaitable);
+        co_await connect_all(admin, a, b);
         fields cfg{{"claim_timeout_ms", "300"}, {"max_failures", "1000000"}};
         co_await create_feed(admin.conn(), name, "job", cfg);
         thoonk::job_queue_options opts;

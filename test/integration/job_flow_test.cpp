@@ -6,8 +6,7 @@ using thoonk::test::run_coro;
 
 TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts][finish][get_ids][put]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto id = co_await q.put("payload", asio::use_awaitable);
     CHECK(!id.empty());
     auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
@@ -49,10 +48,8 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts]
 
 TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][claim][failures][finish][put]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
+    auto [id, j1] = co_await put_and_claim(q, "x");
     auto fails = co_await q.cancel(j1, asio::use_awaitable);
     CHECK(fails == 1);
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
@@ -79,16 +76,14 @@ TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][clai
 
 TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
 
     std::vector<std::string> events;
     auto sub = co_await f.c.sub().subscribe(
         "job.finish:" + f.name, [&](const thoonk::message& m) { events.emplace_back(m.payload); },
         asio::use_awaitable);
 
-    auto id = co_await q.put("work", asio::use_awaitable);
-    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+    auto [id, j1] = co_await put_and_claim(q, "work");
     co_await q.stall(j1, asio::use_awaitable);
     auto c1 = co_await q.counts(asio::use_awaitable);
     CHECK(c1.stalled == 1);
@@ -131,8 +126,7 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts
 
 TEST_CASE("job: retract removes a job from every key, in every state", "[job][cancel][claim][finish][put][retract][stall]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     const std::string empty =
         "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n";
 
@@ -166,8 +160,7 @@ TEST_CASE("job: retract removes a job from every key, in every state", "[job][ca
 
 TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][claim][finish][put][put_many]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"1", "2", "3"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     co_await q.put("urgent", thoonk::priority::high, asio::use_awaitable);
@@ -185,8 +178,7 @@ TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][clai
 
 TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     co_await q.put("x", asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
     auto before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), j.id);
@@ -205,8 +197,7 @@ TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]"
 
 TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job][claim][finish][heartbeat_many][put_many]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c", "d"};
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto a = co_await q.claim(1s, asio::use_awaitable);
@@ -286,10 +277,8 @@ TEST_CASE("job: names, ids and types are checked", "[job][claim][finish][open][p
 TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][claim][finish][put][retry][stall]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"published", "1"}};
-    co_await create_feed(f.c.conn(), f.name, "job", cfg);
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f, cfg);
     auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -316,8 +305,7 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][
 
 TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][claim][counts][finish][put]") {
   fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     co_await q.put("work", asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
 

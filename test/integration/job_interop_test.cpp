@@ -13,14 +13,12 @@ namespace {
 // Contract 002 "Normal Priority Put", verbatim (MULTI ... EXEC).
 asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::string id,
                                 std::string item) {
-  thoonk::request r;
-  r.push("MULTI");
-  r.push("LPUSH", key("ids", name), id);
-  r.push("INCR", key("publishes", name));
-  r.push("HSET", key("items", name), id, item);
-  r.push("ZADD", key("published", name), std::to_string(ms_now()), id);
-  r.push("EXEC");
-  co_await c.exec(r, asio::use_awaitable);
+  co_await plain_transaction(c, [&](thoonk::request& r) {
+    r.push("LPUSH", key("ids", name), id);
+    r.push("INCR", key("publishes", name));
+    r.push("HSET", key("items", name), id, item);
+    r.push("ZADD", key("published", name), std::to_string(ms_now()), id);
+  });
 }
 
 }  // namespace
@@ -28,12 +26,10 @@ asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::st
 TEST_CASE("job interop: jobs put with plain commands are claimed and finished", "[job][claim][finish][get_result]") {
   fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
     // A short poll: plain puts send no wake-up.
     thoonk::job_queue_options opts;
     opts.poll_interval = 100ms;
-    thoonk::job_queue q(f.c, f.name, opts);
+    auto q = co_await contract_job_queue(f, opts);
 
     co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000001", "first");
     auto j = co_await q.claim(2s, asio::use_awaitable);
@@ -67,8 +63,7 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
 
 TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job][counts][finish][get_result][put]") {
   fixture f("jobs-interop");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto id = co_await q.put("library job", asio::use_awaitable);
 
     // Put: in feed.ids and feed.items, counted. feed.published (read by no
@@ -87,12 +82,10 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
     auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
     CHECK(popped.str == id);
     {
-      thoonk::request r;
-      r.push("MULTI");
-      r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
-      r.push("HGET", key("items", f.name), id);
-      r.push("EXEC");
-      auto resp = co_await f.c.conn().exec(r, asio::use_awaitable);
+      auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+        r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
+        r.push("HGET", key("items", f.name), id);
+      });
       REQUIRE(resp.back().elements.size() == 2);
       CHECK(resp.back().elements[1].str == "library job");
     }
@@ -112,15 +105,13 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
     auto result = result_in_background(f.ioc, q, id);
     co_await sleep_for(100ms);
     {
-      thoonk::request r;
-      r.push("MULTI");
-      r.push("ZREM", key("claimed", f.name), id);
-      r.push("HDEL", key("cancelled", f.name), id);
-      r.push("INCR", key("finishes", f.name));
-      r.push("PUBLISH", "job.finish:" + f.name, id + std::string(1, '\0') + "plain result");
-      r.push("HDEL", key("items", f.name), id);
-      r.push("EXEC");
-      co_await f.c.conn().exec(r, asio::use_awaitable);
+      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+        r.push("ZREM", key("claimed", f.name), id);
+        r.push("HDEL", key("cancelled", f.name), id);
+        r.push("INCR", key("finishes", f.name));
+        r.push("PUBLISH", "job.finish:" + f.name, id + std::string(1, '\0') + "plain result");
+        r.push("HDEL", key("items", f.name), id);
+      });
     }
     for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
     CHECK(result->done);
@@ -133,20 +124,16 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
 
 TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][claim][counts][finish][put][retry]") {
   fixture f("jobs-interop");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto j1 = co_await q.claim(1s, asio::use_awaitable);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
+    auto [id, j1] = co_await put_and_claim(q, "x");
 
     // Contract "Cancel" by a plain client.
     {
-      thoonk::request r;
-      r.push("MULTI");
-      r.push("HINCRBY", key("cancelled", f.name), id, 1);
-      r.push("LPUSH", key("ids", f.name), id);
-      r.push("ZREM", key("claimed", f.name), id);
-      r.push("EXEC");
-      co_await f.c.conn().exec(r, asio::use_awaitable);
+      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+        r.push("HINCRBY", key("cancelled", f.name), id, 1);
+        r.push("LPUSH", key("ids", f.name), id);
+        r.push("ZREM", key("claimed", f.name), id);
+      });
     }
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j2.id == id);
@@ -158,14 +145,12 @@ TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][
 
     // Contract "Stall", then the library's retry.
     {
-      thoonk::request r;
-      r.push("MULTI");
-      r.push("ZREM", key("claimed", f.name), id);
-      r.push("HDEL", key("cancelled", f.name), id);
-      r.push("SADD", key("stalled", f.name), id);
-      r.push("ZREM", key("published", f.name), id);
-      r.push("EXEC");
-      co_await f.c.conn().exec(r, asio::use_awaitable);
+      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+        r.push("ZREM", key("claimed", f.name), id);
+        r.push("HDEL", key("cancelled", f.name), id);
+        r.push("SADD", key("stalled", f.name), id);
+        r.push("ZREM", key("published", f.name), id);
+      });
     }
     const thoonk::claim_ref claim3{id, j2.token};
     auto [ec2] = co_await q.finish(claim3, nothrow);

@@ -22,12 +22,10 @@ thoonk::maintenance_options quiet() {
 TEST_CASE("job: a stale token is refused and the job is finished exactly once", "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "100"}};
-    co_await create_feed(f.c.conn(), f.name, "job", cfg);
+    auto qa = co_await contract_job_queue(f, cfg);
     thoonk::client other(f.ioc.get_executor(), named_config());
     co_await other.connect(asio::use_awaitable);
-    thoonk::job_queue qa(f.c, f.name);
     thoonk::job_queue qb(other, f.name);
 
     auto id = co_await qa.put("slow work", asio::use_awaitable);
@@ -72,10 +70,8 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once", 
 TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim][finish][maintain][put][retry]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "50"}, {"max_failures", "1"}};
-    co_await create_feed(f.c.conn(), f.name, "job", cfg);
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f, cfg);
     auto id = co_await q.put("poison", asio::use_awaitable);
     co_await q.claim(1s, asio::use_awaitable);
     co_await sleep_for(120ms);
@@ -103,8 +99,7 @@ TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim]
 
 TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][claim][maintain][put_many]") {
   fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c"};
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
@@ -145,19 +140,15 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][c
 
 TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job][claim][maintain][put]") {
   fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
+    auto [id, j] = co_await put_and_claim(q, "x");
     // Contract "Finish", by hand.
-    thoonk::request r;
-    r.push("MULTI");
-    r.push("ZREM", key("claimed", f.name), id);
-    r.push("HDEL", key("cancelled", f.name), id);
-    r.push("INCR", key("finishes", f.name));
-    r.push("HDEL", key("items", f.name), id);
-    r.push("EXEC");
-    co_await f.c.conn().exec(r, asio::use_awaitable);
+    co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("HDEL", key("cancelled", f.name), id);
+      r.push("INCR", key("finishes", f.name));
+      r.push("HDEL", key("items", f.name), id);
+    });
     auto left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
     CHECK(left.integer == 1);
     auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
@@ -176,8 +167,7 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
 
 TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job][claim][finish][maintain][put_many]") {
   fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);
@@ -265,8 +255,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
 
 TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job][maintain][put_many]") {
   fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await contract_job_queue(f);
+  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items(50, "x");
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     thoonk::maintenance_options o = quiet();
@@ -296,10 +285,8 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
 TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", "[job][claim][put][run_maintenance]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
     fields cfg{{"claim_timeout_ms", "50"}};
-    co_await create_feed(f.c.conn(), f.name, "job", cfg);
-    thoonk::job_queue q(f.c, f.name);
+    auto q = co_await contract_job_queue(f, cfg);
     auto id = co_await q.put("x", asio::use_awaitable);
     co_await q.claim(1s, asio::use_awaitable);  // and "crash"
 

@@ -36,9 +36,7 @@ asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done)
 TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][claim][counts][finish][put_many]") {
   fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name, prefetching(8, 10s));
+    auto q = co_await contract_job_queue(f, prefetching(8, 10s));
     std::vector<std::string> items;
     for (int i = 0; i < 40; ++i) items.push_back("job-" + std::to_string(i));
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
@@ -74,9 +72,7 @@ TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][cl
 TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][claim][failures][finish][put_many]") {
   fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "job");
-    thoonk::job_queue q(f.c, f.name, prefetching(4, 150ms));
+    auto q = co_await contract_job_queue(f, prefetching(4, 150ms));
     std::vector<std::string> items(10, "x");
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     auto j = co_await q.claim(1s, asio::use_awaitable);

@@ -130,8 +130,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await worker.connect(asio::use_awaitable);
-        co_await producer.connect(asio::use_awaitable);
+        co_await connect_all(worker, producer);
         co_await create_feed(worker.conn(), name, "job");
         // The fallback poll is far beyond this test's deadline: only the
         // wake-up notification can deliver the job in time.
@@ -171,13 +170,12 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
 
 TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight loses no job",
           "[job][cancel][claim][counts][finish][open][put_many]") {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), named_config()};
-  const auto name = unique_name("jobs-cancel");
+  fixture f("jobs-cancel");
+  auto& ioc = f.ioc;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await create_feed(c.conn(), name, "job");
-    auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
+    co_await f.c.connect(asio::use_awaitable);
+    co_await create_feed(f.c.conn(), f.name, "job");
+    auto q = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
     std::vector<std::string> items{"1", "2", "3"};
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     int cancels = 0;
@@ -224,16 +222,12 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
 }
 
 TEST_CASE("job: destroying the queue ends pending claims and result waits", "[job][claim][get_result]") {
-  asio::io_context ioc;
-  thoonk::client c{ioc.get_executor(), named_config()};
-  const auto name = unique_name("jobs-close");
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await create_feed(c.conn(), name, "job");
+  fixture f("jobs-close");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     error_code claim_ec, result_ec;
     int done = 0;
     {
-      thoonk::job_queue q(c, name);
+      auto q = co_await contract_job_queue(f);
       q.claim(60s, [&](error_code ec, thoonk::claimed_job) {
         claim_ec = ec;
         ++done;

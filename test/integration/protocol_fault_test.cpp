@@ -65,8 +65,7 @@ TEST_CASE("protocol: an oversized reply is refused and the connection recovers",
   thoonk::connection admin(ioc.get_executor(), test_config());
   auto key = unique_name("big");
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
-    co_await admin.connect(asio::use_awaitable);
+    co_await connect_all(conn, admin);
     co_await cmd(admin, "SET", key, std::string(4096, 'x'));
     thoonk::request r;
     r.push("GET", key);

@@ -163,13 +163,11 @@ TEST_CASE("queue: interop with the contract's plain commands", "[queue][get][put
     auto q = co_await contract_queue(f);
     // Contract "Normal Priority Put", verbatim.
     {
-      thoonk::request r;
-      r.push("MULTI");
-      r.push("LPUSH", key("ids", f.name), "plain-id");
-      r.push("HSET", key("items", f.name), "plain-id", "plain item");
-      r.push("INCR", key("publishes", f.name));
-      r.push("EXEC");
-      co_await f.c.conn().exec(r, asio::use_awaitable);
+      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+        r.push("LPUSH", key("ids", f.name), "plain-id");
+        r.push("HSET", key("items", f.name), "plain-id", "plain item");
+        r.push("INCR", key("publishes", f.name));
+      });
     }
     auto it = co_await q.get(2s, asio::use_awaitable);
     CHECK(it.id == "plain-id");
@@ -180,12 +178,10 @@ TEST_CASE("queue: interop with the contract's plain commands", "[queue][get][put
     auto id = co_await q.put("library item", asio::use_awaitable);
     auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
     CHECK(popped.str == id);
-    thoonk::request r;
-    r.push("MULTI");
-    r.push("HGET", key("items", f.name), id);
-    r.push("HDEL", key("items", f.name), id);
-    r.push("EXEC");
-    auto resp = co_await f.c.conn().exec(r, asio::use_awaitable);
+    auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("HGET", key("items", f.name), id);
+      r.push("HDEL", key("items", f.name), id);
+    });
     REQUIRE(resp.back().elements.size() == 2);
     CHECK(resp.back().elements[0].str == "library item");
   });

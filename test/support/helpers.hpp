@@ -32,7 +32,6 @@
 
 namespace thoonk::test {
 
-
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
@@ -232,7 +231,6 @@ struct gap_parties {
 
 // ---- queues and job queues ----------------------------------------------------
 
-
 using boost::system::error_code;
 
 using fields = std::vector<std::pair<std::string, std::string>>;
@@ -247,6 +245,17 @@ inline asio::awaitable<void> create_feed(thoonk::connection& c, std::string name
   co_await c.exec(r, asio::use_awaitable);
 }
 
+/// Runs the commands `build(r)` pushes in one MULTI/EXEC on `c`, as a
+/// plain client of the contract would; returns the replies (the last is
+/// EXEC's).
+template <class Build>
+asio::awaitable<thoonk::response> plain_transaction(thoonk::connection& c, Build build) {
+  thoonk::request r;
+  r.push("MULTI");
+  build(r);
+  r.push("EXEC");
+  co_return co_await c.exec(r, asio::use_awaitable);
+}
 
 /// Every raw key of a job queue, rendered deterministically.
 inline asio::awaitable<std::string> snapshot(thoonk::connection& c, std::string name) {
@@ -316,6 +325,13 @@ inline std::shared_ptr<background_result> result_in_background(asio::io_context&
 inline asio::awaitable<std::int64_t> llen(thoonk::connection& c, std::string k) {
   auto v = co_await cmd(c, "LLEN", k);
   co_return v.integer;
+}
+
+/// Connects each of `services` (clients, connections, subscribers), in order.
+template <class Service, class... Rest>
+asio::awaitable<void> connect_all(Service& service, Rest&... rest) {
+  co_await service.connect(asio::use_awaitable);
+  if constexpr (sizeof...(rest) > 0) co_await connect_all(rest...);
 }
 
 /// A connected client on the shared test server with a unique client name.
@@ -391,6 +407,42 @@ inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f,
   co_return thoonk::job_queue(f.c, f.name, std::move(o));
 }
 
+/// contract_job_queue with extra config fields (e.g. claim_timeout_ms).
+inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f, fields cfg,
+                                                             thoonk::job_queue_options o = {}) {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await create_feed(f.c.conn(), f.name, "job", std::move(cfg));
+  co_return thoonk::job_queue(f.c, f.name, std::move(o));
+}
+
+/// Runs `body(q)` (a coroutine) on f under run_coro's deadline, q being
+/// contract_job_queue(f): the frame most job tests share.
+template <class Body>
+void run_with_job_queue(fixture& f, Body body, std::chrono::milliseconds deadline = 20s) {
+  run_coro(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        auto q = co_await contract_job_queue(f);
+        co_await body(q);
+      },
+      deadline);
+}
+
+/// A job put and then claimed: its id and the claim.
+struct put_claim {
+  std::string id;
+  thoonk::claimed_job job;
+};
+
+/// Puts `item` on `q` and claims it (q must hold no other waiting job):
+/// the claimed job is the one just put.
+inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::string item) {
+  auto id = co_await q.put(std::move(item), asio::use_awaitable);
+  auto job = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(job.id == id);
+  co_return put_claim{std::move(id), std::move(job)};
+}
+
 /// contract_job_queue for a queue.
 inline asio::awaitable<thoonk::queue> contract_queue(fixture& f, thoonk::queue_options o = {}) {
   co_await f.c.connect(asio::use_awaitable);
@@ -404,7 +456,6 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 }
 
 }  // namespace thoonk::test
-
 
 namespace Catch {
 template <>

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
 using thoonk::detail::jobs::fetch_policy;
 using kind = fetch_policy::action::kind;
 using namespace std::chrono_literals;
@@ -33,8 +35,7 @@ fetch_policy::options opts(std::size_t max_batch = 256, std::size_t max_in_fligh
 fetch_policy::action claim(fetch_policy::fetch_id f, std::size_t n) {
   return {kind::claim, f, 0, 0, n, {}};
 }
-fetch_policy::action deliver(fetch_policy::fetch_id f, fetch_policy::waiter_id w,
-                             std::size_t i) {
+fetch_policy::action deliver(fetch_policy::fetch_id f, fetch_policy::waiter_id w, std::size_t i) {
   return {kind::deliver, f, w, i, 0, {}};
 }
 fetch_policy::action fail(fetch_policy::waiter_id w, boost::system::error_code ec) {
@@ -77,18 +78,25 @@ fetch_policy::actions deadline(fetch_policy& p, fetch_policy::waiter_id w) {
 
 using list = fetch_policy::actions;
 
+// Starts p at t0 and adds N waiters (in order); returns their ids.
+template <std::size_t N>
+std::array<fetch_policy::waiter_id, N> start_with(fetch_policy& p) {
+  p.start(t0);
+  std::array<fetch_policy::waiter_id, N> w;
+  for (auto& x : w) x = p.add_waiter();
+  return w;
+}
+
 }  // namespace
 
 TEST_CASE("fetch_policy: one claim call serves every waiter, in arrival order",
           "[unit][fetch_policy]") {
   fetch_policy p(opts());
-  p.start(t0);
-  auto a = p.add_waiter(), b = p.add_waiter(), c = p.add_waiter();
+  auto [a, b, c] = start_with<3>(p);
   CHECK(pump(p) == list{claim(1, 3)});
   CHECK(p.in_flight() == 1);
   CHECK(pump(p).empty());  // nobody left without a call
-  CHECK(reply(p, 1, t0 + 1ms, 3) ==
-        list{deliver(1, a, 0), deliver(1, b, 1), deliver(1, c, 2)});
+  CHECK(reply(p, 1, t0 + 1ms, 3) == list{deliver(1, a, 0), deliver(1, b, 1), deliver(1, c, 2)});
   CHECK(p.waiting() == 0);
   // A full reply triggers another call, but with nobody waiting none goes out.
   CHECK(p.triggered());
@@ -124,9 +132,7 @@ TEST_CASE("fetch_policy: batches are capped by max_batch and max_in_flight",
 TEST_CASE("fetch_policy: surplus jobs go to other waiters, then back to the queue",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 1));
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 1)});
   // The call asked for one; say the server returned three (fake numbers are
   // fine here: only the counts matter to the policy).
@@ -136,8 +142,7 @@ TEST_CASE("fetch_policy: surplus jobs go to other waiters, then back to the queu
 TEST_CASE("fetch_policy: an empty reply leaves waiters for the wake-up or the poll tick",
           "[unit][fetch_policy]") {
   fetch_policy p(opts());
-  p.start(t0);
-  auto a = p.add_waiter();
+  auto [a] = start_with<1>(p);
   CHECK(pump(p) == list{claim(1, 1)});
   CHECK(p.next_wakeup() == tp::max());  // a call is out: no poll
   CHECK(reply(p, 1, t0 + 10ms, 0).empty());
@@ -178,23 +183,20 @@ TEST_CASE("fetch_policy: a deadline reports empty only after one attempt on the 
     CHECK(reply(p, 1, t0, 0) == list{fail(a, empty_ec)});
   }
   SECTION("deadline while its call is out, the call brings a job: the job wins") {
-    p.start(t0);
-    auto a = p.add_waiter();
+    auto [a] = start_with<1>(p);
     CHECK(pump(p) == list{claim(1, 1)});
     CHECK(deadline(p, a).empty());
     CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0)});
   }
   SECTION("deadline after an attempt completed: empty at once") {
-    p.start(t0);
-    auto a = p.add_waiter();
+    auto [a] = start_with<1>(p);
     CHECK(pump(p) == list{claim(1, 1)});
     CHECK(reply(p, 1, t0, 0).empty());
     CHECK(deadline(p, a) == list{fail(a, empty_ec)});
     CHECK(deadline(p, a).empty());  // once
   }
   SECTION("a waiter that arrived while another's call was out needs its own attempt") {
-    p.start(t0);
-    auto a = p.add_waiter();
+    auto [a] = start_with<1>(p);
     CHECK(pump(p) == list{claim(1, 1)});
     auto b = p.add_waiter();
     CHECK(deadline(p, b).empty());
@@ -208,9 +210,7 @@ TEST_CASE("fetch_policy: a deadline reports empty only after one attempt on the 
 TEST_CASE("fetch_policy: a cancelled waiter is completed once and skipped",
           "[unit][fetch_policy]") {
   fetch_policy p(opts());
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 2)});
   list out;
   p.cancel_waiter(a, out);
@@ -225,9 +225,7 @@ TEST_CASE("fetch_policy: a cancelled waiter is completed once and skipped",
 TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped closes",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2));
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
   const boost::system::error_code oom = thoonk::error::server_error;
   CHECK(reply(p, 1, t0, 0, oom) == list{fail(a, oom)});
@@ -243,8 +241,7 @@ TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped close
 TEST_CASE("fetch_policy: close fails waiters and returns held jobs; late replies go back",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 2));
-  p.start(t0);
-  auto a = p.add_waiter();
+  auto [a] = start_with<1>(p);
   CHECK(pump(p) == list{claim(1, 1)});
   CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 2)});
   CHECK(reply(p, 2, t0, 2) == list{hold(2, 0), hold(2, 1)});
@@ -266,9 +263,7 @@ TEST_CASE("fetch_policy: close fails waiters and returns held jobs; late replies
 TEST_CASE("fetch_policy: prefetch tops up after a full call and holds what nobody takes",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 4));
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 2)});
   // Full: both served, and one call with no waiters fills the buffer.
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), deliver(1, b, 1), claim(2, 4)});
@@ -300,8 +295,7 @@ TEST_CASE("fetch_policy: prefetch tops up after a full call and holds what nobod
 TEST_CASE("fetch_policy: prefetch counts jobs in flight and respects max_in_flight",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 4));
-  p.start(t0);
-  auto a = p.add_waiter();
+  auto [a] = start_with<1>(p);
   CHECK(pump(p) == list{claim(1, 1)});
   CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 4)});
   CHECK(reply(p, 2, t0, 4) == list{hold(2, 0), hold(2, 1), hold(2, 2), hold(2, 3)});
@@ -326,9 +320,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
           "[unit][fetch_policy]") {
   // max_batch 1: two calls of one waiter each (prefetch is capped at max_batch).
   fetch_policy p(opts(1, 2, 2));
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
   // Call 1 comes back with two jobs: a gets the first, b (whose own call is
   // still out) the second; call 2's job, claimed later, is then held.
@@ -340,9 +332,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
 TEST_CASE("fetch_policy: without prefetch, a waiter with its own call out keeps waiting for it",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2, 0));
-  p.start(t0);
-  auto a = p.add_waiter();
-  auto b = p.add_waiter();
+  auto [a, b] = start_with<2>(p);
   CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), return_reply(1, 1, 1)});
   CHECK(reply(p, 2, t0, 1) == list{deliver(2, b, 0)});
