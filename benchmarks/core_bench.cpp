@@ -55,25 +55,28 @@ run_result run_load(const thoonk::config& cfg, const std::string& op, int corout
       co_await c.conn().exec(req, asio::use_awaitable);
     }
   };
-  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    thoonk::request load;
-    load.push("SCRIPT", "LOAD", s.source());
-    co_await c.conn().exec(load, asio::use_awaitable);
-    auto w0 = c.conn().stats().writes;
-    auto start = std::chrono::steady_clock::now();
-    int remaining = coroutines;
-    asio::steady_timer done(ioc, asio::steady_timer::time_point::max());
-    for (int i = 0; i < coroutines; ++i)
-      asio::co_spawn(ioc, worker(i), [&](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-        if (--remaining == 0) done.cancel();
-      });
-    co_await done.async_wait(asio::as_tuple(asio::use_awaitable));
-    seconds = thoonk::bench::seconds_since(start);
-    writes = c.conn().stats().writes - w0;
-    c.stop();
-  }, asio::detached);
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        thoonk::request load;
+        load.push("SCRIPT", "LOAD", s.source());
+        co_await c.conn().exec(load, asio::use_awaitable);
+        auto w0 = c.conn().stats().writes;
+        auto start = std::chrono::steady_clock::now();
+        int remaining = coroutines;
+        asio::steady_timer done(ioc, asio::steady_timer::time_point::max());
+        for (int i = 0; i < coroutines; ++i)
+          asio::co_spawn(ioc, worker(i), [&](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+            if (--remaining == 0) done.cancel();
+          });
+        co_await done.async_wait(asio::as_tuple(asio::use_awaitable));
+        seconds = thoonk::bench::seconds_since(start);
+        writes = c.conn().stats().writes - w0;
+        c.stop();
+      },
+      asio::detached);
   ioc.run();
   return {op, coroutines, requests, seconds, static_cast<double>(requests) / seconds, writes};
 }
@@ -112,11 +115,12 @@ int main(int argc, char** argv) {
   std::optional<double> set_ceiling, eval_ceiling;
   if (ceiling) {
     const std::string n = std::to_string(std::max<long>(requests * 5, 1000000));
-    set_ceiling = thoonk::bench::redis_benchmark_rps(
-        srv, {"-P", "64", "-c", "1", "-n", n, "-t", "set"});
+    set_ceiling =
+        thoonk::bench::redis_benchmark_rps(srv, {"-P", "64", "-c", "1", "-n", n, "-t", "set"});
     thoonk::script s(script_source);
     // redis-benchmark needs the script loaded: run it once through EVAL.
-    thoonk::bench::redis_benchmark_rps(srv, {"-n", "1", "EVAL", script_source, "3", "a", "b", "c", "x"});
+    thoonk::bench::redis_benchmark_rps(srv,
+                                       {"-n", "1", "EVAL", script_source, "3", "a", "b", "c", "x"});
     eval_ceiling = thoonk::bench::redis_benchmark_rps(
         srv, {"-P", "64", "-c", "1", "-n", n, "EVALSHA", s.sha1(), "3", "bench:k1:rb", "bench:k2",
               "bench:k3", "xxx"});
@@ -129,9 +133,7 @@ int main(int argc, char** argv) {
       results.push_back(run_load(srv.cfg(), op, c, n));
     }
 
-  auto fmt = [](std::optional<double> v) {
-    return v ? std::to_string(*v) : std::string("null");
-  };
+  auto fmt = [](std::optional<double> v) { return v ? std::to_string(*v) : std::string("null"); };
   std::cout << "{\n  \"benchmark\": \"core\",\n";
   std::cout << "  \"server_ceiling\": {\"command\": \"redis-benchmark -P 64 -c 1\", \"set_rps\": "
             << fmt(set_ceiling) << ", \"evalsha_rps\": " << fmt(eval_ceiling) << "},\n";
@@ -144,8 +146,8 @@ int main(int argc, char** argv) {
               << ", \"rps\": " << static_cast<long>(r.rps) << ", \"socket_writes\": " << r.writes
               << ", \"requests_per_write\": "
               << (r.writes ? static_cast<double>(r.requests) / static_cast<double>(r.writes) : 0.0)
-              << ", \"ratio_to_server\": " << (ceil ? std::to_string(r.rps / *ceil) : "null")
-              << "}" << (i + 1 < results.size() ? "," : "") << "\n";
+              << ", \"ratio_to_server\": " << (ceil ? std::to_string(r.rps / *ceil) : "null") << "}"
+              << (i + 1 < results.size() ? "," : "") << "\n";
   }
   std::cout << "  ]\n}\n";
   return 0;

@@ -22,6 +22,13 @@
 # `user_script:N` in a server error names the file's line. The joining needs
 # headers without comments after code and without long strings ([[ ]]); this
 # step refuses them.
+#
+# Only the header definitions a script uses are embedded: a header is a
+# sequence of top-level `local ...` definitions (each starts at the left
+# margin), and a script gets those whose names its text uses, and what
+# those use in turn, in header order. The server runs a script's top level
+# on every call, so every unused function would cost a closure per call
+# (about 1.3 µs per call for the whole prelude, measured on Redis 7.0).
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -39,7 +46,10 @@ function(refuse_if_contains text needle problem)
   endif()
 endfunction()
 
-function(join_header path out)
+# Reads a header (prelude or layout) into its top-level definitions, in
+# order: sets <prefix>_count, and <prefix>_<i>_code (joined onto one line)
+# and <prefix>_<i>_names (the names it defines) for each.
+function(split_definitions path prefix)
   file(READ "${path}" text)
   set(text "\n${text}")
   # Comment lines, then leading blanks of each line.
@@ -47,12 +57,66 @@ function(join_header path out)
   refuse_if_contains("${text}" "--" "${path}: a comment after code (or `--` in a string); header \
 lines are joined onto one line, put comments on lines of their own")
   refuse_if_contains("${text}" "[[" "${path}: long strings ([[ ]]) cannot be joined onto one line")
-  string(REGEX REPLACE "[ \t\r]*\n[ \t\r\n]*" " " text "${text}")
+  refuse_if_contains("${text}" ";" "${path}: `;` in header code (the build splits headers into \
+definitions with CMake lists)")
+  refuse_if_contains("${text}" "@" "${path}: `@` in header code (the build marks definitions with it)")
+  string(REPLACE "\nlocal " "\n@local " text "${text}")
+  string(REGEX MATCHALL "@[^@]*" defs "${text}")
+  set(i 0)
+  foreach(def IN LISTS defs)
+    string(SUBSTRING "${def}" 1 -1 def)
+    if(def MATCHES "^local function ([A-Za-z_][A-Za-z0-9_]*)")
+      set(names "${CMAKE_MATCH_1}")
+    elseif(def MATCHES "^local ([A-Za-z_][A-Za-z0-9_, \t]*)=")
+      string(REGEX REPLACE "[ \t]" "" names "${CMAKE_MATCH_1}")
+      string(REPLACE "," ";" names "${names}")
+    else()
+      message(FATAL_ERROR "${path}: a top-level line that is no `local` definition: ${def}")
+    endif()
+    string(REGEX REPLACE "[ \t\r]*\n[ \t\r\n]*" " " def "${def}")
+    string(STRIP "${def}" def)
+    set(${prefix}_${i}_code "${def}" PARENT_SCOPE)
+    set(${prefix}_${i}_names "${names}" PARENT_SCOPE)
+    math(EXPR i "${i} + 1")
+  endforeach()
+  set(${prefix}_count ${i} PARENT_SCOPE)
+endfunction()
+
+# The header text a script needs: of the definitions def_0 .. def_<n-1>
+# (layout first, then prelude), those whose names `code` uses, and what they
+# use in turn, joined in header order.
+function(needed_headers code out)
+  set(used " ${code} ")
+  set(keep "")
+  set(changed TRUE)
+  while(changed)
+    set(changed FALSE)
+    math(EXPR last "${def_count} - 1")
+    foreach(i RANGE ${last})
+      list(FIND keep ${i} at)
+      if(NOT at EQUAL -1)
+        continue()
+      endif()
+      foreach(name IN LISTS def_${i}_names)
+        if(used MATCHES "[^A-Za-z0-9_]${name}[^A-Za-z0-9_]")
+          list(APPEND keep ${i})
+          string(APPEND used " ${def_${i}_code} ")
+          set(changed TRUE)
+          break()
+        endif()
+      endforeach()
+    endforeach()
+  endwhile()
+  list(SORT keep COMPARE NATURAL)
+  set(text "")
+  foreach(i IN LISTS keep)
+    string(APPEND text "${def_${i}_code} ")
+  endforeach()
   string(STRIP "${text}" text)
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
 
-join_header("${LUA_DIR}/prelude.lua" prelude)
+split_definitions("${LUA_DIR}/prelude.lua" prelude)
 
 file(GLOB_RECURSE files RELATIVE "${LUA_DIR}" "${LUA_DIR}/*.lua")
 list(SORT files)
@@ -104,13 +168,27 @@ foreach(rel IN LISTS files)
   if(NOT EXISTS "${LUA_DIR}/layouts/${layout}.lua")
     message(FATAL_ERROR "src/lua/${rel}: no layout src/lua/layouts/${layout}.lua")
   endif()
-  join_header("${LUA_DIR}/layouts/${layout}.lua" header)
+  # This script's definitions: its layout's, then the prelude's.
+  split_definitions("${LUA_DIR}/layouts/${layout}.lua" layout_def)
+  set(def_count 0)
+  foreach(part layout_def prelude)
+    if(${part}_count EQUAL 0)
+      continue()
+    endif()
+    math(EXPR last "${${part}_count} - 1")
+    foreach(j RANGE ${last})
+      set(def_${def_count}_code "${${part}_${j}_code}")
+      set(def_${def_count}_names "${${part}_${j}_names}")
+      math(EXPR def_count "${def_count} + 1")
+    endforeach()
+  endforeach()
+  needed_headers("${body}" header)
   refuse_if_contains("${body}" ")${delim}\""
                      "src/lua/${rel} contains the raw string delimiter )${delim}\"")
   string(REGEX REPLACE "\\.lua$" "" name "${rel}")
   string(MAKE_C_IDENTIFIER "${name}" ident)
   string(APPEND cpp "constexpr char file_${ident}[] = R\"${delim}(${body})${delim}\";\n")
-  string(APPEND cpp "constexpr char source_${ident}[] = R\"${delim}(${header} ${prelude} ${body})${delim}\";\n")
+  string(APPEND cpp "constexpr char source_${ident}[] = R\"${delim}(${header} ${body})${delim}\";\n")
   string(APPEND hpp "/// src/lua/${rel}\nconst script& ${ident}();\n")
   string(APPEND accessors "const script& ${ident}() {
   static const script s{std::string(source_${ident}, sizeof source_${ident} - 1)};

@@ -39,8 +39,8 @@ int main() {
         req.push("PING");
         req.push("INCR", "example:runs");
         auto replies = co_await client.conn().exec(req, asio::use_awaitable);
-        std::cout << "PING -> " << replies[0].str << ", this example ran "
-                  << replies[1].integer << " time(s) on this server\n\n";
+        std::cout << "PING -> " << replies[0].str << ", this example ran " << replies[1].integer
+                  << " time(s) on this server\n\n";
 
         co_await run_feed_demo(client);
         std::cout << "\n";

@@ -58,9 +58,9 @@ router& router_of(client& c) noexcept { return *c.router_; }
 
 void client::start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
                         handler<resp3::value> h) {
-  auto op = [](client* self, script s, std::vector<std::string> keys,
-               std::vector<std::string> args)
-      -> asio::awaitable<std::tuple<error_code, resp3::value>> {
+  auto op =
+      [](client* self, script s, std::vector<std::string> keys,
+         std::vector<std::string> args) -> asio::awaitable<std::tuple<error_code, resp3::value>> {
     std::vector<std::string_view> k(keys.begin(), keys.end()), a(args.begin(), args.end());
     auto& conn = k.empty() ? self->router_->any() : self->router_->for_key(k.front());
     co_return co_await detail::eval_script(conn, s, k, a);

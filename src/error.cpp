@@ -67,8 +67,7 @@ class thoonk_category final : public boost::system::error_category {
       case error::auth_failed:
         return "authentication failed: check the username and password in the config or the "
                "redis:// URL";
-      case error::client_stopped:
-        return "the client was stopped while the operation was pending";
+      case error::client_stopped: return "the client was stopped while the operation was pending";
       case error::invalid_url:
         return "invalid Redis URL: expected redis://[user[:password]@]host[:port][/db] or "
                "unix:///path/to/socket[?db=N]";
@@ -96,14 +95,12 @@ class thoonk_category final : public boost::system::error_category {
         return "invalid argument: a count, timeout or option is out of range";
       case error::feed_exists:
         return "a feed with this name already exists: open it instead of creating it";
-      case error::feed_not_found:
-        return "no feed with this name exists: create it first";
+      case error::feed_not_found: return "no feed with this name exists: create it first";
       case error::wrong_feed_type:
         return "the feed exists with another type: open it with the matching class";
       case error::id_not_found:
         return "no item with this id exists in the feed; nothing was changed";
-      case error::queue_empty:
-        return "nothing arrived in the queue within the timeout";
+      case error::queue_empty: return "nothing arrived in the queue within the timeout";
       case error::job_not_found:
         return "no job with this id exists in the queue; nothing was changed";
       case error::job_not_claimed:
@@ -114,8 +111,7 @@ class thoonk_category final : public boost::system::error_category {
       case error::lost_claim:
         return "this claim is no longer current (its lease lapsed and the job was reclaimed); "
                "drop the work, the job is handled by its new claim";
-      case error::result_timeout:
-        return "no result for this job was stored within the timeout";
+      case error::result_timeout: return "no result for this job was stored within the timeout";
       case error::no_permission:
         return "the Redis ACL user may not run a command this operation needs (NOPERM); nothing "
                "was changed: grant the command (docs/errors.md lists what each operation needs)";

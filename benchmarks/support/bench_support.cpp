@@ -40,8 +40,8 @@ std::string shell_quote(const std::string& a) {
 }  // namespace
 
 std::optional<double> redis_benchmark_rps(const server& s, const std::vector<std::string>& args) {
-  std::string command = "redis-benchmark -h " + shell_quote(s.host()) + " -p " +
-                        std::to_string(s.port());
+  std::string command =
+      "redis-benchmark -h " + shell_quote(s.host()) + " -p " + std::to_string(s.port());
   if (!s.cfg().password.empty()) command += " -a " + shell_quote(s.cfg().password);
   command += " -q";
   for (const auto& a : args) command += " " + shell_quote(a);

@@ -71,8 +71,8 @@ class client {
   /// Completion signature `void(error_code)`; errors as connection::connect.
   template <class CompletionToken>
   auto connect(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &client::start_connect, this);
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &client::start_connect, this);
   }
 
   /// Runs `s` with EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a
@@ -98,9 +98,9 @@ class client {
   /// Completion `void(error_code)`; error::feed_exists if it exists.
   template <class CompletionToken>
   auto create_feed(std::string name, feed_type type, feed_config cfg, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &client::start_create_feed, this, std::move(name),
-        type, std::move(cfg));
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &client::start_create_feed, this,
+                                                             std::move(name), type, std::move(cfg));
   }
 
   /// Creates the feed as create_feed() does, or, when a feed of that name
@@ -146,8 +146,7 @@ class client {
   /// error::invalid_argument, with nothing written, for a value the library
   /// cannot use (config_field_problem() says which rule it broke).
   template <class CompletionToken>
-  auto set_config(std::string name, std::string field, std::string value,
-                  CompletionToken&& token) {
+  auto set_config(std::string name, std::string field, std::string value, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &client::start_set_config, this, std::move(name),
         std::move(field), std::move(value));
@@ -168,8 +167,8 @@ class client {
   auto set_config_json(std::string name, std::string field, boost::json::value value,
                        CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &client::start_set_config_json, this,
-        std::move(name), std::move(field), std::move(value));
+        std::forward<CompletionToken>(token), &client::start_set_config_json, this, std::move(name),
+        std::move(field), std::move(value));
   }
 
   /// Reads one config field as JSON. Completion
@@ -178,8 +177,8 @@ class client {
   template <class CompletionToken>
   auto get_config_json(std::string name, std::string field, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, boost::json::value)>(
-        std::forward<CompletionToken>(token), &client::start_get_config_json, this,
-        std::move(name), std::move(field));
+        std::forward<CompletionToken>(token), &client::start_get_config_json, this, std::move(name),
+        std::move(field));
   }
 
   /// Stops both connections. Pending operations fail (see connection::stop).
@@ -199,12 +198,10 @@ class client {
   void start_feed_exists(std::string name, handler<bool> h);
   void start_list_feeds(handler<std::vector<std::string>> h);
   void start_set_config(std::string name, std::string field, std::string value, handler<> h);
-  void start_get_config(std::string name, std::string field,
-                        handler<std::optional<std::string>> h);
+  void start_get_config(std::string name, std::string field, handler<std::optional<std::string>> h);
   void start_set_config_json(std::string name, std::string field, boost::json::value value,
                              handler<> h);
-  void start_get_config_json(std::string name, std::string field,
-                             handler<boost::json::value> h);
+  void start_get_config_json(std::string name, std::string field, handler<boost::json::value> h);
 
   friend detail::router& detail::router_of(client& c) noexcept;
 

@@ -61,9 +61,9 @@ struct config {
 
   // ---- limits ----------------------------------------------------------------
   resp3::parser_limits limits;
-  std::size_t max_name_length = 1024;        ///< feed names, bytes
-  std::size_t max_id_length = 1024;          ///< item and job ids, bytes
-  std::size_t max_item_size = 64u << 20;     ///< item/job payload/result, bytes
+  std::size_t max_name_length = 1024;     ///< feed names, bytes
+  std::size_t max_id_length = 1024;       ///< item and job ids, bytes
+  std::size_t max_item_size = 64u << 20;  ///< item/job payload/result, bytes
 
   // ---- Redis Cluster ---------------------------------------------------------
   /// When true, feed names are wrapped as a hash tag inside keys
@@ -79,8 +79,7 @@ struct config {
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and
   /// password. Sets ec = error::invalid_url on anything else.
-  static config from_url(std::string_view url, boost::system::error_code& ec,
-                         const config& base);
+  static config from_url(std::string_view url, boost::system::error_code& ec, const config& base);
   static config from_url(std::string_view url, boost::system::error_code& ec);
 
   /// from_url(THOONK_REDIS_URL) when that variable is set and non-empty;

@@ -36,16 +36,16 @@ struct exec_options {
 
 /// Observable counters. Monotonic over the connection's life.
 struct connection_stats {
-  std::uint64_t requests = 0;        ///< exec() calls accepted
-  std::uint64_t commands = 0;        ///< commands in those requests
-  std::uint64_t writes = 0;          ///< socket write operations (one per coalesced batch)
+  std::uint64_t requests = 0;  ///< exec() calls accepted
+  std::uint64_t commands = 0;  ///< commands in those requests
+  std::uint64_t writes = 0;    ///< socket write operations (one per coalesced batch)
   std::uint64_t bytes_written = 0;
   std::uint64_t bytes_read = 0;
-  std::uint64_t replies = 0;         ///< replies matched to requests
-  std::uint64_t pushes = 0;          ///< out-of-band pushes received
-  std::uint64_t connects = 0;        ///< successful connects (first one included)
-  std::uint64_t reconnects = 0;      ///< successful connects after a lost connection
-  std::uint64_t unknown_outcomes = 0;///< requests failed with error::unknown_outcome
+  std::uint64_t replies = 0;           ///< replies matched to requests
+  std::uint64_t pushes = 0;            ///< out-of-band pushes received
+  std::uint64_t connects = 0;          ///< successful connects (first one included)
+  std::uint64_t reconnects = 0;        ///< successful connects after a lost connection
+  std::uint64_t unknown_outcomes = 0;  ///< requests failed with error::unknown_outcome
   /// Connection setups whose CLIENT SETNAME (or HELLO's SETNAME) the server
   /// refused: an ACL user without +client, or a name with spaces. Not an
   /// error: the connection goes on without a name (see
@@ -132,7 +132,8 @@ class connection {
   template <class CompletionToken>
   auto connect(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
+        std::forward<CompletionToken>(token),
+        [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
   }
 
   /// Sends a request and completes with one reply per expected reply.
@@ -190,8 +191,7 @@ class connection {
 
  private:
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
-  using exec_handler =
-      detail::op_handler<void(boost::system::error_code, response)>;
+  using exec_handler = detail::op_handler<void(boost::system::error_code, response)>;
   static void start_connect(std::shared_ptr<detail::connection_impl> impl, connect_handler h);
   static void start_exec(std::shared_ptr<detail::connection_impl> impl, const request& req,
                          exec_options opts, exec_handler h);

@@ -244,8 +244,7 @@ class job_queue : public detail::queue_base {
   /// errors (subscribe_refused, ...). On an error the job queue is an
   /// unchecked handle.
   template <class CompletionToken>
-  static auto open(client& c, std::string name, job_queue_options opts,
-                   CompletionToken&& token) {
+  static auto open(client& c, std::string name, job_queue_options opts, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, job_queue)>(
         std::forward<CompletionToken>(token), &job_queue::start_open,
         job_queue(c, std::move(name), std::move(opts)));
@@ -331,9 +330,9 @@ class job_queue : public detail::queue_base {
   /// operation_aborted and may have finished the job.
   template <class CompletionToken>
   auto finish(const claim_ref& claim, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &job_queue::start_finish, *this, claim,
-        std::optional<std::string>());
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_finish, *this, claim,
+                                                             std::optional<std::string>());
   }
   template <class CompletionToken>
   auto finish(const claim_ref& claim, std::string result, CompletionToken&& token) {
@@ -356,8 +355,8 @@ class job_queue : public detail::queue_base {
   /// Completion `void(error_code)`. Errors as finish().
   template <class CompletionToken>
   auto stall(const claim_ref& claim, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &job_queue::start_stall, *this, claim);
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_stall, *this, claim);
   }
 
   /// Renews a claim: its claim time becomes now, so it does not lapse.
@@ -377,8 +376,8 @@ class job_queue : public detail::queue_base {
   /// Cancellation: as finish; renewals already sent may have happened.
   template <class CompletionToken>
   auto heartbeat_many(std::vector<claim_ref> claims, CompletionToken&& token) {
-    return detail::initiate<
-        void(boost::system::error_code, std::vector<boost::system::error_code>)>(
+    return detail::initiate<void(boost::system::error_code,
+                                 std::vector<boost::system::error_code>)>(
         std::forward<CompletionToken>(token), &job_queue::start_heartbeat_many, *this,
         std::move(claims));
   }
@@ -506,8 +505,7 @@ class job_queue : public detail::queue_base {
   template <class CompletionToken>
   auto maintain(maintenance_options opts, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, maintenance_report)>(
-        std::forward<CompletionToken>(token), &job_queue::start_maintain, *this,
-        std::move(opts));
+        std::forward<CompletionToken>(token), &job_queue::start_maintain, *this, std::move(opts));
   }
 
   /// Runs maintain() every `interval` until cancelled or the queue object
@@ -517,9 +515,9 @@ class job_queue : public detail::queue_base {
   template <class CompletionToken>
   auto run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                        CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), &job_queue::start_run_maintenance, *this, interval,
-        std::move(opts));
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_run_maintenance,
+                                                             *this, interval, std::move(opts));
   }
 
  private:

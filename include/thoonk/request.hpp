@@ -4,9 +4,9 @@
 
 #include <charconv>
 #include <concepts>
-#include <ranges>
 #include <cstddef>
 #include <cstdint>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,7 +46,10 @@ class request {
   void push_range(std::string_view command, std::span<const std::string_view> head,
                   const Range& tail) {
     std::size_t n = 1 + head.size();
-    for (const auto& x : tail) { (void)x; ++n; }
+    for (const auto& x : tail) {
+      (void)x;
+      ++n;
+    }
     begin_command(n, command);
     append_arg(command);
     for (auto h : head) append_arg(h);
@@ -77,8 +80,7 @@ class request {
     payload_.append("\r\n", 2);
   }
   template <std::integral I>
-    requires(!std::same_as<I, bool> && !std::same_as<I, char>)
-  void append_arg(I v) {
+  requires(!std::same_as<I, bool> && !std::same_as<I, char>) void append_arg(I v) {
     char buf[24];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
     append_arg(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));

@@ -112,7 +112,8 @@ class subscriber {
   template <class CompletionToken>
   auto connect(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(
-        std::forward<CompletionToken>(token), [impl = impl_](auto h) { start_connect(impl, std::move(h)); });
+        std::forward<CompletionToken>(token),
+        [impl = impl_](auto h) { start_connect(impl, std::move(h)); });
   }
 
   /// Registers `cb` for messages on `channel`.
@@ -129,7 +130,8 @@ class subscriber {
   template <class CompletionToken>
   auto subscribe(std::string channel, callback cb, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
-        std::forward<CompletionToken>(token), [impl = impl_, c = std::move(channel), cb = std::move(cb)](auto h) mutable {
+        std::forward<CompletionToken>(token),
+        [impl = impl_, c = std::move(channel), cb = std::move(cb)](auto h) mutable {
           start_subscribe(impl, false, std::move(c), std::move(cb), std::move(h));
         });
   }
@@ -138,7 +140,8 @@ class subscriber {
   template <class CompletionToken>
   auto psubscribe(std::string pattern, callback cb, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
-        std::forward<CompletionToken>(token), [impl = impl_, p = std::move(pattern), cb = std::move(cb)](auto h) mutable {
+        std::forward<CompletionToken>(token),
+        [impl = impl_, p = std::move(pattern), cb = std::move(cb)](auto h) mutable {
           start_subscribe(impl, true, std::move(p), std::move(cb), std::move(h));
         });
   }
@@ -161,8 +164,7 @@ class subscriber {
 
  private:
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
-  using subscribe_handler =
-      detail::op_handler<void(boost::system::error_code, subscription)>;
+  using subscribe_handler = detail::op_handler<void(boost::system::error_code, subscription)>;
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);
   static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, bool pattern,
                               std::string name, callback cb, subscribe_handler h);

@@ -97,15 +97,9 @@ bool handshake::next_batch(request& out) {
   steps_.clear();
   next_reply_ = 0;
   switch (phase_) {
-    case phase::send_hello:
-      build_hello(out, !cfg_.client_name.empty());
-      return true;
-    case phase::send_unnamed_hello:
-      build_hello(out, false);
-      return true;
-    case phase::send_setup:
-      build_setup(out);
-      return true;
+    case phase::send_hello: build_hello(out, !cfg_.client_name.empty()); return true;
+    case phase::send_unnamed_hello: build_hello(out, false); return true;
+    case phase::send_setup: build_setup(out); return true;
     case phase::awaiting:
       // The caller asked for a new batch before feeding every reply of the
       // previous one: a bug in the I/O layer, not a server problem.
@@ -113,8 +107,7 @@ bool handshake::next_batch(request& out) {
       refused_ = false;
       phase_ = phase::done;
       return false;
-    case phase::done:
-      return false;
+    case phase::done: return false;
   }
   return false;
 }

@@ -56,7 +56,8 @@ inline bool running_in(const boost::asio::any_io_executor& ex) {
   if (auto* p = ex.target<asio::io_context::executor_type>()) return p->running_in_this_thread();
   if (auto* p = ex.target<asio::strand<asio::io_context::executor_type>>())
     return p->running_in_this_thread();
-  if (auto* p = ex.target<asio::strand<asio::any_io_executor>>()) return p->running_in_this_thread();
+  if (auto* p = ex.target<asio::strand<asio::any_io_executor>>())
+    return p->running_in_this_thread();
   return false;
 }
 
@@ -103,8 +104,7 @@ void post_handler(Handler h, const boost::asio::any_io_executor& ex, Args&&... a
 }
 
 template <class Signature, class... Args>
-void post_handler(op_handler<Signature> h, const boost::asio::any_io_executor& ex,
-                  Args&&... args) {
+void post_handler(op_handler<Signature> h, const boost::asio::any_io_executor& ex, Args&&... args) {
   diagnostics_access::set(h.diag, {});
   post_handler(std::move(h.handler), ex, std::forward<Args>(args)...);
 }

@@ -55,16 +55,28 @@ boost::system::error_code validate_item(const config& cfg, std::string_view item
 std::vector<std::string> all_keys(const feed_names& n) {
   return {
       // contract 002
-      n.key("config"), n.key("ids"), n.key("items"), n.key("publishes"), n.key("idincr"),
+      n.key("config"),
+      n.key("ids"),
+      n.key("items"),
+      n.key("publishes"),
+      n.key("idincr"),
       // jobs (the contract's Job keys and those beside them, docs/design.md §4)
-      n.key("finishes"), n.key("published"), n.key("claimed"), n.key("cancelled"),
+      n.key("finishes"),
+      n.key("published"),
+      n.key("claimed"),
+      n.key("cancelled"),
       n.key("stalled"),
       // feed catch-up extension (docs/feeds.md)
-      n.key("changes"), n.key("retracts"), n.key("retracttrim"),
+      n.key("changes"),
+      n.key("retracts"),
+      n.key("retracttrim"),
       // queue/job extensions (docs/jobs.md): claim tokens, wake-up flag,
       // maintenance suspects and lock. Durable results
       // (feed.jobfinished:[f]\0<id>) expire on their own.
-      n.key("attempts"), n.key("sleepers"), n.key("unaccounted"), n.key("maintenance"),
+      n.key("attempts"),
+      n.key("sleepers"),
+      n.key("unaccounted"),
+      n.key("maintenance"),
   };
 }
 

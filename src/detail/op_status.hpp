@@ -21,15 +21,17 @@ struct op_status {
   op_status() = default;
   op_status(boost::system::error_code e) noexcept : ec(e) {}  // NOLINT: implicit by design
   template <class E>
-    requires boost::system::is_error_code_enum<E>::value
-  op_status(E e) noexcept : ec(e) {}  // NOLINT: as error_code's own
+  requires boost::system::is_error_code_enum<E>::value op_status(E e)
+  noexcept : ec(e) {}  // NOLINT: as error_code's own
   op_status(boost::system::error_code e, std::string message)
       : ec(e), server_message(std::move(message)) {}
 
   explicit operator bool() const noexcept { return static_cast<bool>(ec); }
   operator boost::system::error_code() const noexcept { return ec; }  // NOLINT
   template <class E>
-  bool operator==(E e) const noexcept { return ec == e; }
+  bool operator==(E e) const noexcept {
+    return ec == e;
+  }
 };
 
 /// What an operation coroutine yields: its status and its results.

@@ -74,8 +74,7 @@ catch_up_tracker::live_action catch_up_tracker::on_live(const feed_event& ev) {
         return live_action::dropped;
       }
       return live_action::buffered;
-    default:
-      return live_action::dropped;  // before the sync point: covered by the catch-up read
+    default: return live_action::dropped;  // before the sync point: covered by the catch-up read
   }
 }
 

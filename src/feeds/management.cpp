@@ -60,8 +60,8 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
     args.push_back(std::move(f));
     args.push_back(std::move(v));
   }
-  auto [st, v] = co_await detail::run_script(
-      *c, detail::scripts::management_create(), std::move(keys), std::move(args));
+  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_create(),
+                                             std::move(keys), std::move(args));
   co_return std::tuple{std::move(st), v.integer == 1};
 }
 
@@ -80,8 +80,8 @@ asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
   args.push_back(name);
   args.push_back(c->instance_id());
   args.emplace_back(detail::delfeed_channel);
-  auto [st, v] = co_await detail::run_script(
-      *c, detail::scripts::management_delete(), std::move(keys), std::move(args));
+  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_delete(),
+                                             std::move(keys), std::move(args));
   co_return std::tuple{std::move(st)};
 }
 
@@ -107,8 +107,8 @@ asio::awaitable<detail::op_result<std::vector<std::string>>> list_op(client* c) 
   co_return std::tuple{error_code{}, std::move(out)};
 }
 
-asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name,
-                                                      std::string field, std::string value) {
+asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name, std::string field,
+                                                   std::string value) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   if (auto ec = validate_field(c->get_config(), field, value)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
@@ -119,13 +119,14 @@ asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name,
   args.push_back(std::move(value));
   args.push_back(c->instance_id());
   args.emplace_back(detail::conffeed_channel);
-  auto [st, v] = co_await detail::run_script(
-      *c, detail::scripts::management_set_config(), std::move(keys), std::move(args));
+  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_set_config(),
+                                             std::move(keys), std::move(args));
   co_return std::tuple{std::move(st)};
 }
 
-asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(
-    client* c, std::string name, std::string field) {
+asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(client* c,
+                                                                             std::string name,
+                                                                             std::string field) {
   if (auto ec = detail::validate_name(c->get_config(), name))
     co_return std::tuple{ec, std::optional<std::string>{}};
   detail::feed_names n(c->get_config(), name);
@@ -141,8 +142,9 @@ asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(
   co_return std::tuple{error_code{}, detail::as_opt_string(resp[1])};
 }
 
-asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(
-    client* c, std::string name, std::string field) {
+asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(client* c,
+                                                                          std::string name,
+                                                                          std::string field) {
   auto [st, text] = co_await get_config_op(c, std::move(name), std::move(field));
   if (st || !text) co_return std::tuple{std::move(st), boost::json::value{}};
   error_code pec;
@@ -176,8 +178,7 @@ void client::start_list_feeds(handler<std::vector<std::string>> h) {
   detail::spawn_op(get_executor(), list_op(this), std::move(h));
 }
 
-void client::start_set_config(std::string name, std::string field, std::string value,
-                              handler<> h) {
+void client::start_set_config(std::string name, std::string field, std::string value, handler<> h) {
   detail::spawn_op(get_executor(),
                    set_config_op(this, std::move(name), std::move(field), std::move(value)),
                    std::move(h));

@@ -71,7 +71,6 @@ std::vector<std::string> as_strings(resp3::value&& v);
 /// thousand arguments per call).
 inline std::size_t clamp_batch(std::size_t n) { return std::clamp<std::size_t>(n, 1, 1000); }
 
-
 // ---------------------------------------------------------------------------
 // pending: one waiting coroutine's slot. The timer is the wake-up signal
 // (cancel() completes the wait) and, for waiters with a deadline, the
@@ -122,8 +121,8 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
           std::size_t max_in_flight, fetch_fn fetch, give_back_fn give_back, prepare_fn prepare,
           prefetch_options prefetch = {})
       : ex_(std::move(ex)),
-        policy_(fetch_policy::options{poll, max_batch, max_in_flight, prefetch.limit,
-                                      prefetch.hold}),
+        policy_(
+            fetch_policy::options{poll, max_batch, max_in_flight, prefetch.limit, prefetch.hold}),
         fetch_(std::move(fetch)),
         give_back_(std::move(give_back)),
         prepare_(std::move(prepare)),
@@ -139,10 +138,9 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   /// it: the fetcher's state is only touched on its executor.
   void wait(std::chrono::milliseconds timeout, handler_type h, diagnostics* diag = nullptr) {
     if (!running_in(ex_)) {
-      asio::post(ex_,
-                 [self = this->shared_from_this(), timeout, h = std::move(h), diag]() mutable {
-                   self->wait(timeout, std::move(h), diag);
-                 });
+      asio::post(ex_, [self = this->shared_from_this(), timeout, h = std::move(h), diag]() mutable {
+        self->wait(timeout, std::move(h), diag);
+      });
       return;
     }
     if (policy_.closed()) {
@@ -257,14 +255,13 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
         case kind::fail:
           if (auto* w = find(a.waiter)) complete(*w, a.ec, T{}, message);
           break;
-        case kind::hold:
-          buffer_.push_back(std::move((*reply)[a.index]));
-          break;
+        case kind::hold: buffer_.push_back(std::move((*reply)[a.index])); break;
         case kind::return_reply:
           if (give_back_) {
             auto first = reply->begin() + static_cast<std::ptrdiff_t>(a.index);
-            std::vector<T> rest(std::make_move_iterator(first),
-                                std::make_move_iterator(first + static_cast<std::ptrdiff_t>(a.count)));
+            std::vector<T> rest(
+                std::make_move_iterator(first),
+                std::make_move_iterator(first + static_cast<std::ptrdiff_t>(a.count)));
             asio::co_spawn(ex_, give_back_(std::move(rest)), asio::detached);
           }
           break;
@@ -295,7 +292,8 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   // Completes a waiter (posted, never inline).
   void complete(waiter& w, error_code ec, T v, const std::string* message) {
     if (w.timer) w.timer->cancel();
-    diagnostics_access::set(w.diag, message && ec ? std::string_view(*message) : std::string_view{});
+    diagnostics_access::set(w.diag,
+                            message && ec ? std::string_view(*message) : std::string_view{});
     post_handler(w.h.take(), ex_, ec, std::move(v));
   }
 

@@ -43,8 +43,7 @@ void fetch_policy::complete(waiter_rec& w, action a, actions& out) {
 void fetch_policy::cancel_waiter(waiter_id w, actions& out) {
   auto* r = find(w);
   if (!r || !r->live) return;
-  complete(*r, action{action::kind::fail, 0, 0, 0, 0, boost::asio::error::operation_aborted},
-           out);
+  complete(*r, action{action::kind::fail, 0, 0, 0, 0, boost::asio::error::operation_aborted}, out);
 }
 
 void fetch_policy::deadline(waiter_id w, actions& out) {
@@ -52,8 +51,7 @@ void fetch_policy::deadline(waiter_id w, actions& out) {
   if (!r || !r->live) return;
   if (r->attempt_done && !r->in_batch)
     complete(*r, action{action::kind::fail, 0, 0, 0, 0, error::queue_empty}, out);
-  else
-    r->expired = true;  // fails when the attempt in flight (or the next) completes
+  else r->expired = true;  // fails when the attempt in flight (or the next) completes
 }
 
 bool fetch_policy::take_buffered(actions& out) {
@@ -188,7 +186,7 @@ void fetch_policy::on_reply(fetch_id id, time_point now, error_code ec, std::siz
     return;
   }
   if (!ec && jobs >= batch_size) trigger_ = true;  // likely more
-  if (used > 0) refill(out);  // served waiters: they are likely to come back
+  if (used > 0) refill(out);                       // served waiters: they are likely to come back
 }
 
 void fetch_policy::close(error_code ec, actions& out) {
@@ -204,16 +202,16 @@ void fetch_policy::close(error_code ec, actions& out) {
 }
 
 fetch_policy::time_point fetch_policy::next_wakeup() const {
-  bool anyone = std::any_of(waiters_.begin(), waiters_.end(),
-                            [](const waiter_rec& w) { return w.live; });
+  bool anyone =
+      std::any_of(waiters_.begin(), waiters_.end(), [](const waiter_rec& w) { return w.live; });
   auto until = anyone && in_flight_ == 0 ? next_poll_ : time_point::max();
   if (!buffer_.empty()) until = std::min(until, buffer_.front());
   return until;
 }
 
 std::size_t fetch_policy::waiting() const noexcept {
-  return static_cast<std::size_t>(std::count_if(
-      waiters_.begin(), waiters_.end(), [](const waiter_rec& w) { return w.live; }));
+  return static_cast<std::size_t>(
+      std::count_if(waiters_.begin(), waiters_.end(), [](const waiter_rec& w) { return w.live; }));
 }
 
 }  // namespace thoonk::detail::jobs

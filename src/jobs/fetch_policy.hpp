@@ -49,11 +49,11 @@ class fetch_policy {
   using fetch_id = std::uint64_t;
 
   struct options {
-    std::chrono::milliseconds poll{1000};   ///< fallback poll interval (min 1 ms)
-    std::size_t max_batch = 256;            ///< waiters per claim call (1..1000)
-    std::size_t max_in_flight = 2;          ///< claim calls out at once (1..8)
-    std::size_t prefetch = 0;               ///< jobs held ahead (at most max_batch)
-    std::chrono::milliseconds hold{1000};   ///< how long a held job waits (min 1 ms)
+    std::chrono::milliseconds poll{1000};  ///< fallback poll interval (min 1 ms)
+    std::size_t max_batch = 256;           ///< waiters per claim call (1..1000)
+    std::size_t max_in_flight = 2;         ///< claim calls out at once (1..8)
+    std::size_t prefetch = 0;              ///< jobs held ahead (at most max_batch)
+    std::chrono::milliseconds hold{1000};  ///< how long a held job waits (min 1 ms)
   };
 
   struct action {
@@ -143,15 +143,15 @@ class fetch_policy {
   fetch_rec& new_fetch(std::size_t asked);
 
   options opts_;
-  std::deque<waiter_rec> waiters_;   // arrival order, ids ascending
-  std::vector<fetch_rec> fetches_;   // calls in flight
+  std::deque<waiter_rec> waiters_;                     // arrival order, ids ascending
+  std::vector<fetch_rec> fetches_;                     // calls in flight
   std::vector<std::vector<waiter_id>> spare_batches_;  // reused, no allocation per call
-  std::deque<time_point> buffer_;    // expiry of each held job, oldest first
+  std::deque<time_point> buffer_;                      // expiry of each held job, oldest first
   waiter_id next_waiter_ = 1;
   fetch_id next_fetch_ = 1;
-  std::size_t prefetching_ = 0;      // jobs asked for by prefetch calls in flight
+  std::size_t prefetching_ = 0;  // jobs asked for by prefetch calls in flight
   std::size_t in_flight_ = 0;
-  bool last_full_ = false;           // the last call got all it asked for
+  bool last_full_ = false;  // the last call got all it asked for
   bool trigger_ = false;
   bool started_ = false;
   bool closed_ = false;

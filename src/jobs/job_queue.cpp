@@ -20,8 +20,8 @@ namespace asio = boost::asio;
 using namespace jobs;  // NOLINT
 
 namespace {
-const queue_kind job_layout{
-    feed_type::job, [](const feed_names& n) { return job_keys(n).keys; }, &scripts::jobs_put};
+const queue_kind job_layout{feed_type::job, [](const feed_names& n) { return job_keys(n).keys; },
+                            &scripts::jobs_put};
 }  // namespace
 
 namespace {
@@ -164,9 +164,8 @@ std::vector<boost::system::error_code> job_queue_impl::claim_statuses(const resp
   return out;
 }
 
-asio::awaitable<op_result<std::vector<boost::system::error_code>>>
-job_queue_impl::heartbeat_batch(std::shared_ptr<job_queue_impl> self,
-                                std::vector<claim_ref> claims) {
+asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::heartbeat_batch(
+    std::shared_ptr<job_queue_impl> self, std::vector<claim_ref> claims) {
   std::vector<error_code> out;
   if (self->name_ec) co_return std::tuple{op_status(self->name_ec), std::move(out)};
   for (const auto& c : claims)
@@ -204,8 +203,7 @@ std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& c
   return std::static_pointer_cast<job_queue_impl>(core);
 }
 
-std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name,
-                                           job_queue_options o) {
+std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o) {
   auto impl = std::make_shared<job_queue_impl>(c, name, std::move(o));
   impl->init();
   return impl;
@@ -291,8 +289,7 @@ feed_config job_queue::settings::to_fields() const {
   if (claim_timeout)
     out.emplace_back(job_config::claim_timeout_ms, std::to_string(claim_timeout->count()));
   if (max_failures) out.emplace_back(job_config::max_failures, std::to_string(*max_failures));
-  if (result_ttl)
-    out.emplace_back(job_config::result_ttl_ms, std::to_string(result_ttl->count()));
+  if (result_ttl) out.emplace_back(job_config::result_ttl_ms, std::to_string(result_ttl->count()));
   if (published) out.emplace_back(job_config::published, *published ? "1" : "0");
   return out;
 }
@@ -339,9 +336,9 @@ void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
 
 void job_queue::start_read_settings(handler<settings> h) {
   auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<settings>> {
-    static constexpr std::string_view fields[] = {
-        job_config::claim_timeout_ms, job_config::max_failures, job_config::result_ttl_ms,
-        job_config::published};
+    static constexpr std::string_view fields[] = {job_config::claim_timeout_ms,
+                                                  job_config::max_failures,
+                                                  job_config::result_ttl_ms, job_config::published};
     auto [st, values] = co_await core->read_fields({std::begin(fields), std::end(fields)});
     if (st) co_return std::tuple{std::move(st), settings{}};
     feed_config set;
@@ -379,10 +376,10 @@ void job_queue::start_finish(claim_ref claim, std::optional<std::string> result,
   auto slot = asio::get_associated_cancellation_slot(h.handler);
   auto hex = asio::get_associated_executor(h.handler, ex);
   auto done = asio::bind_cancellation_slot(
-      slot, asio::bind_executor(hex, [h = std::move(h.handler)](error_code ec,
-                                                                error_code status) mutable {
-        std::move(h)(ec ? ec : status);
-      }));
+      slot, asio::bind_executor(
+                hex, [h = std::move(h.handler)](error_code ec, error_code status) mutable {
+                  std::move(h)(ec ? ec : status);
+                }));
   impl.finishes->submit(std::move(req), std::move(done), h.diag);
 }
 
@@ -407,8 +404,7 @@ void job_queue::start_stall(claim_ref claim, handler<> h) {
 }
 
 void job_queue::start_heartbeat(claim_ref claim, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl,
-               claim_ref c) -> asio::awaitable<op_result<>> {
+  auto op = [](std::shared_ptr<job_queue_impl> impl, claim_ref c) -> asio::awaitable<op_result<>> {
     std::vector<claim_ref> one{std::move(c)};
     auto [st, statuses] = co_await job_queue_impl::heartbeat_batch(impl, std::move(one));
     if (st) co_return std::tuple{std::move(st)};
@@ -457,8 +453,7 @@ void job_queue::start_failures(std::string id, handler<std::int64_t> h) {
 void job_queue::start_get_job(std::string id, handler<std::optional<job_info>> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl,
                std::string id) -> asio::awaitable<op_result<std::optional<job_info>>> {
-    auto [st, v] =
-        co_await detail::job_script(impl, scripts::jobs_inspect(), std::move(id), {});
+    auto [st, v] = co_await detail::job_script(impl, scripts::jobs_inspect(), std::move(id), {});
     std::optional<job_info> out;
     if (st) co_return std::tuple{std::move(st), std::move(out)};
     auto jobs = detail::parse_jobs(std::move(v));
@@ -531,8 +526,7 @@ void job_queue::start_subscribe_finished(std::function<void(const job_finished&)
   if (h.diag)
     client_->sub().subscribe(impl.finish_channel, std::move(cb),
                              with_diagnostics(*h.diag, std::move(h.handler)));
-  else
-    client_->sub().subscribe(impl.finish_channel, std::move(cb), std::move(h.handler));
+  else client_->sub().subscribe(impl.finish_channel, std::move(cb), std::move(h.handler));
 }
 
 void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeout,
@@ -590,8 +584,7 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       if (!resp.empty() && resp[0].is_string())
         co_return std::tuple{op_status{}, std::move(resp[0].str)};
       auto now = clock_type::now();
-      if (now >= deadline)
-        co_return std::tuple{op_status(error::result_timeout), std::string{}};
+      if (now >= deadline) co_return std::tuple{op_status(error::result_timeout), std::string{}};
       auto next =
           deadline - now > impl->opts.poll_interval ? now + impl->opts.poll_interval : deadline;
       p->timer.expires_at(next);

@@ -53,7 +53,7 @@ class job_queue_impl final : public queue_core {
 
   /// Runs a job script with the job key layout.
   awaitable<std::tuple<op_status, resp3::value>> call(const script& s,
-                                                       std::vector<std::string> args);
+                                                      std::vector<std::string> args);
 
   // ---- maintenance (maintenance.cpp) --------------------------------------
   static awaitable<op_result<maintenance_report>> maintain(std::shared_ptr<job_queue_impl> self,

@@ -15,8 +15,7 @@ using namespace jobs;  // NOLINT
 
 namespace {
 const queue_kind queue_layout{
-    feed_type::queue, [](const feed_names& n) { return queue_keys(n).keys; },
-    &scripts::queues_put};
+    feed_type::queue, [](const feed_names& n) { return queue_keys(n).keys; }, &scripts::queues_put};
 }  // namespace
 
 class queue_impl final : public queue_core {
@@ -53,7 +52,8 @@ class queue_impl final : public queue_core {
     std::vector<queue_item> out;
     if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
     std::vector<std::string> args{std::to_string(n)};
-    auto [st, v] = co_await run_script(self->cl, scripts::queues_get(), self->keys, std::move(args));
+    auto [st, v] =
+        co_await run_script(self->cl, scripts::queues_get(), self->keys, std::move(args));
     if (st) co_return std::tuple{std::move(st), std::move(out)};
     auto& e = v.elements;
     out.reserve(e.size() / 2);
@@ -160,7 +160,8 @@ void queue::start_get_ids(handler<std::vector<std::string>> h) {
 }
 
 void queue::start_length(handler<std::size_t> h) {
-  auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<std::size_t>> {
+  auto op =
+      [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<std::size_t>> {
     auto [st, v] = co_await detail::impl_of(core).read("len");
     if (st) co_return std::tuple{std::move(st), std::size_t{0}};
     co_return std::tuple{op_status{}, static_cast<std::size_t>(detail::jobs::as_int(v))};

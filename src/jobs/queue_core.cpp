@@ -45,11 +45,12 @@ void queue_core::close() {
 
 asio::awaitable<op_status> queue_core::ensure_wake(std::chrono::milliseconds max_wait) {
   std::weak_ptr<queue_core> weak = weak_from_this();
-  return wake.ensure(cl, wake_channel,
-                     [weak] {
-                       if (auto self = weak.lock()) self->poke();
-                     },
-                     max_wait);
+  return wake.ensure(
+      cl, wake_channel,
+      [weak] {
+        if (auto self = weak.lock()) self->poke();
+      },
+      max_wait);
 }
 
 asio::awaitable<op_status> queue_core::open() {
@@ -160,8 +161,7 @@ void queue_base::start_put(std::string item, priority p, handler<std::string> h)
 
 void queue_base::start_put_many(std::vector<std::string> items, priority p,
                                 handler<std::vector<std::string>> h) {
-  spawn_op(client_->get_executor(), queue_core::put_many(core_, std::move(items), p),
-           std::move(h));
+  spawn_op(client_->get_executor(), queue_core::put_many(core_, std::move(items), p), std::move(h));
 }
 
 }  // namespace thoonk::detail

@@ -77,8 +77,8 @@ class wake_subscription {
     std::vector<std::weak_ptr<asio::steady_timer>> waiting;
   };
 
-  static asio::awaitable<void> subscribe(client* c, std::string channel,
-                                         std::function<void()> poke, std::shared_ptr<state> st) {
+  static asio::awaitable<void> subscribe(client* c, std::string channel, std::function<void()> poke,
+                                         std::shared_ptr<state> st) {
     auto cb = [poke](const message&) { poke(); };
     auto [ec, s] = co_await c->sub().subscribe(std::move(channel), std::move(cb),
                                                with_diagnostics(st->diag, use_nothrow));
@@ -100,9 +100,8 @@ class wake_subscription {
 template <class Impl>
 std::shared_ptr<void> close_when_released(std::shared_ptr<Impl> impl,
                                           const asio::any_io_executor& ex) {
-  return std::shared_ptr<void>(nullptr, [impl = std::move(impl), ex](void*) {
-    on_executor(ex, [impl] { impl->close(); });
-  });
+  return std::shared_ptr<void>(
+      nullptr, [impl = std::move(impl), ex](void*) { on_executor(ex, [impl] { impl->close(); }); });
 }
 
 }  // namespace thoonk::detail::jobs

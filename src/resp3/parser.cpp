@@ -144,25 +144,19 @@ std::size_t parser::parse_token(std::string_view d) {
     case ',':
     case '#':
     case '(':
-    case '_':
-      return parse_simple(d);
-    case '$':
-      return parse_bulk(d, type::blob_string);
-    case '!':
-      return parse_bulk(d, type::blob_error);
-    case '=':
-      return parse_bulk(d, type::verbatim_string);
+    case '_': return parse_simple(d);
+    case '$': return parse_bulk(d, type::blob_string);
+    case '!': return parse_bulk(d, type::blob_error);
+    case '=': return parse_bulk(d, type::verbatim_string);
     case '*':
     case '%':
     case '~':
     case '>':
-    case '|':
-      return parse_aggregate(d);
+    case '|': return parse_aggregate(d);
     case ';':  // streamed string chunk
     case '.':  // end of a streamed aggregate
       return fail(error::unsupported_streamed);
-    default:
-      return fail(error::invalid_type_byte);
+    default: return fail(error::invalid_type_byte);
   }
 }
 
@@ -319,18 +313,10 @@ std::size_t parser::parse_aggregate(std::string_view d) {
 
   value v;
   switch (tb) {
-    case '*':
-      v.type = type::array;
-      break;
-    case '%':
-      v.type = type::map;
-      break;
-    case '~':
-      v.type = type::set;
-      break;
-    default:
-      v.type = type::push;
-      break;
+    case '*': v.type = type::array; break;
+    case '%': v.type = type::map; break;
+    case '~': v.type = type::set; break;
+    default: v.type = type::push; break;
   }
   attach_attributes(v);
   if (count == 0) {

@@ -7,34 +7,20 @@ namespace thoonk::resp3 {
 
 std::string_view to_string(type t) noexcept {
   switch (t) {
-    case type::simple_string:
-      return "simple_string";
-    case type::simple_error:
-      return "simple_error";
-    case type::blob_string:
-      return "blob_string";
-    case type::blob_error:
-      return "blob_error";
-    case type::verbatim_string:
-      return "verbatim_string";
-    case type::number:
-      return "number";
-    case type::double_number:
-      return "double_number";
-    case type::boolean:
-      return "boolean";
-    case type::big_number:
-      return "big_number";
-    case type::null:
-      return "null";
-    case type::array:
-      return "array";
-    case type::map:
-      return "map";
-    case type::set:
-      return "set";
-    case type::push:
-      return "push";
+    case type::simple_string: return "simple_string";
+    case type::simple_error: return "simple_error";
+    case type::blob_string: return "blob_string";
+    case type::blob_error: return "blob_error";
+    case type::verbatim_string: return "verbatim_string";
+    case type::number: return "number";
+    case type::double_number: return "double_number";
+    case type::boolean: return "boolean";
+    case type::big_number: return "big_number";
+    case type::null: return "null";
+    case type::array: return "array";
+    case type::map: return "map";
+    case type::set: return "set";
+    case type::push: return "push";
   }
   return "unknown";
 }
@@ -73,9 +59,7 @@ void append_value(std::string& out, const value& v) {
   switch (v.type) {
     // A simple string is the common case (status replies, map keys), so it
     // renders bare; every other type says what it is.
-    case type::simple_string:
-      append_quoted(out, v.str);
-      break;
+    case type::simple_string: append_quoted(out, v.str); break;
     case type::simple_error:
     case type::blob_string:
     case type::blob_error:
@@ -103,16 +87,12 @@ void append_value(std::string& out, const value& v) {
       }
       break;
     }
-    case type::boolean:
-      out += v.integer != 0 ? "true" : "false";
-      break;
+    case type::boolean: out += v.integer != 0 ? "true" : "false"; break;
     case type::big_number:
       out += "bignum ";
       out += v.str;
       break;
-    case type::null:
-      out += "null";
-      break;
+    case type::null: out += "null"; break;
     case type::array:
     case type::map:
     case type::set:

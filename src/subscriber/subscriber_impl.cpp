@@ -299,8 +299,7 @@ void subscriber_impl::on_connection_event(const connection_event& ev) {
     case connection_event::connect_failed:
       if (ev.setup_refused) fail_waiters(ev.error);
       break;
-    case connection_event::client_name_refused:
-      break;
+    case connection_event::client_name_refused: break;
   }
 }
 

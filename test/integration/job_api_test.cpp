@@ -302,7 +302,8 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     thoonk::queue::create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
     qq.read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
     qq.put("z", move_only<ec_t, std::string>(calls));
-    qq.put_many({"1", "2"}, thoonk::priority::high, move_only<ec_t, std::vector<std::string>>(calls));
+    qq.put_many({"1", "2"}, thoonk::priority::high,
+                move_only<ec_t, std::vector<std::string>>(calls));
     qq.get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
     qq.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
     qq.length(move_only<ec_t, std::size_t>(calls));
@@ -323,7 +324,7 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     q.counts(move_only<ec_t, thoonk::job_counts>(calls));
     q.subscribe_finished([](const thoonk::job_finished&) {},
                          move_only<ec_t, thoonk::subscription>(calls));
-    q.retry(id, move_only<ec_t>(calls));      // job_not_stalled
+    q.retry(id, move_only<ec_t>(calls));  // job_not_stalled
     q.get_result(id, 0ms, move_only<ec_t, std::string>(calls));
     thoonk::maintenance_options mo;
     mo.publish_stats = false;
@@ -360,7 +361,8 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
   CHECK(calls == expected);
 }
 
-TEST_CASE("job_queue: the server's text reaches with_diagnostics", "[job][job_api][acl][put]"
+TEST_CASE("job_queue: the server's text reaches with_diagnostics",
+          "[job][job_api][acl][put]"
           "[claim][finish][cancel][get_job]") {
   fixture f("jobapi");
   const auto user = unique_name("jobapi-user");
@@ -399,4 +401,3 @@ TEST_CASE("job_queue: the server's text reaches with_diagnostics", "[job][job_ap
     co_await cmd(f.c.conn(), "ACL", "DELUSER", user);
   });
 }
-

@@ -72,7 +72,8 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
 
 }  // namespace
 
-TEST_CASE("job: crash safety with a connection killed repeatedly", "[job][crash][counts][maintain][put_many]") {
+TEST_CASE("job: crash safety with a connection killed repeatedly",
+          "[job][crash][counts][maintain][put_many]") {
   asio::io_context ioc;
   const auto victim_name = unique_name("jobs-crash-victim");
   thoonk::client admin{ioc.get_executor(), named_config(unique_name("jobs-crash-admin"))};

@@ -4,7 +4,8 @@
 using namespace thoonk::test;
 using thoonk::test::run_coro;
 
-TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts][finish][get_ids][put]") {
+TEST_CASE("job: put, claim, finish leaves nothing behind",
+          "[job][claim][counts][finish][get_ids][put]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto id = co_await q.put("payload", asio::use_awaitable);
@@ -46,7 +47,8 @@ TEST_CASE("job: put, claim, finish leaves nothing behind", "[job][claim][counts]
   });
 }
 
-TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][claim][failures][finish][put]") {
+TEST_CASE("job: cancel puts it back with the failure count",
+          "[job][cancel][claim][failures][finish][put]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto [id, j1] = co_await put_and_claim(q, "x");
@@ -74,10 +76,10 @@ TEST_CASE("job: cancel puts it back with the failure count", "[job][cancel][clai
   });
 }
 
-TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
+TEST_CASE("job: stall, retry, claim, finish with a result",
+          "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-
     std::vector<std::string> events;
     auto sub = co_await f.c.sub().subscribe(
         "job.finish:" + f.name, [&](const thoonk::message& m) { events.emplace_back(m.payload); },
@@ -124,7 +126,8 @@ TEST_CASE("job: stall, retry, claim, finish with a result", "[job][claim][counts
   });
 }
 
-TEST_CASE("job: retract removes a job from every key, in every state", "[job][cancel][claim][finish][put][retract][stall]") {
+TEST_CASE("job: retract removes a job from every key, in every state",
+          "[job][cancel][claim][finish][put][retract][stall]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     const std::string empty =
@@ -158,7 +161,8 @@ TEST_CASE("job: retract removes a job from every key, in every state", "[job][ca
   });
 }
 
-TEST_CASE("job: high priority jumps the line; put_many keeps order", "[job][claim][finish][put][put_many]") {
+TEST_CASE("job: high priority jumps the line; put_many keeps order",
+          "[job][claim][finish][put][put_many]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"1", "2", "3"};
@@ -195,7 +199,8 @@ TEST_CASE("job: heartbeat renews the claim time", "[job][claim][heartbeat][put]"
   });
 }
 
-TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job][claim][finish][heartbeat_many][put_many]") {
+TEST_CASE("job: heartbeat_many renews a worker's claims in one call",
+          "[job][claim][finish][heartbeat_many][put_many]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c", "d"};
@@ -211,11 +216,11 @@ TEST_CASE("job: heartbeat_many renews a worker's claims in one call", "[job][cla
     auto c_before = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), c.id);
     co_await thoonk::test::sleep_for(20ms);
 
-    std::vector<thoonk::claim_ref> held{{a.id, a.token},       // renewed
-                                        {b.id, b.token},       // finished: gone
-                                        {c.id, c.token + 1},   // not its token
-                                        {ids[3], 1},           // waiting
-                                        {"no-such-job", 1}};   // unknown
+    std::vector<thoonk::claim_ref> held{{a.id, a.token},      // renewed
+                                        {b.id, b.token},      // finished: gone
+                                        {c.id, c.token + 1},  // not its token
+                                        {ids[3], 1},          // waiting
+                                        {"no-such-job", 1}};  // unknown
     auto st = co_await q.heartbeat_many(held, asio::use_awaitable);
     REQUIRE(st.size() == 5);
     CHECK(!st[0]);
@@ -274,7 +279,8 @@ TEST_CASE("job: names, ids and types are checked", "[job][claim][finish][open][p
   });
 }
 
-TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][claim][finish][put][retry][stall]") {
+TEST_CASE("job: with published=1 the contract's put-time index is kept",
+          "[job][claim][finish][put][retry][stall]") {
   fixture f("jobs-flow");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     fields cfg{{"published", "1"}};
@@ -303,7 +309,8 @@ TEST_CASE("job: with published=1 the contract's put-time index is kept", "[job][
   });
 }
 
-TEST_CASE("job: a finish cancelled before it is sent changes nothing", "[job][claim][counts][finish][put]") {
+TEST_CASE("job: a finish cancelled before it is sent changes nothing",
+          "[job][claim][counts][finish][put]") {
   fixture f("jobs-flow");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     co_await q.put("work", asio::use_awaitable);

@@ -23,7 +23,8 @@ asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::st
 
 }  // namespace
 
-TEST_CASE("job interop: jobs put with plain commands are claimed and finished", "[job][claim][finish][get_result]") {
+TEST_CASE("job interop: jobs put with plain commands are claimed and finished",
+          "[job][claim][finish][get_result]") {
   fixture f("jobs-interop");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     // A short poll: plain puts send no wake-up.
@@ -61,7 +62,8 @@ TEST_CASE("job interop: jobs put with plain commands are claimed and finished", 
   });
 }
 
-TEST_CASE("job interop: jobs put by the library work with the contract's plain commands", "[job][counts][finish][get_result][put]") {
+TEST_CASE("job interop: jobs put by the library work with the contract's plain commands",
+          "[job][counts][finish][get_result][put]") {
   fixture f("jobs-interop");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto id = co_await q.put("library job", asio::use_awaitable);
@@ -122,7 +124,8 @@ TEST_CASE("job interop: jobs put by the library work with the contract's plain c
   });
 }
 
-TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims", "[job][claim][counts][finish][put][retry]") {
+TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims",
+          "[job][claim][counts][finish][put][retry]") {
   fixture f("jobs-interop");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto [id, j1] = co_await put_and_claim(q, "x");

@@ -19,7 +19,8 @@ thoonk::maintenance_options quiet() {
 
 }  // namespace
 
-TEST_CASE("job: a stale token is refused and the job is finished exactly once", "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
+TEST_CASE("job: a stale token is refused and the job is finished exactly once",
+          "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     fields cfg{{"claim_timeout_ms", "100"}};
@@ -67,7 +68,8 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once", 
   });
 }
 
-TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim][finish][maintain][put][retry]") {
+TEST_CASE("job: a claim lapsing past max_failures stalls the job",
+          "[job][claim][finish][maintain][put][retry]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     fields cfg{{"claim_timeout_ms", "50"}, {"max_failures", "1"}};
@@ -97,7 +99,8 @@ TEST_CASE("job: a claim lapsing past max_failures stalls the job", "[job][claim]
   });
 }
 
-TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][claim][maintain][put_many]") {
+TEST_CASE("job: a job in no state is requeued only on the second pass",
+          "[job][claim][maintain][put_many]") {
   fixture f("jobs-maint");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c"};
@@ -138,7 +141,8 @@ TEST_CASE("job: a job in no state is requeued only on the second pass", "[job][c
   });
 }
 
-TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands", "[job][claim][maintain][put]") {
+TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands",
+          "[job][claim][maintain][put]") {
   fixture f("jobs-maint");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     auto [id, j] = co_await put_and_claim(q, "x");
@@ -165,7 +169,8 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
   });
 }
 
-TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job][claim][finish][maintain][put_many]") {
+TEST_CASE("job: maintenance publishes stats to a feed and takes a lock",
+          "[job][claim][finish][maintain][put_many]") {
   fixture f("jobs-maint");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items{"a", "b", "c"};
@@ -208,7 +213,8 @@ TEST_CASE("job: maintenance publishes stats to a feed and takes a lock", "[job][
   });
 }
 
-TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)", "[job][claim][maintain][put]") {
+TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)",
+          "[job][claim][maintain][put]") {
   // A cron job: connect, run maintenance once, stop. The lock must be gone
   // when maintain() completes, so the next run (another process, at once)
   // does its work instead of finding the lock held for lock_ttl (30 s).
@@ -253,7 +259,8 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
   });
 }
 
-TEST_CASE("job: a cancelled maintenance run still releases its lock before completing", "[job][maintain][put_many]") {
+TEST_CASE("job: a cancelled maintenance run still releases its lock before completing",
+          "[job][maintain][put_many]") {
   fixture f("jobs-maint");
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items(50, "x");
@@ -263,11 +270,11 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
     asio::cancellation_signal sig;
     bool done = false;
     error_code ec;
-    q.maintain(o, asio::bind_cancellation_slot(sig.slot(),
-                                               [&](error_code e, thoonk::maintenance_report) {
-                                                 ec = e;
-                                                 done = true;
-                                               }));
+    q.maintain(
+        o, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, thoonk::maintenance_report) {
+          ec = e;
+          done = true;
+        }));
     co_await sleep_for(2ms);
     sig.emit(asio::cancellation_type::terminal);
     for (int i = 0; i < 500 && !done; ++i) co_await sleep_for(5ms);
@@ -282,7 +289,8 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
   });
 }
 
-TEST_CASE("job: background maintenance recovers lapsed claims until cancelled", "[job][claim][put][run_maintenance]") {
+TEST_CASE("job: background maintenance recovers lapsed claims until cancelled",
+          "[job][claim][put][run_maintenance]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     fields cfg{{"claim_timeout_ms", "50"}};

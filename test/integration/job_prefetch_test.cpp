@@ -33,7 +33,8 @@ asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done)
 
 }  // namespace
 
-TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][claim][counts][finish][put_many]") {
+TEST_CASE("job prefetch: jobs claimed ahead are handed out once each",
+          "[job][claim][counts][finish][put_many]") {
   fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await contract_job_queue(f, prefetching(8, 10s));
@@ -69,7 +70,8 @@ TEST_CASE("job prefetch: jobs claimed ahead are handed out once each", "[job][cl
   });
 }
 
-TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][claim][failures][finish][put_many]") {
+TEST_CASE("job prefetch: jobs nobody takes are released after the hold",
+          "[job][claim][failures][finish][put_many]") {
   fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await contract_job_queue(f, prefetching(4, 150ms));
@@ -98,7 +100,8 @@ TEST_CASE("job prefetch: jobs nobody takes are released after the hold", "[job][
   });
 }
 
-TEST_CASE("job prefetch: closing the queue releases what it holds", "[job][claim][finish][put_many]") {
+TEST_CASE("job prefetch: closing the queue releases what it holds",
+          "[job][claim][finish][put_many]") {
   fixture f("jobs-prefetch");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);

@@ -47,9 +47,7 @@ asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
     case state::requeued: co_await q.cancel(j, asio::use_awaitable); break;
     case state::claimed: out.token = j.token + 1; break;
     case state::stalled: co_await q.stall(j, asio::use_awaitable); break;
-    case state::finished:
-      co_await q.finish(j, std::string("r"), asio::use_awaitable);
-      break;
+    case state::finished: co_await q.finish(j, std::string("r"), asio::use_awaitable); break;
     default: break;
   }
   co_return out;
@@ -133,7 +131,8 @@ TEST_CASE("job: every wrong-state call fails with its error and changes no key",
       60s);
 }
 
-TEST_CASE("job: a second finish of the same claim is refused", "[job][claim][counts][finish][put]") {
+TEST_CASE("job: a second finish of the same claim is refused",
+          "[job][claim][counts][finish][put]") {
   asio::io_context ioc;
   thoonk::client c{ioc.get_executor(), named_config()};
   run_coro(ioc, [&]() -> asio::awaitable<void> {

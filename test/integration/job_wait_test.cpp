@@ -47,7 +47,8 @@ const char* const blocking_commands[] = {"brpop",  "blpop",    "brpoplpush", "bl
 
 }  // namespace
 
-TEST_CASE("job: 200 waiting claimers do not delay other requests on the connection", "[job][claim][finish][open][put_many]") {
+TEST_CASE("job: 200 waiting claimers do not delay other requests on the connection",
+          "[job][claim][finish][open][put_many]") {
   asio::io_context ioc;
   const auto client_name = unique_name("jobs-wait");
   thoonk::client c{ioc.get_executor(), named_config(client_name)};
@@ -122,7 +123,8 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
       120s);
 }
 
-TEST_CASE("job: a put from another client wakes an idle claimer before the poll", "[job][claim][put]") {
+TEST_CASE("job: a put from another client wakes an idle claimer before the poll",
+          "[job][claim][put]") {
   asio::io_context ioc;
   thoonk::client worker{ioc.get_executor(), named_config()};
   thoonk::client producer{ioc.get_executor(), named_config()};
@@ -221,7 +223,8 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
   });
 }
 
-TEST_CASE("job: destroying the queue ends pending claims and result waits", "[job][claim][get_result]") {
+TEST_CASE("job: destroying the queue ends pending claims and result waits",
+          "[job][claim][get_result]") {
   fixture f("jobs-close");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     error_code claim_ec, result_ec;
@@ -245,7 +248,8 @@ TEST_CASE("job: destroying the queue ends pending claims and result waits", "[jo
   });
 }
 
-TEST_CASE("job: claims and results work by polling when pub/sub is not permitted", "[job][claim][finish][get_result][put]") {
+TEST_CASE("job: claims and results work by polling when pub/sub is not permitted",
+          "[job][claim][finish][get_result][put]") {
   asio::io_context ioc;
   const auto user = unique_name("jobs-nopubsub");
   thoonk::client admin{ioc.get_executor(), named_config()};
@@ -308,7 +312,8 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
       30s);
 }
 
-TEST_CASE("job and queue operations initiated from another thread", "[job][claim][counts][create_feed][finish][get][put]") {
+TEST_CASE("job and queue operations initiated from another thread",
+          "[job][claim][counts][create_feed][finish][get][put]") {
   asio::io_context ioc;
   auto work = asio::make_work_guard(ioc);
   thoonk::client c{ioc.get_executor(), named_config()};
@@ -324,7 +329,8 @@ TEST_CASE("job and queue operations initiated from another thread", "[job][claim
     o.prefetch = 4;  // claims are served from the prefetch buffer too
     thoonk::job_queue q(c, jname, o);
     std::vector<std::future<std::string>> puts;
-    for (int i = 0; i < 20; ++i) puts.push_back(q.put("job " + std::to_string(i), asio::use_future));
+    for (int i = 0; i < 20; ++i)
+      puts.push_back(q.put("job " + std::to_string(i), asio::use_future));
     for (auto& p : puts) CHECK(!p.get().empty());
     int finished = 0;
     for (int i = 0; i < 20; ++i) {

@@ -7,7 +7,8 @@
 using namespace thoonk::test;
 using thoonk::test::run_coro;
 
-TEST_CASE("queue: FIFO order; high priority jumps the line", "[queue][get][get_ids][length][open][put][put_many]") {
+TEST_CASE("queue: FIFO order; high priority jumps the line",
+          "[queue][get][get_ids][length][open][put][put_many]") {
   fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
@@ -69,7 +70,8 @@ TEST_CASE("queue: get on an empty queue fails with queue_empty after the timeout
   });
 }
 
-TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches", "[queue][get][open][put_many]") {
+TEST_CASE("queue: a waiting getter is woken by a put; many getters share fetches",
+          "[queue][get][open][put_many]") {
   fixture f("queue");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);

@@ -33,11 +33,10 @@ asio::awaitable<boost::system::error_code> connect(connection_impl& c) {
 asio::awaitable<std::string> ping(connection_impl& c) {
   thoonk::request r;
   r.push("PING");
-  auto [ec, resp] =
-      co_await asio::async_initiate<decltype(nothrow), void(boost::system::error_code,
-                                                            thoonk::response)>(
-          [&c, &r](auto h) { c.async_exec(r, {}, thoonk::detail::exec_handler(std::move(h))); },
-          nothrow);
+  auto [ec, resp] = co_await asio::async_initiate<decltype(nothrow), void(boost::system::error_code,
+                                                                          thoonk::response)>(
+      [&c, &r](auto h) { c.async_exec(r, {}, thoonk::detail::exec_handler(std::move(h))); },
+      nothrow);
   if (ec || resp.empty()) co_return std::string("error: ") + ec.message();
   co_return resp.front().str;
 }

@@ -48,9 +48,8 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
   using token_type = std::decay_t<CompletionToken>;
   auto launch = [](auto handler, diagnostics* diag, auto f, auto... a) {
     std::invoke(std::move(f), std::move(a)...,
-                op_handler<Signature>(boost::asio::any_completion_handler<Signature>(
-                                          std::move(handler)),
-                                      diag));
+                op_handler<Signature>(
+                    boost::asio::any_completion_handler<Signature>(std::move(handler)), diag));
   };
   if constexpr (is_with_diagnostics<token_type>::value) {
     using inner_type = typename token_type::token_type;
@@ -59,13 +58,12 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
           launch, token.token, token.diag, std::forward<Fn>(fn), std::forward<Args>(args)...);
     } else {
       return boost::asio::async_initiate<inner_type, Signature>(
-          launch, token.token, token.diag, std::forward<Fn>(fn),
-          std::forward<Args>(args)...);
+          launch, token.token, token.diag, std::forward<Fn>(fn), std::forward<Args>(args)...);
     }
   } else {
     return boost::asio::async_initiate<CompletionToken, Signature>(
-        launch, token, static_cast<diagnostics*>(nullptr),
-        std::forward<Fn>(fn), std::forward<Args>(args)...);
+        launch, token, static_cast<diagnostics*>(nullptr), std::forward<Fn>(fn),
+        std::forward<Args>(args)...);
   }
 }
 

@@ -78,8 +78,8 @@ class queue_base {
   template <class CompletionToken>
   auto put_many(std::vector<std::string> items, priority p, CompletionToken&& token) {
     return initiate<void(boost::system::error_code, std::vector<std::string>)>(
-        std::forward<CompletionToken>(token), &queue_base::start_put_many, *this,
-        std::move(items), p);
+        std::forward<CompletionToken>(token), &queue_base::start_put_many, *this, std::move(items),
+        p);
   }
 
  protected:

@@ -25,11 +25,12 @@ namespace thoonk::resp3 {
 /// Hard limits applied while parsing. Every length on the wire is checked
 /// against them before any memory is reserved.
 struct parser_limits {
-  std::size_t max_bulk_length = 512u * 1024 * 1024;       ///< bytes in one bulk string/error/verbatim
-  std::size_t max_aggregate_elements = 4u * 1024 * 1024;  ///< elements of one array/set/push; pairs of one map
-  std::size_t max_depth = 32;                             ///< nesting of aggregates (top level is depth 1)
-  std::size_t max_reply_bytes = 1024u * 1024 * 1024;      ///< wire bytes of one top-level reply
-  std::size_t max_line_length = 64u * 1024;               ///< a header or simple string/error line, without CRLF
+  std::size_t max_bulk_length = 512u * 1024 * 1024;  ///< bytes in one bulk string/error/verbatim
+  std::size_t max_aggregate_elements =
+      4u * 1024 * 1024;        ///< elements of one array/set/push; pairs of one map
+  std::size_t max_depth = 32;  ///< nesting of aggregates (top level is depth 1)
+  std::size_t max_reply_bytes = 1024u * 1024 * 1024;  ///< wire bytes of one top-level reply
+  std::size_t max_line_length = 64u * 1024;  ///< a header or simple string/error line, without CRLF
 };
 
 class parser {
@@ -59,9 +60,9 @@ class parser {
   // parsed like a map but, when complete, its elements become
   // pending_attributes_ instead of an element of the enclosing aggregate.
   struct frame {
-    value v;                 // the aggregate being filled
-    std::size_t remaining;   // elements still expected
-    bool attribute;          // true for an attribute map
+    value v;                // the aggregate being filled
+    std::size_t remaining;  // elements still expected
+    bool attribute;         // true for an attribute map
   };
 
   // Result of looking for one CRLF-terminated line at the front of the input.
@@ -95,7 +96,7 @@ class parser {
   std::vector<value> pending_attributes_;  // attribute map read but not yet attached
   std::size_t reply_bytes_ = 0;            // wire bytes of the current top-level reply
   value result_;
-  boost::system::error_code error_;        // sticky: set once, cleared only by reset()
+  boost::system::error_code error_;  // sticky: set once, cleared only by reset()
   bool ready_ = false;
 };
 

@@ -34,11 +34,12 @@ std::string_view to_string(type t) noexcept;
 /// One node of a reply. Plain data: copyable, movable, comparable.
 struct value {
   resp3::type type = resp3::type::null;
-  std::string str;               ///< strings, errors, verbatim text, big number digits
-  std::int64_t integer = 0;      ///< number; boolean as 0/1
-  double dbl = 0.0;              ///< double_number
-  std::vector<value> elements;   ///< array, set, push; map as k0,v0,k1,v1,...
-  std::vector<value> attributes; ///< an attribute map (`|N`) that preceded this value, flattened k,v
+  std::string str;              ///< strings, errors, verbatim text, big number digits
+  std::int64_t integer = 0;     ///< number; boolean as 0/1
+  double dbl = 0.0;             ///< double_number
+  std::vector<value> elements;  ///< array, set, push; map as k0,v0,k1,v1,...
+  std::vector<value>
+      attributes;  ///< an attribute map (`|N`) that preceded this value, flattened k,v
 
   bool is_null() const noexcept { return type == resp3::type::null; }
   bool is_error() const noexcept {
@@ -49,8 +50,8 @@ struct value {
            type == resp3::type::verbatim_string;
   }
   bool is_aggregate() const noexcept {
-    return type == resp3::type::array || type == resp3::type::map ||
-           type == resp3::type::set || type == resp3::type::push;
+    return type == resp3::type::array || type == resp3::type::map || type == resp3::type::set ||
+           type == resp3::type::push;
   }
 
   friend bool operator==(const value&, const value&) = default;
