@@ -112,6 +112,21 @@ local function push(key, ids, high)
     redis.call('LPUSH', key, unpack(ids))
   end
 end
+-- Stores ARGV[first], ARGV[first + 1], ... as new items of a queue or job
+-- queue: ids from the counter, pushed in queue order, the items in
+-- feed.items. Returns the ids (at least one item: callers check).
+local function store_items(first, now, high)
+  local n = #ARGV - first + 1
+  local ids = new_ids(K_IDINCR, n, now)
+  local h = {}
+  for i = 1, n do
+    h[2 * i - 1] = ids[i]
+    h[2 * i] = ARGV[first - 1 + i]
+  end
+  push(K_IDS, ids, high)
+  redis.call('HSET', K_ITEMS, unpack(h))
+  return ids
+end
 -- feed.sleepers exists while some getter found the queue empty and waits;
 -- a put deletes it and PUBLISHes a wake-up, so a busy queue pays no
 -- PUBLISH per put.

@@ -7,11 +7,7 @@ local e, cfg = open_feed('job', 'published') if e then return e end
 local perm = check_publish(ARGV[3]) if perm then return perm end
 local n = #ARGV - 3
 if n < 1 then return {} end
-local ids = new_ids(K_IDINCR, n, tonumber(ARGV[1]))
-local h = {}
-for i = 1, n do h[2 * i - 1] = ids[i]; h[2 * i] = ARGV[3 + i] end
-push(K_IDS, ids, ARGV[2] == '1')
-redis.call('HSET', K_ITEMS, unpack(h))
+local ids = store_items(4, tonumber(ARGV[1]), ARGV[2] == '1')
 if cfg[2] == '1' then
   local z = {}
   for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
