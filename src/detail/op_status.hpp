@@ -28,8 +28,10 @@ struct op_status {
 
   explicit operator bool() const noexcept { return static_cast<bool>(ec); }
   operator boost::system::error_code() const noexcept { return ec; }  // NOLINT
+  // Only against error enums (error::lost_claim ...): comparing with another
+  // op_status or an error_code goes through the conversion above.
   template <class E>
-  bool operator==(E e) const noexcept {
+  requires boost::system::is_error_code_enum<E>::value bool operator==(E e) const noexcept {
     return ec == e;
   }
 };
