@@ -14,7 +14,8 @@
 # Every script file starts with `-- layout: <kind> ...`. The source sent to
 # the server is
 #
-#   <layouts/<kind>.lua joined> <prelude.lua joined> <the file, verbatim>
+#   <layouts/<kind>.lua joined> <prelude.lua joined>
+#   <layouts/<kind>_engine.lua joined, if it exists> <the file, verbatim>
 #
 # where "joined" drops comment lines and blank lines and joins the rest with
 # spaces: both headers sit on the script's first line, before the file's own
@@ -168,10 +169,16 @@ foreach(rel IN LISTS files)
   if(NOT EXISTS "${LUA_DIR}/layouts/${layout}.lua")
     message(FATAL_ERROR "src/lua/${rel}: no layout src/lua/layouts/${layout}.lua")
   endif()
-  # This script's definitions: its layout's, then the prelude's.
+  # This script's definitions: its layout's, then the prelude's, then the
+  # layout's engine (layouts/<kind>_engine.lua: functions that use the
+  # prelude's), if it has one.
   split_definitions("${LUA_DIR}/layouts/${layout}.lua" layout_def)
+  set(engine_def_count 0)
+  if(EXISTS "${LUA_DIR}/layouts/${layout}_engine.lua")
+    split_definitions("${LUA_DIR}/layouts/${layout}_engine.lua" engine_def)
+  endif()
   set(def_count 0)
-  foreach(part layout_def prelude)
+  foreach(part layout_def prelude engine_def)
     if(${part}_count EQUAL 0)
       continue()
     endif()

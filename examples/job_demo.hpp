@@ -83,7 +83,7 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   co_await c.delete_feed(name, nothrow);
   thoonk::job_queue::settings settings;
   settings.claim_timeout = 5s;
-  settings.max_failures = 3;
+  settings.retry.max_stalls = 4;
   auto [cec, q] = co_await thoonk::job_queue::create_or_open(c, name, settings, nothrow);
   if (cec) {
     std::cout << "  cannot create " << name << ": " << cec.message() << "\n";

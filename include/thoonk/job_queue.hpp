@@ -7,6 +7,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/queue_base.hpp>
+#include <thoonk/job_types.hpp>
 #include <thoonk/subscriber.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -32,10 +33,19 @@ namespace job_config {
 /// lapsed: maintenance requeues it (counting a failure) or stalls it.
 /// Default 60000.
 inline constexpr std::string_view claim_timeout_ms = "claim_timeout_ms";
-/// A job whose failure count (feed.cancelled) exceeds this when its claim
-/// lapses is stalled instead of requeued. Default 5. Explicit cancel()
-/// never stalls (as the contract's Cancel).
-inline constexpr std::string_view max_failures = "max_failures";
+/// Queue defaults of the retry strategy (retry_strategy; per job a put may
+/// set its own). Defaults 10, 3, 2000, 300000 (spec 004).
+inline constexpr std::string_view max_retries = "max_retries";
+inline constexpr std::string_view max_stalls = "max_stalls";
+inline constexpr std::string_view min_backoff_ms = "min_backoff_ms";
+inline constexpr std::string_view max_backoff_ms = "max_backoff_ms";
+/// The name of a job queue that receives a JSON record `[id, data, error]`
+/// for every job of this queue that becomes a dead letter. Default: none.
+inline constexpr std::string_view dead_letter_queue = "dead_letter_queue";
+/// "1": the scripts publish typed job events on `job.event:[f]`
+/// (job_queue::subscribe_events). Default "0" (no PUBLISH per put, claim
+/// and finish).
+inline constexpr std::string_view events = "events";
 /// How long a finish result is kept for get_result(), in milliseconds.
 /// Default 300000 (5 minutes).
 inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
@@ -45,60 +55,6 @@ inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
 /// (docs/jobs.md, "Why feed.published is off by default").
 inline constexpr std::string_view published = "published";
 }  // namespace job_config
-
-/// A claim a worker holds: the job id and its claim token. finish, cancel,
-/// stall and heartbeat take one; a claimed_job is one.
-struct claim_ref {
-  std::string id;
-  /// The claim token: the attempt number (1 for the first claim; it grows
-  /// with every claim of this id and may skip values). finish/cancel/stall/
-  /// heartbeat must present it; once the claim ended (lapsed and
-  /// requeued, cancelled, stalled, retracted) it is refused with
-  /// error::lost_claim.
-  std::int64_t token = 0;
-};
-
-/// A job handed to a worker by claim(): its claim (id and token), item and
-/// failure count. Pass it to finish/cancel/stall/heartbeat as it is.
-struct claimed_job : claim_ref {
-  std::string item;
-  /// The job's failure count (feed.cancelled) when it was claimed.
-  std::int64_t failures = 0;
-};
-
-/// Where a job is.
-enum class job_state {
-  waiting,  ///< in feed.ids, waiting for a claim
-  claimed,  ///< in feed.claimed: a worker holds it
-  stalled,  ///< in feed.stalled: out of circulation until retry()
-};
-
-/// A job as get_job / get_jobs read it (all fields read in one atomic step).
-struct job_info {
-  std::string id;
-  std::string item;
-  job_state state = job_state::waiting;
-  /// The failure count (feed.cancelled).
-  std::int64_t failures = 0;
-};
-
-/// A finish event of a job queue (subscribe_finished): a job finished with
-/// a result. The contract's payload `id\0result` on `job.finish:[f]`,
-/// split; the result may itself contain NUL bytes.
-struct job_finished {
-  std::string id;
-  std::string result;
-};
-
-/// Counts per state and the contract's counters.
-struct job_counts {
-  std::int64_t waiting = 0;   ///< LLEN feed.ids
-  std::int64_t claimed = 0;   ///< ZCARD feed.claimed
-  std::int64_t stalled = 0;   ///< SCARD feed.stalled
-  std::int64_t items = 0;     ///< HLEN feed.items (every live job)
-  std::int64_t puts = 0;      ///< feed.publishes
-  std::int64_t finishes = 0;  ///< feed.finishes
-};
 
 /// Tuning of a job_queue object (client side only).
 struct job_queue_options {
@@ -160,8 +116,10 @@ struct maintenance_options {
 struct maintenance_report {
   /// false: another client held the maintenance lock; nothing was done.
   bool ran = false;
-  std::int64_t requeued = 0;              ///< lapsed claims put back (failure counted)
-  std::int64_t stalled = 0;               ///< lapsed claims stalled (failures exhausted)
+  std::int64_t requeued = 0;              ///< lapsed claims put back (stall counted)
+  std::int64_t stalled = 0;               ///< lapsed claims dead-lettered (stalls exhausted)
+  std::int64_t promoted = 0;              ///< due scheduled jobs made claimable
+  std::int64_t held_released = 0;         ///< held puts applied (their claim had ended)
   std::int64_t unaccounted_requeued = 0;  ///< jobs in no state on two passes, requeued
   std::int64_t unaccounted_suspects = 0;  ///< in no state now; rechecked next run
   std::int64_t orphans_removed = 0;       ///< extension state of vanished jobs removed
@@ -197,7 +155,8 @@ struct maintenance_report {
 /// put's time goes to feed.published only with settings::published). When
 /// the last copy is destroyed, pending claims and get_results complete with
 /// operation_aborted and run_maintenance ends.
-class job_queue : public detail::queue_base {
+class job_queue : public detail::queue_base,
+                  public detail::queue_handles<job_queue, job_queue_options> {
  public:
   /// A job queue's config (in `feed.config:[f]`, the job_config fields),
   /// as typed values. Unset fields (nullopt) mean "the default" when
@@ -210,9 +169,14 @@ class job_queue : public detail::queue_base {
     /// maintenance requeues it (counting a failure) or stalls it. At least
     /// 1 ms. Default 60 s.
     std::optional<std::chrono::milliseconds> claim_timeout;
-    /// A job whose failure count exceeds this when its claim lapses is
-    /// stalled instead of requeued. At least 0. Default 5.
-    std::optional<std::int64_t> max_failures;
+    /// The queue's retry strategy: the default of every job that does not
+    /// set its own (unset fields: 10 retries, 3 stalls, 2 s, 300 s).
+    retry_strategy retry;
+    /// The job queue that receives a dead-letter record for each job of
+    /// this queue that runs out of retries or stalls. Empty: none.
+    std::optional<std::string> dead_letter_queue;
+    /// Publish typed job events (subscribe_events). Default false.
+    std::optional<bool> events;
     /// How long a finish result is kept for get_result(). At least 1 ms.
     /// Default 5 minutes.
     std::optional<std::chrono::milliseconds> result_ttl;
@@ -236,48 +200,6 @@ class job_queue : public detail::queue_base {
   /// An unchecked handle (no I/O): operations report feed_not_found /
   /// wrong_feed_type. Prefer open().
   job_queue(client& c, std::string name, job_queue_options opts = {});
-
-  /// Opens an existing job queue: checks that it exists with type `job`
-  /// and subscribes to its wake-up channel (so the first claim need not).
-  /// Completion `void(error_code, job_queue)`. Errors: invalid_name,
-  /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
-  /// errors (subscribe_refused, ...). On an error the job queue is an
-  /// unchecked handle.
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, job_queue_options opts, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, job_queue)>(
-        std::forward<CompletionToken>(token), &job_queue::start_open,
-        job_queue(c, std::move(name), std::move(opts)));
-  }
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, CompletionToken&& token) {
-    return open(c, std::move(name), job_queue_options{}, std::forward<CompletionToken>(token));
-  }
-
-  /// Creates the job queue with `s` when it does not exist (atomically:
-  /// type and settings in one step, `newfeed` published), then opens it as
-  /// open() does. An existing job queue is opened as it is: its config is
-  /// left alone (read_settings tells what it is). Completion
-  /// `void(error_code, job_queue)`. Errors: error::invalid_argument when a
-  /// setting is out of range (before any I/O; settings::problem() says
-  /// which), the errors of open().
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, settings s, job_queue_options opts,
-                             CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, job_queue)>(
-        std::forward<CompletionToken>(token), &job_queue::start_create_or_open,
-        job_queue(c, std::move(name), std::move(opts)), std::move(s));
-  }
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, settings s, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), std::move(s), job_queue_options{},
-                          std::forward<CompletionToken>(token));
-  }
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), settings{}, job_queue_options{},
-                          std::forward<CompletionToken>(token));
-  }
 
   /// Reads the job queue's settings in one step. Completion
   /// `void(error_code, settings)`: fields not set in the config are
@@ -339,6 +261,44 @@ class job_queue : public detail::queue_base {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &job_queue::start_finish, *this, claim,
         std::optional<std::string>(std::move(result)));
+  }
+
+  /// Puts one job with options: scheduled (`run_at`, `delay`), with its own
+  /// retry strategy, or under an explicit id that de-duplicates (an
+  /// existing job with that id is updated under `opts.update`; a put for an
+  /// id that is claimed now is held and applied when that claim ends, so one
+  /// id never runs twice at once). One atomic script call per put (plain
+  /// put() batches; use it when no option is needed).
+  ///
+  /// Completion `void(error_code, put_result)`. Errors: invalid_id (the
+  /// id), item_too_large, invalid_argument (a retry strategy out of range),
+  /// no_channel_permission, the common ones. Cancellation: as finish().
+  template <class CompletionToken>
+  auto put(std::string item, put_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, put_result)>(
+        std::forward<CompletionToken>(token), &job_queue::start_put_with_options, *this,
+        std::move(item), std::move(opts));
+  }
+  using detail::queue_base::put;
+
+  /// Fails a claimed job with `error` (kept as its last error): its retry
+  /// count and failure count go up by one; below max_retries it is
+  /// scheduled again after the backoff (or at opts.retry_at), otherwise,
+  /// or with opts.permanent, it becomes a dead letter (feed.stalled; a
+  /// record `[id, data, error]` goes to the dead-letter queue if the queue
+  /// names one). A put held for the job is applied after that.
+  ///
+  /// Completion `void(error_code, fail_result)`. Errors as finish(), and
+  /// item_too_large for an error text over the item size limit.
+  template <class CompletionToken>
+  auto fail(const claim_ref& claim, std::string error, fail_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, fail_result)>(
+        std::forward<CompletionToken>(token), &job_queue::start_fail, *this, claim,
+        std::move(error), std::move(opts));
+  }
+  template <class CompletionToken>
+  auto fail(const claim_ref& claim, std::string error, CompletionToken&& token) {
+    return fail(claim, std::move(error), fail_options{}, std::forward<CompletionToken>(token));
   }
 
   /// Gives a claimed job back (contract "Cancel"): failure count +1, back to
@@ -431,6 +391,27 @@ class job_queue : public detail::queue_base {
         std::forward<CompletionToken>(token), &job_queue::start_get_jobs, *this);
   }
 
+  /// Scheduled jobs in run_at order, `count` per page (1..1000), starting
+  /// at `cursor` (empty: the first page). Completion
+  /// `void(error_code, job_page)`.
+  template <class CompletionToken>
+  auto get_scheduled(std::string cursor, std::size_t count, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, job_page)>(
+        std::forward<CompletionToken>(token), &job_queue::start_list, *this,
+        std::string("scheduled"), std::move(cursor), count);
+  }
+
+  /// Dead letters (feed.stalled) with their last error and counts, about
+  /// `count` per page (SSCAN order; a job stalled or retried during the
+  /// listing may be missed or seen twice). Completion
+  /// `void(error_code, job_page)`.
+  template <class CompletionToken>
+  auto get_dead_letters(std::string cursor, std::size_t count, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, job_page)>(
+        std::forward<CompletionToken>(token), &job_queue::start_list, *this, std::string("stalled"),
+        std::move(cursor), count);
+  }
+
   /// Ids of every live job, any state (contract: HKEYS feed.items).
   /// Completion `void(error_code, std::vector<std::string>)`.
   template <class CompletionToken>
@@ -467,6 +448,18 @@ class job_queue : public detail::queue_base {
         std::move(on_finished));
   }
 
+  /// Calls `on_event` for every job event of this queue from now on (by any
+  /// client), when the queue's `events` setting is on. Completion
+  /// `void(error_code, subscription)` as subscribe_finished (same errors,
+  /// same at-most-once delivery). A message that does not parse is ignored
+  /// and counted in malformed_finish_events().
+  template <class CompletionToken>
+  auto subscribe_events(std::function<void(const job_event&)> on_event, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        std::forward<CompletionToken>(token), &job_queue::start_subscribe_events, *this,
+        std::move(on_event));
+  }
+
   /// Finish messages subscribe_finished() ignored because they were not
   /// `id\0result` (written by some other client), for this object and its
   /// copies. Read it on the client's executor.
@@ -490,7 +483,9 @@ class job_queue : public detail::queue_base {
 
   /// One maintenance run (contract "Maintenance", done properly), under the
   /// queue's maintenance lock: lapsed claims (older than claim_timeout)
-  /// are requeued with a failure counted, or stalled past max_failures;
+  /// are requeued with a stall counted, or dead-lettered past max_stalls;
+  /// due scheduled jobs become claimable; puts held for claims that ended
+  /// without this library (plain commands) are applied;
   /// jobs found in feed.items but in no state are requeued when still so on
   /// the next run (two-pass); extension state of vanished jobs is removed;
   /// stats are published to the stats feed. Every step is a bounded script.
@@ -521,12 +516,18 @@ class job_queue : public detail::queue_base {
   }
 
  private:
+  friend class detail::queue_handles<job_queue, job_queue_options>;
   void start_open(handler<job_queue> h);
   void start_create_or_open(settings s, handler<job_queue> h);
   void start_read_settings(handler<settings> h);
   void start_claim(std::chrono::milliseconds timeout, handler<claimed_job> h);
   void start_finish(claim_ref claim, std::optional<std::string> result, handler<> h);
   void start_cancel(claim_ref claim, handler<std::int64_t> h);
+  void start_put_with_options(std::string item, put_options opts, handler<put_result> h);
+  void start_fail(claim_ref claim, std::string error, fail_options opts, handler<fail_result> h);
+  void start_list(std::string which, std::string cursor, std::size_t count, handler<job_page> h);
+  void start_subscribe_events(std::function<void(const job_event&)> on_event,
+                              handler<subscription> h);
   void start_stall(claim_ref claim, handler<> h);
   void start_heartbeat(claim_ref claim, handler<> h);
   void start_heartbeat_many(std::vector<claim_ref> claims,

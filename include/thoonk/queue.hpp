@@ -61,7 +61,7 @@ struct queue_item {
 ///
 /// Copies, threading, lifetime and the errors common to every operation:
 /// see detail::queue_base (put and put_many are documented there).
-class queue : public detail::queue_base {
+class queue : public detail::queue_base, public detail::queue_handles<queue, queue_options> {
  public:
   /// A queue's config fields the library reads: none (the contract gives a
   /// queue only its `type`). Kept so that every kind of feed is opened and
@@ -78,44 +78,6 @@ class queue : public detail::queue_base {
   /// An unchecked handle (no I/O): operations report feed_not_found /
   /// wrong_feed_type. Prefer open().
   queue(client& c, std::string name, queue_options opts = {});
-
-  /// Opens an existing queue: checks that it exists with type `queue` and
-  /// subscribes to its wake-up channel (so the first get need not).
-  /// Completion `void(error_code, queue)`. Errors: invalid_name,
-  /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
-  /// errors (subscribe_refused, ...). On an error the queue is an
-  /// unchecked handle.
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, queue_options opts, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, queue)>(
-        std::forward<CompletionToken>(token), &queue::start_open, queue(c, std::move(name), opts));
-  }
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, CompletionToken&& token) {
-    return open(c, std::move(name), queue_options{}, std::forward<CompletionToken>(token));
-  }
-
-  /// Creates the queue when it does not exist (atomically: type and
-  /// settings in one step, `newfeed` published), then opens it as open()
-  /// does. An existing queue is opened as it is (its config is left
-  /// alone). Completion `void(error_code, queue)`. Errors as open().
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, settings s, queue_options opts,
-                             CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, queue)>(
-        std::forward<CompletionToken>(token), &queue::start_create_or_open,
-        queue(c, std::move(name), opts), s);
-  }
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, settings s, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), s, queue_options{},
-                          std::forward<CompletionToken>(token));
-  }
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), settings{}, queue_options{},
-                          std::forward<CompletionToken>(token));
-  }
 
   /// Reads the queue's settings (checks that the queue exists).
   /// Completion `void(error_code, settings)`.
@@ -170,6 +132,7 @@ class queue : public detail::queue_base {
   }
 
  private:
+  friend class detail::queue_handles<queue, queue_options>;
   void start_open(handler<queue> h);
   void start_create_or_open(settings s, handler<queue> h);
   void start_read_settings(handler<settings> h);

@@ -77,6 +77,11 @@ std::vector<std::string> all_keys(const feed_names& n) {
       n.key("sleepers"),
       n.key("unaccounted"),
       n.key("maintenance"),
+      // job engine (docs/jobs.md): scheduled jobs, job records, held puts
+      n.key("scheduled"),
+      n.key("scheduled_items"),
+      n.key("jobmeta"),
+      n.key("held"),
   };
 }
 

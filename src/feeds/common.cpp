@@ -44,7 +44,10 @@ constexpr int_field int_fields[] = {
     {"max_length", 0, "the most items a feed keeps, 0 = unlimited"},
     {"retraction_log", 0, "retractions kept for catch-up, 0 = none"},
     {"claim_timeout_ms", 1, "milliseconds after which a claim lapses"},
-    {"max_failures", 0, "failures after which a lapsing claim stalls the job"},
+    {"max_retries", 1, "failures after which a job is a dead letter"},
+    {"max_stalls", 1, "lapsed leases after which a job is a dead letter"},
+    {"min_backoff_ms", 0, "milliseconds before the first retry"},
+    {"max_backoff_ms", 0, "longest wait in milliseconds between retries"},
     {"result_ttl_ms", 1, "milliseconds a job result is kept"},
 };
 
@@ -63,11 +66,14 @@ config_check validate_config_field(std::string_view field, std::string_view valu
                      std::to_string(max_exact) + " in plain decimal digits, not '" +
                      std::string(value.substr(0, 64)) + "'"};
   }
-  if (field == "published") {
+  for (std::string_view flag : {"published", "events"}) {
+    if (field != flag) continue;
     if (value == "0" || value == "1") return {};
-    return {bad, "config field 'published' (index jobs by put time) must be '0' or '1', not '" +
+    return {bad, "config field '" + std::string(flag) + "' must be '0' or '1', not '" +
                      std::string(value.substr(0, 64)) + "'"};
   }
+  if (field == "dead_letter_queue" && value.find('\0') != std::string_view::npos)
+    return {bad, "config field 'dead_letter_queue' names a job queue: no NUL bytes"};
   return {};
 }
 

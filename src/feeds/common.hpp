@@ -46,8 +46,10 @@ struct config_check {
 ///
 ///   max_length, retraction_log    integer 0 .. 2^53-1
 ///   claim_timeout_ms, result_ttl_ms  integer 1 .. 2^53-1 (milliseconds)
-///   max_failures                  integer 0 .. 2^53-1
-///   published                     "0" or "1"
+///   max_retries, max_stalls       integer 1 .. 2^53-1
+///   min_backoff_ms, max_backoff_ms  integer 0 .. 2^53-1 (milliseconds)
+///   published, events             "0" or "1"
+///   dead_letter_queue             a job queue's name (no NUL), empty for none
 ///
 /// Integers are plain decimal digits (no sign, space, point or exponent).
 /// `type` may not be written (it is set at creation only) and a field name

@@ -39,18 +39,24 @@ struct job_keys {
     sleepers,
     idincr,
     unaccounted,
+    scheduled,
+    scheduled_items,
+    jobmeta,
+    held,
     count
   };
 
   explicit job_keys(const feed_names& n)
       : names(n),
-        keys{n.key("config"),     n.key("ids"),       n.key("items"),    n.key("publishes"),
-             n.key("finishes"),   n.key("published"), n.key("claimed"),  n.key("cancelled"),
-             n.key("stalled"),    n.key("attempts"),  n.key("sleepers"), n.key("idincr"),
-             n.key("unaccounted")},
+        keys{n.key("config"),      n.key("ids"),       n.key("items"),           n.key("publishes"),
+             n.key("finishes"),    n.key("published"), n.key("claimed"),         n.key("cancelled"),
+             n.key("stalled"),     n.key("attempts"),  n.key("sleepers"),        n.key("idincr"),
+             n.key("unaccounted"), n.key("scheduled"), n.key("scheduled_items"), n.key("jobmeta"),
+             n.key("held")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),
-        finish_channel(n.job_finish_channel()) {}
+        finish_channel(n.job_finish_channel()),
+        event_channel("job.event:" + keys[config].substr(12)) {}
 
   const std::string& operator[](index i) const { return keys[i]; }
 
@@ -62,6 +68,9 @@ struct job_keys {
   std::string wake_channel;
   /// `job.finish:name` (contract 002).
   std::string finish_channel;
+  /// `job.event:name`: typed job events (layouts/job_engine.lua derives the
+  /// same name from the config key).
+  std::string event_channel;
 };
 
 }  // namespace thoonk::detail::jobs

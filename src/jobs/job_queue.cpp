@@ -81,6 +81,32 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call(
   return run_script(cl, s, keys, std::move(args));
 }
 
+asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_dlq(
+    const script& s, std::vector<std::string> args) {
+  for (int attempt = 0;; ++attempt) {
+    const std::string name = dead_letter_queue.value_or(std::string{});
+    std::vector<std::string> k = keys;
+    std::vector<std::string> a = args;
+    a.push_back(name);
+    if (name.empty()) {
+      a.emplace_back();
+    } else {
+      const feed_names dn(cl.get_config(), name);
+      for (std::string_view what : {"config", "ids", "items", "publishes", "idincr", "sleepers"})
+        k.push_back(dn.key(what));
+      a.push_back(dn.channel("wake"));
+    }
+    auto [st, v] = co_await run_script(cl, s, std::move(k), std::move(a));
+    // {'dlq', name}: the config names another queue (or none) and nothing
+    // was done. Three rounds cover a config that changes meanwhile.
+    if (!st && v.elements.size() == 2 && v.elements[0].str == "dlq" && attempt < 3) {
+      dead_letter_queue = std::move(v.elements[1].str);
+      continue;
+    }
+    co_return std::tuple{std::move(st), std::move(v)};
+  }
+}
+
 asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> self) {
   if (!self || self->closed) co_return;
   // Bounded: if the subscriber cannot connect, claims still work (polling).
@@ -96,7 +122,8 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   args.push_back(std::to_string(n));
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
-  // {id, item, failures, token} per job.
+  // {id, item, failures, token} per job; when short, then the earliest
+  // run_at of a scheduled job (0: none).
   out = parse_groups_of_four<claimed_job>(v, [](resp3::value* g) {
     claimed_job j;
     j.id = std::move(g[0].str);
@@ -105,6 +132,15 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
     j.token = as_int(g[3]);
     return j;
   });
+  if (v.elements.size() % 4 == 1) {
+    const auto due = as_int(v.elements.back());
+    auto at = fetch_policy::time_point::max();
+    if (due > 0) {
+      const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, due - jobs::now_ms()));
+      at = fetch_policy::clock::now() + wait;
+    }
+    (void)at;  // WIRE: self->claims->due_at(at) once fetcher has it
+  }
   co_return std::tuple{op_status{}, std::move(out)};
 }
 
@@ -195,6 +231,8 @@ namespace {
 
 using error_code = boost::system::error_code;
 
+}  // namespace
+
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core) {
   return static_cast<job_queue_impl&>(*core);
 }
@@ -203,11 +241,15 @@ std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& c
   return std::static_pointer_cast<job_queue_impl>(core);
 }
 
+namespace {
+
 std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o) {
   auto impl = std::make_shared<job_queue_impl>(c, name, std::move(o));
   impl->init();
   return impl;
 }
+
+}  // namespace
 
 // Validation shared by the single-job operations.
 error_code check_id(const job_queue_impl& impl, std::string_view id) {
@@ -232,6 +274,8 @@ asio::awaitable<op_result<>> job_script_status(std::shared_ptr<job_queue_impl> i
   co_return std::tuple{std::move(st)};
 }
 
+namespace {
+
 // jobs/read.lua's queries without an id ('ids', 'counts').
 asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_impl> impl,
                                                     std::string what) {
@@ -240,18 +284,18 @@ asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_im
   co_return co_await impl->call(scripts::jobs_read(), std::move(args));
 }
 
-// jobs/inspect.lua's reply: {id, item, state, failures, ...}.
-std::vector<job_info> parse_jobs(resp3::value&& v) {
-  return parse_groups_of_four<job_info>(v, [](resp3::value* g) {
-    job_info j;
-    j.id = std::move(g[0].str);
-    j.item = std::move(g[1].str);
-    const auto& s = g[2].str;
-    j.state = s == "c" ? job_state::claimed : s == "s" ? job_state::stalled : job_state::waiting;
-    j.failures = as_int(g[3]);
-    return j;
-  });
+}  // namespace
+
+// jobs/inspect.lua's and jobs/list.lua's jobs: 13 values each, from
+// `first` (job_engine.lua describe).
+std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first) {
+  std::vector<job_info> out;
+  auto& e = v.elements;
+  for (std::size_t i = first; i + 12 < e.size(); i += 13) out.push_back(parse_job(&e[i]));
+  return out;
 }
+
+namespace {
 
 // Splits a `job.finish` payload, `id\0result`; false when it has no NUL
 // or an empty id.
@@ -286,17 +330,32 @@ namespace scripts = detail::scripts;
 
 feed_config job_queue::settings::to_fields() const {
   feed_config out;
-  if (claim_timeout)
-    out.emplace_back(job_config::claim_timeout_ms, std::to_string(claim_timeout->count()));
-  if (max_failures) out.emplace_back(job_config::max_failures, std::to_string(*max_failures));
-  if (result_ttl) out.emplace_back(job_config::result_ttl_ms, std::to_string(result_ttl->count()));
-  if (published) out.emplace_back(job_config::published, *published ? "1" : "0");
+  auto ms = [&](std::string_view field, const std::optional<std::chrono::milliseconds>& v) {
+    if (v) out.emplace_back(field, std::to_string(v->count()));
+  };
+  auto num = [&](std::string_view field, const std::optional<std::int64_t>& v) {
+    if (v) out.emplace_back(field, std::to_string(*v));
+  };
+  auto flag = [&](std::string_view field, const std::optional<bool>& v) {
+    if (v) out.emplace_back(field, *v ? "1" : "0");
+  };
+  ms(job_config::claim_timeout_ms, claim_timeout);
+  ms(job_config::result_ttl_ms, result_ttl);
+  flag(job_config::published, published);
+  num(job_config::max_retries, retry.max_retries);
+  num(job_config::max_stalls, retry.max_stalls);
+  ms(job_config::min_backoff_ms, retry.min_backoff);
+  ms(job_config::max_backoff_ms, retry.max_backoff);
+  if (dead_letter_queue) out.emplace_back(job_config::dead_letter_queue, *dead_letter_queue);
+  flag(job_config::events, events);
   return out;
 }
 
 std::string job_queue::settings::problem() const {
   for (const auto& [field, value] : to_fields())
     if (auto p = config_field_problem(field, value); !p.empty()) return p;
+  if (retry.min_backoff && retry.max_backoff && *retry.max_backoff < *retry.min_backoff)
+    return "max_backoff_ms must not be less than min_backoff_ms";
   return {};
 }
 
@@ -304,15 +363,21 @@ job_queue::settings job_queue::settings::from_fields(const feed_config& fields) 
   settings s;
   for (const auto& [field, value] : fields) {
     const std::optional<std::string> v(value);
-    if (field == job_config::claim_timeout_ms) {
-      if (auto n = detail::parse_int(v)) s.claim_timeout = std::chrono::milliseconds(*n);
-    } else if (field == job_config::max_failures) {
-      s.max_failures = detail::parse_int(v);
-    } else if (field == job_config::result_ttl_ms) {
-      if (auto n = detail::parse_int(v)) s.result_ttl = std::chrono::milliseconds(*n);
-    } else if (field == job_config::published) {
-      if (value == "1" || value == "0") s.published = value == "1";
-    }
+    const auto n = detail::parse_int(v);
+    const auto as_ms = [&]() -> std::optional<std::chrono::milliseconds> {
+      if (n) return std::chrono::milliseconds(*n);
+      return std::nullopt;
+    };
+    if (field == job_config::claim_timeout_ms) s.claim_timeout = as_ms();
+    else if (field == job_config::result_ttl_ms) s.result_ttl = as_ms();
+    else if (field == job_config::max_retries) s.retry.max_retries = n;
+    else if (field == job_config::max_stalls) s.retry.max_stalls = n;
+    else if (field == job_config::min_backoff_ms) s.retry.min_backoff = as_ms();
+    else if (field == job_config::max_backoff_ms) s.retry.max_backoff = as_ms();
+    else if (field == job_config::dead_letter_queue) s.dead_letter_queue = value;
+    else if ((field == job_config::published || field == job_config::events) &&
+             (value == "1" || value == "0"))
+      (field == job_config::published ? s.published : s.events) = value == "1";
   }
   return s;
 }
@@ -331,14 +396,22 @@ void job_queue::start_open(handler<job_queue> h) {
 }
 
 void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
+  // Each field is checked on its way; this also checks how they combine
+  // (max_backoff not below min_backoff).
+  if (!s.problem().empty()) {
+    detail::post_handler(std::move(h), client_->get_executor(),
+                         error_code(error::invalid_argument), job_queue{});
+    return;
+  }
   detail::start_create_or_open_handle(*this, core_, s.to_fields(), std::move(h));
 }
 
 void job_queue::start_read_settings(handler<settings> h) {
   auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<settings>> {
-    static constexpr std::string_view fields[] = {job_config::claim_timeout_ms,
-                                                  job_config::max_failures,
-                                                  job_config::result_ttl_ms, job_config::published};
+    static constexpr std::string_view fields[] = {
+        job_config::claim_timeout_ms, job_config::result_ttl_ms,     job_config::published,
+        job_config::max_retries,      job_config::max_stalls,        job_config::min_backoff_ms,
+        job_config::max_backoff_ms,   job_config::dead_letter_queue, job_config::events};
     auto [st, values] = co_await core->read_fields({std::begin(fields), std::end(fields)});
     if (st) co_return std::tuple{std::move(st), settings{}};
     feed_config set;
@@ -386,7 +459,8 @@ void job_queue::start_finish(claim_ref claim, std::optional<std::string> result,
 void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl,
                claim_ref c) -> asio::awaitable<op_result<std::int64_t>> {
-    std::vector<std::string> args{std::to_string(c.token), impl->wake_channel};
+    std::vector<std::string> args{std::to_string(c.token), impl->wake_channel,
+                                  detail::jobs::now_ms_string()};
     auto [st, v] =
         co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
@@ -396,7 +470,8 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
 }
 
 void job_queue::start_stall(claim_ref claim, handler<> h) {
-  std::vector<std::string> args{std::to_string(claim.token)};
+  std::vector<std::string> args{std::to_string(claim.token), detail::jobs::now_ms_string(),
+                                core_->wake_channel};
   detail::spawn_op(client_->get_executor(),
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
                                              std::move(claim.id), std::move(args)),
@@ -490,13 +565,15 @@ void job_queue::start_counts(handler<job_counts> h) {
     auto [st, v] = co_await detail::read_query(std::move(impl), "counts");
     job_counts c;
     if (st) co_return std::tuple{std::move(st), c};
-    if (v.elements.size() < 6) co_return std::tuple{op_status(error::unexpected_type), c};
+    if (v.elements.size() < 8) co_return std::tuple{op_status(error::unexpected_type), c};
     c.waiting = as_int(v.elements[0]);
     c.claimed = as_int(v.elements[1]);
     c.stalled = as_int(v.elements[2]);
     c.items = as_int(v.elements[3]);
     c.puts = as_int(v.elements[4]);
     c.finishes = as_int(v.elements[5]);
+    c.scheduled = as_int(v.elements[6]);
+    c.held = as_int(v.elements[7]);
     co_return std::tuple{op_status{}, c};
   };
   detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
@@ -507,26 +584,8 @@ void job_queue::start_counts(handler<job_counts> h) {
 void job_queue::start_subscribe_finished(std::function<void(const job_finished&)> on_finished,
                                          handler<subscription> h) {
   auto& impl = detail::impl_of(core_);
-  if (impl.name_ec) {
-    detail::post_handler(std::move(h), client_->get_executor(), impl.name_ec, subscription{});
-    return;
-  }
-  // One job_finished per subscription, reused: the strings keep their
-  // capacity, so a steady stream of events allocates nothing per event.
-  auto event = std::make_shared<job_finished>();
-  auto cb = [event, malformed = impl.malformed_finishes,
-             f = std::move(on_finished)](const message& m) {
-    if (!detail::split_finish(m.payload, *event)) {
-      ++*malformed;
-      return;
-    }
-    f(*event);
-  };
-  // The subscriber completes the handler (and fills the diagnostics).
-  if (h.diag)
-    client_->sub().subscribe(impl.finish_channel, std::move(cb),
-                             with_diagnostics(*h.diag, std::move(h.handler)));
-  else client_->sub().subscribe(impl.finish_channel, std::move(cb), std::move(h.handler));
+  detail::subscribe_split<job_finished>(*client_, impl, impl.finish_channel, &detail::split_finish,
+                                        std::move(on_finished), std::move(h));
 }
 
 void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeout,

@@ -54,6 +54,13 @@ class job_queue_impl final : public queue_core {
   /// Runs a job script with the job key layout.
   awaitable<std::tuple<op_status, resp3::value>> call(const script& s,
                                                       std::vector<std::string> args);
+  /// Runs a script that can make dead letters (jobs/fail.lua,
+  /// maintenance/expire.lua): the dead-letter queue's keys follow the job
+  /// layout and its name and wake-up channel follow `args`. The scripts
+  /// check the name against the config and report a different one without
+  /// doing anything; then it runs again with that one (and remembers it).
+  awaitable<std::tuple<op_status, resp3::value>> call_with_dlq(const script& s,
+                                                               std::vector<std::string> args);
 
   // ---- maintenance (maintenance.cpp) --------------------------------------
   static awaitable<op_result<maintenance_report>> maintain(std::shared_ptr<job_queue_impl> self,
@@ -61,6 +68,11 @@ class job_queue_impl final : public queue_core {
   static awaitable<op_result<>> run_maintenance(std::shared_ptr<job_queue_impl> self,
                                                 std::chrono::milliseconds interval,
                                                 maintenance_options opts);
+
+  /// The dead-letter queue as last read from the config; nullopt before
+  /// the first call_with_dlq (the first one that meets a configured queue
+  /// then costs one more round trip).
+  std::optional<std::string> dead_letter_queue;
 
   /// A timer close() cancels (waits of get_result and run_maintenance).
   void track(const std::shared_ptr<jobs::pending<std::string>>& p);
@@ -79,5 +91,51 @@ class job_queue_impl final : public queue_core {
   /// Finish messages subscribe_finished ignored (not `id\0result`).
   std::shared_ptr<std::uint64_t> malformed_finishes = std::make_shared<std::uint64_t>(0);
 };
+
+// Shared by the job_queue operations (job_queue.cpp, job_engine.cpp).
+job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
+std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
+/// invalid_name (the queue's) or invalid_id, before any I/O.
+boost::system::error_code check_id(const job_queue_impl& impl, std::string_view id);
+/// A script of one job: `args` after the id; the reply, or the status.
+boost::asio::awaitable<op_result<resp3::value>> job_script(std::shared_ptr<job_queue_impl> impl,
+                                                           const script& s, std::string id,
+                                                           std::vector<std::string> args);
+/// A job script whose reply the caller does not need.
+boost::asio::awaitable<op_result<>> job_script_status(std::shared_ptr<job_queue_impl> impl,
+                                                      const script& s, std::string id,
+                                                      std::vector<std::string> args);
+/// Subscribes to one of the queue's channels (subscribe_finished,
+/// subscribe_events): each message is split into one Event, reused (its
+/// strings keep their capacity, so a steady stream allocates nothing per
+/// message), by `split` (false: malformed, counted in malformed_finishes)
+/// and handed to `f`. The subscriber completes `h` and fills its
+/// diagnostics.
+template <class Event, class Split>
+void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel, Split split,
+                     std::function<void(const Event&)> f,
+                     op_handler<void(boost::system::error_code, subscription)> h) {
+  if (impl.name_ec) {
+    post_handler(std::move(h), c.get_executor(), impl.name_ec, subscription{});
+    return;
+  }
+  auto event = std::make_shared<Event>();
+  auto cb = [event, split, malformed = impl.malformed_finishes,
+             f = std::move(f)](const message& m) {
+    if (!split(m.payload, *event)) {
+      ++*malformed;
+      return;
+    }
+    f(*event);
+  };
+  if (h.diag)
+    c.sub().subscribe(channel, std::move(cb), with_diagnostics(*h.diag, std::move(h.handler)));
+  else c.sub().subscribe(channel, std::move(cb), std::move(h.handler));
+}
+
+/// One job as layouts/job_engine.lua `describe` returns it (13 values).
+job_info parse_job(resp3::value* g);
+/// The jobs of an inspect or list reply, from element `first`.
+std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first = 0);
 
 }  // namespace thoonk::detail

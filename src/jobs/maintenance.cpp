@@ -52,6 +52,10 @@ std::string stats_json(const std::string& queue, std::int64_t now, const mainten
   o["unaccounted_requeued"] = r.unaccounted_requeued;
   o["unaccounted_suspects"] = r.unaccounted_suspects;
   o["orphans_removed"] = r.orphans_removed;
+  o["scheduled"] = r.counts.scheduled;
+  o["held"] = r.counts.held;
+  o["promoted"] = r.promoted;
+  o["held_released"] = r.held_released;
   return boost::json::serialize(o);
 }
 
@@ -142,13 +146,23 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     return self->call(s, std::move(args));
   };
 
-  // ---- 1. lapsed claims -----------------------------------------------------
+  // ---- 1. due scheduled jobs ------------------------------------------------
+  for (;;) {
+    std::vector<std::string> args{now_ms_string(), batch_s, self->wake_channel};
+    auto [ec, v] = co_await self->call(scripts::maintenance_promote(), std::move(args));
+    if (ec) co_return std::tuple{ec, rep};
+    const auto n = as_int(v);
+    rep.promoted += n;
+    if (static_cast<std::size_t>(n) < batch) break;
+  }
+
+  // ---- 2. lapsed claims -----------------------------------------------------
   for (;;) {
     std::vector<std::string> args;
     args.push_back(now_ms_string());
     args.push_back(batch_s);
     args.push_back(self->wake_channel);
-    auto [ec, v] = co_await self->call(scripts::maintenance_expire(), std::move(args));
+    auto [ec, v] = co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
     if (v.elements.size() < 3) co_return std::tuple{op_status(error::unexpected_type), rep};
     rep.requeued += as_int(v.elements[0]);
@@ -156,7 +170,20 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     if (static_cast<std::size_t>(as_int(v.elements[2])) < batch) break;
   }
 
-  // ---- 2. jobs in no state (two-pass) ---------------------------------------
+  // ---- 3. held puts whose claim ended without this library ---------------------
+  {
+    std::string cursor = "0";
+    do {
+      std::vector<std::string> args{now_ms_string(), cursor, batch_s, self->wake_channel};
+      auto [ec, v] = co_await self->call(scripts::maintenance_held(), std::move(args));
+      if (ec) co_return std::tuple{ec, rep};
+      if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
+      cursor = std::move(v.elements[0].str);
+      rep.held_released += as_int(v.elements[1]);
+    } while (cursor != "0");
+  }
+
+  // ---- 4. jobs in no state (two-pass) ---------------------------------------
   if (opts.check_unaccounted) {
     // a) the waiting ids, read in chunks. Not atomic with (b): a job put
     //    after its position was read looks unaccounted in this pass, but it
@@ -213,23 +240,29 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     } while (i < suspects.size());
     rep.unaccounted_suspects = static_cast<std::int64_t>(suspects.size());
 
-    // e) tokens of jobs that vanished (finished with plain commands).
-    cursor = "0";
-    do {
-      auto [ec, v] = co_await scan_step(scripts::maintenance_orphans(), cursor);
-      if (ec) co_return std::tuple{ec, rep};
-      if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
-      cursor = std::move(v.elements[0].str);
-      rep.orphans_removed += as_int(v.elements[1]);
-    } while (cursor != "0");
+    // e) tokens and job records of jobs that vanished (finished or
+    //    retracted with plain commands).
+    for (const char* hash : {"attempts", "jobmeta"}) {
+      cursor = "0";
+      do {
+        std::vector<std::string> args{cursor, batch_s, hash};
+        auto [ec, v] = co_await self->call(scripts::maintenance_orphans(), std::move(args));
+        if (ec) co_return std::tuple{ec, rep};
+        if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
+        cursor = std::move(v.elements[0].str);
+        rep.orphans_removed += as_int(v.elements[1]);
+      } while (cursor != "0");
+    }
   }
 
-  // ---- 3. counts and stats ----------------------------------------------------
+  // ---- 5. counts and stats ----------------------------------------------------
   {
     std::vector<std::string> args{"counts"};
     auto [ec, v] = co_await self->call(scripts::jobs_read(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
-    if (v.elements.size() >= 6) {
+    if (v.elements.size() >= 8) {
+      rep.counts.scheduled = as_int(v.elements[6]);
+      rep.counts.held = as_int(v.elements[7]);
       rep.counts.waiting = as_int(v.elements[0]);
       rep.counts.claimed = as_int(v.elements[1]);
       rep.counts.stalled = as_int(v.elements[2]);

@@ -45,7 +45,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
           "[feed_admin][create_or_open_feed]") {
   fixture f("coo");
   f.run_connected([&]() -> asio::awaitable<void> {
-    const fields job_fields{{"max_failures", "3"}};
+    const fields job_fields{{"max_stalls", "3"}};
     co_await create_feed(f.c.conn(), f.name, "job", job_fields);
     co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
     thoonk::diagnostics diag;
@@ -55,7 +55,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     CHECK(!created);
     CHECK(diag.server_message().find("job") != std::string::npos);
     using conf = std::map<std::string, std::string>;
-    const conf job_conf{{"type", "job"}, {"max_failures", "3"}};
+    const conf job_conf{{"type", "job"}, {"max_stalls", "3"}};
     auto kept = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(kept == job_conf);
     CHECK((co_await cmd(f.c.conn(), "LLEN", key("ids", f.name))).integer == 1);

@@ -59,26 +59,35 @@ TEST_CASE("job_queue::create_or_open: creates with settings, opens an existing o
     co_await f.c.connect(asio::use_awaitable);
     jq::settings s;
     s.claim_timeout = 1500ms;
-    s.max_failures = 2;
+    s.retry.max_stalls = 2;
+    s.retry.min_backoff = 10ms;
+    s.dead_letter_queue = "dead";
+    s.events = true;
     s.result_ttl = 60s;
     s.published = true;
     auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
     CHECK(q.name() == f.name);
-    CHECK(co_await config_of(f.c.conn(), f.name) ==
-          "claim_timeout_ms=1500\nmax_failures=2\npublished=1\nresult_ttl_ms=60000\ntype=job\n");
+    CHECK(
+        co_await config_of(f.c.conn(), f.name) ==
+        "claim_timeout_ms=1500\ndead_letter_queue=dead\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
+        "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
     // Round trip: the same values come back typed.
     auto back = co_await q.read_settings(asio::use_awaitable);
     CHECK(back.claim_timeout == 1500ms);
-    CHECK(back.max_failures == 2);
+    CHECK(back.retry.max_stalls == 2);
+    CHECK(back.retry.min_backoff == 10ms);
+    CHECK(!back.retry.max_retries);
+    CHECK(back.dead_letter_queue == "dead");
+    CHECK(back.events == true);
     CHECK(back.result_ttl == 60s);
     CHECK(back.published == true);
 
     // Opening it again with other settings leaves its config alone.
     jq::settings other;
-    other.max_failures = 9;
+    other.retry.max_stalls = 9;
     auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
-    CHECK((co_await again.read_settings(asio::use_awaitable)).max_failures == 2);
+    CHECK((co_await again.read_settings(asio::use_awaitable)).retry.max_stalls == 2);
 
     // Without settings: the defaults, i.e. no fields written.
     const auto plain = unique_name("jobapi-plain");
@@ -86,7 +95,8 @@ TEST_CASE("job_queue::create_or_open: creates with settings, opens an existing o
     CHECK(co_await config_of(f.c.conn(), plain) == "type=job\n");
     auto ps = co_await p.read_settings(asio::use_awaitable);
     CHECK(!ps.claim_timeout);
-    CHECK(!ps.max_failures);
+    CHECK(ps.retry == thoonk::retry_strategy{});
+    CHECK(!ps.dead_letter_queue);
     CHECK(!ps.result_ttl);
     CHECK(!ps.published);
 
@@ -126,10 +136,16 @@ TEST_CASE("create_or_open / open: the wrong type and bad settings are refused",
     CHECK(ec7 == E::feed_not_found);
 
     // Out of range settings: refused before any I/O, nothing created.
-    for (int bad = 0; bad < 3; ++bad) {
+    for (int bad = 0; bad < 6; ++bad) {
       jq::settings s;
       if (bad == 0) s.claim_timeout = 0ms;
-      if (bad == 1) s.max_failures = -1;
+      if (bad == 1) s.retry.max_stalls = 0;
+      if (bad == 3) s.retry.max_retries = 0;
+      if (bad == 4) s.retry.min_backoff = -1ms;
+      if (bad == 5) {
+        s.retry.min_backoff = 5s;
+        s.retry.max_backoff = 1s;
+      }
       if (bad == 2) s.result_ttl = -5ms;
       CHECK(!s.problem().empty());
       auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
@@ -150,9 +166,9 @@ TEST_CASE("job_queue::settings: fields in the contract's string form",
   s.published = false;
   CHECK(s.to_fields() == thoonk::feed_config{{"claim_timeout_ms", "2000"}, {"published", "0"}});
   auto p = jq::settings::from_fields(
-      {{"claim_timeout_ms", "250"}, {"max_failures", "x"}, {"published", "1"}, {"other", "1"}});
+      {{"claim_timeout_ms", "250"}, {"max_stalls", "x"}, {"published", "1"}, {"other", "1"}});
   CHECK(p.claim_timeout == 250ms);
-  CHECK(!p.max_failures);  // not a number: the scripts use the default too
+  CHECK(!p.retry.max_stalls);  // not a number: the scripts use the default too
   CHECK(p.published == true);
   CHECK(!p.result_ttl);
 }

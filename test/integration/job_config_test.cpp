@@ -22,7 +22,11 @@ struct field_case {
 const std::vector<field_case>& field_cases() {
   static const std::vector<field_case> c{
       {"claim_timeout_ms", {"banana", "-3", "0", "9007199254740992", "1.5"}, "1500"},
-      {"max_failures", {"banana", "-3", "9007199254740992", "2e3"}, "0"},
+      {"max_stalls", {"banana", "-3", "0", "9007199254740992", "2e3"}, "1"},
+      {"max_retries", {"banana", "0", "9007199254740992", "1.0"}, "10"},
+      {"min_backoff_ms", {"banana", "-1", "9007199254740992"}, "0"},
+      {"max_backoff_ms", {"banana", "-1", "1e5"}, "300000"},
+      {"events", {"banana", "2", "yes"}, "1"},
       {"result_ttl_ms", {"banana", "-3", "0", "9007199254740992", " 60000"}, "60000"},
       {"published", {"banana", "-1", "2", "true"}, "1"},
       {"max_length", {"banana", "-3", "9007199254740992"}, "10"},
@@ -86,7 +90,7 @@ TEST_CASE("job config: every field the library reads is validated by create_feed
   });
 }
 
-TEST_CASE("job config: a validated claim_timeout_ms and max_failures take effect",
+TEST_CASE("job config: a validated claim_timeout_ms and max_stalls take effect",
           "[job][config][claim][create_feed][maintain][put][set_config]") {
   fixture f("jobs-config");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
@@ -97,13 +101,13 @@ TEST_CASE("job config: a validated claim_timeout_ms and max_failures take effect
     auto [ec] = co_await f.c.set_config(f.name, "claim_timeout_ms", "banana", nothrow);
     CHECK(ec == thoonk::error::invalid_argument);
     co_await f.c.set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);
-    co_await f.c.set_config(f.name, "max_failures", "0", asio::use_awaitable);
+    co_await f.c.set_config(f.name, "max_stalls", "1", asio::use_awaitable);
     thoonk::job_queue q(f.c, f.name);
     auto id = co_await q.put("x", asio::use_awaitable);
     co_await q.claim(1s, asio::use_awaitable);
     co_await sleep_for(120ms);
     auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
-    CHECK(rep.stalled == 1);  // max_failures 0: the first lapse stalls it
+    CHECK(rep.stalled == 1);  // max_stalls 1: the first lapse makes it a dead letter
     auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
     CHECK(member.integer == 1);
   });
@@ -115,7 +119,7 @@ TEST_CASE("job config: values written with plain commands that validation refuse
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     co_await f.c.connect(asio::use_awaitable);
     // A contract client (plain HSET) writes values create_feed would refuse.
-    fields cfg{{"claim_timeout_ms", "-5"}, {"max_failures", "-3"}, {"result_ttl_ms", "1.5"}};
+    fields cfg{{"claim_timeout_ms", "-5"}, {"max_stalls", "-3"}, {"result_ttl_ms", "1.5"}};
     co_await create_feed(f.c.conn(), f.name, "job", cfg);
     thoonk::job_queue q(f.c, f.name);
     std::vector<std::string> items{"a", "b"};
@@ -134,7 +138,7 @@ TEST_CASE("job config: values written with plain commands that validation refuse
     CHECK(res == "done");
 
     // claim_timeout_ms "-5" used to make every claim lapse at once (and
-    // max_failures "-3" stall it): now the defaults, 60000 and 5.
+    // max_stalls "-3" dead-letter it): now the defaults, 60000 and 3.
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
     co_await sleep_for(20ms);
     auto rep = co_await q.maintain(quiet(), asio::use_awaitable);

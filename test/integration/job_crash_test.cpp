@@ -85,7 +85,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(admin, a, b);
-        fields cfg{{"claim_timeout_ms", "300"}, {"max_failures", "1000000"}};
+        fields cfg{{"claim_timeout_ms", "300"}, {"max_stalls", "1000000"}};
         co_await create_feed(admin.conn(), name, "job", cfg);
         thoonk::job_queue_options opts;
         opts.poll_interval = 100ms;

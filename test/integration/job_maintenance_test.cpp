@@ -68,11 +68,11 @@ TEST_CASE("job: a stale token is refused and the job is finished exactly once",
   });
 }
 
-TEST_CASE("job: a claim lapsing past max_failures stalls the job",
+TEST_CASE("job: a claim lapsing max_stalls times makes the job a dead letter",
           "[job][claim][finish][maintain][put][retry]") {
   fixture f("jobs-maint");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    fields cfg{{"claim_timeout_ms", "50"}, {"max_failures", "1"}};
+    fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
     auto q = co_await contract_job_queue(f, cfg);
     auto id = co_await q.put("poison", asio::use_awaitable);
     co_await q.claim(1s, asio::use_awaitable);

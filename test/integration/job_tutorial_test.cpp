@@ -42,7 +42,7 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
   //    than 3 times is stalled.
   thoonk::job_queue::settings settings;
   settings.claim_timeout = 30s;
-  settings.max_failures = 3;
+  settings.retry.max_stalls = 4;
   auto jobs =
       co_await thoonk::job_queue::create_or_open(client, name, settings, asio::use_awaitable);
 

@@ -24,12 +24,12 @@ std::string between(const std::string& text, const std::string& begin, const std
 }  // namespace
 
 tutorial_snippets read_tutorial_snippets(const std::string& source_file,
-                                         const std::string& doc_page) {
+                                         const std::string& doc_page, const std::string& marker) {
   const std::string here = __FILE__;
   const std::string root = here.substr(0, here.rfind("/test/support/"));
-  return {between(slurp(source_file), "// tutorial-begin\n", "// tutorial-end\n"),
-          between(slurp(root + "/" + doc_page), "<!-- tutorial-begin -->\n```cpp\n",
-                  "```\n<!-- tutorial-end -->")};
+  return {between(slurp(source_file), "// " + marker + "-begin\n", "// " + marker + "-end\n"),
+          between(slurp(root + "/" + doc_page), "<!-- " + marker + "-begin -->\n```cpp\n",
+                  "```\n<!-- " + marker + "-end -->")};
 }
 
 }  // namespace thoonk::test

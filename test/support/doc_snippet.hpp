@@ -14,8 +14,11 @@ struct tutorial_snippets {
 };
 
 /// Reads both snippets. `source_file` is the test's __FILE__; `doc_page` is
-/// relative to the repository root (e.g. "docs/feeds.md").
+/// relative to the repository root (e.g. "docs/feeds.md"). A page with
+/// several tutorials names each by its `marker` (`// <marker>-begin`,
+/// `<!-- <marker>-begin -->`).
 tutorial_snippets read_tutorial_snippets(const std::string& source_file,
-                                         const std::string& doc_page);
+                                         const std::string& doc_page,
+                                         const std::string& marker = "tutorial");
 
 }  // namespace thoonk::test

@@ -51,8 +51,9 @@ TEST_CASE("config: every integer field the library reads is checked for type and
     std::string below_min;  // empty: the minimum is 0 (only negatives are below)
   };
   const range fields[] = {
-      {"max_length", "0", ""},   {"retraction_log", "0", ""}, {"claim_timeout_ms", "1", "0"},
-      {"max_failures", "0", ""}, {"result_ttl_ms", "1", "0"},
+      {"max_length", "0", ""},     {"retraction_log", "0", ""}, {"claim_timeout_ms", "1", "0"},
+      {"max_stalls", "1", "0"},    {"max_retries", "1", "0"},   {"result_ttl_ms", "1", "0"},
+      {"min_backoff_ms", "0", ""}, {"max_backoff_ms", "0", ""},
   };
   for (const auto& f : fields) {
     SECTION(f.field) {
@@ -83,16 +84,24 @@ TEST_CASE("config: every integer field the library reads is checked for type and
   }
 }
 
-TEST_CASE("config: published is 0 or 1", "[unit][config]") {
-  check_ok("published", "0");
-  check_ok("published", "1");
-  check_bad("published", "banana");  // type
-  check_bad("published", "-1");      // negative
-  check_bad("published", "2");       // out of range
-  check_bad("published", "true");
-  check_bad("published", "");
-  auto r = validate_config_field("published", "yes");
-  CHECK(r.reason.find("'0' or '1'") != std::string::npos);
+TEST_CASE("config: published and events are 0 or 1", "[unit][config]") {
+  for (const std::string flag : {"published", "events"}) {
+    check_ok(flag, "0");
+    check_ok(flag, "1");
+    check_bad(flag, "banana");  // type
+    check_bad(flag, "-1");      // negative
+    check_bad(flag, "2");       // out of range
+    check_bad(flag, "true");
+    check_bad(flag, "");
+    auto r = validate_config_field(flag, "yes");
+    CHECK(r.reason.find("'0' or '1'") != std::string::npos);
+  }
+}
+
+TEST_CASE("config: dead_letter_queue names a queue", "[unit][config]") {
+  check_ok("dead_letter_queue", "orders.dead");
+  check_ok("dead_letter_queue", "");
+  check_bad("dead_letter_queue", std::string("a\0b", 3));
 }
 
 TEST_CASE("config: type and empty names are refused, other fields are the application's",

@@ -101,5 +101,57 @@ class queue_base {
   std::shared_ptr<void> closer_;  // closes core_ when the last copy goes
 };
 
+/// The static ways to get a handle of queue type T (queue, job_queue),
+/// written once. T declares `settings`, `options`, and the private
+/// `start_open(handler<T>)` and `start_create_or_open(settings,
+/// handler<T>)`, and befriends this class. (T::settings is named inside
+/// each function template, through S = T, because T is still incomplete
+/// where it derives from this.)
+template <class T, class Options>
+class queue_handles {
+ public:
+  /// Opens an existing queue of T's type: checks that it exists with that
+  /// type and subscribes to its wake-up channel (so the first get or claim
+  /// need not). Completion `void(error_code, T)`. Errors: invalid_name,
+  /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
+  /// errors (subscribe_refused, ...). On an error the handle is unchecked.
+  template <class CompletionToken>
+  static auto open(client& c, std::string name, Options opts, CompletionToken&& token) {
+    return initiate<void(boost::system::error_code, T)>(std::forward<CompletionToken>(token),
+                                                        &T::start_open,
+                                                        T(c, std::move(name), std::move(opts)));
+  }
+  template <class CompletionToken>
+  static auto open(client& c, std::string name, CompletionToken&& token) {
+    return open(c, std::move(name), Options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// Creates the queue with `s` when it does not exist (atomically: type
+  /// and settings in one step, `newfeed` published), then opens it as
+  /// open() does. An existing queue is opened as it is: its config is left
+  /// alone (read_settings tells what it is). Completion
+  /// `void(error_code, T)`. Errors: error::invalid_argument when a setting
+  /// is out of range (before any I/O; settings::problem() says which), the
+  /// errors of open().
+  template <class CompletionToken, class S = T>
+  static auto create_or_open(client& c, std::string name, typename S::settings s, Options opts,
+                             CompletionToken&& token) {
+    return initiate<void(boost::system::error_code, T)>(
+        std::forward<CompletionToken>(token), &T::start_create_or_open,
+        T(c, std::move(name), std::move(opts)), std::move(s));
+  }
+  template <class CompletionToken, class S = T>
+  static auto create_or_open(client& c, std::string name, typename S::settings s,
+                             CompletionToken&& token) {
+    return create_or_open(c, std::move(name), std::move(s), Options{},
+                          std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken, class S = T>
+  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
+    return create_or_open(c, std::move(name), typename S::settings{}, Options{},
+                          std::forward<CompletionToken>(token));
+  }
+};
+
 }  // namespace detail
 }  // namespace thoonk

@@ -1,12 +1,19 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get (claim).
--- ARGV: 1 now_ms, 2 n. Contract "Get" in one atomic step: pop up to n ids,
+-- ARGV: 1 now_ms, 2 n. First makes due scheduled jobs claimable (up to
+-- 1000), then the contract's "Get" in one atomic step: pop up to n ids,
 -- ZADD claimed (claim time), read items and failure counts, assign tokens.
--- Returns {id, item, failures, token, ...}. Ids without an item (left by a
+-- Returns {id, item, failures, token, ...}, and when it got fewer than n,
+-- one more value: the earliest run_at of a scheduled job (ms, 0: none), so
+-- a waiting claimer can wake up then. Ids without an item (left by a
 -- plain-command client) are dropped. Marks sleepers when short.
-local e = open_feed('job') if e then return e end
-local n = tonumber(ARGV[2])
+local e = open_job() if e then return e end
+local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
+promote(now, 1000)
 local ids = redis.call('RPOP', K_IDS, n)
-if not ids then redis.call('SET', K_SLEEPERS, '1') return {} end
+if not ids then
+  redis.call('SET', K_SLEEPERS, '1')
+  return {next_due() or 0}
+end
 if #ids < n then redis.call('SET', K_SLEEPERS, '1') end
 local its = redis.call('HMGET', K_ITEMS, unpack(ids))
 -- Rare: an id without an item (left by a plain-command client) is dropped.
@@ -21,7 +28,7 @@ for i = 1, #ids do
   end
 end
 local m = #ids
-if m == 0 then return {} end
+if m == 0 then return {next_due() or 0} end
 local z = {}
 for i = 1, m do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
 if redis.call('ZADD', K_CLAIMED, unpack(z)) ~= m then
@@ -50,4 +57,6 @@ for i = 1, m do
   out[4 * i] = a
 end
 redis.call('HSET', K_ATTEMPTS, unpack(h))
+for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
+if m < n then out[#out + 1] = next_due() or 0 end
 return out

@@ -1,8 +1,9 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue: claims made for waiters that went away.
 -- ARGV: 1 wake channel, then id, token pairs in claim order. Un-claims
 -- jobs claimed for waiters that went away: back to the front of the line,
--- no failure counted. Returns how many.
-local e = open_feed('job') if e then return e end
+-- no failure counted; a put held for one of them is applied then.
+-- Returns how many.
+local e = open_job() if e then return e end
 local m = (#ARGV - 1) / 2
 local back = {}
 for j = m, 1, -1 do
@@ -15,6 +16,12 @@ for j = m, 1, -1 do
 end
 if #back > 0 then
   redis.call('RPUSH', K_IDS, unpack(back))
-  wake_if_allowed(K_SLEEPERS, ARGV[1], #back)
+  Q.woken = Q.woken + #back
+  if redis.call('EXISTS', K_HELD) == 1 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    for i = 1, #back do release_held(back[i], now) end
+  end
+  wake_woken(ARGV[1])
 end
 return #back

@@ -1,11 +1,15 @@
 -- Layout `job`: the job queue and maintenance scripts. The C++ side builds
 -- these KEYS with jobs::job_keys (src/jobs/job_keys.hpp, enum `index`), in
--- this order. jobs/finish.lua takes result keys after them (KEYS[14..]).
+-- this order. jobs/finish.lua takes result keys after them (KEYS[18..]);
+-- the scripts that can make a dead letter take the dead-letter queue's
+-- keys there instead (jobs/fail.lua, maintenance/expire.lua; see
+-- layouts/job_engine.lua).
 local K_CONFIG, K_IDS, K_ITEMS, K_PUBLISHES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_FINISHES, K_PUBLISHED, K_CLAIMED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_STALLED, K_ATTEMPTS, K_SLEEPERS, K_IDINCR = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_UNACCOUNTED = KEYS[13]
-local K_FIRST_RESULT = 14
+local K_UNACCOUNTED, K_SCHEDULED, K_SCHED_ITEMS, K_META = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local K_HELD = KEYS[17]
+local K_FIRST_RESULT = 18
 
 -- feed.attempts:[f] is a hash id -> attempt number: +k while claimed with
 -- token k, -k once that claim ended. Absent for jobs never claimed by this
@@ -15,6 +19,12 @@ local K_FIRST_RESULT = 14
 -- in hashtable encoding, so token lookups do not scan a listpack.
 local KEEP_FIELD = '\0encoding'
 local KEEP_VALUE = 'thoonk: keeps this hash in hashtable encoding, see docs/jobs.md (feed.attempts)'
+-- TOKEN_BASE (also no job id) counts blocks of 2^20 tokens: a job put with
+-- an explicit id starts its attempt numbers after a fresh block, so a
+-- token of an earlier job with the same id (finished, a stale worker
+-- still holding it) can never be handed out again.
+local TOKEN_BASE = '\0tokenbase'
+
 
 -- nil when `id` is claimed under `token`, else the error code.
 local function claim_check(id, token)

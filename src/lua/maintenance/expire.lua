@@ -1,13 +1,18 @@
 -- layout: job (src/lua/layouts/job.lua). job maintenance: lapsed claims.
--- ARGV: 1 now_ms, 2 batch, 3 wake channel. Up to `batch` claims older than
--- claim_timeout_ms: failure +1, then requeued (LPUSH, as Cancel) or, past
--- max_failures, stalled (as Stall). Their tokens end. A claimed id without
--- an item is just dropped. Returns {requeued, stalled, examined}.
-local e, cfg = open_feed('job', 'claim_timeout_ms', 'max_failures') if e then return e end
-local perm = check_publish(ARGV[3]) if perm then return perm end
-local timeout = conf_int(cfg[2], 60000, 1)
-local maxf = conf_int(cfg[3], 5, 0)
-local cutoff = tonumber(ARGV[1]) - timeout
+-- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
+-- ARGV: 1 now_ms, 2 batch, 3 wake channel, 4 dead-letter queue name as
+-- the caller knows it, 5 its wake channel. Up to `batch` claims older
+-- than claim_timeout_ms: a stall (stall count and failure count +1), then
+-- back to the end of the line, or a dead letter once the stall count
+-- reaches max_stalls; then a held put is applied. Their tokens end. A
+-- claimed id without an item is just dropped. Returns {requeued,
+-- dead-lettered, examined}, or {'dlq', name} as jobs/fail.lua.
+local e = open_job() or check_publish(ARGV[3]) if e then return e end
+local dle, changed = use_dlq(ARGV[4], ARGV[5])
+if dle then return dle end
+if changed then return {'dlq', changed} end
+local now = tonumber(ARGV[1])
+local cutoff = now - Q.claim_timeout
 local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', '(' .. int(cutoff),
                        'LIMIT', 0, tonumber(ARGV[2]))
 local rq, st = 0, 0
@@ -18,18 +23,25 @@ for _, id in ipairs(ids) do
   if redis.call('HEXISTS', K_ITEMS, id) == 0 then
     redis.call('HDEL', K_ATTEMPTS, id)
     redis.call('HDEL', K_CANCELLED, id)
+    redis.call('HDEL', K_META, id)
   else
-    local f = redis.call('HINCRBY', K_CANCELLED, id, 1)
-    if f > maxf then
-      redis.call('HDEL', K_CANCELLED, id)
-      redis.call('SADD', K_STALLED, id)
-      redis.call('ZREM', K_PUBLISHED, id)
+    redis.call('HINCRBY', K_CANCELLED, id, 1)
+    local m = meta_get(id)
+    m.sc = (m.sc or 0) + 1
+    local _, ms = strategy_of(m)
+    local err = 'lease lapsed (stall ' .. int(m.sc) .. ' of ' .. int(ms) .. ')'
+    emit('stalled', id, int(m.sc))
+    if m.sc >= ms then
+      dead_letter(id, m, err, now)
       st = st + 1
     else
-      redis.call('LPUSH', K_IDS, id)
+      m.err = err
+      meta_set(id, m)
+      enqueue(id, nil, false)
       rq = rq + 1
     end
   end
+  release_held(id, now)
 end
-if rq > 0 then wake(K_SLEEPERS, ARGV[3], rq) end
+wake_woken(ARGV[3])
 return {rq, st, #ids}

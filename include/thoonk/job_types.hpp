@@ -1,0 +1,242 @@
+// The value types of the job engine (docs/jobs.md): claims, put options
+// (scheduling, de-duplication by id, retry strategies), failure options,
+// what reads return and the typed job events. No I/O here; job_queue.hpp
+// has the operations.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace thoonk {
+
+/// Milliseconds since the Unix epoch (system clock): when a job runs
+/// (`run_at`), when a retry is due. The server's clock is not used: the
+/// client that puts or fails a job supplies the time, as it does for every
+/// other time the library stores.
+using epoch_ms = std::int64_t;
+
+/// Now, as epoch_ms.
+inline epoch_ms now_epoch_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// A claim a worker holds: the job id and its claim token. finish, fail,
+/// cancel, stall and heartbeat take one; a claimed_job is one.
+struct claim_ref {
+  std::string id;
+  /// The claim token: the attempt number (1 for the first claim; it grows
+  /// with every claim of this id and may skip values). finish/cancel/stall/
+  /// heartbeat must present it; once the claim ended (lapsed and
+  /// requeued, cancelled, stalled, retracted) it is refused with
+  /// error::lost_claim.
+  std::int64_t token = 0;
+};
+
+/// A job handed to a worker by claim(): its claim (id and token), item and
+/// failure count. Pass it to finish/fail/cancel/stall/heartbeat as it is.
+struct claimed_job : claim_ref {
+  std::string item;
+  /// The job's failure count (feed.cancelled: cancels, failures and lapsed
+  /// leases) when it was claimed.
+  std::int64_t failures = 0;
+};
+
+/// How often a job is retried and how long it waits in between. Every
+/// field left unset takes the queue's default (job_queue::settings, whose
+/// own defaults are spec 004's: 10, 3, 2 s, 300 s).
+struct retry_strategy {
+  /// A failure (fail()) that brings the job's retry count to this makes it
+  /// a dead letter; below it, the job is scheduled again after a backoff.
+  /// At least 1: with 1 the first failure is final.
+  std::optional<std::int64_t> max_retries;
+  /// A lapsed lease that brings the job's stall count to this makes it a
+  /// dead letter; below it, the job goes back to the queue at once.
+  /// At least 1.
+  std::optional<std::int64_t> max_stalls;
+  /// The wait after the first failure; it doubles with every failure up to
+  /// max_backoff, minus up to 20 % jitter, never below min_backoff.
+  /// At least 0.
+  std::optional<std::chrono::milliseconds> min_backoff;
+  /// The longest wait between retries. At least min_backoff.
+  std::optional<std::chrono::milliseconds> max_backoff;
+
+  friend bool operator==(const retry_strategy&, const retry_strategy&) = default;
+};
+
+/// When a put names an existing job (put_options::id), how it changes it
+/// (spec 004's update flags). A put for an id that no job has adds the job
+/// whatever the flags.
+struct update_flags {
+  enum class data_mode : std::uint8_t {
+    replace,  ///< the put's item replaces the job's
+    keep,     ///< the job keeps its item
+  };
+  enum class run_at_mode : std::uint8_t {
+    always,      ///< the put's run_at replaces the job's
+    if_later,    ///< only when later than the job's
+    if_earlier,  ///< only when earlier than the job's
+    never,       ///< the job keeps its run_at
+  };
+  enum class strategy_mode : std::uint8_t {
+    replace,  ///< the put's retry strategy (unset: the queue's) replaces the job's
+    keep,     ///< the job keeps its retry strategy
+  };
+  enum class counters_mode : std::uint8_t {
+    keep,   ///< retry count, stall count and failure count stay
+    reset,  ///< all three go back to 0 (the last error stays readable)
+  };
+  data_mode data = data_mode::replace;
+  run_at_mode run_at = run_at_mode::always;
+  strategy_mode strategy = strategy_mode::replace;
+  counters_mode counters = counters_mode::keep;
+
+  friend bool operator==(const update_flags&, const update_flags&) = default;
+};
+
+/// Options of job_queue::put(item, put_options, token).
+struct put_options {
+  /// The job's id. Unset: a new id is made (never de-duplicated). Set: the
+  /// put de-duplicates: an existing job with this id is updated under
+  /// `update` instead of a second one being added; a job with this id that
+  /// is claimed right now gets the put **held** until that claim ends.
+  std::optional<std::string> id;
+  /// When the job may run (epoch ms). Unset, or not after now: at once.
+  /// Later: the job is *scheduled* and becomes claimable at run_at.
+  std::optional<epoch_ms> run_at;
+  /// Or: run this long after now (ignored when run_at is set).
+  std::optional<std::chrono::milliseconds> delay;
+  /// The job's own retry strategy (unset fields: the queue's defaults).
+  std::optional<retry_strategy> retry;
+  /// How a put for an existing id changes it.
+  update_flags update;
+  /// High priority: next out rather than end of the line (for a job that is
+  /// claimable at once; a scheduled job joins the end of the line when due).
+  bool high_priority = false;
+};
+
+/// What a put with options did.
+struct put_result {
+  enum class outcome_t : std::uint8_t {
+    added,    ///< a new job
+    updated,  ///< an existing job (waiting, scheduled or stalled) was updated
+    held,     ///< the id is claimed: the put waits for that claim to end
+  };
+  std::string id;
+  outcome_t outcome = outcome_t::added;
+};
+
+/// Options of job_queue::fail.
+struct fail_options {
+  /// Retry at this time (epoch ms) instead of after the backoff (still
+  /// counted against max_retries).
+  std::optional<epoch_ms> retry_at;
+  /// A permanent error: no retry, the job becomes a dead letter at once.
+  bool permanent = false;
+};
+
+/// What fail() did.
+struct fail_result {
+  enum class outcome_t : std::uint8_t {
+    retry_scheduled,  ///< the job runs again at `run_at`
+    dead_lettered,    ///< out of retries (or permanent): in feed.stalled
+  };
+  outcome_t outcome = outcome_t::retry_scheduled;
+  /// When the retry is due (epoch ms); 0 for a dead letter.
+  epoch_ms run_at = 0;
+  /// The job's retry count after this failure.
+  std::int64_t retry_count = 0;
+};
+
+/// Where a job is (docs/jobs.md §2).
+enum class job_state {
+  waiting,    ///< in feed.ids, claimable
+  claimed,    ///< in feed.claimed: a worker holds it
+  stalled,    ///< in feed.stalled: out of circulation (a dead letter) until retry()
+  scheduled,  ///< in feed.scheduled, claimable from its run_at
+};
+
+/// A put held for a claimed job (applied when the claim ends).
+struct held_put {
+  std::optional<std::string> item;  ///< unset: the job keeps its item
+  epoch_ms run_at = 0;
+  update_flags update;
+};
+
+/// A job as get_job / get_jobs / the listings read it (in one atomic step).
+struct job_info {
+  std::string id;
+  std::string item;
+  job_state state = job_state::waiting;
+  /// The failure count (feed.cancelled): cancels, failures, lapsed leases.
+  std::int64_t failures = 0;
+  /// Scheduled: when it becomes claimable (epoch ms); otherwise 0.
+  epoch_ms run_at = 0;
+  /// Failures counted against max_retries (fail()).
+  std::int64_t retry_count = 0;
+  /// Lapsed leases counted against max_stalls.
+  std::int64_t stall_count = 0;
+  /// The job's own strategy (unset fields: the queue's defaults apply).
+  retry_strategy retry;
+  /// The error of the last fail() or stall, empty if none.
+  std::string last_error;
+  /// A put waiting for this job's claim to end.
+  std::optional<held_put> held;
+};
+
+/// One page of a listing (get_scheduled, get_dead_letters).
+struct job_page {
+  std::vector<job_info> jobs;
+  /// Pass it back for the next page; empty when this was the last one.
+  std::string next;
+};
+
+/// A finish event of a job queue (subscribe_finished): a job finished with
+/// a result. The contract's payload `id\0result` on `job.finish:[f]`,
+/// split; the result may itself contain NUL bytes.
+struct job_finished {
+  std::string id;
+  std::string result;
+};
+
+/// A job event (subscribe_events), published on `job.event:[f]` by the
+/// scripts when the queue's `events` setting is on.
+struct job_event {
+  enum class kind_t : std::uint8_t {
+    put,              ///< a new job (detail: run_at if scheduled, else empty)
+    updated,          ///< a put with an id updated a job
+    held,             ///< a put with an id was held (the id is claimed)
+    claimed,          ///< detail: the claim token
+    finished,         ///< finished (with or without a result)
+    failed,           ///< fail() or a lapsed lease; detail: the error
+    retry_scheduled,  ///< detail: run_at (epoch ms)
+    stalled,          ///< a lapsed lease was counted; detail: the stall count
+    dead_lettered,    ///< out of retries or stalls; detail: the last error
+    promoted,         ///< a scheduled job became claimable
+  };
+  kind_t kind = kind_t::put;
+  std::string id;
+  std::string detail;
+};
+
+/// The event kind's name as published ("put", "retry_scheduled", ...).
+std::string_view to_string(job_event::kind_t k) noexcept;
+
+/// Counts per state and the contract's counters.
+struct job_counts {
+  std::int64_t waiting = 0;    ///< LLEN feed.ids
+  std::int64_t claimed = 0;    ///< ZCARD feed.claimed
+  std::int64_t stalled = 0;    ///< SCARD feed.stalled
+  std::int64_t items = 0;      ///< HLEN feed.items (waiting, claimed and stalled jobs)
+  std::int64_t puts = 0;       ///< feed.publishes
+  std::int64_t finishes = 0;   ///< feed.finishes
+  std::int64_t scheduled = 0;  ///< ZCARD feed.scheduled
+  std::int64_t held = 0;       ///< puts held for claimed jobs
+};
+
+}  // namespace thoonk

@@ -1,0 +1,421 @@
+-- The job engine's shared functions (docs/jobs.md): scheduling, updates by
+-- id and held puts, retries with backoff, dead letters, events. Embedded
+-- after the prelude into the job scripts that use them (rules of
+-- prelude.lua: comments on lines of their own, no `;`, no long strings).
+--
+-- States: waiting (feed.ids + feed.items), scheduled (feed.scheduled +
+-- feed.scheduled_items: the item is NOT in feed.items, so contract
+-- clients never see it early), claimed (feed.claimed + feed.items),
+-- stalled / dead letter (feed.stalled + feed.items). A held put waits in
+-- feed.held for its id's claim to end.
+--
+-- feed.scheduled members are SEQ_WIDTH characters of put sequence (base
+-- 36, zero padded: sorts as the number) followed by the id, so equal
+-- run_at times come out in put order; feed.scheduled_items holds the same
+-- sequence followed by the item, which gives the member back from the id.
+
+-- The queue's config as the engine reads it (open_job fills it).
+local Q = {}
+
+-- Reads and checks the job queue's config. Returns an error reply or nil.
+-- The event channel is `job.event:` followed by the name as it appears in
+-- the keys (jobs::job_keys builds it the same way).
+-- With events on, the user must be allowed to PUBLISH them (checked here,
+-- before any write).
+local function open_job()
+  local e, c = open_feed('job', 'published', 'events', 'max_retries', 'max_stalls',
+                         'min_backoff_ms', 'max_backoff_ms', 'dead_letter_queue',
+                         'claim_timeout_ms', 'result_ttl_ms')
+  if e then return e end
+  Q.published = c[2] == '1'
+  Q.events = c[3] == '1'
+  Q.max_retries = conf_int(c[4], 10, 1)
+  Q.max_stalls = conf_int(c[5], 3, 1)
+  Q.min_backoff = conf_int(c[6], 2000, 0)
+  Q.max_backoff = conf_int(c[7], 300000, 0)
+  Q.dlq = c[8] or ''
+  Q.claim_timeout = conf_int(c[9], 60000, 1)
+  Q.result_ttl = conf_int(c[10], 300000, 1)
+  Q.event_channel = 'job.event:' .. string.sub(K_CONFIG, 13)
+  Q.woken = 0
+  if Q.events then return check_publish(Q.event_channel) end
+  return nil
+end
+
+-- Wakes sleeping claimers on `channel` when this script made jobs
+-- claimable (skipped when the user may not PUBLISH it: claimers then poll).
+local function wake_woken(channel)
+  if Q.woken > 0 then wake_if_allowed(K_SLEEPERS, channel, Q.woken) end
+  Q.woken = 0
+end
+
+-- Publishes a job event (`kind\0id\0detail`) when the queue's events are on.
+local function emit(kind, id, detail)
+  if Q.events then
+    redis.call('PUBLISH', Q.event_channel, kind .. '\0' .. id .. '\0' .. (detail or ''))
+  end
+end
+
+-- A job's extension record (feed.jobmeta, JSON): rc retry count, sc stall
+-- count, err last error, mr/ms/minb/maxb its own retry strategy. Absent for
+-- jobs that never failed or stalled and have no strategy of their own.
+local function meta_get(id)
+  local v = redis.call('HGET', K_META, id)
+  if v then return cjson.decode(v) end
+  return {}
+end
+
+local function meta_set(id, m)
+  if next(m) == nil then
+    redis.call('HDEL', K_META, id)
+  else
+    redis.call('HSET', K_META, id, cjson.encode(m))
+  end
+end
+
+-- A put's strategy (table with mr, ms, minb, maxb, each optional) into m.
+local function set_strategy(m, s)
+  m.mr, m.ms, m.minb, m.maxb = nil, nil, nil, nil
+  if s then m.mr, m.ms, m.minb, m.maxb = s.mr, s.ms, s.minb, s.maxb end
+end
+
+-- The job's strategy with the queue's defaults filled in.
+local function strategy_of(m)
+  return m.mr or Q.max_retries, m.ms or Q.max_stalls, m.minb or Q.min_backoff,
+         m.maxb or Q.max_backoff
+end
+
+local SEQ_WIDTH = 11
+
+-- The next put sequence (from the id counter), SEQ_WIDTH characters.
+local function next_seq(now)
+  local s = new_ids(K_IDINCR, 1, now)[1]
+  return string.rep('0', SEQ_WIDTH - #s) .. s
+end
+
+-- Makes `id` (in no state) scheduled at run_at.
+local function schedule(id, item, run_at, seq)
+  redis.call('ZADD', K_SCHEDULED, run_at, seq .. id)
+  redis.call('HSET', K_SCHED_ITEMS, id, seq .. item)
+end
+
+-- Makes `id` (in no state) waiting: item stored unless nil (already in
+-- feed.items); end of the line, or next out when `high`. Counted in
+-- Q.woken for the caller's wake-up.
+local function enqueue(id, item, high)
+  if item then redis.call('HSET', K_ITEMS, id, item) end
+  if high then
+    redis.call('RPUSH', K_IDS, id)
+  else
+    redis.call('LPUSH', K_IDS, id)
+  end
+  Q.woken = Q.woken + 1
+end
+
+-- A claimed job whose claim ended without finishing goes back at run_at:
+-- its item leaves feed.items when it becomes scheduled.
+local function requeue(id, run_at, now)
+  if run_at > now then
+    local item = redis.call('HGET', K_ITEMS, id)
+    redis.call('HDEL', K_ITEMS, id)
+    schedule(id, item, run_at, next_seq(now))
+  else
+    enqueue(id, nil, false)
+  end
+end
+
+-- Up to `limit` due scheduled jobs join the end of the line, earliest
+-- run_at first (ties in put order). Returns how many.
+local function promote(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
+  local n = #due
+  if n == 0 then return 0 end
+  local ids = {}
+  for i = 1, n do ids[i] = string.sub(due[i], SEQ_WIDTH + 1) end
+  local vals = redis.call('HMGET', K_SCHED_ITEMS, unpack(ids))
+  local h, push = {}, {}
+  for i = 1, n do
+    local v = vals[i]
+    if v and string.sub(v, 1, SEQ_WIDTH) == string.sub(due[i], 1, SEQ_WIDTH) then
+      h[#h + 1] = ids[i]
+      h[#h + 1] = string.sub(v, SEQ_WIDTH + 1)
+      push[#push + 1] = ids[i]
+    end
+  end
+  redis.call('ZREM', K_SCHEDULED, unpack(due))
+  if #push == 0 then return 0 end
+  redis.call('HDEL', K_SCHED_ITEMS, unpack(push))
+  redis.call('HSET', K_ITEMS, unpack(h))
+  redis.call('LPUSH', K_IDS, unpack(push))
+  Q.woken = Q.woken + #push
+  for i = 1, #push do emit('promoted', push[i]) end
+  return #push
+end
+
+-- The earliest run_at of a scheduled job, or nil.
+local function next_due()
+  local r = redis.call('ZRANGE', K_SCHEDULED, 0, 0, 'WITHSCORES')
+  if r[2] then return tonumber(r[2]) end
+  return nil
+end
+
+-- Where a put's run_at goes, by update mode (a..always, l..if_later,
+-- e..if_earlier, n..never), given the current one.
+local function merge_run_at(mode, cur, new)
+  if mode == 'a' or (mode == 'l' and new > cur) or (mode == 'e' and new < cur) then return new end
+  return cur
+end
+
+-- Applies a put to an id that is not claimed (spec 004 "dispatch"). p:
+-- item, run_at, high, explicit (the id is the caller's), s (strategy or
+-- nil), f (flags: d data r/k, ra run_at a/l/e/n, s strategy r/k, c
+-- counters k/r). Returns 'added' or 'updated'. A stalled job is revived
+-- by it.
+local function dispatch(id, p, now)
+  local item, state, cur, seq
+  local sv = redis.call('HGET', K_SCHED_ITEMS, id)
+  if sv then
+    state, seq, item = 'scheduled', string.sub(sv, 1, SEQ_WIDTH), string.sub(sv, SEQ_WIDTH + 1)
+    cur = tonumber(redis.call('ZSCORE', K_SCHEDULED, seq .. id)) or 0
+  else
+    item = redis.call('HGET', K_ITEMS, id)
+    if item then
+      state, cur = 'waiting', 0
+      if redis.call('SISMEMBER', K_STALLED, id) == 1 then state = 'stalled' end
+    end
+  end
+  if not state then
+    if p.run_at > now then
+      schedule(id, p.item, p.run_at, next_seq(now))
+    else
+      enqueue(id, p.item, p.high)
+    end
+    if p.s then
+      local m = {}
+      set_strategy(m, p.s)
+      meta_set(id, m)
+    end
+    if p.explicit then
+      local base = redis.call('HINCRBY', K_ATTEMPTS, TOKEN_BASE, 1048576)
+      redis.call('HSET', K_ATTEMPTS, id, int(-base))
+    end
+    redis.call('INCR', K_PUBLISHES)
+    if Q.published then redis.call('ZADD', K_PUBLISHED, now, id) end
+    if p.run_at > now then emit('put', id, int(p.run_at)) else emit('put', id) end
+    return 'added'
+  end
+  local new_item = item
+  if p.f.d ~= 'k' then new_item = p.item end
+  local ra = merge_run_at(p.f.ra, cur, p.run_at)
+  if p.f.s ~= 'k' or p.f.c == 'r' then
+    local m = meta_get(id)
+    if p.f.s ~= 'k' then set_strategy(m, p.s) end
+    if p.f.c == 'r' then
+      m.rc, m.sc = nil, nil
+      redis.call('HDEL', K_CANCELLED, id)
+    end
+    meta_set(id, m)
+  end
+  if state == 'scheduled' then
+    if ra > now then
+      if ra ~= cur then redis.call('ZADD', K_SCHEDULED, ra, seq .. id) end
+      if new_item ~= item then redis.call('HSET', K_SCHED_ITEMS, id, seq .. new_item) end
+    else
+      redis.call('ZREM', K_SCHEDULED, seq .. id)
+      redis.call('HDEL', K_SCHED_ITEMS, id)
+      enqueue(id, new_item, p.high)
+    end
+  else
+    if state == 'stalled' then redis.call('SREM', K_STALLED, id) end
+    if ra > now then
+      if state == 'waiting' then redis.call('LREM', K_IDS, 1, id) end
+      redis.call('HDEL', K_ITEMS, id)
+      schedule(id, new_item, ra, next_seq(now))
+    else
+      if new_item ~= item then redis.call('HSET', K_ITEMS, id, new_item) end
+      if state == 'stalled' then enqueue(id, nil, p.high) end
+    end
+  end
+  emit('updated', id)
+  return 'updated'
+end
+
+-- A put for a claimed id waits in feed.held, merged with an earlier held
+-- put as spec 004 merges into its blocked job: the first sets everything,
+-- later ones apply their flags to it; the latest put's flags are kept
+-- for the release.
+local function hold(id, p)
+  local v = redis.call('HGET', K_HELD, id)
+  local r
+  if v then
+    r = cjson.decode(v)
+    if p.f.d ~= 'k' then r.d = p.item end
+    r.ra = merge_run_at(p.f.ra, r.ra, p.run_at)
+    if p.f.s ~= 'k' then r.s = p.s end
+    r.f, r.h = p.f, p.high
+  else
+    r = {d = p.item, ra = p.run_at, s = p.s, f = p.f, h = p.high}
+  end
+  redis.call('HSET', K_HELD, id, cjson.encode(r))
+  emit('held', id)
+end
+
+-- A claim of `id` ended (finish, fail, cancel, stall, lapse, release):
+-- its held put, if any, is applied now, whatever its flags and run_at.
+local function release_held(id, now)
+  local v = redis.call('HGET', K_HELD, id)
+  if not v then return false end
+  redis.call('HDEL', K_HELD, id)
+  local r = cjson.decode(v)
+  if r.s == cjson.null then r.s = nil end
+  dispatch(id, {item = r.d, run_at = r.ra, s = r.s, f = r.f, high = r.h, explicit = true}, now)
+  return true
+end
+
+-- The wait before retry n (n >= 1): min_backoff doubling per retry up to
+-- max_backoff, minus up to 20 % jitter (r in [0, 1)), at least min_backoff.
+local function backoff(n, minb, maxb, r)
+  local d = minb * 2 ^ (n - 1)
+  if d > maxb then d = maxb end
+  d = math.floor(d * (1 - 0.2 * r))
+  if d < minb then d = minb end
+  return d
+end
+
+-- Whether s is valid UTF-8 (so it can go into JSON as a string).
+local function utf8_valid(s)
+  if not string.find(s, '[\128-\255]') then return true end
+  local i, n = 1, #s
+  while i <= n do
+    local c = string.byte(s, i)
+    local k, lo, hi = 0, 128, 191
+    if c < 128 then
+      k = 0
+    elseif c >= 194 and c <= 223 then
+      k = 1
+    elseif c >= 224 and c <= 239 then
+      k = 2
+      if c == 224 then lo = 160 elseif c == 237 then hi = 159 end
+    elseif c >= 240 and c <= 244 then
+      k = 3
+      if c == 240 then lo = 144 elseif c == 244 then hi = 143 end
+    else
+      return false
+    end
+    for j = 1, k do
+      local b = string.byte(s, i + j)
+      if not b or b < lo or b > hi then return false end
+      lo, hi = 128, 191
+    end
+    i = i + k + 1
+  end
+  return true
+end
+
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+
+local function base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = string.byte(s, i, i + 2)
+    local v = a * 65536 + (b or 0) * 256 + (c or 0)
+    local q = {}
+    for j = 4, 1, -1 do
+      local d = v % 64
+      q[j] = string.sub(B64, d + 1, d + 1)
+      v = (v - d) / 64
+    end
+    if not b then q[3] = '=' end
+    if not c then q[4] = '=' end
+    out[#out + 1] = table.concat(q)
+  end
+  return table.concat(out)
+end
+
+-- A JSON value for bytes: a string when they are valid UTF-8, else
+-- {"base64": "..."}.
+local function json_bytes(s)
+  if utf8_valid(s) then return cjson.encode(s) end
+  return '{"base64":"' .. base64(s) .. '"}'
+end
+
+-- The dead-letter queue's keys follow the job layout (KEYS[18..23]:
+-- config, ids, items, publishes, idincr, sleepers); its name and wake-up
+-- channel come from the caller, who read the config. use_dlq checks that
+-- the name is still the config's (else the caller reads it again) and
+-- that this user may wake its claimers. Returns an error reply, the
+-- config's name when it changed, or nil.
+local DLQ = {}
+
+local function use_dlq(name, wake_channel)
+  if name ~= Q.dlq then return nil, Q.dlq end
+  DLQ.name, DLQ.wake = name, wake_channel
+  if name == '' then return nil end
+  if redis.call('HGET', KEYS[18], 'type') ~= 'job' then
+    DLQ.name = ''
+    return nil
+  end
+  return check_publish(wake_channel)
+end
+
+-- Takes a claimed (or just lapsed) job out of circulation: feed.stalled,
+-- its error kept in its record, and `[id, data, error]` put into the
+-- dead-letter queue if the queue names one.
+local function dead_letter(id, m, err, now)
+  m.err = err
+  meta_set(id, m)
+  redis.call('SADD', K_STALLED, id)
+  redis.call('ZREM', K_PUBLISHED, id)
+  if DLQ.name and DLQ.name ~= '' then
+    local data = redis.call('HGET', K_ITEMS, id) or ''
+    local rec = '[' .. json_bytes(id) .. ',' .. json_bytes(data) .. ',' .. json_bytes(err) .. ']'
+    local nid = new_ids(KEYS[22], 1, now)[1]
+    redis.call('HSET', KEYS[20], nid, rec)
+    redis.call('LPUSH', KEYS[19], nid)
+    redis.call('INCR', KEYS[21])
+    wake(KEYS[23], DLQ.wake, 1)
+  end
+  emit('dead_lettered', id, err)
+end
+
+local function opt_int(v)
+  if v == nil then return '' end
+  return int(v)
+end
+
+-- Appends job `id` to `out` as 13 strings (id, item, state, failures,
+-- run_at, retry count, stall count, max_retries, max_stalls, min_backoff,
+-- max_backoff (the job's own, '' when unset), last error, held put as JSON
+-- or ''), read in one step; nothing when no job has that id.
+local function describe(id, out)
+  local item, state, run_at
+  local sv = redis.call('HGET', K_SCHED_ITEMS, id)
+  if sv then
+    item, state = string.sub(sv, SEQ_WIDTH + 1), 'scheduled'
+    run_at = redis.call('ZSCORE', K_SCHEDULED, string.sub(sv, 1, SEQ_WIDTH) .. id) or '0'
+  else
+    item = redis.call('HGET', K_ITEMS, id)
+    if not item then return end
+    state, run_at = 'waiting', '0'
+    if redis.call('ZSCORE', K_CLAIMED, id) then
+      state = 'claimed'
+    elseif redis.call('SISMEMBER', K_STALLED, id) == 1 then
+      state = 'stalled'
+    end
+  end
+  local m = meta_get(id)
+  local n = #out
+  out[n + 1] = id
+  out[n + 2] = item
+  out[n + 3] = state
+  out[n + 4] = redis.call('HGET', K_CANCELLED, id) or '0'
+  out[n + 5] = int(tonumber(run_at))
+  out[n + 6] = opt_int(m.rc or 0)
+  out[n + 7] = opt_int(m.sc or 0)
+  out[n + 8] = opt_int(m.mr)
+  out[n + 9] = opt_int(m.ms)
+  out[n + 10] = opt_int(m.minb)
+  out[n + 11] = opt_int(m.maxb)
+  out[n + 12] = m.err or ''
+  out[n + 13] = redis.call('HGET', K_HELD, id) or ''
+end
