@@ -192,6 +192,12 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     return v;
   }
 
+  /// When the earliest scheduled job becomes due (max(): none), as the
+  /// fetch function learned from its reply: waiters are served then rather
+  /// than at the next poll. Call it on the fetcher's executor, from the
+  /// fetch function, before it returns.
+  void due_at(std::chrono::steady_clock::time_point t) { policy_.due_at(t); }
+
   /// Something may have arrived: fetch again if anyone waits.
   void notify() {
     if (policy_.closed()) return;

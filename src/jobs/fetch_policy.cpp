@@ -125,6 +125,10 @@ void fetch_policy::on_wakeup(time_point now, bool timer_fired, actions& out) {
     trigger_ = true;  // poll tick
     next_poll_ = now + opts_.poll;
   }
+  if (timer_fired && !closed_ && now >= due_) {
+    trigger_ = true;  // a scheduled job is due: claim it now
+    due_ = time_point::max();
+  }
 }
 
 void fetch_policy::on_reply(fetch_id id, time_point now, error_code ec, std::size_t jobs,
@@ -204,7 +208,7 @@ void fetch_policy::close(error_code ec, actions& out) {
 fetch_policy::time_point fetch_policy::next_wakeup() const {
   bool anyone =
       std::any_of(waiters_.begin(), waiters_.end(), [](const waiter_rec& w) { return w.live; });
-  auto until = anyone && in_flight_ == 0 ? next_poll_ : time_point::max();
+  auto until = anyone && in_flight_ == 0 ? std::min(next_poll_, due_) : time_point::max();
   if (!buffer_.empty()) until = std::min(until, buffer_.front());
   return until;
 }

@@ -28,6 +28,10 @@
 //  * Prefetch: after a call that served waiters came back full, or a
 //    waiter took a held job, one call with no waiters tops the buffer up to
 //    `prefetch` jobs.
+//  * Scheduled jobs: a claim reply may tell when the earliest scheduled job
+//    becomes due (due_at). While anyone waits, the loop wakes up then (or
+//    at the poll tick, if sooner) and issues a call; the time is forgotten
+//    once used, and replaced by each reply's.
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -97,6 +101,9 @@ class fetch_policy {
   bool take_buffered(actions& out);
   /// A wake-up message: something may have arrived.
   void notify();
+  /// The earliest time a scheduled job becomes due, as the last claim
+  /// reply said (time_point::max(): none). Call it before on_reply.
+  void due_at(time_point t) noexcept { due_ = t; }
   /// Issues the claim calls that are due (what the loop does whenever it
   /// wakes up): forgets finished waiters, then one call per batch of
   /// waiters without a call in flight, while triggered and under
@@ -112,8 +119,9 @@ class fetch_policy {
   void close(error_code ec, actions& out);
 
   // ---- queries -------------------------------------------------------------
-  /// When the loop should wake up by itself: the poll tick if anyone waits
-  /// and no call is out, the oldest held job's expiry; max() for never.
+  /// When the loop should wake up by itself: the poll tick or the due time
+  /// of a scheduled job, whichever is first, if anyone waits and no call is
+  /// out; the oldest held job's expiry; max() for never.
   time_point next_wakeup() const;
   bool closed() const noexcept { return closed_; }
   std::size_t in_flight() const noexcept { return in_flight_; }
@@ -156,6 +164,7 @@ class fetch_policy {
   bool started_ = false;
   bool closed_ = false;
   time_point next_poll_{};
+  time_point due_ = time_point::max();  // a scheduled job becomes due
 };
 
 }  // namespace thoonk::detail::jobs

@@ -132,15 +132,15 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
     j.token = as_int(g[3]);
     return j;
   });
+  auto at = fetch_policy::time_point::max();
   if (v.elements.size() % 4 == 1) {
     const auto due = as_int(v.elements.back());
-    auto at = fetch_policy::time_point::max();
     if (due > 0) {
       const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, due - jobs::now_ms()));
       at = fetch_policy::clock::now() + wait;
     }
-    (void)at;  // WIRE: self->claims->due_at(at) once fetcher has it
   }
+  if (self->claims) self->claims->due_at(at);
   co_return std::tuple{op_status{}, std::move(out)};
 }
 
@@ -399,8 +399,8 @@ void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
   // Each field is checked on its way; this also checks how they combine
   // (max_backoff not below min_backoff).
   if (!s.problem().empty()) {
-    detail::post_handler(std::move(h), client_->get_executor(),
-                         error_code(error::invalid_argument), job_queue{});
+    detail::post_handler(std::move(h), client_->get_executor(), error_code(error::invalid_argument),
+                         job_queue{});
     return;
   }
   detail::start_create_or_open_handle(*this, core_, s.to_fields(), std::move(h));

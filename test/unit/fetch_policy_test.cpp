@@ -338,3 +338,72 @@ TEST_CASE("fetch_policy: without prefetch, a waiter with its own call out keeps 
   CHECK(reply(p, 2, t0, 1) == list{deliver(2, b, 0)});
   CHECK(p.buffered() == 0);
 }
+
+TEST_CASE("fetch_policy: waiters wake up when a scheduled job becomes due",
+          "[unit][fetch_policy]") {
+  fetch_policy p(opts());
+  auto [a] = start_with<1>(p);
+  CHECK(pump(p) == list{claim(1, 1)});
+  // The empty reply says a scheduled job is due in 200 ms: sooner than the
+  // poll tick (1000 ms after the reply).
+  p.due_at(t0 + 210ms);
+  CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+  CHECK(p.next_wakeup() == t0 + 210ms);
+
+  SECTION("the loop wakes at the due time and claims") {
+    CHECK(wakeup(p, t0 + 210ms).empty());
+    CHECK(pump(p) == list{claim(2, 1)});
+    p.due_at(tp::max());  // the reply had the job, no further due time
+    CHECK(reply(p, 2, t0 + 211ms, 1) == list{deliver(2, a, 0)});
+    CHECK(p.next_wakeup() == tp::max());  // nobody waits
+  }
+  SECTION("a due time is used once") {
+    CHECK(wakeup(p, t0 + 210ms).empty());
+    CHECK(pump(p) == list{claim(2, 1)});
+    p.due_at(tp::max());
+    CHECK(reply(p, 2, t0 + 215ms, 0).empty());
+    CHECK(pump(p).empty());
+    CHECK(p.next_wakeup() == t0 + 215ms + 1000ms);  // back to the poll tick
+  }
+  SECTION("a poke before the due time is not the due time") {
+    CHECK(wakeup(p, t0 + 100ms, false).empty());
+    CHECK(pump(p).empty());
+    CHECK(p.next_wakeup() == t0 + 210ms);
+  }
+}
+
+TEST_CASE("fetch_policy: a due time later than the poll tick, or in the past",
+          "[unit][fetch_policy]") {
+  fetch_policy p(opts());
+  auto [a] = start_with<1>(p);
+  CHECK(pump(p) == list{claim(1, 1)});
+  SECTION("later than the poll tick: the tick comes first") {
+    p.due_at(t0 + 5000ms);
+    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+    CHECK(p.next_wakeup() == t0 + 1010ms);
+    CHECK(wakeup(p, t0 + 1010ms).empty());
+    CHECK(pump(p) == list{claim(2, 1)});
+  }
+  SECTION("already past: the loop wakes at once and claims") {
+    p.due_at(t0 + 5ms);
+    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+    CHECK(p.next_wakeup() == t0 + 5ms);
+    CHECK(wakeup(p, t0 + 10ms).empty());
+    CHECK(pump(p) == list{claim(2, 1)});
+  }
+  SECTION("a call in flight: no wake-up for it until the reply") {
+    p.due_at(t0 + 50ms);
+    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+    p.notify();
+    CHECK(pump(p) == list{claim(2, 1)});
+    CHECK(p.next_wakeup() == tp::max());
+  }
+  (void)a;
+}
+
+TEST_CASE("fetch_policy: no waiters, no wake-up for a due time", "[unit][fetch_policy]") {
+  fetch_policy p(opts());
+  p.start(t0);
+  p.due_at(t0 + 100ms);
+  CHECK(p.next_wakeup() == tp::max());
+}
