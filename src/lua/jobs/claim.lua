@@ -1,6 +1,6 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get (claim).
 -- ARGV: 1 now_ms, 2 n. First makes due scheduled jobs claimable (up to
--- 1000), then the contract's "Get" in one atomic step: pop up to n ids,
+-- 500), then the contract's "Get" in one atomic step: pop up to n ids,
 -- ZADD claimed (claim time), read items and failure counts, assign tokens.
 -- Returns {id, item, failures, token, ...}, and when it got fewer than n,
 -- one more value: the earliest run_at of a scheduled job (ms, 0: none), so
@@ -8,7 +8,7 @@
 -- plain-command client) are dropped. Marks sleepers when short.
 local e = open_job() if e then return e end
 local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-promote(now, 1000)
+promote(now, 500)
 local ids = redis.call('RPOP', K_IDS, n)
 if not ids then
   redis.call('SET', K_SLEEPERS, '1')
@@ -57,6 +57,8 @@ for i = 1, m do
   out[4 * i] = a
 end
 redis.call('HSET', K_ATTEMPTS, unpack(h))
-for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
+if Q.events then
+  for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
+end
 if m < n then out[#out + 1] = next_due() or 0 end
 return out

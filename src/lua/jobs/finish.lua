@@ -11,8 +11,8 @@
 -- (a finish with a result by a user who may not PUBLISH job.finish: that
 -- job is left as it was; the others of the batch finish). A put held for
 -- a finished job is applied then (a new job with that id).
-local e = open_job() if e then return e end
-local ttl = Q.result_ttl
+local e = open_job('result_ttl_ms') if e then return e end
+local ttl = conf_int(Q.conf[3], 300000, 1)
 local m = (#ARGV - 1) / 4
 local ids = {}
 for j = 1, m do ids[j] = ARGV[4 * j - 2] end
@@ -55,8 +55,10 @@ if #ok > 0 then
   redis.call('HDEL', K_ATTEMPTS, unpack(o))
   if redis.call('EXISTS', K_PUBLISHED) == 1 then redis.call('ZREM', K_PUBLISHED, unpack(o)) end
   redis.call('INCRBY', K_FINISHES, #o)
-  if redis.call('EXISTS', K_META) == 1 then redis.call('HDEL', K_META, unpack(o)) end
-  if redis.call('EXISTS', K_HELD) == 1 then
+  -- Job records and held puts are rare: one EXISTS for both.
+  local extras = redis.call('EXISTS', K_META, K_HELD) > 0
+  if extras then redis.call('HDEL', K_META, unpack(o)) end
+  if extras and redis.call('EXISTS', K_HELD) == 1 then
     -- The server's clock: a finish carries no time (a held put's run_at
     -- is compared with it).
     local t = redis.call('TIME')
@@ -64,7 +66,9 @@ if #ok > 0 then
     for i = 1, #o do release_held(o[i], now) end
     wake_woken('feed.wake:' .. string.sub(ARGV[1], 12))
   end
-  for i = 1, #o do emit('finished', o[i]) end
+  if Q.events then
+    for i = 1, #o do emit('finished', o[i]) end
+  end
   for _, j in ipairs(ok) do
     local k = tonumber(ARGV[4 * j])
     if k > 0 then

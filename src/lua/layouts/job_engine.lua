@@ -17,29 +17,39 @@
 -- The queue's config as the engine reads it (open_job fills it).
 local Q = {}
 
--- Reads and checks the job queue's config. Returns an error reply or nil.
--- The event channel is `job.event:` followed by the name as it appears in
--- the keys (jobs::job_keys builds it the same way).
+-- Checks the job queue's type and reads `events` and the fields named in
+-- `...` (into Q.conf[3], Q.conf[4], ...). Returns an error reply or nil.
 -- With events on, the user must be allowed to PUBLISH them (checked here,
--- before any write).
-local function open_job()
-  local e, c = open_feed('job', 'published', 'events', 'max_retries', 'max_stalls',
-                         'min_backoff_ms', 'max_backoff_ms', 'dead_letter_queue',
-                         'claim_timeout_ms', 'result_ttl_ms')
+-- before any write). The event channel is `job.event:` followed by the
+-- name as it appears in the keys (jobs::job_keys builds it the same way).
+-- The hot scripts (put, claim, finish) read no more than this; the engine's
+-- other settings come from engine_settings() when a script needs them.
+local function open_job(...)
+  local e, c = open_feed('job', 'events', ...)
   if e then return e end
-  Q.published = c[2] == '1'
-  Q.events = c[3] == '1'
-  Q.max_retries = conf_int(c[4], 10, 1)
-  Q.max_stalls = conf_int(c[5], 3, 1)
-  Q.min_backoff = conf_int(c[6], 2000, 0)
-  Q.max_backoff = conf_int(c[7], 300000, 0)
-  Q.dlq = c[8] or ''
-  Q.claim_timeout = conf_int(c[9], 60000, 1)
-  Q.result_ttl = conf_int(c[10], 300000, 1)
+  Q.events = c[2] == '1'
+  Q.conf = c
   Q.event_channel = 'job.event:' .. string.sub(K_CONFIG, 13)
   Q.woken = 0
   if Q.events then return check_publish(Q.event_channel) end
   return nil
+end
+
+-- Reads the rest of the config once per script call: the retry
+-- strategy's defaults (spec 004: 10, 3, 2 s, 300 s), the dead-letter
+-- queue, the lease, the result time to live, the put-time index.
+local function engine_settings()
+  if Q.max_retries then return end
+  local c = redis.call('HMGET', K_CONFIG, 'published', 'max_retries', 'max_stalls',
+                       'min_backoff_ms', 'max_backoff_ms', 'dead_letter_queue',
+                       'claim_timeout_ms')
+  Q.published = c[1] == '1'
+  Q.max_retries = conf_int(c[2], 10, 1)
+  Q.max_stalls = conf_int(c[3], 3, 1)
+  Q.min_backoff = conf_int(c[4], 2000, 0)
+  Q.max_backoff = conf_int(c[5], 300000, 0)
+  Q.dlq = c[6] or ''
+  Q.claim_timeout = conf_int(c[7], 60000, 1)
 end
 
 -- Wakes sleeping claimers on `channel` when this script made jobs
@@ -81,6 +91,7 @@ end
 
 -- The job's strategy with the queue's defaults filled in.
 local function strategy_of(m)
+  engine_settings()
   return m.mr or Q.max_retries, m.ms or Q.max_stalls, m.minb or Q.min_backoff,
          m.maxb or Q.max_backoff
 end
@@ -93,10 +104,12 @@ local function next_seq(now)
   return string.rep('0', SEQ_WIDTH - #s) .. s
 end
 
--- Makes `id` (in no state) scheduled at run_at.
+-- Makes `id` (in no state) scheduled at run_at. Counted in Q.woken too:
+-- sleeping claimers must claim once more to learn the new due time.
 local function schedule(id, item, run_at, seq)
   redis.call('ZADD', K_SCHEDULED, run_at, seq .. id)
   redis.call('HSET', K_SCHED_ITEMS, id, seq .. item)
+  Q.woken = Q.woken + 1
 end
 
 -- Makes `id` (in no state) waiting: item stored unless nil (already in
@@ -148,7 +161,9 @@ local function promote(now, limit)
   redis.call('HSET', K_ITEMS, unpack(h))
   redis.call('LPUSH', K_IDS, unpack(push))
   Q.woken = Q.woken + #push
-  for i = 1, #push do emit('promoted', push[i]) end
+  if Q.events then
+    for i = 1, #push do emit('promoted', push[i]) end
+  end
   return #push
 end
 
@@ -200,6 +215,7 @@ local function dispatch(id, p, now)
       redis.call('HSET', K_ATTEMPTS, id, int(-base))
     end
     redis.call('INCR', K_PUBLISHES)
+    engine_settings()
     if Q.published then redis.call('ZADD', K_PUBLISHED, now, id) end
     if p.run_at > now then emit('put', id, int(p.run_at)) else emit('put', id) end
     return 'added'
@@ -348,6 +364,7 @@ end
 local DLQ = {}
 
 local function use_dlq(name, wake_channel)
+  engine_settings()
   if name ~= Q.dlq then return nil, Q.dlq end
   DLQ.name, DLQ.wake = name, wake_channel
   if name == '' then return nil end

@@ -12,6 +12,7 @@ local dle, changed = use_dlq(ARGV[4], ARGV[5])
 if dle then return dle end
 if changed then return {'dlq', changed} end
 local now = tonumber(ARGV[1])
+engine_settings()
 local cutoff = now - Q.claim_timeout
 local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', '(' .. int(cutoff),
                        'LIMIT', 0, tonumber(ARGV[2]))

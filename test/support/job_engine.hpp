@@ -1,0 +1,90 @@
+// Helpers for the job engine's integration tests (scheduling, de-duplication,
+// retries, dead letters): a queue made with typed settings, puts with
+// options, and reads of a job's state.
+#pragma once
+
+#include "support/helpers.hpp"
+
+#include <thoonk/job_queue.hpp>
+
+#include <optional>
+#include <string>
+
+namespace thoonk::test {
+
+/// Connects f's client and creates f.name as a job queue with `s`.
+inline asio::awaitable<thoonk::job_queue> engine_queue(fixture& f,
+                                                       thoonk::job_queue::settings s = {},
+                                                       thoonk::job_queue_options o = {}) {
+  co_await f.c.connect(asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::create_or_open(f.c, f.name, std::move(s), std::move(o),
+                                                      asio::use_awaitable);
+  co_return q;
+}
+
+/// A put with an explicit id, run_at and update flags.
+inline asio::awaitable<thoonk::put_result> put_id(thoonk::job_queue& q, std::string id,
+                                                  std::string item, thoonk::epoch_ms run_at,
+                                                  thoonk::update_flags flags = {}) {
+  thoonk::put_options o;
+  o.id = std::move(id);
+  o.run_at = run_at;
+  o.update = flags;
+  auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
+  co_return r;
+}
+
+/// A put (new id) that runs at `run_at`.
+inline asio::awaitable<std::string> put_at(thoonk::job_queue& q, std::string item,
+                                           thoonk::epoch_ms run_at) {
+  thoonk::put_options o;
+  o.run_at = run_at;
+  auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
+  co_return r.id;
+}
+
+/// get_job, which must find the job.
+inline asio::awaitable<thoonk::job_info> job_of(thoonk::job_queue& q, std::string id) {
+  auto j = co_await q.get_job(std::move(id), asio::use_awaitable);
+  REQUIRE(j);
+  co_return std::move(*j);
+}
+
+/// One claim attempt on the server (timeout 0): the job, or nullopt when
+/// none is claimable.
+inline asio::awaitable<std::optional<thoonk::claimed_job>> try_claim(thoonk::job_queue& q) {
+  auto [ec, j] = co_await q.claim(std::chrono::milliseconds(0), nothrow);
+  if (ec == thoonk::error::queue_empty) co_return std::nullopt;
+  REQUIRE(!ec);
+  co_return std::move(j);
+}
+
+/// Maintenance without the stats feed.
+inline thoonk::maintenance_options no_stats() {
+  thoonk::maintenance_options o;
+  o.publish_stats = false;
+  return o;
+}
+
+/// Makes the claim of `id` look lapsed (claim time 0) so that the next
+/// maintain() counts a stall.
+inline asio::awaitable<void> lapse(fixture& f, const std::string& id) {
+  co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), "XX", "0", id);
+}
+
+}  // namespace thoonk::test
+
+namespace Catch {
+template <>
+struct StringMaker<thoonk::job_state> {
+  static std::string convert(thoonk::job_state s) {
+    switch (s) {
+      case thoonk::job_state::waiting: return "waiting";
+      case thoonk::job_state::claimed: return "claimed";
+      case thoonk::job_state::stalled: return "stalled";
+      case thoonk::job_state::scheduled: return "scheduled";
+    }
+    return "?";
+  }
+};
+}  // namespace Catch
