@@ -22,6 +22,7 @@
 //                   scripts (and SET), calls/s and jobs/s, with ratios
 // Bounded: every phase has a job count and a time limit.
 #include "support/bench_support.hpp"
+#include "support/job_bench_support.hpp"
 
 #include "thoonk_lua_scripts.hpp"
 
@@ -49,67 +50,15 @@ constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 namespace {
 
 const std::string payload70(70, 'p');
-
-std::string unique(const std::string& prefix) {
-  static std::mt19937_64 rng{std::random_device{}()};
-  return prefix + "-" + std::to_string(rng() % 1000000000);
-}
-
-// Runs `f` on a fresh io_context until it finishes or `limit` passes.
-template <class F>
-bool run(F f, std::chrono::seconds limit) {
-  asio::io_context ioc(1);
-  bool done = false;
-  asio::co_spawn(ioc, f(ioc), [&](std::exception_ptr e) {
-    done = true;
-    ioc.stop();
-    if (e) std::rethrow_exception(e);
-  });
-  ioc.run_for(limit);
-  return done;
-}
-
-// run() with a client on `cfg`, connected, handed to `f`.
-template <class F>
-bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
-  return run(
-      [&](asio::io_context& ioc) -> asio::awaitable<void> {
-        thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(asio::use_awaitable);
-        co_await f(c);
-      },
-      limit);
-}
-
-asio::awaitable<void> create(thoonk::client& c, std::string name, thoonk::feed_config cfg) {
-  co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), asio::use_awaitable);
-}
-
-asio::awaitable<void> drop(thoonk::client& c, std::string name) {
-  auto [ec] = co_await c.delete_feed(name, nothrow);
-  (void)ec;
-}
-
-// CPU seconds the server has used (INFO cpu: used_cpu_user + used_cpu_sys).
-asio::awaitable<double> server_cpu(thoonk::client& c) {
-  thoonk::request r;
-  r.push("INFO", "cpu");
-  auto resp = co_await c.conn().exec(r, asio::use_awaitable);
-  const auto& s = resp[0].str;
-  auto field = [&](const char* f) {
-    auto p = s.find(std::string(f) + ":");
-    return p == std::string::npos ? 0.0 : std::stod(s.substr(p + std::strlen(f) + 1));
-  };
-  co_return field("used_cpu_user") + field("used_cpu_sys");
-}
-
-// CPU seconds this process has used.
-double own_cpu() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+using bench::create;
+using bench::drop;
+using bench::job_keys;
+using bench::own_cpu;
+using bench::run;
+using bench::run_client;
+using bench::server_cpu;
+using bench::unique;
+using bench::used_memory;
 
 // ---------------------------------------------------------------------------
 struct e2e_result {
@@ -299,15 +248,6 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
 }
 
 // ---------------------------------------------------------------------------
-asio::awaitable<long long> used_memory(thoonk::client& c) {
-  thoonk::request r;
-  r.push("INFO", "memory");
-  auto resp = co_await c.conn().exec(r, asio::use_awaitable);
-  const auto& s = resp[0].str;
-  auto p = s.find("used_memory:");
-  co_return std::stoll(s.substr(p + 12, s.find('\r', p) - p - 12));
-}
-
 struct memory_result {
   double default_bytes = 0;
   double published_bytes = 0;
@@ -386,14 +326,6 @@ struct ceiling_result {
   std::optional<double> set_rps, put1_calls, claim1_calls, claim64_calls;
 };
 
-std::vector<std::string> job_keys(const std::string& name) {
-  std::vector<std::string> k;
-  for (const char* w : {"config", "ids", "items", "publishes", "finishes", "published", "claimed",
-                        "cancelled", "stalled", "attempts", "sleepers", "idincr", "unaccounted"})
-    k.push_back(std::string("feed.") + w + ":" + name);
-  return k;
-}
-
 ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, bool quick) {
   ceiling_result r;
   r.set_rps = bench::redis_benchmark_rps(
@@ -420,8 +352,9 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   // n calls of a job script (sha) with `args` after the keys, pipelined 64
   // deep on one connection.
   auto script_rps = [&](const std::string& sha, long n, std::vector<std::string> args) {
-    std::vector<std::string> a{"-P",      "64", "-c", "1", "-n", std::to_string(n),
-                               "EVALSHA", sha,  "13"};
+    std::vector<std::string> a{"-P",      "64", "-c",
+                               "1",       "-n", std::to_string(n),
+                               "EVALSHA", sha,  std::to_string(keys.size())};
     a.insert(a.end(), keys.begin(), keys.end());
     a.insert(a.end(), args.begin(), args.end());
     return bench::redis_benchmark_rps(srv, a);

@@ -1,0 +1,108 @@
+// What the job benchmarks share (job_bench, job_engine_bench): running a
+// coroutine with a client under a time limit, throwaway queue names, and
+// the server's and this process's CPU and memory figures.
+#pragma once
+
+#include <thoonk/client.hpp>
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+namespace thoonk::bench {
+
+/// `prefix-<random number>`: a queue name no other run uses.
+inline std::string unique(const std::string& prefix) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return prefix + "-" + std::to_string(rng() % 1000000000);
+}
+
+/// Runs `f(ioc)` on a fresh io_context until it finishes or `limit`
+/// passes; false when it did not finish.
+template <class F>
+bool run(F f, std::chrono::seconds limit) {
+  boost::asio::io_context ioc(1);
+  bool done = false;
+  boost::asio::co_spawn(ioc, f(ioc), [&](std::exception_ptr e) {
+    done = true;
+    ioc.stop();
+    if (e) std::rethrow_exception(e);
+  });
+  ioc.run_for(limit);
+  return done;
+}
+
+/// run() with a client on `cfg`, connected, handed to `f`.
+template <class F>
+bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
+  return run(
+      [&](boost::asio::io_context& ioc) -> boost::asio::awaitable<void> {
+        thoonk::client c(ioc.get_executor(), cfg);
+        co_await c.connect(boost::asio::use_awaitable);
+        co_await f(c);
+      },
+      limit);
+}
+
+/// Creates job queue `name` with config `cfg`.
+inline boost::asio::awaitable<void> create(thoonk::client& c, std::string name,
+                                           thoonk::feed_config cfg) {
+  co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), boost::asio::use_awaitable);
+}
+
+/// Deletes `name`, ignoring errors.
+inline boost::asio::awaitable<void> drop(thoonk::client& c, std::string name) {
+  auto [ec] = co_await c.delete_feed(name, boost::asio::as_tuple(boost::asio::use_awaitable));
+  (void)ec;
+}
+
+/// A field of `INFO <section>` as a number.
+inline boost::asio::awaitable<double> info_field(thoonk::client& c, const char* section,
+                                                 const char* field) {
+  thoonk::request r;
+  r.push("INFO", section);
+  auto resp = co_await c.conn().exec(r, boost::asio::use_awaitable);
+  const auto& s = resp[0].str;
+  const auto p = s.find(std::string(field) + ":");
+  co_return p == std::string::npos ? 0.0 : std::stod(s.substr(p + std::strlen(field) + 1));
+}
+
+/// CPU seconds the server has used (used_cpu_user + used_cpu_sys).
+inline boost::asio::awaitable<double> server_cpu(thoonk::client& c) {
+  const double user = co_await info_field(c, "cpu", "used_cpu_user");
+  const double sys = co_await info_field(c, "cpu", "used_cpu_sys");
+  co_return user + sys;
+}
+
+/// The server's used_memory in bytes.
+inline boost::asio::awaitable<long long> used_memory(thoonk::client& c) {
+  co_return static_cast<long long>(co_await info_field(c, "memory", "used_memory"));
+}
+
+/// The KEYS of the job scripts' layout for queue `name`, in order
+/// (src/lua/layouts/job.lua), for redis-benchmark EVALSHA ceilings.
+inline std::vector<std::string> job_keys(const std::string& name) {
+  std::vector<std::string> k;
+  for (const char* w : {"config", "ids", "items", "publishes", "finishes", "published", "claimed",
+                        "cancelled", "stalled", "attempts", "sleepers", "idincr", "unaccounted",
+                        "scheduled", "scheduled_items", "jobmeta", "held"})
+    k.push_back(std::string("feed.") + w + ":" + name);
+  return k;
+}
+
+/// CPU seconds this process has used.
+inline double own_cpu() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace thoonk::bench
