@@ -147,13 +147,18 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
   };
 
   // ---- 1. due scheduled jobs ------------------------------------------------
+  // Promotion moves each job between four structures, about 5 us a job on
+  // a queue of 100,000: at most 100 per call keeps every call near half a
+  // millisecond (250 measured up to 2.8 ms, 500 up to 5 ms).
+  const std::size_t promote_batch = std::min<std::size_t>(batch, 100);
   for (;;) {
-    std::vector<std::string> args{now_ms_string(), batch_s, self->wake_channel};
+    std::vector<std::string> args{now_ms_string(), std::to_string(promote_batch),
+                                  self->wake_channel};
     auto [ec, v] = co_await self->call(scripts::maintenance_promote(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
     const auto n = as_int(v);
     rep.promoted += n;
-    if (static_cast<std::size_t>(n) < batch) break;
+    if (static_cast<std::size_t>(n) < promote_batch) break;
   }
 
   // ---- 2. lapsed claims -----------------------------------------------------

@@ -376,3 +376,110 @@ TEST_CASE("dedupe: maintenance applies a held put whose claim ended through plai
     CHECK(j2.token != j.token);
   });
 }
+
+TEST_CASE("dedupe: every update flag on a waiting, a scheduled and a claimed job",
+          "[job][dedupe][held][put][finish][get_job]") {
+  fixture f("dedupe");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    const auto now = thoonk::now_epoch_ms();
+    const auto t1 = now + 2 * hour, t2 = now + 3 * hour;
+    struct variant {
+      const char* name;
+      flags f;
+      // What the job holds afterwards (for a claimed job: after the finish
+      // that applies the held put to a new job, where counters and
+      // strategy start afresh whatever the flags).
+      bool new_item, new_run_at, new_strategy, counters_reset;
+    };
+    flags keep_all;
+    keep_all.data = flags::data_mode::keep;
+    keep_all.run_at = flags::run_at_mode::never;
+    keep_all.strategy = flags::strategy_mode::keep;
+    flags reset = keep_all;
+    reset.counters = flags::counters_mode::reset;
+    flags data_only = keep_all;
+    data_only.data = flags::data_mode::replace;
+    flags run_at_only = keep_all;
+    run_at_only.run_at = flags::run_at_mode::if_later;
+    flags strategy_only = keep_all;
+    strategy_only.strategy = flags::strategy_mode::replace;
+    const variant variants[] = {
+        {"keep all", keep_all, false, false, false, false},
+        {"data", data_only, true, false, false, false},
+        {"run_at if_later", run_at_only, false, true, false, false},
+        {"strategy", strategy_only, false, false, true, false},
+        {"counters", reset, false, false, false, true},
+    };
+    int n = 0;
+    for (const char* where : {"waiting", "scheduled", "claimed", "claimed, then retried"}) {
+      for (const auto& v : variants) {
+        const std::string id = std::string(where) + "-" + std::to_string(n++);
+        INFO(id << " (" << v.name << ")");
+        const std::string w = where;
+        // The job: its own strategy (max_retries 5), one failure counted,
+        // then put where the case wants it.
+        thoonk::put_options first;
+        first.id = id;
+        first.retry = thoonk::retry_strategy{};
+        first.retry->max_retries = 5;
+        co_await q.put("old", first, asio::use_awaitable);
+        auto j = co_await q.claim(1s, asio::use_awaitable);
+        REQUIRE(j.id == id);
+        thoonk::fail_options fo;
+        fo.retry_at = w == "scheduled" ? t1 : now - 1;
+        co_await q.fail(j, "counted", fo, asio::use_awaitable);
+        std::optional<thoonk::claimed_job> held_claim;
+        if (w != "waiting" && w != "scheduled") {
+          auto k = co_await q.claim(1s, asio::use_awaitable);
+          REQUIRE(k.id == id);
+          held_claim = k;
+        }
+        // The put under test: new item, a later run_at, another strategy.
+        thoonk::put_options second;
+        second.id = id;
+        second.run_at = t2;
+        second.update = v.f;
+        second.retry = thoonk::retry_strategy{};
+        second.retry->max_retries = 9;
+        auto r = co_await q.put("new", second, asio::use_awaitable);
+        CHECK(r.outcome == (held_claim ? put_outcome::held : put_outcome::updated));
+        std::int64_t failed = 1;
+        if (held_claim) {
+          CHECK((co_await job_of(q, id)).item == "old");  // untouched while it runs
+          if (w == "claimed") {
+            co_await q.finish(*held_claim, asio::use_awaitable);
+          } else {
+            // Retried at once: the held put then applies its flags to the
+            // waiting job, as a put would.
+            thoonk::fail_options again;
+            again.retry_at = now - 1;
+            co_await q.fail(*held_claim, "again", again, asio::use_awaitable);
+            failed = 2;
+          }
+        }
+        auto info = co_await job_of(q, id);
+        if (w == "claimed") {
+          // A new job from the held put: the held put's item and run_at
+          // (the first held put sets them whatever its flags).
+          CHECK(info.item == "new");
+          CHECK(info.state == state::scheduled);
+          CHECK(info.run_at == t2);
+          CHECK(info.retry_count == 0);
+          CHECK(info.retry.max_retries == 9);
+          continue;
+        }
+        CHECK(info.item == (v.new_item ? "new" : "old"));
+        CHECK(!info.held);
+        const thoonk::epoch_ms old_run_at = w == "scheduled" ? t1 : 0;
+        const thoonk::epoch_ms want_run_at = v.new_run_at ? t2 : old_run_at;
+        CHECK(info.state == (want_run_at > now ? state::scheduled : state::waiting));
+        if (want_run_at > now) CHECK(info.run_at == want_run_at);
+        CHECK(info.retry.max_retries == (v.new_strategy ? 9 : 5));
+        CHECK(info.retry_count == (v.counters_reset ? 0 : failed));
+        CHECK(info.failures == (v.counters_reset ? 0 : failed));
+        co_await q.retract(id, asio::use_awaitable);
+      }
+    }
+  });
+}

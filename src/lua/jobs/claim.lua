@@ -1,6 +1,6 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get (claim).
 -- ARGV: 1 now_ms, 2 n. First makes due scheduled jobs claimable (up to
--- 500), then the contract's "Get" in one atomic step: pop up to n ids,
+-- 100), then the contract's "Get" in one atomic step: pop up to n ids,
 -- ZADD claimed (claim time), read items and failure counts, assign tokens.
 -- Returns {id, item, failures, token, ...}, and when it got fewer than n,
 -- one more value: the earliest run_at of a scheduled job (ms, 0: none), so
@@ -8,7 +8,7 @@
 -- plain-command client) are dropped. Marks sleepers when short.
 local e = open_job() if e then return e end
 local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-promote(now, 500)
+promote(now, 100)
 local ids = redis.call('RPOP', K_IDS, n)
 if not ids then
   redis.call('SET', K_SLEEPERS, '1')
