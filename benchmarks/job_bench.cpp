@@ -379,15 +379,9 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   return r;
 }
 
-std::string num(std::optional<double> v) {
-  if (!v) return "null";
-  std::ostringstream o;
-  o.precision(6);
-  o << *v;
-  return o.str();
-}
-
 }  // namespace
+
+using bench::num;
 
 int main(int argc, char** argv) {
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;

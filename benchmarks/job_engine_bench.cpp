@@ -276,15 +276,9 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
   for (auto& name : made) co_await bench::drop(c, name);
 }
 
-std::string num(std::optional<double> v) {
-  if (!v) return "null";
-  std::ostringstream o;
-  o.precision(6);
-  o << *v;
-  return o.str();
-}
-
 }  // namespace
+
+using bench::num;
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
+#include <sstream>
 
 namespace thoonk::bench {
 
@@ -79,6 +80,14 @@ std::string json_escape(const std::string& s) {
     o.push_back(c);
   }
   return o;
+}
+
+std::string num(std::optional<double> v) {
+  if (!v) return "null";
+  std::ostringstream o;
+  o.precision(6);
+  o << *v;
+  return o.str();
 }
 
 }  // namespace thoonk::bench

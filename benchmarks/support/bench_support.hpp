@@ -49,4 +49,8 @@ double percentile(std::vector<double>& v, double p);
 /// JSON string escaping for names.
 std::string json_escape(const std::string& s);
 
+/// A JSON number with 6 significant digits, or `null` for a figure that
+/// was not measured.
+std::string num(std::optional<double> v);
+
 }  // namespace thoonk::bench

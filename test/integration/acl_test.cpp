@@ -139,12 +139,6 @@ asio::awaitable<bool> exists_soon(thoonk::connection& c, std::string k) {
   co_return false;
 }
 
-thoonk::maintenance_options quiet() {
-  thoonk::maintenance_options o;
-  o.publish_stats = false;
-  return o;
-}
-
 // One test case body per kind: an io_context, the admin client, the user
 // (created and removed around `body`) and its connected client.
 template <class Body>
@@ -488,12 +482,12 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         auto jb = co_await aq.claim(1s, asio::use_awaitable);
         co_await sleep_for(120ms);
         before = co_await dump(admin.conn(), job_keys(name));
-        auto [mec, rep] = co_await uq.maintain(quiet(), nothrow);
+        auto [mec, rep] = co_await uq.maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
         CHECK(rep.ran);
         CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
         // ... an allowed runner does it.
-        auto rep2 = co_await aq.maintain(quiet(), asio::use_awaitable);
+        auto rep2 = co_await aq.maintain(no_stats(), asio::use_awaitable);
         CHECK(rep2.requeued == 1);
         (void)jb;
 

@@ -129,97 +129,95 @@ TEST_CASE("feed admin: delete removes every key and publishes delfeed",
   });
 }
 
-TEST_CASE("feed admin: missing feeds, wrong types and bad input give distinct errors",
-          "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids]"
-          "[open][publish][set_config][subscribe]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto missing = unique_name("missing");
-    auto [e1] = co_await c.set_config(missing, "max_length", "3", nothrow);
-    CHECK(e1 == thoonk::error::feed_not_found);
-    auto [e2, v] = co_await c.get_config(missing, "type", nothrow);
-    CHECK(e2 == thoonk::error::feed_not_found);
-    auto [e3, f] = co_await thoonk::feed::open(c, missing, nothrow);
-    CHECK(e3 == thoonk::error::feed_not_found);
-    auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
-    CHECK(e4 == thoonk::error::feed_not_found);
+FIXTURE_TEST_CASE(
+    "t", "feed admin: missing feeds, wrong types and bad input give distinct errors",
+    "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids]"
+    "[open][publish][set_config][subscribe]") {
+  auto& c = f.c;
+  co_await c.connect(asio::use_awaitable);
+  auto missing = unique_name("missing");
+  auto [e1] = co_await c.set_config(missing, "max_length", "3", nothrow);
+  CHECK(e1 == thoonk::error::feed_not_found);
+  auto [e2, v] = co_await c.get_config(missing, "type", nothrow);
+  CHECK(e2 == thoonk::error::feed_not_found);
+  auto [e3, fd] = co_await thoonk::feed::open(c, missing, nothrow);
+  CHECK(e3 == thoonk::error::feed_not_found);
+  auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
+  CHECK(e4 == thoonk::error::feed_not_found);
 
-    auto fname = co_await make_feed(c, "typed", feed_type::feed);
-    auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
-    auto qname = co_await make_feed(c, "typed-queue", feed_type::queue);
-    auto [e5, f2] = co_await thoonk::feed::open(c, fname, nothrow);
-    CHECK(!e5);
-    CHECK(f2.name() == fname);
-    auto [e6, s2] = co_await thoonk::sorted_feed::open(c, fname, nothrow);
-    CHECK(e6 == thoonk::error::wrong_feed_type);
-    auto [e7, f3] = co_await thoonk::feed::open(c, sname, nothrow);
-    CHECK(e7 == thoonk::error::wrong_feed_type);
-    auto [e8, f4] = co_await thoonk::feed::open(c, qname, nothrow);
-    CHECK(e8 == thoonk::error::wrong_feed_type);
-    // Unchecked handles: every operation checks the type too.
-    thoonk::feed wrong(c, sname);
-    auto [e9, r9] = co_await wrong.publish("x", nothrow);
-    CHECK(e9 == thoonk::error::wrong_feed_type);
-    auto [e10, ids] = co_await wrong.get_ids(nothrow);
-    CHECK(e10 == thoonk::error::wrong_feed_type);
-    thoonk::sorted_feed wrong2(c, fname);
-    auto [e11, id11] = co_await wrong2.append("x", nothrow);
-    CHECK(e11 == thoonk::error::wrong_feed_type);
-    auto len = co_await cmd(c.conn(), "LLEN", key("ids", fname));
-    CHECK(len.integer == 0);
-    // Subscribing checks the feed too (and registers nothing on failure).
-    thoonk::feed_callback ignore = [](const thoonk::feed_event&) {};
-    auto [e12, sub12] = co_await thoonk::feed(c, missing).subscribe(ignore, nothrow);
-    CHECK(e12 == thoonk::error::feed_not_found);
-    CHECK(!sub12.active());
-    auto [e13, sub13] = co_await thoonk::sorted_feed(c, fname).subscribe(ignore, nothrow);
-    CHECK(e13 == thoonk::error::wrong_feed_type);
-    thoonk::feed_subscribe_options cu;
-    cu.catch_up = true;
-    auto [e14, sub14] = co_await thoonk::feed(c, sname).subscribe(ignore, cu, nothrow);
-    CHECK(e14 == thoonk::error::wrong_feed_type);
-    auto numsub = co_await cmd(c.conn(), "PUBSUB", "NUMSUB", "feed.publish:" + sname);
-    CHECK(numsub.elements.at(1).integer == 0);
+  auto fname = co_await make_feed(c, "typed", feed_type::feed);
+  auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
+  auto qname = co_await make_feed(c, "typed-queue", feed_type::queue);
+  auto [e5, f2] = co_await thoonk::feed::open(c, fname, nothrow);
+  CHECK(!e5);
+  CHECK(f2.name() == fname);
+  auto [e6, s2] = co_await thoonk::sorted_feed::open(c, fname, nothrow);
+  CHECK(e6 == thoonk::error::wrong_feed_type);
+  auto [e7, f3] = co_await thoonk::feed::open(c, sname, nothrow);
+  CHECK(e7 == thoonk::error::wrong_feed_type);
+  auto [e8, f4] = co_await thoonk::feed::open(c, qname, nothrow);
+  CHECK(e8 == thoonk::error::wrong_feed_type);
+  // Unchecked handles: every operation checks the type too.
+  thoonk::feed wrong(c, sname);
+  auto [e9, r9] = co_await wrong.publish("x", nothrow);
+  CHECK(e9 == thoonk::error::wrong_feed_type);
+  auto [e10, ids] = co_await wrong.get_ids(nothrow);
+  CHECK(e10 == thoonk::error::wrong_feed_type);
+  thoonk::sorted_feed wrong2(c, fname);
+  auto [e11, id11] = co_await wrong2.append("x", nothrow);
+  CHECK(e11 == thoonk::error::wrong_feed_type);
+  auto len = co_await cmd(c.conn(), "LLEN", key("ids", fname));
+  CHECK(len.integer == 0);
+  // Subscribing checks the feed too (and registers nothing on failure).
+  thoonk::feed_callback ignore = [](const thoonk::feed_event&) {};
+  auto [e12, sub12] = co_await thoonk::feed(c, missing).subscribe(ignore, nothrow);
+  CHECK(e12 == thoonk::error::feed_not_found);
+  CHECK(!sub12.active());
+  auto [e13, sub13] = co_await thoonk::sorted_feed(c, fname).subscribe(ignore, nothrow);
+  CHECK(e13 == thoonk::error::wrong_feed_type);
+  thoonk::feed_subscribe_options cu;
+  cu.catch_up = true;
+  auto [e14, sub14] = co_await thoonk::feed(c, sname).subscribe(ignore, cu, nothrow);
+  CHECK(e14 == thoonk::error::wrong_feed_type);
+  auto numsub = co_await cmd(c.conn(), "PUBSUB", "NUMSUB", "feed.publish:" + sname);
+  CHECK(numsub.elements.at(1).integer == 0);
 
-    // Names are checked before any I/O.
-    auto before = c.conn().stats().requests;
-    std::string nul_name("a\0b", 3);
-    std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
-                                       std::string(2000, 'n')};
-    for (const std::string& bad : bad_names) {
-      auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow);
-      CHECK(b1 == thoonk::error::invalid_name);
-      auto [b2] = co_await c.delete_feed(bad, nothrow);
-      CHECK(b2 == thoonk::error::invalid_name);
-      auto [b3, x3] = co_await c.feed_exists(bad, nothrow);
-      CHECK(b3 == thoonk::error::invalid_name);
-      auto [b4] = co_await c.set_config(bad, "a", "b", nothrow);
-      CHECK(b4 == thoonk::error::invalid_name);
-      auto [b5, x5] = co_await c.get_config(bad, "a", nothrow);
-      CHECK(b5 == thoonk::error::invalid_name);
-      auto [b6, x6] = co_await thoonk::feed::open(c, bad, nothrow);
-      CHECK(b6 == thoonk::error::invalid_name);
-      auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", nothrow);
-      CHECK(b7 == thoonk::error::invalid_name);
-    }
-    // Config values the library interprets are checked too.
-    thoonk::feed_config ten{{"max_length", "ten"}};
-    auto [c1] = co_await c.create_feed(unique_name("badcfg"), feed_type::feed, ten, nothrow);
-    CHECK(c1 == thoonk::error::invalid_argument);
-    auto [c2] = co_await c.set_config(fname, "max_length", "-1", nothrow);
-    CHECK(c2 == thoonk::error::invalid_argument);
-    auto [c3] = co_await c.set_config(fname, "type", "sorted_feed", nothrow);
-    CHECK(c3 == thoonk::error::invalid_argument);
-    auto [c4] = co_await c.set_config(fname, "", "x", nothrow);
-    CHECK(c4 == thoonk::error::invalid_argument);
-    CHECK(c.conn().stats().requests == before);
+  // Names are checked before any I/O.
+  auto before = c.conn().stats().requests;
+  std::string nul_name("a\0b", 3);
+  std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
+                                     std::string(2000, 'n')};
+  for (const std::string& bad : bad_names) {
+    auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow);
+    CHECK(b1 == thoonk::error::invalid_name);
+    auto [b2] = co_await c.delete_feed(bad, nothrow);
+    CHECK(b2 == thoonk::error::invalid_name);
+    auto [b3, x3] = co_await c.feed_exists(bad, nothrow);
+    CHECK(b3 == thoonk::error::invalid_name);
+    auto [b4] = co_await c.set_config(bad, "a", "b", nothrow);
+    CHECK(b4 == thoonk::error::invalid_name);
+    auto [b5, x5] = co_await c.get_config(bad, "a", nothrow);
+    CHECK(b5 == thoonk::error::invalid_name);
+    auto [b6, x6] = co_await thoonk::feed::open(c, bad, nothrow);
+    CHECK(b6 == thoonk::error::invalid_name);
+    auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", nothrow);
+    CHECK(b7 == thoonk::error::invalid_name);
+  }
+  // Config values the library interprets are checked too.
+  thoonk::feed_config ten{{"max_length", "ten"}};
+  auto [c1] = co_await c.create_feed(unique_name("badcfg"), feed_type::feed, ten, nothrow);
+  CHECK(c1 == thoonk::error::invalid_argument);
+  auto [c2] = co_await c.set_config(fname, "max_length", "-1", nothrow);
+  CHECK(c2 == thoonk::error::invalid_argument);
+  auto [c3] = co_await c.set_config(fname, "type", "sorted_feed", nothrow);
+  CHECK(c3 == thoonk::error::invalid_argument);
+  auto [c4] = co_await c.set_config(fname, "", "x", nothrow);
+  CHECK(c4 == thoonk::error::invalid_argument);
+  CHECK(c.conn().stats().requests == before);
 
-    std::vector<std::string> made{fname, sname, qname};
-    for (auto& n : made) co_await c.delete_feed(n, asio::use_awaitable);
-    c.stop();
-  });
+  std::vector<std::string> made{fname, sname, qname};
+  for (auto& n : made) co_await c.delete_feed(n, asio::use_awaitable);
+  c.stop();
 }
 
 TEST_CASE("feed admin: braces in names only when allowed",
@@ -242,31 +240,28 @@ TEST_CASE("feed admin: braces in names only when allowed",
   });
 }
 
-TEST_CASE("feed admin: JSON config values",
-          "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto name = co_await make_feed(c, "json", feed_type::feed);
-    boost::json::value v = {{"retries", 3}, {"tags", {"a", "b"}}, {"ratio", 0.5}};
-    auto [e1] = co_await c.set_config_json(name, "policy", v, nothrow);
-    CHECK(!e1);
-    auto [e2, back] = co_await c.get_config_json(name, "policy", nothrow);
-    CHECK(!e2);
-    CHECK(back == v);
-    auto raw = co_await cmd(c.conn(), "HGET", key("config", name), "policy");
-    CHECK(boost::json::parse(raw.str) == v);
-    auto [e3, unset] = co_await c.get_config_json(name, "absent", nothrow);
-    CHECK(unset.is_null());
-    co_await c.set_config(name, "plain", "not json {", asio::use_awaitable);
-    auto [e4, text] = co_await c.get_config_json(name, "plain", nothrow);
-    CHECK(text == boost::json::value("not json {"));
-    auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", nothrow);
-    CHECK(e5 == thoonk::error::feed_not_found);
-    co_await c.delete_feed(name, asio::use_awaitable);
-    c.stop();
-  });
+FIXTURE_TEST_CASE("t", "feed admin: JSON config values",
+                  "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
+  auto& c = f.c;
+  co_await c.connect(asio::use_awaitable);
+  auto name = co_await make_feed(c, "json", feed_type::feed);
+  boost::json::value v = {{"retries", 3}, {"tags", {"a", "b"}}, {"ratio", 0.5}};
+  auto [e1] = co_await c.set_config_json(name, "policy", v, nothrow);
+  CHECK(!e1);
+  auto [e2, back] = co_await c.get_config_json(name, "policy", nothrow);
+  CHECK(!e2);
+  CHECK(back == v);
+  auto raw = co_await cmd(c.conn(), "HGET", key("config", name), "policy");
+  CHECK(boost::json::parse(raw.str) == v);
+  auto [e3, unset] = co_await c.get_config_json(name, "absent", nothrow);
+  CHECK(unset.is_null());
+  co_await c.set_config(name, "plain", "not json {", asio::use_awaitable);
+  auto [e4, text] = co_await c.get_config_json(name, "plain", nothrow);
+  CHECK(text == boost::json::value("not json {"));
+  auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", nothrow);
+  CHECK(e5 == thoonk::error::feed_not_found);
+  co_await c.delete_feed(name, asio::use_awaitable);
+  c.stop();
 }
 
 TEST_CASE("feed admin: typed management events, once each",

@@ -101,63 +101,61 @@ TEST_CASE("feed notify: typed events reach every callback exactly once, one serv
   });
 }
 
-TEST_CASE("feed notify: sorted feed events, a throwing callback, reset from inside a callback",
-          "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move_before][move_to_end]"
-          "[prepend][publish_after][retract][subscribe]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto name = co_await make_feed(c, "notify-sorted", feed_type::sorted_feed);
-    thoonk::sorted_feed s(c, name);
-    std::vector<rec> got, after_throw;
-    int thrown = 0;
-    auto sub = co_await s.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
-                                    asio::use_awaitable);
-    auto bad = co_await s.subscribe(
-        [&](const feed_event&) {
-          ++thrown;
-          throw std::runtime_error("callback failure");
-        },
-        asio::use_awaitable);
-    thoonk::feed_subscription self_reset;
-    int self_calls = 0;
-    self_reset = co_await s.subscribe(
-        [&](const feed_event&) {
-          ++self_calls;
-          self_reset.reset();  // from inside its own callback
-        },
-        asio::use_awaitable);
+FIXTURE_TEST_CASE(
+    "t", "feed notify: sorted feed events, a throwing callback, reset from inside a callback",
+    "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move_before][move_to_end]"
+    "[prepend][publish_after][retract][subscribe]") {
+  auto& c = f.c;
+  co_await c.connect(asio::use_awaitable);
+  auto name = co_await make_feed(c, "notify-sorted", feed_type::sorted_feed);
+  thoonk::sorted_feed s(c, name);
+  std::vector<rec> got, after_throw;
+  int thrown = 0;
+  auto sub = co_await s.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                  asio::use_awaitable);
+  auto bad = co_await s.subscribe(
+      [&](const feed_event&) {
+        ++thrown;
+        throw std::runtime_error("callback failure");
+      },
+      asio::use_awaitable);
+  thoonk::feed_subscription self_reset;
+  int self_calls = 0;
+  self_reset = co_await s.subscribe(
+      [&](const feed_event&) {
+        ++self_calls;
+        self_reset.reset();  // from inside its own callback
+      },
+      asio::use_awaitable);
 
-    co_await s.append("a", asio::use_awaitable);                               // 1
-    co_await s.prepend("b", asio::use_awaitable);                              // 2
-    co_await s.publish_after(thoonk::item_id("1"), "c", asio::use_awaitable);  // 3
-    co_await s.edit(thoonk::item_id("1"), "a2", asio::use_awaitable);
-    co_await s.move_to_end("2", asio::use_awaitable);
-    co_await s.move_before("3", "2", asio::use_awaitable);
-    co_await s.retract("1", asio::use_awaitable);
-    std::vector<rec> expected{
-        R(feed_event::publish, "1", "a"),
-        R(feed_event::position, "1", "", ":end"),
-        R(feed_event::publish, "2", "b"),
-        R(feed_event::position, "2", "", "begin:"),
-        R(feed_event::publish, "3", "c"),
-        R(feed_event::position, "3", "", "1:"),
-        R(feed_event::publish, "1", "a2"),  // the contract's edit: publish, no position
-        R(feed_event::position, "2", "", ":end"),
-        R(feed_event::position, "3", "", ":2"),
-        R(feed_event::retract, "1"),
-    };
-    bool all = co_await wait_until([&] { return got.size() >= expected.size(); });
-    CHECK(all);
-    co_await settle();
-    CHECK(got == expected);
-    CHECK(thrown == static_cast<int>(expected.size()));
-    CHECK(bad.stats().callback_errors == expected.size());
-    CHECK(self_calls == 1);
-    co_await c.delete_feed(name, asio::use_awaitable);
-    c.stop();
-  });
+  co_await s.append("a", asio::use_awaitable);                               // 1
+  co_await s.prepend("b", asio::use_awaitable);                              // 2
+  co_await s.publish_after(thoonk::item_id("1"), "c", asio::use_awaitable);  // 3
+  co_await s.edit(thoonk::item_id("1"), "a2", asio::use_awaitable);
+  co_await s.move_to_end("2", asio::use_awaitable);
+  co_await s.move_before("3", "2", asio::use_awaitable);
+  co_await s.retract("1", asio::use_awaitable);
+  std::vector<rec> expected{
+      R(feed_event::publish, "1", "a"),
+      R(feed_event::position, "1", "", ":end"),
+      R(feed_event::publish, "2", "b"),
+      R(feed_event::position, "2", "", "begin:"),
+      R(feed_event::publish, "3", "c"),
+      R(feed_event::position, "3", "", "1:"),
+      R(feed_event::publish, "1", "a2"),  // the contract's edit: publish, no position
+      R(feed_event::position, "2", "", ":end"),
+      R(feed_event::position, "3", "", ":2"),
+      R(feed_event::retract, "1"),
+  };
+  bool all = co_await wait_until([&] { return got.size() >= expected.size(); });
+  CHECK(all);
+  co_await settle();
+  CHECK(got == expected);
+  CHECK(thrown == static_cast<int>(expected.size()));
+  CHECK(bad.stats().callback_errors == expected.size());
+  CHECK(self_calls == 1);
+  co_await c.delete_feed(name, asio::use_awaitable);
+  c.stop();
 }
 
 TEST_CASE(

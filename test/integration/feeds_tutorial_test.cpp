@@ -94,21 +94,11 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
 
 TEST_CASE("feeds tutorial: docs/feeds.md shows exactly the code compiled here",
           "[feed][feed_docs]") {
-  auto snippets = thoonk::test::read_tutorial_snippets(__FILE__, "docs/feeds.md");
-  REQUIRE(!snippets.source.empty());
-  CHECK(snippets.doc == snippets.source);
+  thoonk::test::check_tutorial_shown(__FILE__, "docs/feeds.md");
 }
 
 TEST_CASE("feeds tutorial: runs against a real server", "[feed][feed_docs]") {
-  asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
-  std::ostringstream out;
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await client.connect(asio::use_awaitable);
-    co_await tutorial(client, thoonk::test::unique_name("tutorial"), out);
-    client.stop();
-  });
-  auto text = out.str();
+  const auto text = thoonk::test::run_tutorial(tutorial, "tutorial");
   INFO(text);
   CHECK(text.find("generated id: 36 chars; edited: 1\n") != std::string::npos);
   CHECK(text.find("first post\nsecond post, corrected\n") != std::string::npos);

@@ -52,109 +52,103 @@ auto move_only(int& calls) {
 
 }  // namespace
 
-TEST_CASE("job_queue::create_or_open: creates with settings, opens an existing one as it is",
-          "[job][job_api][create_or_open][read_settings][open]") {
-  fixture f("jobapi");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    jq::settings s;
-    s.claim_timeout = 1500ms;
-    s.retry.max_stalls = 2;
-    s.retry.min_backoff = 10ms;
-    s.dead_letter_queue = "dead";
-    s.events = true;
-    s.result_ttl = 60s;
-    s.published = true;
-    auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
-    CHECK(q.name() == f.name);
-    CHECK(
-        co_await config_of(f.c.conn(), f.name) ==
+FIXTURE_TEST_CASE(
+    "jobapi", "job_queue::create_or_open: creates with settings, opens an existing one as it is",
+    "[job][job_api][create_or_open][read_settings][open]") {
+  co_await f.c.connect(asio::use_awaitable);
+  jq::settings s;
+  s.claim_timeout = 1500ms;
+  s.retry.max_stalls = 2;
+  s.retry.min_backoff = 10ms;
+  s.dead_letter_queue = "dead";
+  s.events = true;
+  s.result_ttl = 60s;
+  s.published = true;
+  auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
+  CHECK(q.name() == f.name);
+  CHECK(co_await config_of(f.c.conn(), f.name) ==
         "claim_timeout_ms=1500\ndead_letter_queue=dead\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
         "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
-    // Round trip: the same values come back typed.
-    auto back = co_await q.read_settings(asio::use_awaitable);
-    CHECK(back.claim_timeout == 1500ms);
-    CHECK(back.retry.max_stalls == 2);
-    CHECK(back.retry.min_backoff == 10ms);
-    CHECK(!back.retry.max_retries);
-    CHECK(back.dead_letter_queue == "dead");
-    CHECK(back.events == true);
-    CHECK(back.result_ttl == 60s);
-    CHECK(back.published == true);
+  // Round trip: the same values come back typed.
+  auto back = co_await q.read_settings(asio::use_awaitable);
+  CHECK(back.claim_timeout == 1500ms);
+  CHECK(back.retry.max_stalls == 2);
+  CHECK(back.retry.min_backoff == 10ms);
+  CHECK(!back.retry.max_retries);
+  CHECK(back.dead_letter_queue == "dead");
+  CHECK(back.events == true);
+  CHECK(back.result_ttl == 60s);
+  CHECK(back.published == true);
 
-    // Opening it again with other settings leaves its config alone.
-    jq::settings other;
-    other.retry.max_stalls = 9;
-    auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
-    CHECK((co_await again.read_settings(asio::use_awaitable)).retry.max_stalls == 2);
+  // Opening it again with other settings leaves its config alone.
+  jq::settings other;
+  other.retry.max_stalls = 9;
+  auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
+  CHECK((co_await again.read_settings(asio::use_awaitable)).retry.max_stalls == 2);
 
-    // Without settings: the defaults, i.e. no fields written.
-    const auto plain = unique_name("jobapi-plain");
-    auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
-    CHECK(co_await config_of(f.c.conn(), plain) == "type=job\n");
-    auto ps = co_await p.read_settings(asio::use_awaitable);
-    CHECK(!ps.claim_timeout);
-    CHECK(ps.retry == thoonk::retry_strategy{});
-    CHECK(!ps.dead_letter_queue);
-    CHECK(!ps.result_ttl);
-    CHECK(!ps.published);
+  // Without settings: the defaults, i.e. no fields written.
+  const auto plain = unique_name("jobapi-plain");
+  auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
+  CHECK(co_await config_of(f.c.conn(), plain) == "type=job\n");
+  auto ps = co_await p.read_settings(asio::use_awaitable);
+  CHECK(!ps.claim_timeout);
+  CHECK(ps.retry == thoonk::retry_strategy{});
+  CHECK(!ps.dead_letter_queue);
+  CHECK(!ps.result_ttl);
+  CHECK(!ps.published);
 
-    // open() finds both; a handle from open works.
-    auto o = co_await jq::open(f.c, plain, asio::use_awaitable);
-    auto id = co_await o.put("x", asio::use_awaitable);
-    auto claimed = co_await o.claim(1s, asio::use_awaitable);
-    CHECK(claimed.id == id);
-  });
+  // open() finds both; a handle from open works.
+  auto o = co_await jq::open(f.c, plain, asio::use_awaitable);
+  auto id = co_await o.put("x", asio::use_awaitable);
+  auto claimed = co_await o.claim(1s, asio::use_awaitable);
+  CHECK(claimed.id == id);
 }
 
-TEST_CASE("create_or_open / open: the wrong type and bad settings are refused",
-          "[job][queue][job_api][create_or_open][open]") {
-  fixture f("jobapi");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    const auto before = co_await config_of(f.c.conn(), f.name);
-    auto [ec1, q1] = co_await jq::create_or_open(f.c, f.name, nothrow);
-    CHECK(ec1 == E::wrong_feed_type);
-    auto [ec2, q2] = co_await jq::open(f.c, f.name, nothrow);
-    CHECK(ec2 == E::wrong_feed_type);
-    CHECK(co_await config_of(f.c.conn(), f.name) == before);
-    // The queue itself opens both ways.
-    auto [ec3, q3] = co_await thoonk::queue::open(f.c, f.name, nothrow);
-    CHECK(!ec3);
-    auto [ec4, q4] = co_await thoonk::queue::create_or_open(f.c, f.name, nothrow);
-    CHECK(!ec4);
-    auto [ec5, qs] = co_await q4.read_settings(nothrow);
-    CHECK(!ec5);
+FIXTURE_TEST_CASE("jobapi", "create_or_open / open: the wrong type and bad settings are refused",
+                  "[job][queue][job_api][create_or_open][open]") {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await create_feed(f.c.conn(), f.name, "queue");
+  const auto before = co_await config_of(f.c.conn(), f.name);
+  auto [ec1, q1] = co_await jq::create_or_open(f.c, f.name, nothrow);
+  CHECK(ec1 == E::wrong_feed_type);
+  auto [ec2, q2] = co_await jq::open(f.c, f.name, nothrow);
+  CHECK(ec2 == E::wrong_feed_type);
+  CHECK(co_await config_of(f.c.conn(), f.name) == before);
+  // The queue itself opens both ways.
+  auto [ec3, q3] = co_await thoonk::queue::open(f.c, f.name, nothrow);
+  CHECK(!ec3);
+  auto [ec4, q4] = co_await thoonk::queue::create_or_open(f.c, f.name, nothrow);
+  CHECK(!ec4);
+  auto [ec5, qs] = co_await q4.read_settings(nothrow);
+  CHECK(!ec5);
 
-    // Missing: open fails, nothing is created.
-    const auto missing = unique_name("jobapi-missing");
-    auto [ec6, q6] = co_await jq::open(f.c, missing, nothrow);
-    CHECK(ec6 == E::feed_not_found);
-    auto [ec7, q7] = co_await thoonk::queue::open(f.c, missing, nothrow);
-    CHECK(ec7 == E::feed_not_found);
+  // Missing: open fails, nothing is created.
+  const auto missing = unique_name("jobapi-missing");
+  auto [ec6, q6] = co_await jq::open(f.c, missing, nothrow);
+  CHECK(ec6 == E::feed_not_found);
+  auto [ec7, q7] = co_await thoonk::queue::open(f.c, missing, nothrow);
+  CHECK(ec7 == E::feed_not_found);
 
-    // Out of range settings: refused before any I/O, nothing created.
-    for (int bad = 0; bad < 6; ++bad) {
-      jq::settings s;
-      if (bad == 0) s.claim_timeout = 0ms;
-      if (bad == 1) s.retry.max_stalls = 0;
-      if (bad == 3) s.retry.max_retries = 0;
-      if (bad == 4) s.retry.min_backoff = -1ms;
-      if (bad == 5) {
-        s.retry.min_backoff = 5s;
-        s.retry.max_backoff = 1s;
-      }
-      if (bad == 2) s.result_ttl = -5ms;
-      CHECK(!s.problem().empty());
-      auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
-      CHECK(ec == E::invalid_argument);
+  // Out of range settings: refused before any I/O, nothing created.
+  for (int bad = 0; bad < 6; ++bad) {
+    jq::settings s;
+    if (bad == 0) s.claim_timeout = 0ms;
+    if (bad == 1) s.retry.max_stalls = 0;
+    if (bad == 3) s.retry.max_retries = 0;
+    if (bad == 4) s.retry.min_backoff = -1ms;
+    if (bad == 5) {
+      s.retry.min_backoff = 5s;
+      s.retry.max_backoff = 1s;
     }
-    CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", missing))).integer == 0);
-    auto [ec8, q8] = co_await jq::create_or_open(f.c, std::string("a\0b", 3), nothrow);
-    CHECK(ec8 == E::invalid_name);
-  });
+    if (bad == 2) s.result_ttl = -5ms;
+    CHECK(!s.problem().empty());
+    auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
+    CHECK(ec == E::invalid_argument);
+  }
+  CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", missing))).integer == 0);
+  auto [ec8, q8] = co_await jq::create_or_open(f.c, std::string("a\0b", 3), nothrow);
+  CHECK(ec8 == E::invalid_name);
 }
 
 TEST_CASE("job_queue::settings: fields in the contract's string form",
@@ -173,128 +167,121 @@ TEST_CASE("job_queue::settings: fields in the contract's string form",
   CHECK(!p.result_ttl);
 }
 
-TEST_CASE("job_queue::subscribe_finished: one typed event per finish with a result",
-          "[job][job_api][subscribe_finished][finish]") {
-  fixture f("jobapi");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await connected_job_queue(f);
-    std::vector<thoonk::job_finished> seen;
-    auto sub = co_await q.subscribe_finished(
-        [&](const thoonk::job_finished& e) { seen.push_back(e); }, asio::use_awaitable);
+FIXTURE_TEST_CASE("jobapi",
+                  "job_queue::subscribe_finished: one typed event per finish with a result",
+                  "[job][job_api][subscribe_finished][finish]") {
+  auto q = co_await connected_job_queue(f);
+  std::vector<thoonk::job_finished> seen;
+  auto sub = co_await q.subscribe_finished(
+      [&](const thoonk::job_finished& e) { seen.push_back(e); }, asio::use_awaitable);
 
-    const std::string nul_result("a\0b\0", 4);
-    std::vector<std::string> items{"one", "two", "three"};
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    auto j1 = co_await claim_one(q);
-    auto j2 = co_await claim_one(q);
-    auto j3 = co_await claim_one(q);
-    co_await q.finish(j1, "r1", asio::use_awaitable);
-    co_await q.finish(j2, asio::use_awaitable);  // no result: no event
-    co_await q.finish(j3, nul_result, asio::use_awaitable);
-    // Another client's payload without a NUL is ignored and counted.
-    co_await cmd(f.c.conn(), "PUBLISH", "job.finish:" + f.name, "no-separator");
-    CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
-    co_await settle();
+  const std::string nul_result("a\0b\0", 4);
+  std::vector<std::string> items{"one", "two", "three"};
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto j1 = co_await claim_one(q);
+  auto j2 = co_await claim_one(q);
+  auto j3 = co_await claim_one(q);
+  co_await q.finish(j1, "r1", asio::use_awaitable);
+  co_await q.finish(j2, asio::use_awaitable);  // no result: no event
+  co_await q.finish(j3, nul_result, asio::use_awaitable);
+  // Another client's payload without a NUL is ignored and counted.
+  co_await cmd(f.c.conn(), "PUBLISH", "job.finish:" + f.name, "no-separator");
+  CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
+  co_await settle();
 
-    REQUIRE(seen.size() == 2);
-    CHECK(seen[0].id == j1.id);
-    CHECK(seen[0].result == "r1");
-    CHECK(seen[1].id == j3.id);
-    CHECK(seen[1].result == nul_result);
-    CHECK(q.malformed_finish_events() == 1);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].id == j1.id);
+  CHECK(seen[0].result == "r1");
+  CHECK(seen[1].id == j3.id);
+  CHECK(seen[1].result == nul_result);
+  CHECK(q.malformed_finish_events() == 1);
 
-    // Dropping the subscription ends the events.
-    sub.reset();
-    co_await q.put("four", asio::use_awaitable);
-    auto j4 = co_await claim_one(q);
-    co_await q.finish(j4, "r4", asio::use_awaitable);
-    co_await settle();
-    CHECK(seen.size() == 2);
-  });
+  // Dropping the subscription ends the events.
+  sub.reset();
+  co_await q.put("four", asio::use_awaitable);
+  auto j4 = co_await claim_one(q);
+  co_await q.finish(j4, "r4", asio::use_awaitable);
+  co_await settle();
+  CHECK(seen.size() == 2);
 }
 
-TEST_CASE("job_queue::get_job / get_jobs: item, state and failures in one read",
-          "[job][job_api][get_job][get_jobs][cancel][stall][heartbeat][finish]") {
-  fixture f("jobapi");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await connected_job_queue(f);
-    std::vector<std::string> items{"a", "b", "c", "d"};
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and failures in one read",
+                  "[job][job_api][get_job][get_jobs][cancel][stall][heartbeat][finish]") {
+  auto q = co_await connected_job_queue(f);
+  std::vector<std::string> items{"a", "b", "c", "d"};
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-    auto w = co_await q.get_job(ids[0], asio::use_awaitable);
-    REQUIRE(w);
-    CHECK(w->id == ids[0]);
-    CHECK(w->item == "a");
-    CHECK(w->state == thoonk::job_state::waiting);
-    CHECK(w->failures == 0);
+  auto w = co_await q.get_job(ids[0], asio::use_awaitable);
+  REQUIRE(w);
+  CHECK(w->id == ids[0]);
+  CHECK(w->item == "a");
+  CHECK(w->state == thoonk::job_state::waiting);
+  CHECK(w->failures == 0);
 
-    // a: claimed, given back (failure 1), claimed again and held.
-    auto a = co_await claim_one(q);
-    auto fails = co_await q.cancel(a, asio::use_awaitable);
-    CHECK(fails == 1);
-    auto b = co_await claim_one(q);  // b
-    auto c = co_await claim_one(q);  // c
-    auto d = co_await claim_one(q);  // d
-    auto a2 = co_await claim_one(q);
-    REQUIRE(a2.id == ids[0]);
-    co_await q.heartbeat(a2, asio::use_awaitable);
-    co_await q.stall(b, asio::use_awaitable);
-    co_await q.finish(c, asio::use_awaitable);
-    co_await q.cancel(d, asio::use_awaitable);  // waiting again, failure 1
+  // a: claimed, given back (failure 1), claimed again and held.
+  auto a = co_await claim_one(q);
+  auto fails = co_await q.cancel(a, asio::use_awaitable);
+  CHECK(fails == 1);
+  auto b = co_await claim_one(q);  // b
+  auto c = co_await claim_one(q);  // c
+  auto d = co_await claim_one(q);  // d
+  auto a2 = co_await claim_one(q);
+  REQUIRE(a2.id == ids[0]);
+  co_await q.heartbeat(a2, asio::use_awaitable);
+  co_await q.stall(b, asio::use_awaitable);
+  co_await q.finish(c, asio::use_awaitable);
+  co_await q.cancel(d, asio::use_awaitable);  // waiting again, failure 1
 
-    auto ja = co_await q.get_job(ids[0], asio::use_awaitable);
-    REQUIRE(ja);
-    CHECK(ja->state == thoonk::job_state::claimed);
-    CHECK(ja->failures == 1);
-    auto jb = co_await q.get_job(ids[1], asio::use_awaitable);
-    REQUIRE(jb);
-    CHECK(jb->state == thoonk::job_state::stalled);
-    CHECK(jb->item == "b");
-    CHECK(!(co_await q.get_job(ids[2], asio::use_awaitable)));  // finished
-    auto jd = co_await q.get_job(ids[3], asio::use_awaitable);
-    REQUIRE(jd);
-    CHECK(jd->state == thoonk::job_state::waiting);
-    CHECK(jd->failures == 1);
-    CHECK(!(co_await q.get_job("no-such-id", asio::use_awaitable)));
-    auto [eid, none] = co_await q.get_job("", nothrow);
-    CHECK(eid == E::invalid_id);
+  auto ja = co_await q.get_job(ids[0], asio::use_awaitable);
+  REQUIRE(ja);
+  CHECK(ja->state == thoonk::job_state::claimed);
+  CHECK(ja->failures == 1);
+  auto jb = co_await q.get_job(ids[1], asio::use_awaitable);
+  REQUIRE(jb);
+  CHECK(jb->state == thoonk::job_state::stalled);
+  CHECK(jb->item == "b");
+  CHECK(!(co_await q.get_job(ids[2], asio::use_awaitable)));  // finished
+  auto jd = co_await q.get_job(ids[3], asio::use_awaitable);
+  REQUIRE(jd);
+  CHECK(jd->state == thoonk::job_state::waiting);
+  CHECK(jd->failures == 1);
+  CHECK(!(co_await q.get_job("no-such-id", asio::use_awaitable)));
+  auto [eid, none] = co_await q.get_job("", nothrow);
+  CHECK(eid == E::invalid_id);
 
-    auto all = co_await q.get_jobs(asio::use_awaitable);
-    std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
-    REQUIRE(all.size() == 3);
-    std::vector<std::string> summary;
-    for (const auto& j : all)
-      summary.push_back(j.item + ":" + std::to_string(static_cast<int>(j.state)) + ":" +
-                        std::to_string(j.failures));
-    std::sort(summary.begin(), summary.end());
-    CHECK(summary == std::vector<std::string>{"a:1:1", "b:2:0", "d:0:1"});
+  auto all = co_await q.get_jobs(asio::use_awaitable);
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+  REQUIRE(all.size() == 3);
+  std::vector<std::string> summary;
+  for (const auto& j : all)
+    summary.push_back(j.item + ":" + std::to_string(static_cast<int>(j.state)) + ":" +
+                      std::to_string(j.failures));
+  std::sort(summary.begin(), summary.end());
+  CHECK(summary == std::vector<std::string>{"a:1:1", "b:2:0", "d:0:1"});
 
-    // On another kind of feed: wrong_feed_type.
-    const auto other = co_await make_feed(f.c, "jobapi-feed", thoonk::feed_type::feed);
-    jq wrong(f.c, other);
-    auto [ew, jw] = co_await wrong.get_job(ids[0], nothrow);
-    CHECK(ew == E::wrong_feed_type);
-    auto [ews, jws] = co_await wrong.get_jobs(nothrow);
-    CHECK(ews == E::wrong_feed_type);
-  });
+  // On another kind of feed: wrong_feed_type.
+  const auto other = co_await make_feed(f.c, "jobapi-feed", thoonk::feed_type::feed);
+  jq wrong(f.c, other);
+  auto [ew, jw] = co_await wrong.get_job(ids[0], nothrow);
+  CHECK(ew == E::wrong_feed_type);
+  auto [ews, jws] = co_await wrong.get_jobs(nothrow);
+  CHECK(ews == E::wrong_feed_type);
 }
 
-TEST_CASE("queue::get_item: the item of a waiting id", "[queue][job_api][get_item]") {
-  fixture f("qapi");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    auto q = co_await thoonk::queue::create_or_open(f.c, f.name, asio::use_awaitable);
-    auto id = co_await q.put(std::string("it\0em", 5), asio::use_awaitable);
-    auto item = co_await q.get_item(id, asio::use_awaitable);
-    CHECK(item == std::string("it\0em", 5));
-    co_await q.get(1s, asio::use_awaitable);
-    CHECK(!(co_await q.get_item(id, asio::use_awaitable)));
-    auto [ec, none] = co_await q.get_item("", nothrow);
-    CHECK(ec == E::invalid_id);
-    thoonk::queue wrong(f.c, co_await make_feed(f.c, "qapi-job", thoonk::feed_type::job));
-    auto [ew, nw] = co_await wrong.get_item(id, nothrow);
-    CHECK(ew == E::wrong_feed_type);
-  });
+FIXTURE_TEST_CASE("qapi", "queue::get_item: the item of a waiting id",
+                  "[queue][job_api][get_item]") {
+  co_await f.c.connect(asio::use_awaitable);
+  auto q = co_await thoonk::queue::create_or_open(f.c, f.name, asio::use_awaitable);
+  auto id = co_await q.put(std::string("it\0em", 5), asio::use_awaitable);
+  auto item = co_await q.get_item(id, asio::use_awaitable);
+  CHECK(item == std::string("it\0em", 5));
+  co_await q.get(1s, asio::use_awaitable);
+  CHECK(!(co_await q.get_item(id, asio::use_awaitable)));
+  auto [ec, none] = co_await q.get_item("", nothrow);
+  CHECK(ec == E::invalid_id);
+  thoonk::queue wrong(f.c, co_await make_feed(f.c, "qapi-job", thoonk::feed_type::job));
+  auto [ew, nw] = co_await wrong.get_item(id, nothrow);
+  CHECK(ew == E::wrong_feed_type);
 }
 
 TEST_CASE("queue and job_queue operations take move-only completion handlers",

@@ -27,459 +27,433 @@ constexpr thoonk::epoch_ms hour = 3600000;
 
 }  // namespace
 
-TEST_CASE("dedupe: a put with an existing id updates it; data replace and keep",
-          "[job][dedupe][put][get_job][counts]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    auto r1 = co_await put_id(q, "a", "v1", now);
-    CHECK(r1.outcome == put_outcome::added);
-    CHECK(r1.id == "a");
-    auto r2 = co_await put_id(q, "a", "v2", now);
-    CHECK(r2.outcome == put_outcome::updated);
-    CHECK((co_await job_of(q, "a")).item == "v2");
-    co_await put_id(q, "a", "v3", now, keep_data());
-    CHECK((co_await job_of(q, "a")).item == "v2");
-    auto c = co_await q.counts(asio::use_awaitable);
-    CHECK(c.waiting == 1);  // one job, one place in the line
-    CHECK(c.items == 1);
-    CHECK(c.puts == 1);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j.item == "v2");
-    CHECK(!(co_await try_claim(q)));
-  });
+FIXTURE_TEST_CASE("dedupe", "dedupe: a put with an existing id updates it; data replace and keep",
+                  "[job][dedupe][put][get_job][counts]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  auto r1 = co_await put_id(q, "a", "v1", now);
+  CHECK(r1.outcome == put_outcome::added);
+  CHECK(r1.id == "a");
+  auto r2 = co_await put_id(q, "a", "v2", now);
+  CHECK(r2.outcome == put_outcome::updated);
+  CHECK((co_await job_of(q, "a")).item == "v2");
+  co_await put_id(q, "a", "v3", now, keep_data());
+  CHECK((co_await job_of(q, "a")).item == "v2");
+  auto c = co_await q.counts(asio::use_awaitable);
+  CHECK(c.waiting == 1);  // one job, one place in the line
+  CHECK(c.items == 1);
+  CHECK(c.puts == 1);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.item == "v2");
+  CHECK(!(co_await try_claim(q)));
 }
 
-TEST_CASE("dedupe: every run_at mode on a scheduled and on a waiting job",
-          "[job][dedupe][schedule][put][get_job]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    const auto t1 = now + 2 * hour, earlier = now + hour, later = now + 3 * hour;
-    struct row {
-      flags::run_at_mode mode;
-      thoonk::epoch_ms put;
-      thoonk::epoch_ms want;
-    };
-    const row rows[] = {
-        {flags::run_at_mode::always, earlier, earlier},
-        {flags::run_at_mode::always, later, later},
-        {flags::run_at_mode::if_later, earlier, t1},
-        {flags::run_at_mode::if_later, later, later},
-        {flags::run_at_mode::if_earlier, earlier, earlier},
-        {flags::run_at_mode::if_earlier, later, t1},
-        {flags::run_at_mode::never, earlier, t1},
-        {flags::run_at_mode::never, later, t1},
-    };
-    int i = 0;
-    for (const auto& r : rows) {
-      const std::string id = "s" + std::to_string(i++);
-      co_await put_id(q, id, "old", t1);
-      auto res = co_await put_id(q, id, "new", r.put, with_run_at(r.mode));
-      CHECK(res.outcome == put_outcome::updated);
-      auto info = co_await job_of(q, id);
-      INFO(id << " mode " << static_cast<int>(r.mode));
-      CHECK(info.state == state::scheduled);
-      CHECK(info.run_at == r.want);
-      CHECK(info.item == "new");
-    }
-    // A scheduled job moved to now or the past becomes claimable.
-    co_await put_id(q, "due", "old", t1);
-    co_await put_id(q, "due", "now", now - 10);
-    CHECK((co_await job_of(q, "due")).state == state::waiting);
-    // A waiting job counts as run_at 0: if_later to the future schedules
-    // it, if_earlier leaves it waiting, never too.
-    co_await put_id(q, "w1", "w", now);
-    co_await put_id(q, "w1", "w", later, with_run_at(flags::run_at_mode::if_later));
-    CHECK((co_await job_of(q, "w1")).state == state::scheduled);
-    co_await put_id(q, "w2", "w", now);
-    co_await put_id(q, "w2", "w", later, with_run_at(flags::run_at_mode::if_earlier));
-    CHECK((co_await job_of(q, "w2")).state == state::waiting);
-    co_await put_id(q, "w3", "w", now);
-    co_await put_id(q, "w3", "w", later, with_run_at(flags::run_at_mode::never));
-    CHECK((co_await job_of(q, "w3")).state == state::waiting);
-    co_await put_id(q, "w4", "w", now);
-    co_await put_id(q, "w4", "w", later);
-    CHECK((co_await job_of(q, "w4")).state == state::scheduled);
-    // Moved out of the line: not claimable, nothing left behind in feed.ids.
-    auto c = co_await q.counts(asio::use_awaitable);
-    CHECK(c.waiting == 3);  // due, w2, w3
-    std::vector<std::string> got;
-    while (auto j = co_await try_claim(q)) got.push_back(j->id);
-    std::sort(got.begin(), got.end());
-    CHECK(got == std::vector<std::string>{"due", "w2", "w3"});
-  });
+FIXTURE_TEST_CASE("dedupe", "dedupe: every run_at mode on a scheduled and on a waiting job",
+                  "[job][dedupe][schedule][put][get_job]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  const auto t1 = now + 2 * hour, earlier = now + hour, later = now + 3 * hour;
+  struct row {
+    flags::run_at_mode mode;
+    thoonk::epoch_ms put;
+    thoonk::epoch_ms want;
+  };
+  const row rows[] = {
+      {flags::run_at_mode::always, earlier, earlier},
+      {flags::run_at_mode::always, later, later},
+      {flags::run_at_mode::if_later, earlier, t1},
+      {flags::run_at_mode::if_later, later, later},
+      {flags::run_at_mode::if_earlier, earlier, earlier},
+      {flags::run_at_mode::if_earlier, later, t1},
+      {flags::run_at_mode::never, earlier, t1},
+      {flags::run_at_mode::never, later, t1},
+  };
+  int i = 0;
+  for (const auto& r : rows) {
+    const std::string id = "s" + std::to_string(i++);
+    co_await put_id(q, id, "old", t1);
+    auto res = co_await put_id(q, id, "new", r.put, with_run_at(r.mode));
+    CHECK(res.outcome == put_outcome::updated);
+    auto info = co_await job_of(q, id);
+    INFO(id << " mode " << static_cast<int>(r.mode));
+    CHECK(info.state == state::scheduled);
+    CHECK(info.run_at == r.want);
+    CHECK(info.item == "new");
+  }
+  // A scheduled job moved to now or the past becomes claimable.
+  co_await put_id(q, "due", "old", t1);
+  co_await put_id(q, "due", "now", now - 10);
+  CHECK((co_await job_of(q, "due")).state == state::waiting);
+  // A waiting job counts as run_at 0: if_later to the future schedules
+  // it, if_earlier leaves it waiting, never too.
+  co_await put_id(q, "w1", "w", now);
+  co_await put_id(q, "w1", "w", later, with_run_at(flags::run_at_mode::if_later));
+  CHECK((co_await job_of(q, "w1")).state == state::scheduled);
+  co_await put_id(q, "w2", "w", now);
+  co_await put_id(q, "w2", "w", later, with_run_at(flags::run_at_mode::if_earlier));
+  CHECK((co_await job_of(q, "w2")).state == state::waiting);
+  co_await put_id(q, "w3", "w", now);
+  co_await put_id(q, "w3", "w", later, with_run_at(flags::run_at_mode::never));
+  CHECK((co_await job_of(q, "w3")).state == state::waiting);
+  co_await put_id(q, "w4", "w", now);
+  co_await put_id(q, "w4", "w", later);
+  CHECK((co_await job_of(q, "w4")).state == state::scheduled);
+  // Moved out of the line: not claimable, nothing left behind in feed.ids.
+  auto c = co_await q.counts(asio::use_awaitable);
+  CHECK(c.waiting == 3);  // due, w2, w3
+  std::vector<std::string> got;
+  while (auto j = co_await try_claim(q)) got.push_back(j->id);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"due", "w2", "w3"});
 }
 
-TEST_CASE("dedupe: strategy replace and keep; counters reset and keep",
-          "[job][dedupe][put][fail][get_job]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    thoonk::put_options o;
-    o.id = "k";
-    o.retry = thoonk::retry_strategy{};
-    o.retry->max_retries = 7;
-    o.retry->min_backoff = 0ms;
-    co_await q.put("v", o, asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.fail(j, "one", asio::use_awaitable);
-    auto info = co_await job_of(q, "k");
-    CHECK(info.retry.max_retries == 7);
-    CHECK(info.retry_count == 1);
-    CHECK(info.failures == 1);
+FIXTURE_TEST_CASE("dedupe", "dedupe: strategy replace and keep; counters reset and keep",
+                  "[job][dedupe][put][fail][get_job]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  thoonk::put_options o;
+  o.id = "k";
+  o.retry = thoonk::retry_strategy{};
+  o.retry->max_retries = 7;
+  o.retry->min_backoff = 0ms;
+  co_await q.put("v", o, asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.fail(j, "one", asio::use_awaitable);
+  auto info = co_await job_of(q, "k");
+  CHECK(info.retry.max_retries == 7);
+  CHECK(info.retry_count == 1);
+  CHECK(info.failures == 1);
 
-    // keep strategy, keep counters.
-    thoonk::put_options keep;
-    keep.id = "k";
-    keep.update.strategy = flags::strategy_mode::keep;
-    keep.retry = thoonk::retry_strategy{};
-    keep.retry->max_retries = 2;
-    co_await q.put("v2", keep, asio::use_awaitable);
-    info = co_await job_of(q, "k");
-    CHECK(info.retry.max_retries == 7);
-    CHECK(info.retry_count == 1);
-    CHECK(info.failures == 1);
+  // keep strategy, keep counters.
+  thoonk::put_options keep;
+  keep.id = "k";
+  keep.update.strategy = flags::strategy_mode::keep;
+  keep.retry = thoonk::retry_strategy{};
+  keep.retry->max_retries = 2;
+  co_await q.put("v2", keep, asio::use_awaitable);
+  info = co_await job_of(q, "k");
+  CHECK(info.retry.max_retries == 7);
+  CHECK(info.retry_count == 1);
+  CHECK(info.failures == 1);
 
-    // replace strategy (with none: the queue's), reset counters.
-    thoonk::put_options reset;
-    reset.id = "k";
-    reset.update.counters = flags::counters_mode::reset;
-    co_await q.put("v3", reset, asio::use_awaitable);
-    info = co_await job_of(q, "k");
-    CHECK(info.retry == thoonk::retry_strategy{});
-    CHECK(info.retry_count == 0);
-    CHECK(info.stall_count == 0);
-    CHECK(info.failures == 0);
-    CHECK(info.last_error == "one");  // the last error stays readable
-    CHECK(info.item == "v3");
-    (void)now;
-  });
+  // replace strategy (with none: the queue's), reset counters.
+  thoonk::put_options reset;
+  reset.id = "k";
+  reset.update.counters = flags::counters_mode::reset;
+  co_await q.put("v3", reset, asio::use_awaitable);
+  info = co_await job_of(q, "k");
+  CHECK(info.retry == thoonk::retry_strategy{});
+  CHECK(info.retry_count == 0);
+  CHECK(info.stall_count == 0);
+  CHECK(info.failures == 0);
+  CHECK(info.last_error == "one");  // the last error stays readable
+  CHECK(info.item == "v3");
+  (void)now;
 }
 
-TEST_CASE("dedupe: a put for a claimed id is held, never claimable twice, applied at finish",
-          "[job][dedupe][held][put][claim][finish][get_job][counts]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    co_await put_id(q, "h", "first", now);
+FIXTURE_TEST_CASE(
+    "dedupe", "dedupe: a put for a claimed id is held, never claimable twice, applied at finish",
+    "[job][dedupe][held][put][claim][finish][get_job][counts]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  co_await put_id(q, "h", "first", now);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto r = co_await put_id(q, "h", "second", now);
+  CHECK(r.outcome == put_outcome::held);
+  auto info = co_await job_of(q, "h");
+  CHECK(info.state == state::claimed);
+  CHECK(info.item == "first");  // the running job is untouched
+  REQUIRE(info.held);
+  CHECK(info.held->item == "second");
+  CHECK((co_await q.counts(asio::use_awaitable)).held == 1);
+  CHECK(!(co_await try_claim(q)));
+
+  // A second held put merges: keep data keeps the held item.
+  co_await put_id(q, "h", "third", now, keep_data());
+  CHECK((co_await job_of(q, "h")).held->item == "second");
+
+  co_await q.finish(j, asio::use_awaitable);
+  info = co_await job_of(q, "h");
+  CHECK(info.state == state::waiting);
+  CHECK(info.item == "second");
+  CHECK(!info.held);
+  CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j2.item == "second");
+  // The first claim's token can never finish the new job.
+  auto [ec] = co_await q.finish(j, nothrow);
+  CHECK(ec == E::lost_claim);
+  CHECK(j2.token != j.token);
+}
+
+FIXTURE_TEST_CASE("dedupe", "dedupe: a held put is applied however the claim ends",
+                  "[job][dedupe][held][fail][cancel][stall][maintain][close]") {
+  thoonk::job_queue::settings s;
+  s.retry.max_retries = 2;
+  s.retry.max_stalls = 5;
+  s.retry.min_backoff = 0ms;
+  auto q = co_await engine_queue(f, s);
+  const auto now = thoonk::now_epoch_ms();
+  auto hold = [&](std::string id) -> asio::awaitable<thoonk::claimed_job> {
+    co_await put_id(q, id, "old", now);
     auto j = co_await q.claim(1s, asio::use_awaitable);
-    auto r = co_await put_id(q, "h", "second", now);
+    REQUIRE(j.id == id);
+    auto r = co_await put_id(q, id, "new", now);
     CHECK(r.outcome == put_outcome::held);
-    auto info = co_await job_of(q, "h");
-    CHECK(info.state == state::claimed);
-    CHECK(info.item == "first");  // the running job is untouched
-    REQUIRE(info.held);
-    CHECK(info.held->item == "second");
-    CHECK((co_await q.counts(asio::use_awaitable)).held == 1);
-    CHECK(!(co_await try_claim(q)));
-
-    // A second held put merges: keep data keeps the held item.
-    co_await put_id(q, "h", "third", now, keep_data());
-    CHECK((co_await job_of(q, "h")).held->item == "second");
-
-    co_await q.finish(j, asio::use_awaitable);
-    info = co_await job_of(q, "h");
-    CHECK(info.state == state::waiting);
-    CHECK(info.item == "second");
+    co_return j;
+  };
+  auto expect_new = [&](std::string id, state st) -> asio::awaitable<void> {
+    auto info = co_await job_of(q, id);
+    INFO(id);
+    CHECK(info.state == st);
+    CHECK(info.item == "new");
     CHECK(!info.held);
-    CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j2.item == "second");
-    // The first claim's token can never finish the new job.
-    auto [ec] = co_await q.finish(j, nothrow);
-    CHECK(ec == E::lost_claim);
-    CHECK(j2.token != j.token);
-  });
+  };
+
+  auto j1 = co_await hold("by-fail");
+  auto f1 = co_await q.fail(j1, "x", asio::use_awaitable);
+  CHECK(f1.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
+  co_await expect_new("by-fail", state::waiting);
+  (void)co_await q.claim(1s, asio::use_awaitable);  // take it out of the way
+
+  auto j2 = co_await hold("by-cancel");
+  co_await q.cancel(j2, asio::use_awaitable);
+  co_await expect_new("by-cancel", state::waiting);
+  (void)co_await q.claim(1s, asio::use_awaitable);
+
+  auto j3 = co_await hold("by-stall");
+  co_await q.stall(j3, asio::use_awaitable);
+  co_await expect_new("by-stall", state::waiting);  // revived by the held put
+  (void)co_await q.claim(1s, asio::use_awaitable);
+
+  co_await hold("by-lapse");
+  co_await lapse(f, "by-lapse");
+  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.requeued == 1);
+  co_await expect_new("by-lapse", state::waiting);
+  CHECK((co_await job_of(q, "by-lapse")).stall_count == 1);
+  (void)co_await q.claim(1s, asio::use_awaitable);
+
+  // Dead letter: the held put revives the job.
+  co_await put_id(q, "by-dead", "old", now);
+  auto j5 = co_await q.claim(1s, asio::use_awaitable);
+  thoonk::fail_options perm;
+  perm.permanent = true;
+  co_await put_id(q, "by-dead", "new", now);
+  auto f5 = co_await q.fail(j5, "fatal", perm, asio::use_awaitable);
+  CHECK(f5.outcome == thoonk::fail_result::outcome_t::dead_lettered);
+  co_await expect_new("by-dead", state::waiting);
 }
 
-TEST_CASE("dedupe: a held put is applied however the claim ends",
-          "[job][dedupe][held][fail][cancel][stall][maintain][close]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue::settings s;
-    s.retry.max_retries = 2;
-    s.retry.max_stalls = 5;
-    s.retry.min_backoff = 0ms;
-    auto q = co_await engine_queue(f, s);
-    const auto now = thoonk::now_epoch_ms();
-    auto hold = [&](std::string id) -> asio::awaitable<thoonk::claimed_job> {
-      co_await put_id(q, id, "old", now);
+FIXTURE_TEST_CASE("dedupe",
+                  "dedupe: reference bug 1: a held put with run_at 0 or in the past stays held",
+                  "[job][dedupe][held][put][claim]") {
+  auto q = co_await engine_queue(f);
+  co_await put_id(q, "b1", "running", thoonk::now_epoch_ms());
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  for (thoonk::epoch_ms at : {thoonk::epoch_ms{0}, thoonk::now_epoch_ms() - 60000}) {
+    auto r = co_await put_id(q, "b1", "next", at);
+    CHECK(r.outcome == put_outcome::held);
+    // The reference made it claimable at once: the same id twice.
+    CHECK(!(co_await try_claim(q)));
+    CHECK((co_await q.counts(asio::use_awaitable)).waiting == 0);
+  }
+  co_await q.finish(j, asio::use_awaitable);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j2.item == "next");
+}
+
+FIXTURE_TEST_CASE("dedupe",
+                  "dedupe: reference bug 2: held puts with run_at never or if_earlier are released",
+                  "[job][dedupe][held][put][finish]") {
+  auto q = co_await engine_queue(f);
+  for (auto mode : {flags::run_at_mode::never, flags::run_at_mode::if_earlier}) {
+    const std::string id = mode == flags::run_at_mode::never ? "never" : "if_earlier";
+    co_await put_id(q, id, "running", thoonk::now_epoch_ms());
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto r = co_await put_id(q, id, "held", thoonk::now_epoch_ms(), with_run_at(mode));
+    CHECK(r.outcome == put_outcome::held);
+    co_await q.finish(j, asio::use_awaitable);
+    auto info = co_await q.get_job(id, asio::use_awaitable);
+    REQUIRE(info);
+    CHECK(info->state == state::waiting);
+    CHECK(info->item == "held");
+    auto again = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(again.id == id);
+    co_await q.finish(again, asio::use_awaitable);
+  }
+  CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
+}
+
+FIXTURE_TEST_CASE(
+    "dedupe",
+    "dedupe: reference bug 3: failing a job with a held put retries it and applies the put",
+    "[job][dedupe][held][fail][claim]") {
+  thoonk::job_queue::settings s;
+  s.retry.min_backoff = 0ms;
+  auto q = co_await engine_queue(f, s);
+  co_await put_id(q, "b3", "v1", thoonk::now_epoch_ms());
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  flags keep_run_at;
+  keep_run_at.run_at = flags::run_at_mode::never;
+  co_await put_id(q, "b3", "v2", thoonk::now_epoch_ms() + hour, keep_run_at);
+  auto r = co_await q.fail(j, "boom", asio::use_awaitable);  // the reference crashed here
+  CHECK(r.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
+  auto info = co_await job_of(q, "b3");
+  CHECK(info.item == "v2");  // the held data, applied
+  CHECK(info.retry_count == 1);
+  CHECK(!info.held);
+  CHECK(info.state == state::waiting);  // run_at never: the retry's time stands
+  auto again = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(again.item == "v2");
+}
+
+FIXTURE_TEST_CASE("dedupe",
+                  "dedupe: a put revives a stalled job; retract removes the job and its held put",
+                  "[job][dedupe][held][put][retract][stall]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  co_await put_id(q, "dead", "v1", now);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.stall(j, asio::use_awaitable);
+  CHECK((co_await job_of(q, "dead")).state == state::stalled);
+  auto r = co_await put_id(q, "dead", "v2", now);
+  CHECK(r.outcome == put_outcome::updated);
+  CHECK((co_await job_of(q, "dead")).state == state::waiting);
+  CHECK((co_await cmd(f.c.conn(), "SCARD", key("stalled", f.name))).integer == 0);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j2.item == "v2");
+
+  co_await put_id(q, "dead", "held", now);
+  co_await q.retract("dead", asio::use_awaitable);
+  CHECK(!(co_await q.get_job("dead", asio::use_awaitable)));
+  auto c = co_await q.counts(asio::use_awaitable);
+  CHECK(c.held == 0);
+  CHECK(c.claimed == 0);
+  auto [ec] = co_await q.finish(j2, nothrow);
+  CHECK(ec == E::job_not_found);
+}
+
+FIXTURE_TEST_CASE("dedupe",
+                  "dedupe: maintenance applies a held put whose claim ended through plain commands",
+                  "[job][dedupe][held][maintain][interop]") {
+  auto q = co_await engine_queue(f);
+  co_await put_id(q, "c1", "v1", thoonk::now_epoch_ms());
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await put_id(q, "c1", "v2", thoonk::now_epoch_ms());
+  // A contract client's Finish: ZREM claimed, HDEL items, INCR finishes.
+  co_await cmd(f.c.conn(), "ZREM", key("claimed", f.name), "c1");
+  co_await cmd(f.c.conn(), "HDEL", key("items", f.name), "c1");
+  CHECK(!(co_await q.get_job("c1", asio::use_awaitable)));
+  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.held_released == 1);
+  auto info = co_await job_of(q, "c1");
+  CHECK(info.item == "v2");
+  CHECK(info.state == state::waiting);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j2.token != j.token);
+}
+
+FIXTURE_TEST_CASE("dedupe", "dedupe: every update flag on a waiting, a scheduled and a claimed job",
+                  "[job][dedupe][held][put][finish][get_job]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  const auto t1 = now + 2 * hour, t2 = now + 3 * hour;
+  struct variant {
+    const char* name;
+    flags f;
+    // What the job holds afterwards (for a claimed job: after the finish
+    // that applies the held put to a new job, where counters and
+    // strategy start afresh whatever the flags).
+    bool new_item, new_run_at, new_strategy, counters_reset;
+  };
+  flags keep_all;
+  keep_all.data = flags::data_mode::keep;
+  keep_all.run_at = flags::run_at_mode::never;
+  keep_all.strategy = flags::strategy_mode::keep;
+  flags reset = keep_all;
+  reset.counters = flags::counters_mode::reset;
+  flags data_only = keep_all;
+  data_only.data = flags::data_mode::replace;
+  flags run_at_only = keep_all;
+  run_at_only.run_at = flags::run_at_mode::if_later;
+  flags strategy_only = keep_all;
+  strategy_only.strategy = flags::strategy_mode::replace;
+  const variant variants[] = {
+      {"keep all", keep_all, false, false, false, false},
+      {"data", data_only, true, false, false, false},
+      {"run_at if_later", run_at_only, false, true, false, false},
+      {"strategy", strategy_only, false, false, true, false},
+      {"counters", reset, false, false, false, true},
+  };
+  int n = 0;
+  for (const char* where : {"waiting", "scheduled", "claimed", "claimed, then retried"}) {
+    for (const auto& v : variants) {
+      const std::string id = std::string(where) + "-" + std::to_string(n++);
+      INFO(id << " (" << v.name << ")");
+      const std::string w = where;
+      // The job: its own strategy (max_retries 5), one failure counted,
+      // then put where the case wants it.
+      thoonk::put_options first;
+      first.id = id;
+      first.retry = thoonk::retry_strategy{};
+      first.retry->max_retries = 5;
+      co_await q.put("old", first, asio::use_awaitable);
       auto j = co_await q.claim(1s, asio::use_awaitable);
       REQUIRE(j.id == id);
-      auto r = co_await put_id(q, id, "new", now);
-      CHECK(r.outcome == put_outcome::held);
-      co_return j;
-    };
-    auto expect_new = [&](std::string id, state st) -> asio::awaitable<void> {
-      auto info = co_await job_of(q, id);
-      INFO(id);
-      CHECK(info.state == st);
-      CHECK(info.item == "new");
-      CHECK(!info.held);
-    };
-
-    auto j1 = co_await hold("by-fail");
-    auto f1 = co_await q.fail(j1, "x", asio::use_awaitable);
-    CHECK(f1.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
-    co_await expect_new("by-fail", state::waiting);
-    (void)co_await q.claim(1s, asio::use_awaitable);  // take it out of the way
-
-    auto j2 = co_await hold("by-cancel");
-    co_await q.cancel(j2, asio::use_awaitable);
-    co_await expect_new("by-cancel", state::waiting);
-    (void)co_await q.claim(1s, asio::use_awaitable);
-
-    auto j3 = co_await hold("by-stall");
-    co_await q.stall(j3, asio::use_awaitable);
-    co_await expect_new("by-stall", state::waiting);  // revived by the held put
-    (void)co_await q.claim(1s, asio::use_awaitable);
-
-    co_await hold("by-lapse");
-    co_await lapse(f, "by-lapse");
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.requeued == 1);
-    co_await expect_new("by-lapse", state::waiting);
-    CHECK((co_await job_of(q, "by-lapse")).stall_count == 1);
-    (void)co_await q.claim(1s, asio::use_awaitable);
-
-    // Dead letter: the held put revives the job.
-    co_await put_id(q, "by-dead", "old", now);
-    auto j5 = co_await q.claim(1s, asio::use_awaitable);
-    thoonk::fail_options perm;
-    perm.permanent = true;
-    co_await put_id(q, "by-dead", "new", now);
-    auto f5 = co_await q.fail(j5, "fatal", perm, asio::use_awaitable);
-    CHECK(f5.outcome == thoonk::fail_result::outcome_t::dead_lettered);
-    co_await expect_new("by-dead", state::waiting);
-  });
-}
-
-TEST_CASE("dedupe: reference bug 1: a held put with run_at 0 or in the past stays held",
-          "[job][dedupe][held][put][claim]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    co_await put_id(q, "b1", "running", thoonk::now_epoch_ms());
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    for (thoonk::epoch_ms at : {thoonk::epoch_ms{0}, thoonk::now_epoch_ms() - 60000}) {
-      auto r = co_await put_id(q, "b1", "next", at);
-      CHECK(r.outcome == put_outcome::held);
-      // The reference made it claimable at once: the same id twice.
-      CHECK(!(co_await try_claim(q)));
-      CHECK((co_await q.counts(asio::use_awaitable)).waiting == 0);
-    }
-    co_await q.finish(j, asio::use_awaitable);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j2.item == "next");
-  });
-}
-
-TEST_CASE("dedupe: reference bug 2: held puts with run_at never or if_earlier are released",
-          "[job][dedupe][held][put][finish]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    for (auto mode : {flags::run_at_mode::never, flags::run_at_mode::if_earlier}) {
-      const std::string id = mode == flags::run_at_mode::never ? "never" : "if_earlier";
-      co_await put_id(q, id, "running", thoonk::now_epoch_ms());
-      auto j = co_await q.claim(1s, asio::use_awaitable);
-      auto r = co_await put_id(q, id, "held", thoonk::now_epoch_ms(), with_run_at(mode));
-      CHECK(r.outcome == put_outcome::held);
-      co_await q.finish(j, asio::use_awaitable);
-      auto info = co_await q.get_job(id, asio::use_awaitable);
-      REQUIRE(info);
-      CHECK(info->state == state::waiting);
-      CHECK(info->item == "held");
-      auto again = co_await q.claim(1s, asio::use_awaitable);
-      CHECK(again.id == id);
-      co_await q.finish(again, asio::use_awaitable);
-    }
-    CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
-  });
-}
-
-TEST_CASE("dedupe: reference bug 3: failing a job with a held put retries it and applies the put",
-          "[job][dedupe][held][fail][claim]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue::settings s;
-    s.retry.min_backoff = 0ms;
-    auto q = co_await engine_queue(f, s);
-    co_await put_id(q, "b3", "v1", thoonk::now_epoch_ms());
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    flags keep_run_at;
-    keep_run_at.run_at = flags::run_at_mode::never;
-    co_await put_id(q, "b3", "v2", thoonk::now_epoch_ms() + hour, keep_run_at);
-    auto r = co_await q.fail(j, "boom", asio::use_awaitable);  // the reference crashed here
-    CHECK(r.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
-    auto info = co_await job_of(q, "b3");
-    CHECK(info.item == "v2");  // the held data, applied
-    CHECK(info.retry_count == 1);
-    CHECK(!info.held);
-    CHECK(info.state == state::waiting);  // run_at never: the retry's time stands
-    auto again = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(again.item == "v2");
-  });
-}
-
-TEST_CASE("dedupe: a put revives a stalled job; retract removes the job and its held put",
-          "[job][dedupe][held][put][retract][stall]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    co_await put_id(q, "dead", "v1", now);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.stall(j, asio::use_awaitable);
-    CHECK((co_await job_of(q, "dead")).state == state::stalled);
-    auto r = co_await put_id(q, "dead", "v2", now);
-    CHECK(r.outcome == put_outcome::updated);
-    CHECK((co_await job_of(q, "dead")).state == state::waiting);
-    CHECK((co_await cmd(f.c.conn(), "SCARD", key("stalled", f.name))).integer == 0);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j2.item == "v2");
-
-    co_await put_id(q, "dead", "held", now);
-    co_await q.retract("dead", asio::use_awaitable);
-    CHECK(!(co_await q.get_job("dead", asio::use_awaitable)));
-    auto c = co_await q.counts(asio::use_awaitable);
-    CHECK(c.held == 0);
-    CHECK(c.claimed == 0);
-    auto [ec] = co_await q.finish(j2, nothrow);
-    CHECK(ec == E::job_not_found);
-  });
-}
-
-TEST_CASE("dedupe: maintenance applies a held put whose claim ended through plain commands",
-          "[job][dedupe][held][maintain][interop]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    co_await put_id(q, "c1", "v1", thoonk::now_epoch_ms());
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await put_id(q, "c1", "v2", thoonk::now_epoch_ms());
-    // A contract client's Finish: ZREM claimed, HDEL items, INCR finishes.
-    co_await cmd(f.c.conn(), "ZREM", key("claimed", f.name), "c1");
-    co_await cmd(f.c.conn(), "HDEL", key("items", f.name), "c1");
-    CHECK(!(co_await q.get_job("c1", asio::use_awaitable)));
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.held_released == 1);
-    auto info = co_await job_of(q, "c1");
-    CHECK(info.item == "v2");
-    CHECK(info.state == state::waiting);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j2.token != j.token);
-  });
-}
-
-TEST_CASE("dedupe: every update flag on a waiting, a scheduled and a claimed job",
-          "[job][dedupe][held][put][finish][get_job]") {
-  fixture f("dedupe");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    const auto t1 = now + 2 * hour, t2 = now + 3 * hour;
-    struct variant {
-      const char* name;
-      flags f;
-      // What the job holds afterwards (for a claimed job: after the finish
-      // that applies the held put to a new job, where counters and
-      // strategy start afresh whatever the flags).
-      bool new_item, new_run_at, new_strategy, counters_reset;
-    };
-    flags keep_all;
-    keep_all.data = flags::data_mode::keep;
-    keep_all.run_at = flags::run_at_mode::never;
-    keep_all.strategy = flags::strategy_mode::keep;
-    flags reset = keep_all;
-    reset.counters = flags::counters_mode::reset;
-    flags data_only = keep_all;
-    data_only.data = flags::data_mode::replace;
-    flags run_at_only = keep_all;
-    run_at_only.run_at = flags::run_at_mode::if_later;
-    flags strategy_only = keep_all;
-    strategy_only.strategy = flags::strategy_mode::replace;
-    const variant variants[] = {
-        {"keep all", keep_all, false, false, false, false},
-        {"data", data_only, true, false, false, false},
-        {"run_at if_later", run_at_only, false, true, false, false},
-        {"strategy", strategy_only, false, false, true, false},
-        {"counters", reset, false, false, false, true},
-    };
-    int n = 0;
-    for (const char* where : {"waiting", "scheduled", "claimed", "claimed, then retried"}) {
-      for (const auto& v : variants) {
-        const std::string id = std::string(where) + "-" + std::to_string(n++);
-        INFO(id << " (" << v.name << ")");
-        const std::string w = where;
-        // The job: its own strategy (max_retries 5), one failure counted,
-        // then put where the case wants it.
-        thoonk::put_options first;
-        first.id = id;
-        first.retry = thoonk::retry_strategy{};
-        first.retry->max_retries = 5;
-        co_await q.put("old", first, asio::use_awaitable);
-        auto j = co_await q.claim(1s, asio::use_awaitable);
-        REQUIRE(j.id == id);
-        thoonk::fail_options fo;
-        fo.retry_at = w == "scheduled" ? t1 : now - 1;
-        co_await q.fail(j, "counted", fo, asio::use_awaitable);
-        std::optional<thoonk::claimed_job> held_claim;
-        if (w != "waiting" && w != "scheduled") {
-          auto k = co_await q.claim(1s, asio::use_awaitable);
-          REQUIRE(k.id == id);
-          held_claim = k;
-        }
-        // The put under test: new item, a later run_at, another strategy.
-        thoonk::put_options second;
-        second.id = id;
-        second.run_at = t2;
-        second.update = v.f;
-        second.retry = thoonk::retry_strategy{};
-        second.retry->max_retries = 9;
-        auto r = co_await q.put("new", second, asio::use_awaitable);
-        CHECK(r.outcome == (held_claim ? put_outcome::held : put_outcome::updated));
-        std::int64_t failed = 1;
-        if (held_claim) {
-          CHECK((co_await job_of(q, id)).item == "old");  // untouched while it runs
-          if (w == "claimed") {
-            co_await q.finish(*held_claim, asio::use_awaitable);
-          } else {
-            // Retried at once: the held put then applies its flags to the
-            // waiting job, as a put would.
-            thoonk::fail_options again;
-            again.retry_at = now - 1;
-            co_await q.fail(*held_claim, "again", again, asio::use_awaitable);
-            failed = 2;
-          }
-        }
-        auto info = co_await job_of(q, id);
-        if (w == "claimed") {
-          // A new job from the held put: the held put's item and run_at
-          // (the first held put sets them whatever its flags).
-          CHECK(info.item == "new");
-          CHECK(info.state == state::scheduled);
-          CHECK(info.run_at == t2);
-          CHECK(info.retry_count == 0);
-          CHECK(info.retry.max_retries == 9);
-          continue;
-        }
-        CHECK(info.item == (v.new_item ? "new" : "old"));
-        CHECK(!info.held);
-        const thoonk::epoch_ms old_run_at = w == "scheduled" ? t1 : 0;
-        const thoonk::epoch_ms want_run_at = v.new_run_at ? t2 : old_run_at;
-        CHECK(info.state == (want_run_at > now ? state::scheduled : state::waiting));
-        if (want_run_at > now) CHECK(info.run_at == want_run_at);
-        CHECK(info.retry.max_retries == (v.new_strategy ? 9 : 5));
-        CHECK(info.retry_count == (v.counters_reset ? 0 : failed));
-        CHECK(info.failures == (v.counters_reset ? 0 : failed));
-        co_await q.retract(id, asio::use_awaitable);
+      thoonk::fail_options fo;
+      fo.retry_at = w == "scheduled" ? t1 : now - 1;
+      co_await q.fail(j, "counted", fo, asio::use_awaitable);
+      std::optional<thoonk::claimed_job> held_claim;
+      if (w != "waiting" && w != "scheduled") {
+        auto k = co_await q.claim(1s, asio::use_awaitable);
+        REQUIRE(k.id == id);
+        held_claim = k;
       }
+      // The put under test: new item, a later run_at, another strategy.
+      thoonk::put_options second;
+      second.id = id;
+      second.run_at = t2;
+      second.update = v.f;
+      second.retry = thoonk::retry_strategy{};
+      second.retry->max_retries = 9;
+      auto r = co_await q.put("new", second, asio::use_awaitable);
+      CHECK(r.outcome == (held_claim ? put_outcome::held : put_outcome::updated));
+      std::int64_t failed = 1;
+      if (held_claim) {
+        CHECK((co_await job_of(q, id)).item == "old");  // untouched while it runs
+        if (w == "claimed") {
+          co_await q.finish(*held_claim, asio::use_awaitable);
+        } else {
+          // Retried at once: the held put then applies its flags to the
+          // waiting job, as a put would.
+          thoonk::fail_options again;
+          again.retry_at = now - 1;
+          co_await q.fail(*held_claim, "again", again, asio::use_awaitable);
+          failed = 2;
+        }
+      }
+      auto info = co_await job_of(q, id);
+      if (w == "claimed") {
+        // A new job from the held put: the held put's item and run_at
+        // (the first held put sets them whatever its flags).
+        CHECK(info.item == "new");
+        CHECK(info.state == state::scheduled);
+        CHECK(info.run_at == t2);
+        CHECK(info.retry_count == 0);
+        CHECK(info.retry.max_retries == 9);
+        continue;
+      }
+      CHECK(info.item == (v.new_item ? "new" : "old"));
+      CHECK(!info.held);
+      const thoonk::epoch_ms old_run_at = w == "scheduled" ? t1 : 0;
+      const thoonk::epoch_ms want_run_at = v.new_run_at ? t2 : old_run_at;
+      CHECK(info.state == (want_run_at > now ? state::scheduled : state::waiting));
+      if (want_run_at > now) CHECK(info.run_at == want_run_at);
+      CHECK(info.retry.max_retries == (v.new_strategy ? 9 : 5));
+      CHECK(info.retry_count == (v.counters_reset ? 0 : failed));
+      CHECK(info.failures == (v.counters_reset ? 0 : failed));
+      co_await q.retract(id, asio::use_awaitable);
     }
-  });
+  }
 }

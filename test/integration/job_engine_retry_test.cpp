@@ -21,367 +21,347 @@ thoonk::job_queue::settings fast_retries(std::int64_t max_retries) {
 
 }  // namespace
 
-TEST_CASE("retry: counts, backoff inside [min, max] and growing, then a dead letter",
-          "[job][retry][fail][claim][get_job][counts]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, fast_retries(6));
-    auto id = co_await q.put("flaky", asio::use_awaitable);
-    std::int64_t last_wait = 0;
-    for (std::int64_t n = 1; n <= 5; ++n) {
-      auto j = co_await q.claim(5s, asio::use_awaitable);
-      REQUIRE(j.id == id);
-      CHECK(j.failures == n - 1);
-      const auto before = thoonk::now_epoch_ms();
-      auto r = co_await q.fail(j, "error " + std::to_string(n), asio::use_awaitable);
-      const auto after = thoonk::now_epoch_ms();
-      CHECK(r.outcome == outcome::retry_scheduled);
-      CHECK(r.retry_count == n);
-      // The wait is measured from the script's `now`, between before and after.
-      const auto lo = r.run_at - after, hi = r.run_at - before;
-      INFO("failure " << n << ": wait between " << lo << " and " << hi << " ms");
-      CHECK(hi >= 20);
-      CHECK(lo <= 200);
-      // Doubling minus at most 20 %: each wait is more than the last until
-      // the cap (20, 40, 80, 160, 200 at most).
-      if (n > 1 && hi < 200) CHECK(hi > last_wait);
-      last_wait = lo;
-      auto info = co_await job_of(q, id);
-      CHECK(info.retry_count == n);
-      CHECK(info.failures == n);
-      CHECK(info.last_error == "error " + std::to_string(n));
-      CHECK(
-          (info.state == thoonk::job_state::scheduled || info.state == thoonk::job_state::waiting));
-    }
+FIXTURE_TEST_CASE("retry",
+                  "retry: counts, backoff inside [min, max] and growing, then a dead letter",
+                  "[job][retry][fail][claim][get_job][counts]") {
+  auto q = co_await engine_queue(f, fast_retries(6));
+  auto id = co_await q.put("flaky", asio::use_awaitable);
+  std::int64_t last_wait = 0;
+  for (std::int64_t n = 1; n <= 5; ++n) {
     auto j = co_await q.claim(5s, asio::use_awaitable);
-    auto r = co_await q.fail(j, "final", asio::use_awaitable);
-    CHECK(r.outcome == outcome::dead_lettered);
-    CHECK(r.retry_count == 6);
-    auto info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::stalled);
-    CHECK(info.item == "flaky");
-    CHECK(info.last_error == "final");
-    CHECK(info.retry_count == 6);
-    auto counts = co_await q.counts(asio::use_awaitable);
-    CHECK(counts.stalled == 1);
-    CHECK(counts.scheduled == 0);
-    CHECK(counts.waiting == 0);
-    // A contract client finds it where the contract puts dead jobs.
-    CHECK((co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id)).integer == 1);
-    // retry() (contract) puts it back.
-    co_await q.retry(id, asio::use_awaitable);
-    auto again = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(again.id == id);
-  });
-}
-
-TEST_CASE("retry: retry_at overrides the backoff; a permanent error skips the retries",
-          "[job][retry][fail][claim][get_job]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, fast_retries(10));
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    thoonk::fail_options o;
-    o.retry_at = thoonk::now_epoch_ms() + 3600000;
-    auto r = co_await q.fail(j, "later please", o, asio::use_awaitable);
+    REQUIRE(j.id == id);
+    CHECK(j.failures == n - 1);
+    const auto before = thoonk::now_epoch_ms();
+    auto r = co_await q.fail(j, "error " + std::to_string(n), asio::use_awaitable);
+    const auto after = thoonk::now_epoch_ms();
     CHECK(r.outcome == outcome::retry_scheduled);
-    CHECK(r.run_at == *o.retry_at);
-    CHECK((co_await job_of(q, id)).run_at == *o.retry_at);
-    CHECK(!(co_await try_claim(q)));
-
-    // retry_at in the past: claimable at once.
-    auto id2 = co_await q.put("y", asio::use_awaitable);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    REQUIRE(j2.id == id2);
-    thoonk::fail_options now_o;
-    now_o.retry_at = thoonk::now_epoch_ms() - 1;
-    co_await q.fail(j2, "again", now_o, asio::use_awaitable);
-    auto j3 = co_await try_claim(q);
-    REQUIRE(j3);
-    CHECK(j3->id == id2);
-
-    thoonk::fail_options perm;
-    perm.permanent = true;
-    auto r3 = co_await q.fail(*j3, "fatal", perm, asio::use_awaitable);
-    CHECK(r3.outcome == outcome::dead_lettered);
-    CHECK(r3.retry_count == 2);
-    auto info = co_await job_of(q, id2);
-    CHECK(info.state == thoonk::job_state::stalled);
-    CHECK(info.last_error == "fatal");
-  });
-}
-
-TEST_CASE("retry: the dead-letter record is valid JSON [id, data, error], bytes included",
-          "[job][retry][fail][dead_letter][claim]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    const auto dead_name = unique_name("retry-dead");
-    co_await f.c.connect(asio::use_awaitable);
-    auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
-    auto s = fast_retries(1);
-    s.dead_letter_queue = dead_name;
-    auto q = co_await engine_queue(f, s);
-
-    const std::string texts[] = {"plain \"quoted\" \\ text\n", std::string("bin\0\xff\xfe", 6),
-                                 "caf\xc3\xa9 \xe2\x82\xac"};
-    for (const auto& data : texts) {
-      auto id = co_await q.put(data, asio::use_awaitable);
-      auto j = co_await q.claim(1s, asio::use_awaitable);
-      auto r = co_await q.fail(j, data + " failed", asio::use_awaitable);
-      CHECK(r.outcome == outcome::dead_lettered);
-      auto rec = co_await dead.claim(1s, asio::use_awaitable);
-      INFO(rec.item);
-      boost::system::error_code jec;
-      auto jv = boost::json::parse(rec.item, jec);
-      REQUIRE(!jec);
-      REQUIRE(jv.is_array());
-      const auto& a = jv.as_array();
-      REQUIRE(a.size() == 3);
-      // A string when the bytes are UTF-8, else {"base64": ...}.
-      auto bytes_of = [](const boost::json::value& v) -> std::string {
-        if (v.is_string()) return std::string(v.as_string());
-        const auto& b64 = v.as_object().at("base64").as_string();
-        std::string out;
-        int val = 0, bits = -8;
-        for (char c : b64) {
-          const auto* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-          const char* p = std::strchr(alphabet, c);
-          if (c == '=' || !p) break;
-          val = (val << 6) + static_cast<int>(p - alphabet);
-          bits += 6;
-          if (bits >= 0) {
-            out.push_back(static_cast<char>((val >> bits) & 0xff));
-            bits -= 8;
-          }
-        }
-        return out;
-      };
-      CHECK(bytes_of(a[0]) == id);
-      CHECK(bytes_of(a[1]) == data);
-      CHECK(bytes_of(a[2]) == data + " failed");
-      co_await dead.finish(rec, asio::use_awaitable);
-      // The job itself is kept as a dead letter too.
-      CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
-    }
-    co_await f.c.delete_feed(dead_name, asio::use_awaitable);
-  });
-}
-
-TEST_CASE("retry: a dead-letter queue named after the handle was opened is used",
-          "[job][retry][fail][dead_letter][set_config]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, fast_retries(1));
-    auto id = co_await q.put("a", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
-
-    const auto d1 = unique_name("retry-d1"), d2 = unique_name("retry-d2");
-    auto q1 = co_await thoonk::job_queue::create_or_open(f.c, d1, asio::use_awaitable);
-    auto q2 = co_await thoonk::job_queue::create_or_open(f.c, d2, asio::use_awaitable);
-    co_await f.c.set_config(f.name, "dead_letter_queue", d1, asio::use_awaitable);
-    co_await q.put("b", asio::use_awaitable);
-    j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.fail(j, "to d1", asio::use_awaitable);
-    co_await f.c.set_config(f.name, "dead_letter_queue", d2, asio::use_awaitable);
-    co_await q.put("c", asio::use_awaitable);
-    j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.fail(j, "to d2", asio::use_awaitable);
-    CHECK((co_await q1.counts(asio::use_awaitable)).waiting == 1);
-    CHECK((co_await q2.counts(asio::use_awaitable)).waiting == 1);
-    auto rec1 = co_await q1.claim(1s, asio::use_awaitable);
-    auto rec2 = co_await q2.claim(1s, asio::use_awaitable);
-    CHECK(rec1.item.find("to d1") != std::string::npos);
-    CHECK(rec2.item.find("to d2") != std::string::npos);
-    // A dead-letter queue that does not exist: the job is still kept.
-    co_await f.c.set_config(f.name, "dead_letter_queue", unique_name("nowhere"),
-                            asio::use_awaitable);
-    auto lost = co_await q.put("d", asio::use_awaitable);
-    j = co_await q.claim(1s, asio::use_awaitable);
-    auto r = co_await q.fail(j, "kept", asio::use_awaitable);
-    CHECK(r.outcome == outcome::dead_lettered);
-    CHECK((co_await job_of(q, lost)).last_error == "kept");
-    CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
-    co_await f.c.delete_feed(d1, asio::use_awaitable);
-    co_await f.c.delete_feed(d2, asio::use_awaitable);
-  });
-}
-
-TEST_CASE("retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
-          "[job][retry][maintain][claim][get_job][dead_letter]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    const auto dead_name = unique_name("retry-dead");
-    co_await f.c.connect(asio::use_awaitable);
-    auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
-    thoonk::job_queue::settings s;
-    s.retry.max_stalls = 2;
-    s.dead_letter_queue = dead_name;
-    auto q = co_await engine_queue(f, s);
-    auto id = co_await q.put("sleepy", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await lapse(f, id);
-    auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(r1.requeued == 1);
+    CHECK(r.retry_count == n);
+    // The wait is measured from the script's `now`, between before and after.
+    const auto lo = r.run_at - after, hi = r.run_at - before;
+    INFO("failure " << n << ": wait between " << lo << " and " << hi << " ms");
+    CHECK(hi >= 20);
+    CHECK(lo <= 200);
+    // Doubling minus at most 20 %: each wait is more than the last until
+    // the cap (20, 40, 80, 160, 200 at most).
+    if (n > 1 && hi < 200) CHECK(hi > last_wait);
+    last_wait = lo;
     auto info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::waiting);  // back at once, no backoff
-    CHECK(info.stall_count == 1);
-    CHECK(info.retry_count == 0);
-    CHECK(info.failures == 1);
-    CHECK(info.last_error.find("lease lapsed") != std::string::npos);
-    // The worker whose lease lapsed can no longer finish or fail it.
-    auto [fec] = co_await q.finish(j, nothrow);
-    CHECK(fec == E::job_not_claimed);
-    auto [fec2, fr] = co_await q.fail(j, "late", nothrow);
-    CHECK(fec2 == E::job_not_claimed);
-
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    co_await lapse(f, id);
-    auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(r2.stalled == 1);
-    info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::stalled);
-    CHECK(info.stall_count == 2);
-    CHECK(info.last_error.find("lease lapsed") != std::string::npos);
-    auto rec = co_await dead.claim(1s, asio::use_awaitable);
-    CHECK(rec.item.find("sleepy") != std::string::npos);
-    auto [fec3] = co_await q.finish(j2, nothrow);
-    CHECK(fec3 == E::job_not_claimed);
-    co_await f.c.delete_feed(dead_name, asio::use_awaitable);
-  });
+    CHECK(info.retry_count == n);
+    CHECK(info.failures == n);
+    CHECK(info.last_error == "error " + std::to_string(n));
+    CHECK((info.state == thoonk::job_state::scheduled || info.state == thoonk::job_state::waiting));
+  }
+  auto j = co_await q.claim(5s, asio::use_awaitable);
+  auto r = co_await q.fail(j, "final", asio::use_awaitable);
+  CHECK(r.outcome == outcome::dead_lettered);
+  CHECK(r.retry_count == 6);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::stalled);
+  CHECK(info.item == "flaky");
+  CHECK(info.last_error == "final");
+  CHECK(info.retry_count == 6);
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.stalled == 1);
+  CHECK(counts.scheduled == 0);
+  CHECK(counts.waiting == 0);
+  // A contract client finds it where the contract puts dead jobs.
+  CHECK((co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id)).integer == 1);
+  // retry() (contract) puts it back.
+  co_await q.retry(id, asio::use_awaitable);
+  auto again = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(again.id == id);
 }
 
-TEST_CASE("retry: a job's own strategy beats the queue's; cancel keeps its contract meaning",
-          "[job][retry][fail][cancel][put][get_job]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, fast_retries(10));
+FIXTURE_TEST_CASE("retry",
+                  "retry: retry_at overrides the backoff; a permanent error skips the retries",
+                  "[job][retry][fail][claim][get_job]") {
+  auto q = co_await engine_queue(f, fast_retries(10));
+  auto id = co_await q.put("x", asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  thoonk::fail_options o;
+  o.retry_at = thoonk::now_epoch_ms() + 3600000;
+  auto r = co_await q.fail(j, "later please", o, asio::use_awaitable);
+  CHECK(r.outcome == outcome::retry_scheduled);
+  CHECK(r.run_at == *o.retry_at);
+  CHECK((co_await job_of(q, id)).run_at == *o.retry_at);
+  CHECK(!(co_await try_claim(q)));
+
+  // retry_at in the past: claimable at once.
+  auto id2 = co_await q.put("y", asio::use_awaitable);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  REQUIRE(j2.id == id2);
+  thoonk::fail_options now_o;
+  now_o.retry_at = thoonk::now_epoch_ms() - 1;
+  co_await q.fail(j2, "again", now_o, asio::use_awaitable);
+  auto j3 = co_await try_claim(q);
+  REQUIRE(j3);
+  CHECK(j3->id == id2);
+
+  thoonk::fail_options perm;
+  perm.permanent = true;
+  auto r3 = co_await q.fail(*j3, "fatal", perm, asio::use_awaitable);
+  CHECK(r3.outcome == outcome::dead_lettered);
+  CHECK(r3.retry_count == 2);
+  auto info = co_await job_of(q, id2);
+  CHECK(info.state == thoonk::job_state::stalled);
+  CHECK(info.last_error == "fatal");
+}
+
+FIXTURE_TEST_CASE("retry",
+                  "retry: the dead-letter record is valid JSON [id, data, error], bytes included",
+                  "[job][retry][fail][dead_letter][claim]") {
+  const auto dead_name = unique_name("retry-dead");
+  co_await f.c.connect(asio::use_awaitable);
+  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
+  auto s = fast_retries(1);
+  s.dead_letter_queue = dead_name;
+  auto q = co_await engine_queue(f, s);
+
+  const std::string texts[] = {"plain \"quoted\" \\ text\n", std::string("bin\0\xff\xfe", 6),
+                               "caf\xc3\xa9 \xe2\x82\xac"};
+  for (const auto& data : texts) {
+    auto id = co_await q.put(data, asio::use_awaitable);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto r = co_await q.fail(j, data + " failed", asio::use_awaitable);
+    CHECK(r.outcome == outcome::dead_lettered);
+    auto rec = co_await dead.claim(1s, asio::use_awaitable);
+    INFO(rec.item);
+    boost::system::error_code jec;
+    auto jv = boost::json::parse(rec.item, jec);
+    REQUIRE(!jec);
+    REQUIRE(jv.is_array());
+    const auto& a = jv.as_array();
+    REQUIRE(a.size() == 3);
+    // A string when the bytes are UTF-8, else {"base64": ...}.
+    auto bytes_of = [](const boost::json::value& v) -> std::string {
+      if (v.is_string()) return std::string(v.as_string());
+      const auto& b64 = v.as_object().at("base64").as_string();
+      std::string out;
+      int val = 0, bits = -8;
+      for (char c : b64) {
+        const auto* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char* p = std::strchr(alphabet, c);
+        if (c == '=' || !p) break;
+        val = (val << 6) + static_cast<int>(p - alphabet);
+        bits += 6;
+        if (bits >= 0) {
+          out.push_back(static_cast<char>((val >> bits) & 0xff));
+          bits -= 8;
+        }
+      }
+      return out;
+    };
+    CHECK(bytes_of(a[0]) == id);
+    CHECK(bytes_of(a[1]) == data);
+    CHECK(bytes_of(a[2]) == data + " failed");
+    co_await dead.finish(rec, asio::use_awaitable);
+    // The job itself is kept as a dead letter too.
+    CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
+  }
+  co_await f.c.delete_feed(dead_name, asio::use_awaitable);
+}
+
+FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle was opened is used",
+                  "[job][retry][fail][dead_letter][set_config]") {
+  auto q = co_await engine_queue(f, fast_retries(1));
+  auto id = co_await q.put("a", asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
+
+  const auto d1 = unique_name("retry-d1"), d2 = unique_name("retry-d2");
+  auto q1 = co_await thoonk::job_queue::create_or_open(f.c, d1, asio::use_awaitable);
+  auto q2 = co_await thoonk::job_queue::create_or_open(f.c, d2, asio::use_awaitable);
+  co_await f.c.set_config(f.name, "dead_letter_queue", d1, asio::use_awaitable);
+  co_await q.put("b", asio::use_awaitable);
+  j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.fail(j, "to d1", asio::use_awaitable);
+  co_await f.c.set_config(f.name, "dead_letter_queue", d2, asio::use_awaitable);
+  co_await q.put("c", asio::use_awaitable);
+  j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.fail(j, "to d2", asio::use_awaitable);
+  CHECK((co_await q1.counts(asio::use_awaitable)).waiting == 1);
+  CHECK((co_await q2.counts(asio::use_awaitable)).waiting == 1);
+  auto rec1 = co_await q1.claim(1s, asio::use_awaitable);
+  auto rec2 = co_await q2.claim(1s, asio::use_awaitable);
+  CHECK(rec1.item.find("to d1") != std::string::npos);
+  CHECK(rec2.item.find("to d2") != std::string::npos);
+  // A dead-letter queue that does not exist: the job is still kept.
+  co_await f.c.set_config(f.name, "dead_letter_queue", unique_name("nowhere"), asio::use_awaitable);
+  auto lost = co_await q.put("d", asio::use_awaitable);
+  j = co_await q.claim(1s, asio::use_awaitable);
+  auto r = co_await q.fail(j, "kept", asio::use_awaitable);
+  CHECK(r.outcome == outcome::dead_lettered);
+  CHECK((co_await job_of(q, lost)).last_error == "kept");
+  CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
+  co_await f.c.delete_feed(d1, asio::use_awaitable);
+  co_await f.c.delete_feed(d2, asio::use_awaitable);
+}
+
+FIXTURE_TEST_CASE("retry",
+                  "retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
+                  "[job][retry][maintain][claim][get_job][dead_letter]") {
+  const auto dead_name = unique_name("retry-dead");
+  co_await f.c.connect(asio::use_awaitable);
+  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
+  thoonk::job_queue::settings s;
+  s.retry.max_stalls = 2;
+  s.dead_letter_queue = dead_name;
+  auto q = co_await engine_queue(f, s);
+  auto id = co_await q.put("sleepy", asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await lapse(f, id);
+  auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r1.requeued == 1);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::waiting);  // back at once, no backoff
+  CHECK(info.stall_count == 1);
+  CHECK(info.retry_count == 0);
+  CHECK(info.failures == 1);
+  CHECK(info.last_error.find("lease lapsed") != std::string::npos);
+  // The worker whose lease lapsed can no longer finish or fail it.
+  auto [fec] = co_await q.finish(j, nothrow);
+  CHECK(fec == E::job_not_claimed);
+  auto [fec2, fr] = co_await q.fail(j, "late", nothrow);
+  CHECK(fec2 == E::job_not_claimed);
+
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  co_await lapse(f, id);
+  auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r2.stalled == 1);
+  info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::stalled);
+  CHECK(info.stall_count == 2);
+  CHECK(info.last_error.find("lease lapsed") != std::string::npos);
+  auto rec = co_await dead.claim(1s, asio::use_awaitable);
+  CHECK(rec.item.find("sleepy") != std::string::npos);
+  auto [fec3] = co_await q.finish(j2, nothrow);
+  CHECK(fec3 == E::job_not_claimed);
+  co_await f.c.delete_feed(dead_name, asio::use_awaitable);
+}
+
+FIXTURE_TEST_CASE(
+    "retry", "retry: a job's own strategy beats the queue's; cancel keeps its contract meaning",
+    "[job][retry][fail][cancel][put][get_job]") {
+  auto q = co_await engine_queue(f, fast_retries(10));
+  thoonk::put_options o;
+  o.retry = thoonk::retry_strategy{};
+  o.retry->max_retries = 2;
+  o.retry->min_backoff = 0ms;
+  auto r = co_await q.put("own", o, asio::use_awaitable);
+  auto info = co_await job_of(q, r.id);
+  CHECK(info.retry.max_retries == 2);
+  CHECK(info.retry.min_backoff == 0ms);
+  CHECK(!info.retry.max_stalls);
+
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  // cancel: back to the queue, failure count + 1, no retry counted.
+  auto failures = co_await q.cancel(j, asio::use_awaitable);
+  CHECK(failures == 1);
+  info = co_await job_of(q, r.id);
+  CHECK(info.retry_count == 0);
+  CHECK(info.state == thoonk::job_state::waiting);
+
+  j = co_await q.claim(1s, asio::use_awaitable);
+  auto f1 = co_await q.fail(j, "1", asio::use_awaitable);
+  CHECK(f1.outcome == outcome::retry_scheduled);
+  j = co_await q.claim(2s, asio::use_awaitable);
+  auto f2 = co_await q.fail(j, "2", asio::use_awaitable);
+  CHECK(f2.outcome == outcome::dead_lettered);  // its own max_retries, 2
+  CHECK((co_await job_of(q, r.id)).failures == 3);
+}
+
+FIXTURE_TEST_CASE("retry",
+                  "retry: errors: stale token, wrong state, bad strategy, sizes; nothing changes",
+                  "[job][retry][fail][put]") {
+  auto q = co_await engine_queue(f, fast_retries(5));
+  auto id = co_await q.put("x", asio::use_awaitable);
+  thoonk::claim_ref waiting{id, 1};
+  auto [e1, r1] = co_await q.fail(waiting, "no", nothrow);
+  CHECK(e1 == E::job_not_claimed);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  thoonk::claim_ref stale{id, j.token + 1};
+  auto [e2, r2] = co_await q.fail(stale, "no", nothrow);
+  CHECK(e2 == E::lost_claim);
+  const thoonk::claim_ref unknown{"nope", 1}, empty{"", 1};
+  auto [e3, r3] = co_await q.fail(unknown, "no", nothrow);
+  CHECK(e3 == E::job_not_found);
+  auto [e4, r4] = co_await q.fail(empty, "no", nothrow);
+  CHECK(e4 == E::invalid_id);
+  const std::string huge(f.c.get_config().max_item_size + 1, 'e');
+  auto [e5, r5] = co_await q.fail(j, huge, nothrow);
+  CHECK(e5 == E::item_too_large);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::claimed);
+  CHECK(info.retry_count == 0);
+  CHECK(info.failures == 0);
+  co_await q.finish(j, asio::use_awaitable);
+  auto [e6, r6] = co_await q.fail(j, "after finish", nothrow);
+  CHECK(e6 == E::job_not_found);
+
+  // Invalid strategies and ids are refused before any I/O.
+  const auto before = co_await q.counts(asio::use_awaitable);
+  for (int bad = 0; bad < 4; ++bad) {
     thoonk::put_options o;
     o.retry = thoonk::retry_strategy{};
-    o.retry->max_retries = 2;
-    o.retry->min_backoff = 0ms;
-    auto r = co_await q.put("own", o, asio::use_awaitable);
-    auto info = co_await job_of(q, r.id);
-    CHECK(info.retry.max_retries == 2);
-    CHECK(info.retry.min_backoff == 0ms);
-    CHECK(!info.retry.max_stalls);
-
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    // cancel: back to the queue, failure count + 1, no retry counted.
-    auto failures = co_await q.cancel(j, asio::use_awaitable);
-    CHECK(failures == 1);
-    info = co_await job_of(q, r.id);
-    CHECK(info.retry_count == 0);
-    CHECK(info.state == thoonk::job_state::waiting);
-
-    j = co_await q.claim(1s, asio::use_awaitable);
-    auto f1 = co_await q.fail(j, "1", asio::use_awaitable);
-    CHECK(f1.outcome == outcome::retry_scheduled);
-    j = co_await q.claim(2s, asio::use_awaitable);
-    auto f2 = co_await q.fail(j, "2", asio::use_awaitable);
-    CHECK(f2.outcome == outcome::dead_lettered);  // its own max_retries, 2
-    CHECK((co_await job_of(q, r.id)).failures == 3);
-  });
-}
-
-TEST_CASE("retry: errors: stale token, wrong state, bad strategy, sizes; nothing changes",
-          "[job][retry][fail][put]") {
-  fixture f("retry");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, fast_retries(5));
-    auto id = co_await q.put("x", asio::use_awaitable);
-    thoonk::claim_ref waiting{id, 1};
-    auto [e1, r1] = co_await q.fail(waiting, "no", nothrow);
-    CHECK(e1 == E::job_not_claimed);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    thoonk::claim_ref stale{id, j.token + 1};
-    auto [e2, r2] = co_await q.fail(stale, "no", nothrow);
-    CHECK(e2 == E::lost_claim);
-    const thoonk::claim_ref unknown{"nope", 1}, empty{"", 1};
-    auto [e3, r3] = co_await q.fail(unknown, "no", nothrow);
-    CHECK(e3 == E::job_not_found);
-    auto [e4, r4] = co_await q.fail(empty, "no", nothrow);
-    CHECK(e4 == E::invalid_id);
-    const std::string huge(f.c.get_config().max_item_size + 1, 'e');
-    auto [e5, r5] = co_await q.fail(j, huge, nothrow);
-    CHECK(e5 == E::item_too_large);
-    auto info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::claimed);
-    CHECK(info.retry_count == 0);
-    CHECK(info.failures == 0);
-    co_await q.finish(j, asio::use_awaitable);
-    auto [e6, r6] = co_await q.fail(j, "after finish", nothrow);
-    CHECK(e6 == E::job_not_found);
-
-    // Invalid strategies and ids are refused before any I/O.
-    const auto before = co_await q.counts(asio::use_awaitable);
-    for (int bad = 0; bad < 4; ++bad) {
-      thoonk::put_options o;
-      o.retry = thoonk::retry_strategy{};
-      if (bad == 0) o.retry->max_retries = 0;
-      if (bad == 1) o.retry->max_stalls = -1;
-      if (bad == 2) o.retry->min_backoff = -5ms;
-      if (bad == 3) {
-        o.retry->min_backoff = 2s;
-        o.retry->max_backoff = 1s;
-      }
-      auto [pe, pr] = co_await q.put("bad", o, nothrow);
-      CHECK(pe == E::invalid_argument);
+    if (bad == 0) o.retry->max_retries = 0;
+    if (bad == 1) o.retry->max_stalls = -1;
+    if (bad == 2) o.retry->min_backoff = -5ms;
+    if (bad == 3) {
+      o.retry->min_backoff = 2s;
+      o.retry->max_backoff = 1s;
     }
-    thoonk::put_options bad_id;
-    bad_id.id = std::string("a\0b", 3);
-    auto [pe2, pr2] = co_await q.put("x", bad_id, nothrow);
-    CHECK(pe2 == E::invalid_id);
-    const thoonk::put_options no_options;
-    auto [pe3, pr3] = co_await q.put(huge, no_options, nothrow);
-    CHECK(pe3 == E::item_too_large);
-    CHECK((co_await q.counts(asio::use_awaitable)).puts == before.puts);
-  });
+    auto [pe, pr] = co_await q.put("bad", o, nothrow);
+    CHECK(pe == E::invalid_argument);
+  }
+  thoonk::put_options bad_id;
+  bad_id.id = std::string("a\0b", 3);
+  auto [pe2, pr2] = co_await q.put("x", bad_id, nothrow);
+  CHECK(pe2 == E::invalid_id);
+  const thoonk::put_options no_options;
+  auto [pe3, pr3] = co_await q.put(huge, no_options, nothrow);
+  CHECK(pe3 == E::item_too_large);
+  CHECK((co_await q.counts(asio::use_awaitable)).puts == before.puts);
 }
 
-TEST_CASE("events: a job's life as typed events, and none when events are off",
-          "[job][events][subscribe_events][put][claim][fail][finish]") {
-  fixture f("events");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto s = fast_retries(3);
-    s.events = true;
-    auto q = co_await engine_queue(f, s);
-    std::vector<std::string> seen;
-    auto sub = co_await q.subscribe_events(
-        [&](const thoonk::job_event& e) {
-          seen.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id + " " + e.detail);
-        },
-        asio::use_awaitable);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    thoonk::fail_options o;
-    o.retry_at = thoonk::now_epoch_ms() + 50;
-    co_await q.fail(j, "oops", o, asio::use_awaitable);
-    j = co_await q.claim(2s, asio::use_awaitable);
-    co_await q.finish(j, asio::use_awaitable);
-    thoonk::put_options later;
-    later.id = "named";
-    later.run_at = thoonk::now_epoch_ms() + 3600000;
-    co_await q.put("n1", later, asio::use_awaitable);
-    co_await q.put("n2", later, asio::use_awaitable);
-    CHECK(co_await wait_until([&] { return seen.size() >= 9; }, 5s));
-    const std::vector<std::string> want{
-        "put " + id + " ",        "claimed " + id + " 1",
-        "failed " + id + " oops", "retry_scheduled " + id + " " + std::to_string(*o.retry_at),
-        "promoted " + id + " ",   "claimed " + id + " 2",
-        "finished " + id + " ",   "put named " + std::to_string(*later.run_at),
-        "updated named ",
-    };
-    CHECK(seen == want);
+FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when events are off",
+                  "[job][events][subscribe_events][put][claim][fail][finish]") {
+  auto s = fast_retries(3);
+  s.events = true;
+  auto q = co_await engine_queue(f, s);
+  std::vector<std::string> seen;
+  auto sub = co_await q.subscribe_events(
+      [&](const thoonk::job_event& e) {
+        seen.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id + " " + e.detail);
+      },
+      asio::use_awaitable);
+  auto id = co_await q.put("x", asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  thoonk::fail_options o;
+  o.retry_at = thoonk::now_epoch_ms() + 50;
+  co_await q.fail(j, "oops", o, asio::use_awaitable);
+  j = co_await q.claim(2s, asio::use_awaitable);
+  co_await q.finish(j, asio::use_awaitable);
+  thoonk::put_options later;
+  later.id = "named";
+  later.run_at = thoonk::now_epoch_ms() + 3600000;
+  co_await q.put("n1", later, asio::use_awaitable);
+  co_await q.put("n2", later, asio::use_awaitable);
+  CHECK(co_await wait_until([&] { return seen.size() >= 9; }, 5s));
+  const std::vector<std::string> want{
+      "put " + id + " ",        "claimed " + id + " 1",
+      "failed " + id + " oops", "retry_scheduled " + id + " " + std::to_string(*o.retry_at),
+      "promoted " + id + " ",   "claimed " + id + " 2",
+      "finished " + id + " ",   "put named " + std::to_string(*later.run_at),
+      "updated named ",
+  };
+  CHECK(seen == want);
 
-    // Events off: nothing is published.
-    co_await f.c.set_config(f.name, "events", "0", asio::use_awaitable);
-    seen.clear();
-    co_await q.put("quiet", asio::use_awaitable);
-    auto jq = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(jq, asio::use_awaitable);
-    co_await settle();
-    CHECK(seen.empty());
-  });
+  // Events off: nothing is published.
+  co_await f.c.set_config(f.name, "events", "0", asio::use_awaitable);
+  seen.clear();
+  co_await q.put("quiet", asio::use_awaitable);
+  auto jq = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.finish(jq, asio::use_awaitable);
+  co_await settle();
+  CHECK(seen.empty());
 }

@@ -5,104 +5,98 @@
 
 using namespace thoonk::test;
 
-TEST_CASE("schedule: run_at in the past, now and later; claimable in order and not before",
-          "[job][schedule][put][claim][get_job]") {
-  fixture f("sched");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    const auto later_at = now + 200;
-    auto later = co_await put_at(q, "later", later_at);
-    auto at_now = co_await put_at(q, "now", now);
-    auto past = co_await put_at(q, "past", now - 5000);
+FIXTURE_TEST_CASE("sched",
+                  "schedule: run_at in the past, now and later; claimable in order and not before",
+                  "[job][schedule][put][claim][get_job]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  const auto later_at = now + 200;
+  auto later = co_await put_at(q, "later", later_at);
+  auto at_now = co_await put_at(q, "now", now);
+  auto past = co_await put_at(q, "past", now - 5000);
 
-    auto js = co_await job_of(q, later);
-    CHECK(js.state == thoonk::job_state::scheduled);
-    CHECK(js.run_at == later_at);
-    CHECK(js.item == "later");
-    CHECK((co_await job_of(q, at_now)).state == thoonk::job_state::waiting);
-    // A scheduled job is not in the contract's keys: a contract client's
-    // Get (BRPOP feed.ids) or HKEYS feed.items cannot see it early.
-    CHECK((co_await cmd(f.c.conn(), "HEXISTS", key("items", f.name), later)).integer == 0);
-    CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), later)).is_null());
+  auto js = co_await job_of(q, later);
+  CHECK(js.state == thoonk::job_state::scheduled);
+  CHECK(js.run_at == later_at);
+  CHECK(js.item == "later");
+  CHECK((co_await job_of(q, at_now)).state == thoonk::job_state::waiting);
+  // A scheduled job is not in the contract's keys: a contract client's
+  // Get (BRPOP feed.ids) or HKEYS feed.items cannot see it early.
+  CHECK((co_await cmd(f.c.conn(), "HEXISTS", key("items", f.name), later)).integer == 0);
+  CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), later)).is_null());
 
-    auto a = co_await try_claim(q);
-    auto b = co_await try_claim(q);
-    REQUIRE(a);
-    REQUIRE(b);
-    CHECK(a->id == at_now);  // put first
-    CHECK(b->id == past);
-    CHECK(!(co_await try_claim(q)));  // "later" is not due
-    CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 1);
+  auto a = co_await try_claim(q);
+  auto b = co_await try_claim(q);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->id == at_now);  // put first
+  CHECK(b->id == past);
+  CHECK(!(co_await try_claim(q)));  // "later" is not due
+  CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 1);
 
-    auto c = co_await q.claim(5s, asio::use_awaitable);
-    CHECK(c.id == later);
-    CHECK(c.item == "later");
-    CHECK(thoonk::now_epoch_ms() >= later_at);  // never before its time
-    CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 0);
-  });
+  auto c = co_await q.claim(5s, asio::use_awaitable);
+  CHECK(c.id == later);
+  CHECK(c.item == "later");
+  CHECK(thoonk::now_epoch_ms() >= later_at);  // never before its time
+  CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 0);
 }
 
-TEST_CASE("schedule: equal run_at times are claimed in put order, whatever the ids",
-          "[job][schedule][put][claim]") {
-  fixture f("sched");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto at = thoonk::now_epoch_ms() + 150;
-    // Ids in reverse order of their names, and generated ones between.
-    std::vector<std::string> put_order;
-    for (char c = 'z'; c >= 'q'; --c) {
-      const std::string id(1, c);
-      co_await put_id(q, id, "job " + id, at);
-      put_order.push_back(id);
-      put_order.push_back(co_await put_at(q, "generated", at));
-    }
-    // A job due earlier but put last still comes first.
-    const auto first = co_await put_at(q, "earlier", at - 50);
-    co_await sleep_for(250ms);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j.id == first);
-    for (const auto& id : put_order) {
-      auto k = co_await q.claim(1s, asio::use_awaitable);
-      CHECK(k.id == id);
-    }
-  });
+FIXTURE_TEST_CASE("sched",
+                  "schedule: equal run_at times are claimed in put order, whatever the ids",
+                  "[job][schedule][put][claim]") {
+  auto q = co_await engine_queue(f);
+  const auto at = thoonk::now_epoch_ms() + 150;
+  // Ids in reverse order of their names, and generated ones between.
+  std::vector<std::string> put_order;
+  for (char c = 'z'; c >= 'q'; --c) {
+    const std::string id(1, c);
+    co_await put_id(q, id, "job " + id, at);
+    put_order.push_back(id);
+    put_order.push_back(co_await put_at(q, "generated", at));
+  }
+  // A job due earlier but put last still comes first.
+  const auto first = co_await put_at(q, "earlier", at - 50);
+  co_await sleep_for(250ms);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.id == first);
+  for (const auto& id : put_order) {
+    auto k = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(k.id == id);
+  }
 }
 
-TEST_CASE("schedule: a delay; a waiting claimer wakes at the due time, not at the poll",
-          "[job][schedule][put][claim]") {
-  fixture f("sched");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue_options o;
-    o.poll_interval = 60s;  // only the due time can explain a delivery within the claim
-    const thoonk::job_queue::settings defaults;
-    auto q = co_await engine_queue(f, defaults, o);
-    // The claimer waits first: its empty claim learns nothing is scheduled.
-    auto waiting = std::make_shared<std::optional<thoonk::claimed_job>>();
-    asio::co_spawn(
-        f.ioc,
-        [](thoonk::job_queue q,
-           std::shared_ptr<std::optional<thoonk::claimed_job>> out) -> asio::awaitable<void> {
-          auto [ec, j] = co_await q.claim(10s, nothrow);
-          if (!ec) *out = std::move(j);
-        }(q, waiting),
-        asio::detached);
-    co_await sleep_for(100ms);
-    thoonk::put_options po;
-    po.delay = 300ms;
-    const auto before = thoonk::now_epoch_ms();
-    auto r = co_await q.put("delayed", po, asio::use_awaitable);
-    const auto info = co_await job_of(q, r.id);
-    CHECK(info.state == thoonk::job_state::scheduled);
-    CHECK(info.run_at >= before + 300);
-    CHECK(info.run_at <= thoonk::now_epoch_ms() + 300);
-    // The put of a scheduled job wakes nobody up (nothing is claimable),
-    // and the poll is a minute away: the waiting claimer must still get it,
-    // because the first claim after the put learns its due time.
-    CHECK(co_await wait_until([&] { return waiting->has_value(); }, 8s));
-    REQUIRE(waiting->has_value());
-    CHECK((*waiting)->id == r.id);
-  });
+FIXTURE_TEST_CASE("sched",
+                  "schedule: a delay; a waiting claimer wakes at the due time, not at the poll",
+                  "[job][schedule][put][claim]") {
+  thoonk::job_queue_options o;
+  o.poll_interval = 60s;  // only the due time can explain a delivery within the claim
+  const thoonk::job_queue::settings defaults;
+  auto q = co_await engine_queue(f, defaults, o);
+  // The claimer waits first: its empty claim learns nothing is scheduled.
+  auto waiting = std::make_shared<std::optional<thoonk::claimed_job>>();
+  asio::co_spawn(
+      f.ioc,
+      [](thoonk::job_queue q,
+         std::shared_ptr<std::optional<thoonk::claimed_job>> out) -> asio::awaitable<void> {
+        auto [ec, j] = co_await q.claim(10s, nothrow);
+        if (!ec) *out = std::move(j);
+      }(q, waiting),
+      asio::detached);
+  co_await sleep_for(100ms);
+  thoonk::put_options po;
+  po.delay = 300ms;
+  const auto before = thoonk::now_epoch_ms();
+  auto r = co_await q.put("delayed", po, asio::use_awaitable);
+  const auto info = co_await job_of(q, r.id);
+  CHECK(info.state == thoonk::job_state::scheduled);
+  CHECK(info.run_at >= before + 300);
+  CHECK(info.run_at <= thoonk::now_epoch_ms() + 300);
+  // The put of a scheduled job wakes nobody up (nothing is claimable),
+  // and the poll is a minute away: the waiting claimer must still get it,
+  // because the first claim after the put learns its due time.
+  CHECK(co_await wait_until([&] { return waiting->has_value(); }, 8s));
+  REQUIRE(waiting->has_value());
+  CHECK((*waiting)->id == r.id);
 }
 
 TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they become due",
@@ -155,68 +149,64 @@ TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they
       120s);
 }
 
-TEST_CASE("schedule: maintenance promotes due jobs nobody claims; retract and ids see them",
-          "[job][schedule][maintain][retract][get_ids][get_scheduled]") {
-  fixture f("sched");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto now = thoonk::now_epoch_ms();
-    auto soon = co_await put_at(q, "soon", now + 100);
-    auto gone = co_await put_at(q, "gone", now + 100);
-    auto far = co_await put_at(q, "far", now + 3600000);
-    auto ids = co_await q.get_ids(asio::use_awaitable);
-    std::sort(ids.begin(), ids.end());
-    std::vector<std::string> want{soon, gone, far};
-    std::sort(want.begin(), want.end());
-    CHECK(ids == want);
+FIXTURE_TEST_CASE("sched",
+                  "schedule: maintenance promotes due jobs nobody claims; retract and ids see them",
+                  "[job][schedule][maintain][retract][get_ids][get_scheduled]") {
+  auto q = co_await engine_queue(f);
+  const auto now = thoonk::now_epoch_ms();
+  auto soon = co_await put_at(q, "soon", now + 100);
+  auto gone = co_await put_at(q, "gone", now + 100);
+  auto far = co_await put_at(q, "far", now + 3600000);
+  auto ids = co_await q.get_ids(asio::use_awaitable);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> want{soon, gone, far};
+  std::sort(want.begin(), want.end());
+  CHECK(ids == want);
 
-    co_await q.retract(gone, asio::use_awaitable);
-    CHECK(!(co_await q.get_job(gone, asio::use_awaitable)));
-    auto [rec] = co_await q.retract(gone, nothrow);
-    CHECK(rec == thoonk::error::job_not_found);
+  co_await q.retract(gone, asio::use_awaitable);
+  CHECK(!(co_await q.get_job(gone, asio::use_awaitable)));
+  auto [rec] = co_await q.retract(gone, nothrow);
+  CHECK(rec == thoonk::error::job_not_found);
 
-    auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
-    REQUIRE(page.jobs.size() == 2);
-    CHECK(page.jobs[0].id == soon);  // run_at order
-    CHECK(page.jobs[1].id == far);
-    CHECK(page.next.empty());
+  auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
+  REQUIRE(page.jobs.size() == 2);
+  CHECK(page.jobs[0].id == soon);  // run_at order
+  CHECK(page.jobs[1].id == far);
+  CHECK(page.next.empty());
 
-    co_await sleep_for(150ms);
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.promoted == 1);
-    CHECK(rep.counts.waiting == 1);
-    CHECK(rep.counts.scheduled == 1);
-    // Now it is where a contract client looks.
-    CHECK((co_await cmd(f.c.conn(), "HGET", key("items", f.name), soon)).str == "soon");
-    CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), soon)).integer == 0);
-  });
+  co_await sleep_for(150ms);
+  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.promoted == 1);
+  CHECK(rep.counts.waiting == 1);
+  CHECK(rep.counts.scheduled == 1);
+  // Now it is where a contract client looks.
+  CHECK((co_await cmd(f.c.conn(), "HGET", key("items", f.name), soon)).str == "soon");
+  CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), soon)).integer == 0);
 }
 
-TEST_CASE("schedule: paging through many scheduled jobs sees each once, in run_at order",
-          "[job][schedule][get_scheduled][put]") {
-  fixture f("sched");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    const auto base = thoonk::now_epoch_ms() + 3600000;
-    std::vector<std::string> ids;
-    for (int i = 0; i < 25; ++i) ids.push_back(co_await put_at(q, "x", base + (i * 7) % 25));
-    std::vector<std::pair<thoonk::epoch_ms, std::string>> seen;
-    std::string cursor;
-    int pages = 0;
-    do {
-      auto page = co_await q.get_scheduled(cursor, 10, asio::use_awaitable);
-      for (auto& j : page.jobs) seen.emplace_back(j.run_at, j.id);
-      cursor = page.next;
-      ++pages;
-    } while (!cursor.empty() && pages < 10);
-    CHECK(pages == 3);
-    REQUIRE(seen.size() == 25);
-    CHECK(std::is_sorted(seen.begin(), seen.end(),
-                         [](const auto& a, const auto& b) { return a.first < b.first; }));
-    std::vector<std::string> got;
-    for (auto& s : seen) got.push_back(s.second);
-    std::sort(got.begin(), got.end());
-    std::sort(ids.begin(), ids.end());
-    CHECK(got == ids);
-  });
+FIXTURE_TEST_CASE("sched",
+                  "schedule: paging through many scheduled jobs sees each once, in run_at order",
+                  "[job][schedule][get_scheduled][put]") {
+  auto q = co_await engine_queue(f);
+  const auto base = thoonk::now_epoch_ms() + 3600000;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 25; ++i) ids.push_back(co_await put_at(q, "x", base + (i * 7) % 25));
+  std::vector<std::pair<thoonk::epoch_ms, std::string>> seen;
+  std::string cursor;
+  int pages = 0;
+  do {
+    auto page = co_await q.get_scheduled(cursor, 10, asio::use_awaitable);
+    for (auto& j : page.jobs) seen.emplace_back(j.run_at, j.id);
+    cursor = page.next;
+    ++pages;
+  } while (!cursor.empty() && pages < 10);
+  CHECK(pages == 3);
+  REQUIRE(seen.size() == 25);
+  CHECK(std::is_sorted(seen.begin(), seen.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; }));
+  std::vector<std::string> got;
+  for (auto& s : seen) got.push_back(s.second);
+  std::sort(got.begin(), got.end());
+  std::sort(ids.begin(), ids.end());
+  CHECK(got == ids);
 }

@@ -83,21 +83,12 @@ asio::awaitable<void> engine_tutorial(thoonk::client& client, std::string name, 
 
 TEST_CASE("job engine tutorial: docs/jobs.md shows exactly the code compiled here",
           "[job][job_docs]") {
-  auto snippets = thoonk::test::read_tutorial_snippets(__FILE__, "docs/jobs.md", "engine-tutorial");
-  REQUIRE(!snippets.source.empty());
-  CHECK(snippets.doc == snippets.source);
+  thoonk::test::check_tutorial_shown(__FILE__, "docs/jobs.md", "engine-tutorial");
 }
 
 TEST_CASE("job engine tutorial: runs against a real server",
           "[job][job_docs][put][claim][fail][finish][get_job]") {
-  asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
-  std::ostringstream out;
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await client.connect(asio::use_awaitable);
-    co_await engine_tutorial(client, thoonk::test::unique_name("engine-tutorial"), out);
-    client.stop();
-  });
+  const auto text = thoonk::test::run_tutorial(engine_tutorial, "engine-tutorial");
   const std::string expected =
       "before its time: nothing\n"
       "at its time: send reminder (same id)\n"
@@ -109,5 +100,5 @@ TEST_CASE("job engine tutorial: runs against a real server",
       "failure 3: dead letter\n"
       "kept: report v3, 3 failures, last error \"printer on fire\"\n"
       "dead-letter record: [\"daily-report\",\"report v3\",\"printer on fire\"]\n";
-  CHECK(out.str() == expected);
+  CHECK(text == expected);
 }

@@ -250,63 +250,58 @@ TEST_CASE("job: heartbeat_many renews a worker's claims in one call",
   });
 }
 
-TEST_CASE("job: names, ids and types are checked", "[job][claim][finish][open][put]") {
-  fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    {
-      thoonk::job_queue bad(f.c, std::string("a\0b", 3));
-      auto [ec, id] = co_await bad.put("x", nothrow);
-      CHECK(ec == thoonk::error::invalid_name);
-    }
-    thoonk::job_queue missing(f.c, f.name);
-    auto [ec1, id1] = co_await missing.put("x", nothrow);
-    CHECK(ec1 == thoonk::error::feed_not_found);
-    auto [ec2, j2] = co_await missing.claim(0ms, nothrow);
-    CHECK(ec2 == thoonk::error::feed_not_found);
-    auto [ec3, opened] = co_await thoonk::job_queue::open(f.c, f.name, nothrow);
-    CHECK(ec3 == thoonk::error::feed_not_found);
+FIXTURE_TEST_CASE("jobs-flow", "job: names, ids and types are checked",
+                  "[job][claim][finish][open][put]") {
+  co_await f.c.connect(asio::use_awaitable);
+  {
+    thoonk::job_queue bad(f.c, std::string("a\0b", 3));
+    auto [ec, id] = co_await bad.put("x", nothrow);
+    CHECK(ec == thoonk::error::invalid_name);
+  }
+  thoonk::job_queue missing(f.c, f.name);
+  auto [ec1, id1] = co_await missing.put("x", nothrow);
+  CHECK(ec1 == thoonk::error::feed_not_found);
+  auto [ec2, j2] = co_await missing.claim(0ms, nothrow);
+  CHECK(ec2 == thoonk::error::feed_not_found);
+  auto [ec3, opened] = co_await thoonk::job_queue::open(f.c, f.name, nothrow);
+  CHECK(ec3 == thoonk::error::feed_not_found);
 
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    auto [ec4, id4] = co_await missing.put("x", nothrow);
-    CHECK(ec4 == thoonk::error::wrong_feed_type);
-    const thoonk::claim_ref claim4{"", 1};
-    auto [ec5] = co_await missing.finish(claim4, nothrow);
-    CHECK(ec5 == thoonk::error::invalid_id);
-    const thoonk::claim_ref claim5{std::string("a\0b", 3), 1};
-    auto [ec6] = co_await missing.finish(claim5, nothrow);
-    CHECK(ec6 == thoonk::error::invalid_id);
-  });
+  co_await create_feed(f.c.conn(), f.name, "queue");
+  auto [ec4, id4] = co_await missing.put("x", nothrow);
+  CHECK(ec4 == thoonk::error::wrong_feed_type);
+  const thoonk::claim_ref claim4{"", 1};
+  auto [ec5] = co_await missing.finish(claim4, nothrow);
+  CHECK(ec5 == thoonk::error::invalid_id);
+  const thoonk::claim_ref claim5{std::string("a\0b", 3), 1};
+  auto [ec6] = co_await missing.finish(claim5, nothrow);
+  CHECK(ec6 == thoonk::error::invalid_id);
 }
 
-TEST_CASE("job: with published=1 the contract's put-time index is kept",
-          "[job][claim][finish][put][retry][stall]") {
-  fixture f("jobs-flow");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    fields cfg{{"published", "1"}};
-    auto q = co_await contract_job_queue(f, cfg);
-    auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-    auto id = co_await q.put("work", asio::use_awaitable);
-    auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    REQUIRE(!score.is_null());
-    const double put_ms = score.is_string() ? std::stod(score.str) : score.dbl;
-    CHECK(put_ms >= static_cast<double>(before));
-    // Stall drops it (contract "Stall"), retry writes it again ("Retry").
-    auto j1 = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.stall(j1, asio::use_awaitable);
-    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(score.is_null());
-    co_await q.retry(id, asio::use_awaitable);
-    score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(!score.is_null());
-    // Finish drops it too (the contract's finish would leak it).
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(j2, asio::use_awaitable);
-    auto card = co_await cmd(f.c.conn(), "ZCARD", key("published", f.name));
-    CHECK(card.integer == 0);
-  });
+FIXTURE_TEST_CASE("jobs-flow", "job: with published=1 the contract's put-time index is kept",
+                  "[job][claim][finish][put][retry][stall]") {
+  fields cfg{{"published", "1"}};
+  auto q = co_await contract_job_queue(f, cfg);
+  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  auto id = co_await q.put("work", asio::use_awaitable);
+  auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+  REQUIRE(!score.is_null());
+  const double put_ms = score.is_string() ? std::stod(score.str) : score.dbl;
+  CHECK(put_ms >= static_cast<double>(before));
+  // Stall drops it (contract "Stall"), retry writes it again ("Retry").
+  auto j1 = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.stall(j1, asio::use_awaitable);
+  score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+  CHECK(score.is_null());
+  co_await q.retry(id, asio::use_awaitable);
+  score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+  CHECK(!score.is_null());
+  // Finish drops it too (the contract's finish would leak it).
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.finish(j2, asio::use_awaitable);
+  auto card = co_await cmd(f.c.conn(), "ZCARD", key("published", f.name));
+  CHECK(card.integer == 0);
 }
 
 TEST_CASE("job: a finish cancelled before it is sent changes nothing",

@@ -23,43 +23,41 @@ asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::st
 
 }  // namespace
 
-TEST_CASE("job interop: jobs put with plain commands are claimed and finished",
-          "[job][claim][finish][get_result]") {
-  fixture f("jobs-interop");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    // A short poll: plain puts send no wake-up.
-    thoonk::job_queue_options opts;
-    opts.poll_interval = 100ms;
-    auto q = co_await contract_job_queue(f, opts);
+FIXTURE_TEST_CASE("jobs-interop",
+                  "job interop: jobs put with plain commands are claimed and finished",
+                  "[job][claim][finish][get_result]") {
+  // A short poll: plain puts send no wake-up.
+  thoonk::job_queue_options opts;
+  opts.poll_interval = 100ms;
+  auto q = co_await contract_job_queue(f, opts);
 
-    co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000001", "first");
-    auto j = co_await q.claim(2s, asio::use_awaitable);
-    CHECK(j.id == "0b9a5f7e-1111-4c3a-9d1e-000000000001");
-    CHECK(j.item == "first");
-    CHECK(j.failures == 0);
-    co_await q.finish(j, std::string("done"), asio::use_awaitable);
-    auto snap = co_await snapshot(f.c.conn(), f.name);
-    CHECK(snap ==
-          "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
-          "publishes:bulk \"1\"\nfinishes:bulk \"1\"\nattempts:{}\nunaccounted:{}\n");
-    auto r = co_await q.get_result(j.id, 1s, asio::use_awaitable);
-    CHECK(r == "done");
+  co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000001", "first");
+  auto j = co_await q.claim(2s, asio::use_awaitable);
+  CHECK(j.id == "0b9a5f7e-1111-4c3a-9d1e-000000000001");
+  CHECK(j.item == "first");
+  CHECK(j.failures == 0);
+  co_await q.finish(j, std::string("done"), asio::use_awaitable);
+  auto snap = co_await snapshot(f.c.conn(), f.name);
+  CHECK(snap ==
+        "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
+        "publishes:bulk \"1\"\nfinishes:bulk \"1\"\nattempts:{}\nunaccounted:{}\n");
+  auto r = co_await q.get_result(j.id, 1s, asio::use_awaitable);
+  CHECK(r == "done");
 
-    // A claimer already waiting picks up a plain put by the poll.
-    bool got = false;
-    asio::co_spawn(
-        f.ioc,
-        [&]() -> asio::awaitable<void> {
-          auto [ec, j2] = co_await q.claim(10s, nothrow);
-          got = !ec && j2.item == "second";
-          if (got) co_await q.finish(j2, asio::use_awaitable);
-        },
-        asio::detached);
-    co_await sleep_for(50ms);
-    co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000002", "second");
-    for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
-    CHECK(got);
-  });
+  // A claimer already waiting picks up a plain put by the poll.
+  bool got = false;
+  asio::co_spawn(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, j2] = co_await q.claim(10s, nothrow);
+        got = !ec && j2.item == "second";
+        if (got) co_await q.finish(j2, asio::use_awaitable);
+      },
+      asio::detached);
+  co_await sleep_for(50ms);
+  co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000002", "second");
+  for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
+  CHECK(got);
 }
 
 TEST_CASE("job interop: jobs put by the library work with the contract's plain commands",

@@ -9,94 +9,79 @@ using namespace thoonk::test;
 using thoonk::test::run_coro;
 using thoonk::test::sleep_for;
 
-namespace {
+FIXTURE_TEST_CASE(
+    "jobs-maint", "job: a stale token is refused and the job is finished exactly once",
+    "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
+  fields cfg{{"claim_timeout_ms", "100"}};
+  auto qa = co_await contract_job_queue(f, cfg);
+  thoonk::client other(f.ioc.get_executor(), named_config());
+  co_await other.connect(asio::use_awaitable);
+  thoonk::job_queue qb(other, f.name);
 
-thoonk::maintenance_options quiet() {
-  thoonk::maintenance_options o;
-  o.publish_stats = false;
-  return o;
+  auto id = co_await qa.put("slow work", asio::use_awaitable);
+  auto ja = co_await qa.claim(1s, asio::use_awaitable);
+  // Worker A hangs past the claim timeout; maintenance requeues the job.
+  co_await sleep_for(250ms);
+  auto rep = co_await qb.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.ran);
+  CHECK(rep.requeued == 1);
+  CHECK(rep.stalled == 0);
+  // Worker B claims it again.
+  auto jb = co_await qb.claim(1s, asio::use_awaitable);
+  CHECK(jb.id == id);
+  CHECK(jb.failures == 1);
+  CHECK(jb.token != ja.token);
+  // A wakes up: every call with its old token is refused, nothing changes.
+  auto before = co_await snapshot(f.c.conn(), f.name);
+  auto [e1] = co_await qa.finish(ja, std::string("from A"), nothrow);
+  CHECK(e1 == thoonk::error::lost_claim);
+  auto [e2, n2] = co_await qa.cancel(ja, nothrow);
+  CHECK(e2 == thoonk::error::lost_claim);
+  auto [e3] = co_await qa.stall(ja, nothrow);
+  CHECK(e3 == thoonk::error::lost_claim);
+  auto [e4] = co_await qa.heartbeat(ja, nothrow);
+  CHECK(e4 == thoonk::error::lost_claim);
+  auto after = co_await snapshot(f.c.conn(), f.name);
+  CHECK(after == before);
+  // B finishes; A still cannot.
+  co_await qb.finish(jb, std::string("from B"), asio::use_awaitable);
+  auto [e5] = co_await qa.finish(ja, std::string("from A"), nothrow);
+  CHECK(e5 == thoonk::error::job_not_found);
+  auto counts = co_await qa.counts(asio::use_awaitable);
+  CHECK(counts.finishes == 1);
+  auto result = co_await qa.get_result(id, 1s, asio::use_awaitable);
+  CHECK(result == "from B");
+  auto stored =
+      co_await cmd(f.c.conn(), "LLEN", "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
+  CHECK(stored.integer == 1);
 }
 
-}  // namespace
-
-TEST_CASE("job: a stale token is refused and the job is finished exactly once",
-          "[job][cancel][claim][counts][finish][get_result][heartbeat][maintain][put][stall]") {
-  fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    fields cfg{{"claim_timeout_ms", "100"}};
-    auto qa = co_await contract_job_queue(f, cfg);
-    thoonk::client other(f.ioc.get_executor(), named_config());
-    co_await other.connect(asio::use_awaitable);
-    thoonk::job_queue qb(other, f.name);
-
-    auto id = co_await qa.put("slow work", asio::use_awaitable);
-    auto ja = co_await qa.claim(1s, asio::use_awaitable);
-    // Worker A hangs past the claim timeout; maintenance requeues the job.
-    co_await sleep_for(250ms);
-    auto rep = co_await qb.maintain(quiet(), asio::use_awaitable);
-    CHECK(rep.ran);
-    CHECK(rep.requeued == 1);
-    CHECK(rep.stalled == 0);
-    // Worker B claims it again.
-    auto jb = co_await qb.claim(1s, asio::use_awaitable);
-    CHECK(jb.id == id);
-    CHECK(jb.failures == 1);
-    CHECK(jb.token != ja.token);
-    // A wakes up: every call with its old token is refused, nothing changes.
-    auto before = co_await snapshot(f.c.conn(), f.name);
-    auto [e1] = co_await qa.finish(ja, std::string("from A"), nothrow);
-    CHECK(e1 == thoonk::error::lost_claim);
-    auto [e2, n2] = co_await qa.cancel(ja, nothrow);
-    CHECK(e2 == thoonk::error::lost_claim);
-    auto [e3] = co_await qa.stall(ja, nothrow);
-    CHECK(e3 == thoonk::error::lost_claim);
-    auto [e4] = co_await qa.heartbeat(ja, nothrow);
-    CHECK(e4 == thoonk::error::lost_claim);
-    auto after = co_await snapshot(f.c.conn(), f.name);
-    CHECK(after == before);
-    // B finishes; A still cannot.
-    co_await qb.finish(jb, std::string("from B"), asio::use_awaitable);
-    auto [e5] = co_await qa.finish(ja, std::string("from A"), nothrow);
-    CHECK(e5 == thoonk::error::job_not_found);
-    auto counts = co_await qa.counts(asio::use_awaitable);
-    CHECK(counts.finishes == 1);
-    auto result = co_await qa.get_result(id, 1s, asio::use_awaitable);
-    CHECK(result == "from B");
-    auto stored =
-        co_await cmd(f.c.conn(), "LLEN", "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
-    CHECK(stored.integer == 1);
-  });
-}
-
-TEST_CASE("job: a claim lapsing max_stalls times makes the job a dead letter",
-          "[job][claim][finish][maintain][put][retry]") {
-  fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
-    auto q = co_await contract_job_queue(f, cfg);
-    auto id = co_await q.put("poison", asio::use_awaitable);
-    co_await q.claim(1s, asio::use_awaitable);
-    co_await sleep_for(120ms);
-    auto r1 = co_await q.maintain(quiet(), asio::use_awaitable);
-    CHECK(r1.requeued == 1);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j.failures == 1);
-    co_await sleep_for(120ms);
-    auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
-    CHECK(r2.requeued == 0);
-    CHECK(r2.stalled == 1);
-    CHECK(r2.counts.stalled == 1);
-    CHECK(r2.counts.claimed == 0);
-    CHECK(r2.counts.waiting == 0);
-    auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
-    CHECK(member.integer == 1);
-    // The dead letter can be retried.
-    co_await q.retry(id, asio::use_awaitable);
-    auto j3 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j3.id == id);
-    CHECK(j3.token > j.token);
-    co_await q.finish(j3, asio::use_awaitable);
-  });
+FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the job a dead letter",
+                  "[job][claim][finish][maintain][put][retry]") {
+  fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
+  auto q = co_await contract_job_queue(f, cfg);
+  auto id = co_await q.put("poison", asio::use_awaitable);
+  co_await q.claim(1s, asio::use_awaitable);
+  co_await sleep_for(120ms);
+  auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r1.requeued == 1);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.failures == 1);
+  co_await sleep_for(120ms);
+  auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r2.requeued == 0);
+  CHECK(r2.stalled == 1);
+  CHECK(r2.counts.stalled == 1);
+  CHECK(r2.counts.claimed == 0);
+  CHECK(r2.counts.waiting == 0);
+  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+  CHECK(member.integer == 1);
+  // The dead letter can be retried.
+  co_await q.retry(id, asio::use_awaitable);
+  auto j3 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j3.id == id);
+  CHECK(j3.token > j.token);
+  co_await q.finish(j3, asio::use_awaitable);
 }
 
 TEST_CASE("job: a job in no state is requeued only on the second pass",
@@ -114,7 +99,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass",
     auto slow = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
     CHECK(slow.str == ids[1]);
 
-    auto r1 = co_await q.maintain(quiet(), asio::use_awaitable);
+    auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
     CHECK(r1.unaccounted_suspects == 2);
     CHECK(r1.unaccounted_requeued == 0);
     auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
@@ -123,7 +108,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass",
     // The slow one completes its claim.
     co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), slow.str);
 
-    auto r2 = co_await q.maintain(quiet(), asio::use_awaitable);
+    auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
     CHECK(r2.unaccounted_requeued == 1);
     CHECK(r2.unaccounted_suspects == 0);
     auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), lost.str);
@@ -135,7 +120,7 @@ TEST_CASE("job: a job in no state is requeued only on the second pass",
     auto j2 = co_await q.claim(1s, asio::use_awaitable);
     CHECK(j1.id == ids[2]);
     CHECK(j2.id == lost.str);
-    auto r3 = co_await q.maintain(quiet(), asio::use_awaitable);
+    auto r3 = co_await q.maintain(no_stats(), asio::use_awaitable);
     CHECK(r3.unaccounted_suspects == 0);
     CHECK(r3.unaccounted_requeued == 0);
   });
@@ -155,7 +140,7 @@ TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands"
     });
     auto left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
     CHECK(left.integer == 1);
-    auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
     CHECK(rep.orphans_removed == 1);
     left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
     CHECK(left.integer == 0);
@@ -207,7 +192,7 @@ TEST_CASE("job: maintenance publishes stats to a feed and takes a lock",
     CHECK(holder.str == "someone");
     // Our own lock is released by the time each run completes.
     co_await cmd(f.c.conn(), "DEL", key("maintenance", f.name));
-    co_await q.maintain(quiet(), asio::use_awaitable);
+    co_await q.maintain(no_stats(), asio::use_awaitable);
     auto free_now = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
     CHECK(free_now.integer == 0);
   });
@@ -233,7 +218,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     co_await first->connect(asio::use_awaitable);
     {
       thoonk::job_queue q(*first, name);
-      auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+      auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
       CHECK(rep.ran);
       first->stop();  // the process exits right away
     }
@@ -248,7 +233,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     co_await second->connect(asio::use_awaitable);
     {
       thoonk::job_queue q(*second, name);
-      auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+      auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
       CHECK(rep.ran);
       CHECK(rep.requeued == 1);
       second->stop();
@@ -265,7 +250,7 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
   run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
     std::vector<std::string> items(50, "x");
     co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    thoonk::maintenance_options o = quiet();
+    thoonk::maintenance_options o = no_stats();
     o.batch = 1;  // many steps: the cancellation lands between two of them
     asio::cancellation_signal sig;
     bool done = false;
@@ -284,33 +269,31 @@ TEST_CASE("job: a cancelled maintenance run still releases its lock before compl
     auto held = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
     CHECK(held.integer == 0);
     // And the next run is not blocked.
-    auto rep = co_await q.maintain(quiet(), asio::use_awaitable);
+    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
     CHECK(rep.ran);
   });
 }
 
-TEST_CASE("job: background maintenance recovers lapsed claims until cancelled",
-          "[job][claim][put][run_maintenance]") {
-  fixture f("jobs-maint");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    fields cfg{{"claim_timeout_ms", "50"}};
-    auto q = co_await contract_job_queue(f, cfg);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    co_await q.claim(1s, asio::use_awaitable);  // and "crash"
+FIXTURE_TEST_CASE("jobs-maint",
+                  "job: background maintenance recovers lapsed claims until cancelled",
+                  "[job][claim][put][run_maintenance]") {
+  fields cfg{{"claim_timeout_ms", "50"}};
+  auto q = co_await contract_job_queue(f, cfg);
+  auto id = co_await q.put("x", asio::use_awaitable);
+  co_await q.claim(1s, asio::use_awaitable);  // and "crash"
 
-    asio::cancellation_signal sig;
-    error_code loop_ec;
-    bool loop_done = false;
-    q.run_maintenance(20ms, quiet(), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
-                        loop_ec = ec;
-                        loop_done = true;
-                      }));
-    auto j = co_await q.claim(5s, asio::use_awaitable);
-    CHECK(j.id == id);
-    CHECK(j.failures == 1);
-    sig.emit(asio::cancellation_type::terminal);
-    for (int i = 0; i < 200 && !loop_done; ++i) co_await sleep_for(5ms);
-    CHECK(loop_done);
-    CHECK(loop_ec == asio::error::operation_aborted);
-  });
+  asio::cancellation_signal sig;
+  error_code loop_ec;
+  bool loop_done = false;
+  q.run_maintenance(20ms, no_stats(), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+                      loop_ec = ec;
+                      loop_done = true;
+                    }));
+  auto j = co_await q.claim(5s, asio::use_awaitable);
+  CHECK(j.id == id);
+  CHECK(j.failures == 1);
+  sig.emit(asio::cancellation_type::terminal);
+  for (int i = 0; i < 200 && !loop_done; ++i) co_await sleep_for(5ms);
+  CHECK(loop_done);
+  CHECK(loop_ec == asio::error::operation_aborted);
 }

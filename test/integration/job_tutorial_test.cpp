@@ -85,21 +85,11 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
 // tutorial-end
 
 TEST_CASE("jobs tutorial: docs/jobs.md shows exactly the code compiled here", "[job][job_docs]") {
-  auto snippets = thoonk::test::read_tutorial_snippets(__FILE__, "docs/jobs.md");
-  REQUIRE(!snippets.source.empty());
-  CHECK(snippets.doc == snippets.source);
+  thoonk::test::check_tutorial_shown(__FILE__, "docs/jobs.md");
 }
 
 TEST_CASE("jobs tutorial: runs against a real server", "[job][job_docs]") {
-  asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
-  std::ostringstream out;
-  thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await client.connect(asio::use_awaitable);
-    co_await jobs_tutorial(client, thoonk::test::unique_name("jobs-tutorial"), out);
-    client.stop();
-  });
-  auto text = out.str();
+  const auto text = thoonk::test::run_tutorial(jobs_tutorial, "jobs-tutorial");
   INFO(text);
   CHECK(text.find("claimed resize logo.png, attempt 1\n") != std::string::npos);
   CHECK(text.find("gave back resize cat.jpg, failures 1\n") != std::string::npos);

@@ -223,29 +223,26 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
   });
 }
 
-TEST_CASE("job: destroying the queue ends pending claims and result waits",
-          "[job][claim][get_result]") {
-  fixture f("jobs-close");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    error_code claim_ec, result_ec;
-    int done = 0;
-    {
-      auto q = co_await contract_job_queue(f);
-      q.claim(60s, [&](error_code ec, thoonk::claimed_job) {
-        claim_ec = ec;
-        ++done;
-      });
-      q.get_result("nothing", 60s, [&](error_code ec, std::string) {
-        result_ec = ec;
-        ++done;
-      });
-      co_await sleep_for(50ms);
-    }
-    for (int i = 0; i < 200 && done < 2; ++i) co_await sleep_for(5ms);
-    CHECK(done == 2);
-    CHECK(claim_ec == asio::error::operation_aborted);
-    CHECK(result_ec == asio::error::operation_aborted);
-  });
+FIXTURE_TEST_CASE("jobs-close", "job: destroying the queue ends pending claims and result waits",
+                  "[job][claim][get_result]") {
+  error_code claim_ec, result_ec;
+  int done = 0;
+  {
+    auto q = co_await contract_job_queue(f);
+    q.claim(60s, [&](error_code ec, thoonk::claimed_job) {
+      claim_ec = ec;
+      ++done;
+    });
+    q.get_result("nothing", 60s, [&](error_code ec, std::string) {
+      result_ec = ec;
+      ++done;
+    });
+    co_await sleep_for(50ms);
+  }
+  for (int i = 0; i < 200 && done < 2; ++i) co_await sleep_for(5ms);
+  CHECK(done == 2);
+  CHECK(claim_ec == asio::error::operation_aborted);
+  CHECK(result_ec == asio::error::operation_aborted);
 }
 
 TEST_CASE("job: claims and results work by polling when pub/sub is not permitted",

@@ -76,51 +76,48 @@ TEST_CASE("scripts: every embedded script has its layout and loads on the server
   });
 }
 
-TEST_CASE("scripts: a Lua error reports the line of the .lua file", "[scripts]") {
-  fixture f("scripts");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    const thoonk::detail::feed_names names(f.c.get_config(), f.name);
+FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua file",
+                  "[scripts]") {
+  co_await f.c.connect(asio::use_awaitable);
+  const thoonk::detail::feed_names names(f.c.get_config(), f.name);
 
-    SECTION("queue layout: queues/get.lua with a count that is no number") {
-      co_await create_feed(f.c.conn(), f.name, "queue");
-      const auto& s = find_script("queues/get.lua");
-      auto want = line_of(s.file_text, "redis.call('RPOP'");
-      REQUIRE(want > 1);
-      std::vector<std::string> args;
-      args.emplace_back("not a number");
-      auto [ec, v] = co_await thoonk::detail::run_script(
-          f.c, s.get(), thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
-      INFO(v.str);
-      CHECK(ec == thoonk::error::script_error);
-      CHECK(reported_line(v.str) == want);
-    }
+  SECTION("queue layout: queues/get.lua with a count that is no number") {
+    co_await create_feed(f.c.conn(), f.name, "queue");
+    const auto& s = find_script("queues/get.lua");
+    auto want = line_of(s.file_text, "redis.call('RPOP'");
+    REQUIRE(want > 1);
+    std::vector<std::string> args;
+    args.emplace_back("not a number");
+    auto [ec, v] = co_await thoonk::detail::run_script(
+        f.c, s.get(), thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
+    INFO(v.str);
+    CHECK(ec == thoonk::error::script_error);
+    CHECK(reported_line(v.str) == want);
+  }
 
-    SECTION("feed layout: feeds/catch_up.lua with a row limit that is no number") {
-      co_await create_feed(f.c.conn(), f.name, "feed");
-      const auto& s = find_script("feeds/catch_up.lua");
-      auto want = line_of(s.file_text, "if limit > 0 then");
-      REQUIRE(want > 1);
-      std::vector<std::string> args;
-      // ARGV as catch_up.lua documents them; the 4th (max rows) is no number.
-      for (const char* a :
-           {"feed", "0", "", "not a number", "1000", "0", "", "", "", "0", "", "10"})
-        args.emplace_back(a);
-      auto [ec, v] = co_await thoonk::detail::run_script(
-          f.c, s.get(), thoonk::detail::data_keys(names), std::move(args));
-      INFO(v.str);
-      CHECK(ec == thoonk::error::script_error);
-      CHECK(reported_line(v.str) == want);
-    }
+  SECTION("feed layout: feeds/catch_up.lua with a row limit that is no number") {
+    co_await create_feed(f.c.conn(), f.name, "feed");
+    const auto& s = find_script("feeds/catch_up.lua");
+    auto want = line_of(s.file_text, "if limit > 0 then");
+    REQUIRE(want > 1);
+    std::vector<std::string> args;
+    // ARGV as catch_up.lua documents them; the 4th (max rows) is no number.
+    for (const char* a : {"feed", "0", "", "not a number", "1000", "0", "", "", "", "0", "", "10"})
+      args.emplace_back(a);
+    auto [ec, v] = co_await thoonk::detail::run_script(
+        f.c, s.get(), thoonk::detail::data_keys(names), std::move(args));
+    INFO(v.str);
+    CHECK(ec == thoonk::error::script_error);
+    CHECK(reported_line(v.str) == want);
+  }
 
-    SECTION("THOONK codes map to the library's error codes") {
-      // No such feed: the prelude's open_feed fails with THOONK feed_not_found.
-      std::vector<std::string> args;
-      args.emplace_back("counts");
-      auto [ec, v] = co_await thoonk::detail::run_script(
-          f.c, scripts::jobs_read(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
-      CHECK(ec == thoonk::error::feed_not_found);
-      CHECK(v.str.find("THOONK feed_not_found") != std::string::npos);
-    }
-  });
+  SECTION("THOONK codes map to the library's error codes") {
+    // No such feed: the prelude's open_feed fails with THOONK feed_not_found.
+    std::vector<std::string> args;
+    args.emplace_back("counts");
+    auto [ec, v] = co_await thoonk::detail::run_script(
+        f.c, scripts::jobs_read(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
+    CHECK(ec == thoonk::error::feed_not_found);
+    CHECK(v.str.find("THOONK feed_not_found") != std::string::npos);
+  }
 }

@@ -1,5 +1,14 @@
 #include "support/doc_snippet.hpp"
 
+#include "support/run_coro.hpp"
+#include "support/test_client.hpp"
+
+#include <thoonk/client.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +39,25 @@ tutorial_snippets read_tutorial_snippets(const std::string& source_file,
   return {between(slurp(source_file), "// " + marker + "-begin\n", "// " + marker + "-end\n"),
           between(slurp(root + "/" + doc_page), "<!-- " + marker + "-begin -->\n```cpp\n",
                   "```\n<!-- " + marker + "-end -->")};
+}
+
+void check_tutorial_shown(const std::string& source_file, const std::string& doc_page,
+                          const std::string& marker) {
+  const auto snippets = read_tutorial_snippets(source_file, doc_page, marker);
+  REQUIRE(!snippets.source.empty());
+  CHECK(snippets.doc == snippets.source);
+}
+
+std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix) {
+  boost::asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), test_config());
+  std::ostringstream out;
+  run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
+    co_await client.connect(boost::asio::use_awaitable);
+    co_await tutorial(client, unique_name(prefix), out);
+    client.stop();
+  });
+  return out.str();
 }
 
 }  // namespace thoonk::test

@@ -4,7 +4,15 @@
 // `<!-- tutorial-begin -->` and `<!-- tutorial-end -->`.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
+
+#include <functional>
+#include <ostream>
 #include <string>
+
+namespace thoonk {
+class client;
+}
 
 namespace thoonk::test {
 
@@ -20,5 +28,19 @@ struct tutorial_snippets {
 tutorial_snippets read_tutorial_snippets(const std::string& source_file,
                                          const std::string& doc_page,
                                          const std::string& marker = "tutorial");
+
+/// Catch2 CHECKs that `doc_page` shows exactly the code marked in
+/// `source_file` (read_tutorial_snippets' arguments).
+void check_tutorial_shown(const std::string& source_file, const std::string& doc_page,
+                          const std::string& marker = "tutorial");
+
+/// A tutorial: a coroutine given a connected client, a fresh name and a
+/// stream for what it has to say.
+using tutorial_fn =
+    std::function<boost::asio::awaitable<void>(thoonk::client&, std::string, std::ostream&)>;
+
+/// Runs `tutorial` against the test server under run_coro's deadline, with a
+/// fresh name starting with `prefix`, and returns what it wrote.
+std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix);
 
 }  // namespace thoonk::test

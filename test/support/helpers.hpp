@@ -357,6 +357,13 @@ void run_connected(asio::io_context& ioc, Service& service, coro_fn body,
       deadline);
 }
 
+/// Maintenance without the stats feed.
+inline thoonk::maintenance_options no_stats() {
+  thoonk::maintenance_options o;
+  o.publish_stats = false;
+  return o;
+}
+
 /// The fixture of the integration tests: an io_context, a client on the
 /// shared test server, a raw subscriber for capturing messages (neither
 /// connects before its first use), and a fresh feed or queue name starting
@@ -456,6 +463,28 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 }
 
 }  // namespace thoonk::test
+
+/// A test case whose body is a coroutine with a fresh `fixture f(prefix)`
+/// in scope, run under run_coro's deadline:
+///
+///     FIXTURE_TEST_CASE("jobs", "claim returns the job", "[job][claim]") {
+///       co_await f.c.connect(asio::use_awaitable);
+///       ...
+///     }
+///
+/// The body is a coroutine function taking `fixture& f`; SECTIONs work in it
+/// as in any test case.
+#define FIXTURE_TEST_CASE(prefix, ...) \
+  THOONK_FIXTURE_TEST_CASE_(THOONK_TEST_CAT_(thoonk_fixture_test_, __LINE__), prefix, __VA_ARGS__)
+#define THOONK_TEST_CAT2_(a, b) a##b
+#define THOONK_TEST_CAT_(a, b) THOONK_TEST_CAT2_(a, b)
+#define THOONK_FIXTURE_TEST_CASE_(fn, prefix, ...)                                               \
+  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& f);                          \
+  TEST_CASE(__VA_ARGS__) {                                                                       \
+    ::thoonk::test::fixture f(prefix);                                                           \
+    ::thoonk::test::run_coro(f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return fn(f); }); \
+  }                                                                                              \
+  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f)
 
 namespace Catch {
 template <>

@@ -59,13 +59,6 @@ inline asio::awaitable<std::optional<thoonk::claimed_job>> try_claim(thoonk::job
   co_return std::move(j);
 }
 
-/// Maintenance without the stats feed.
-inline thoonk::maintenance_options no_stats() {
-  thoonk::maintenance_options o;
-  o.publish_stats = false;
-  return o;
-}
-
 /// Makes the claim of `id` look lapsed (claim time 0) so that the next
 /// maintain() counts a stall.
 inline asio::awaitable<void> lapse(fixture& f, const std::string& id) {
