@@ -141,8 +141,9 @@ class thoonk_category final : public boost::system::error_category {
                "tls.ca_file, tls.ca_dir, tls.cert_file and tls.key_file, and that the key "
                "belongs to the certificate; details in connection_event::server_message";
       case error::tls_required:
-        return "the server answered with TLS where a plain Redis reply was expected: this is a TLS "
-               "port, connect with rediss:// (config tls.enabled) or to the server's plain port";
+        return "the server treated this plain connection as a TLS port does (a TLS record back, or "
+               "a reset at the first command without a reply): connect with rediss:// (config "
+               "tls.enabled) or to the server's plain port";
       case error::reply_too_many_values:
         return "reply rejected: one reply holds more values than parser_limits::max_reply_values "
                "(a bound on the memory one reply may take); the connection was closed: raise the "

@@ -81,7 +81,7 @@ enum class error {
   tls_certificate_rejected,  ///< the server's certificate failed verification (CA, host name,
                              ///< validity dates)
   tls_config_invalid,        ///< the configured CA, certificate or key could not be loaded
-  tls_required,              ///< the server answered a plain connection with TLS (use rediss://)
+  tls_required,  ///< a plain connection was answered as a TLS port answers one (use rediss://)
 
   // ---- reply memory (fatal to the connection, like the RESP3 errors above) --
   reply_too_many_values,  ///< one reply held more values than parser_limits::max_reply_values

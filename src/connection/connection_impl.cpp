@@ -269,6 +269,7 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   asio::steady_timer deadline(executor_, cfg_.connect_timeout);
   reset_read_buffer();
   parser_.reset();
+  const auto bytes_before = stats_.bytes_read;
   auto r = co_await (stream_.connect(cfg_) || deadline.async_wait(use_nothrow));
   error_code ec = r.index() == 1 ? error_code(error::connect_timeout) : std::get<0>(r);
   if (!ec) {
@@ -278,7 +279,7 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   // The transport names its own failures (TLS: a rejected certificate, a
   // plain port, a refused client certificate) and says why; like a refused
   // AUTH they will not go away by retrying soon.
-  ec = stream_.setup_error(ec);
+  ec = stream_.setup_error(ec, stats_.bytes_read != bytes_before);
   if (detail::stream::is_refusal(ec)) {
     attempt_refused_ = true;
     attempt_message_ = stream_.failure_detail();

@@ -287,8 +287,15 @@ asio::awaitable<stream::error_code> stream::connect(const config& cfg) {
   co_return co_await s.handshake_layer(cfg);
 }
 
-stream::error_code stream::setup_error(error_code ec) {
+stream::error_code stream::setup_error(error_code ec, bool answered) {
   auto& s = *impl_;
+  if (ec == asio::error::connection_reset && !answered && !s.context && s.kind == transport::tcp) {
+    s.detail =
+        "the server reset the connection at the first command without answering, as a "
+        "TLS port does to a plain client: use rediss:// (config tls.enabled) for its TLS "
+        "port";
+    return error::tls_required;
+  }
   if (!ec || !s.context) return ec;
   if (ec == error::connect_timeout && s.handshaking) {
     s.detail =

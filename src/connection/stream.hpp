@@ -55,14 +55,19 @@ class stream {
   /// else), with OpenSSL's reason in failure_detail().
   boost::asio::awaitable<error_code> connect(const config& cfg);
 
-  /// The error a setup that failed with `ec` reports. While TLS is in use,
+  /// The error a setup that failed with `ec` reports; `answered`: the
+  /// server sent at least one byte during the setup. While TLS is in use,
   /// an OpenSSL error during the first exchanges (a TLS 1.3 server refuses
   /// the client certificate only after the handshake, in its first record)
   /// becomes tls_handshake_failed with the reason in failure_detail(), and
   /// a timeout while the TLS handshake was still running becomes
   /// tls_handshake_failed too (a plain port never answers a ClientHello).
-  /// Other errors come back unchanged.
-  error_code setup_error(error_code ec);
+  /// On a plain TCP connection, a reset before any answer becomes
+  /// tls_required: that is how a TLS port (OpenSSL: "wrong version
+  /// number") drops a plain client, while Redis itself closes a connection
+  /// it refuses with an error reply or a clean close. Other errors come
+  /// back unchanged.
+  error_code setup_error(error_code ec, bool answered);
   /// Why the last connect or setup failed, in OpenSSL's and the
   /// certificate's words (e.g. "certificate verify failed: certificate has
   /// expired (subject CN=..., not after ...)"); empty when it had nothing

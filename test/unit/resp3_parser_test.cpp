@@ -1051,7 +1051,7 @@ TEST_CASE("resp3 parser: max_reply_values", "[resp3][parser][limits]") {
   // Nulls, nested aggregates and map keys all count.
   check_valid("*2\r\n_\r\n$-1\r\n", arr({null(), null()}), lim);
   check_valid("*1\r\n*1\r\n:1\r\n", arr({arr({integer(1)})}), lim);
-  check_error("*1\r\n*1\r\n*0\r\n*0\r\n", error::reply_too_many_values, lim);
+  check_error("*1\r\n*1\r\n*1\r\n*0\r\n", error::reply_too_many_values, lim);
   check_valid("%1\r\n+k\r\n+v\r\n", map({simple("k"), simple("v")}), lim);
   check_error("%2\r\n+k\r\n+v\r\n+k\r\n+v\r\n", error::reply_too_many_values, lim);
   // Attribute entries count with the value they describe.
