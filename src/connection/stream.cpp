@@ -303,6 +303,19 @@ stream::error_code stream::setup_error(error_code ec, bool answered) {
         "port (rediss:// to a plain port waits like this)?";
     return error::tls_handshake_failed;
   }
+  if (!answered && s.tls && !s.handshaking &&
+      (ec == asio::error::connection_reset || ec == asio::error::eof)) {
+    // TLS 1.3 finishes the client's handshake before the server has
+    // checked the client certificate; a server that refuses it sends an
+    // alert and closes, and the close often overtakes the alert (a reset
+    // discards it). Nothing else makes a TLS port drop a client that has
+    // not had a single reply yet.
+    s.detail =
+        "the server closed the TLS connection right after the handshake, before any "
+        "reply: a server that requires a client certificate (tls-auth-clients yes) does "
+        "this to a client without one it trusts; check tls.cert_file and tls.key_file";
+    return error::tls_handshake_failed;
+  }
   if (is_tls_layer_error(ec)) {
     s.detail = "TLS session failed during the connection setup: " + ec.message() +
                " (a server that requires a client certificate refuses a missing or untrusted one "
