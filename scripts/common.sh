@@ -19,6 +19,9 @@ THOONK_DEPS=(
   libboost1.81-dev libboost-json1.81-dev libboost-system1.81-dev
   catch2 libssl-dev
   redis-server redis-tools
+  # The TLS tests make their certificates with the openssl command; the
+  # fuzz targets (scripts/fuzz.sh) need clang with libFuzzer.
+  openssl clang libclang-rt-14-dev
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no

@@ -55,6 +55,29 @@ bool apply_query(std::string_view query, config& cfg) {
       if (!percent_decode(val, cfg.password)) return false;
     } else if (key == "username") {
       if (!percent_decode(val, cfg.username)) return false;
+    } else if (key.starts_with("tls_")) {
+      // TLS settings only make sense with TLS: on a redis:// URL they would
+      // be silently ignored and the traffic sent in clear.
+      if (!cfg.tls.enabled) return false;
+      if (key == "tls_verify") {
+        if (val == "none") {
+          cfg.tls.verify_peer = false;
+          cfg.tls.verify_hostname = false;
+        } else if (val == "full") {
+          cfg.tls.verify_peer = true;
+          cfg.tls.verify_hostname = true;
+        } else {
+          return false;
+        }
+        continue;
+      }
+      std::string* field = key == "tls_ca_file"       ? &cfg.tls.ca_file
+                           : key == "tls_ca_dir"      ? &cfg.tls.ca_dir
+                           : key == "tls_cert_file"   ? &cfg.tls.cert_file
+                           : key == "tls_key_file"    ? &cfg.tls.key_file
+                           : key == "tls_server_name" ? &cfg.tls.server_name
+                                                      : nullptr;
+      if (field == nullptr || !percent_decode(val, *field)) return false;
     } else {
       return false;
     }
@@ -80,11 +103,21 @@ config config::from_url(std::string_view url, boost::system::error_code& ec, con
     auto path = url.substr(7);
     if (path.empty() || path.front() != '/') return fail();
     cfg.unix_socket = std::string(path);
+    // Redis serves TLS on its TCP port only.
+    cfg.tls.enabled = false;
     if (!apply_query(query, cfg)) return fail();
     return cfg;
   }
-  if (!url.starts_with("redis://")) return fail();
-  auto rest = url.substr(8);
+  std::string_view rest;
+  if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+    cfg.tls.enabled = false;
+  } else if (url.starts_with("rediss://")) {
+    rest = url.substr(9);
+    cfg.tls.enabled = true;
+  } else {
+    return fail();
+  }
   auto slash = rest.find('/');
   auto authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {

@@ -69,7 +69,8 @@ class thoonk_category final : public boost::system::error_category {
                "redis:// URL";
       case error::client_stopped: return "the client was stopped while the operation was pending";
       case error::invalid_url:
-        return "invalid Redis URL: expected redis://[user[:password]@]host[:port][/db] or "
+        return "invalid Redis URL: expected redis://[user[:password]@]host[:port][/db], "
+               "rediss://... (TLS; tls_* query parameters only there) or "
                "unix:///path/to/socket[?db=N]";
       case error::subscribe_refused:
         return "the server refused the subscription (an ACL user without permission for this "
@@ -126,6 +127,31 @@ class thoonk_category final : public boost::system::error_category {
       case error::no_key_permission:
         return "the Redis ACL user may not access the keys of this feed or queue (~feed.* and "
                "~feeds); nothing was changed";
+      case error::tls_handshake_failed:
+        return "the TLS handshake with the server failed: check that the port is the server's "
+               "TLS port (rediss:// for tls-port, redis:// for port), that it accepts TLS 1.2 or "
+               "later, and, if it asks for one, the client certificate and key (tls.cert_file, "
+               "tls.key_file); the reason is in connection_event::server_message";
+      case error::tls_certificate_rejected:
+        return "the server's TLS certificate was rejected: check that it was issued by a CA in "
+               "tls.ca_file / tls.ca_dir, that the host name (or tls.server_name) is in it, and "
+               "that it has not expired; the reason is in connection_event::server_message";
+      case error::tls_config_invalid:
+        return "the TLS files could not be loaded: check the paths and PEM contents of "
+               "tls.ca_file, tls.ca_dir, tls.cert_file and tls.key_file, and that the key "
+               "belongs to the certificate; details in connection_event::server_message";
+      case error::tls_required:
+        return "the server treated this plain connection as a TLS port does (a TLS record back, or "
+               "a reset at the first command without a reply): connect with rediss:// (config "
+               "tls.enabled) or to the server's plain port";
+      case error::reply_too_many_values:
+        return "reply rejected: one reply holds more values than parser_limits::max_reply_values "
+               "(a bound on the memory one reply may take); the connection was closed: raise the "
+               "limit or fetch in smaller ranges";
+      case error::reply_memory_exceeded:
+        return "reply rejected: one reply would take more memory than "
+               "parser_limits::max_reply_memory; the connection was closed: raise the limit or "
+               "fetch in smaller ranges";
     }
     return "unknown thoonk error " + std::to_string(ev);
   }

@@ -59,6 +59,45 @@ struct config {
   /// by it; bound subscribe() with cancellation.
   std::chrono::milliseconds request_timeout{0};
 
+  // ---- TLS -------------------------------------------------------------------
+  /// TLS for the connection (and the subscriber, which uses the same
+  /// config). `rediss://` URLs turn it on. Verification is on by default:
+  /// the server's certificate must chain to a trusted CA and name the host.
+  /// Every file is read again on each connect, so renewed certificates are
+  /// picked up by the next reconnect. TLS failures are setup refusals:
+  /// queued requests fail with the error (tls_certificate_rejected,
+  /// tls_handshake_failed or tls_config_invalid, the reason in
+  /// connection_event::server_message) and attempts are spaced by
+  /// reconnect_max_delay until one succeeds. docs/security.md has details.
+  struct tls_options {
+    bool enabled = false;
+    /// PEM file of the CAs trusted to sign the server's certificate. With
+    /// ca_file and ca_dir both empty, the system's default trust store.
+    std::string ca_file;
+    /// Directory of CA certificates in OpenSSL's hashed layout (c_rehash).
+    std::string ca_dir;
+    /// Client certificate (PEM, may hold the chain) and its private key,
+    /// for servers that require one (redis `tls-auth-clients yes`). Both or
+    /// neither.
+    std::string cert_file;
+    std::string key_file;
+    /// The name sent as SNI and checked against the certificate. Empty: the
+    /// host connected to (an IP address is checked against the
+    /// certificate's IP entries and sends no SNI).
+    std::string server_name;
+    /// Check the certificate chain against the trusted CAs. false is
+    /// UNSAFE: any certificate is accepted, so anyone on the path can read
+    /// and change the traffic, credentials included. For tests only.
+    bool verify_peer = true;
+    /// Check that the certificate names server_name (or the host). false is
+    /// UNSAFE for the same reason: any certificate from a trusted CA passes.
+    bool verify_hostname = true;
+    /// The oldest protocol version accepted: 12 (TLS 1.2, the default) or
+    /// 13 (TLS 1.3). Anything else fails with tls_config_invalid.
+    int min_version = 12;
+  };
+  tls_options tls;
+
   // ---- limits ----------------------------------------------------------------
   resp3::parser_limits limits;
   std::size_t max_name_length = 1024;     ///< feed names, bytes
@@ -78,7 +117,12 @@ struct config {
   /// `redis://[user[:password]@][host][:port]?db=N` or
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and
-  /// password. Sets ec = error::invalid_url on anything else.
+  /// password. `rediss://` (same form) turns TLS on and also takes the query
+  /// parameters `tls_ca_file`, `tls_ca_dir`, `tls_cert_file`,
+  /// `tls_key_file`, `tls_server_name` (percent-decoded) and
+  /// `tls_verify=none` (UNSAFE: no verification at all); `redis://` turns
+  /// TLS off and refuses them. Sets ec = error::invalid_url on anything
+  /// else.
   static config from_url(std::string_view url, boost::system::error_code& ec, const config& base);
   static config from_url(std::string_view url, boost::system::error_code& ec);
 

@@ -74,6 +74,18 @@ enum class error {
   no_script_permission,   ///< the user may not run the library's scripts (EVALSHA / SCRIPT LOAD)
   no_channel_permission,  ///< the user may not PUBLISH on the operation's notification channel
   no_key_permission,      ///< the user may not access the feed's or queue's keys
+
+  // ---- TLS (connection setup; the reason: connection_event::server_message) --
+  tls_handshake_failed,      ///< the TLS handshake failed (plain port? protocol version? client
+                             ///< certificate refused?)
+  tls_certificate_rejected,  ///< the server's certificate failed verification (CA, host name,
+                             ///< validity dates)
+  tls_config_invalid,        ///< the configured CA, certificate or key could not be loaded
+  tls_required,  ///< a plain connection was answered as a TLS port answers one (use rediss://)
+
+  // ---- reply memory (fatal to the connection, like the RESP3 errors above) --
+  reply_too_many_values,  ///< one reply held more values than parser_limits::max_reply_values
+  reply_memory_exceeded,  ///< one reply needed more memory than parser_limits::max_reply_memory
 };
 
 /// The category of thoonk::error codes ("thoonk").

@@ -227,10 +227,7 @@ asio::awaitable<void> connection_impl::run() {
       stream_.close();
       if (!stopped_) {
         // A reply the parser rejected belongs to the oldest written request.
-        bool protocol_error = ec.category() == thoonk::category() &&
-                              ec.value() >= static_cast<int>(error::invalid_type_byte) &&
-                              ec.value() <= static_cast<int>(error::unsupported_streamed);
-        queue_.on_disconnect(done_, protocol_error ? ec : error_code{});
+        queue_.on_disconnect(done_, resp3::is_parse_error(ec) ? ec : error_code{});
         for (const auto& c : done_) stats_.unknown_outcomes += c.ec == error::unknown_outcome;
         complete(done_);
       }
@@ -272,13 +269,22 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   asio::steady_timer deadline(executor_, cfg_.connect_timeout);
   reset_read_buffer();
   parser_.reset();
+  const auto bytes_before = stats_.bytes_read;
   auto r = co_await (stream_.connect(cfg_) || deadline.async_wait(use_nothrow));
-  if (r.index() == 1) co_return error::connect_timeout;
-  error_code ec = std::get<0>(r);
-  if (ec) co_return ec;
-  auto r2 = co_await (handshake() || deadline.async_wait(use_nothrow));
-  if (r2.index() == 1) co_return error::connect_timeout;
-  co_return std::get<0>(r2);
+  error_code ec = r.index() == 1 ? error_code(error::connect_timeout) : std::get<0>(r);
+  if (!ec) {
+    auto r2 = co_await (handshake() || deadline.async_wait(use_nothrow));
+    ec = r2.index() == 1 ? error_code(error::connect_timeout) : std::get<0>(r2);
+  }
+  // The transport names its own failures (TLS: a rejected certificate, a
+  // plain port, a refused client certificate) and says why; like a refused
+  // AUTH they will not go away by retrying soon.
+  ec = stream_.setup_error(ec, stats_.bytes_read != bytes_before);
+  if (detail::stream::is_refusal(ec)) {
+    attempt_refused_ = true;
+    attempt_message_ = stream_.failure_detail();
+  }
+  co_return ec;
 }
 
 asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes) {

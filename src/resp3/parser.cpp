@@ -21,8 +21,18 @@
 //   the connection's routing of pushes and is rejected as invalid_length.
 // * The streaming markers (`$?`, `*?`, ... and the `;` / `.` type bytes) are
 //   unsupported_streamed: Redis never sends them.
+// * A reply starting with 0x15 or 0x16 is the first byte of a TLS record (an
+//   alert, a handshake): a TLS port answering a plain client. It gets its own
+//   error, tls_required, so the fix (rediss://) can be named.
 // * An attribute map counts as one level of nesting while it is open.
 //   Consecutive attribute maps before one value are merged.
+// * max_reply_values counts every value of a top-level reply as its token
+//   is read (an aggregate counts when its header is read, before its
+//   elements), attribute entries included. max_reply_memory counts the
+//   heap storage the reply's tree holds: element vectors by capacity and
+//   strings longer than the small-string buffer. Both are checked before
+//   the allocation they would pay for, so a hostile reply is refused before
+//   it takes the memory, and they depend only on the bytes seen.
 
 #include <thoonk/error.hpp>
 #include <thoonk/resp3/parser.hpp>
@@ -41,6 +51,21 @@ namespace {
 // Never reserve more than this many elements up front: the count on the wire
 // is only trusted as far as the data that actually arrives.
 constexpr std::size_t max_reserve = 1024;
+
+// Heap bytes a std::string of `n` characters allocates: none while it fits
+// the small-string buffer, else the characters and the terminator.
+std::size_t string_heap_bytes(std::size_t n) noexcept {
+  static const std::size_t inline_capacity = std::string().capacity();
+  return n > inline_capacity ? n + 1 : 0;
+}
+
+// Bytes one more element costs the vector holding `size` of `capacity`:
+// nothing while there is room, else what the regrown storage adds
+// (libstdc++ and libc++ double it).
+std::size_t growth_bytes(std::size_t size, std::size_t capacity) noexcept {
+  if (size < capacity) return 0;
+  return std::max<std::size_t>(capacity, 1) * sizeof(value);
+}
 
 enum class length_kind : std::uint8_t { count, null, streamed, invalid };
 
@@ -105,6 +130,8 @@ void parser::reset() {
   stack_.clear();
   pending_attributes_.clear();
   reply_bytes_ = 0;
+  reply_values_ = 0;
+  reply_memory_ = 0;
   result_ = value{};
   error_ = {};
   ready_ = false;
@@ -156,6 +183,9 @@ std::size_t parser::parse_token(std::string_view d) {
     case ';':  // streamed string chunk
     case '.':  // end of a streamed aggregate
       return fail(error::unsupported_streamed);
+    case '\x15':  // a TLS alert record: a TLS server refusing a plain client
+    case '\x16':  // a TLS handshake record
+      return fail(error::tls_required);
     default: return fail(error::invalid_type_byte);
   }
 }
@@ -201,6 +231,8 @@ std::size_t parser::parse_simple(std::string_view d) {
   std::string_view line;
   std::size_t len = 0;
   if (find_line(d, line, len) != line_status::complete) return 0;
+  const bool has_text = d[0] == '+' || d[0] == '-' || d[0] == '(';
+  if (!admit_value(has_text ? string_heap_bytes(line.size()) : 0)) return 0;
 
   // Each type byte reads its value from the line, which may not fit it:
   // then the token fails with `misfit`.
@@ -254,7 +286,7 @@ std::size_t parser::parse_bulk(std::string_view d, resp3::type t) {
 
   std::uint64_t n = 0;
   const length_kind kind = parse_length(line, n);
-  if (kind == length_kind::null) return finish_token(value{}, hdr);
+  if (kind == length_kind::null) return admit_value(0) ? finish_token(value{}, hdr) : 0;
   if (kind != length_kind::count) return fail(length_error(kind));
   // Limits first, before waiting for (and so before the caller buffers) the payload.
   if (n > limits_.max_bulk_length) return fail(error::bulk_too_large);
@@ -266,6 +298,9 @@ std::size_t parser::parse_bulk(std::string_view d, resp3::type t) {
   if (d.size() < total) return 0;
   if (d[total - 2] != '\r' || d[total - 1] != '\n') return fail(error::missing_crlf);
   std::string_view payload = d.substr(hdr, static_cast<std::size_t>(n));
+  if (!admit_value(
+          string_heap_bytes(t == type::verbatim_string ? payload.size() - 4 : payload.size())))
+    return 0;
 
   value v;
   v.type = t;
@@ -286,17 +321,30 @@ std::size_t parser::parse_aggregate(std::string_view d) {
   std::uint64_t n = 0;
   const length_kind kind = parse_length(line, n);
   // No null push or attribute (see the top of this file).
-  if (kind == length_kind::null && tb != '>' && tb != '|') return finish_token(value{}, len);
+  if (kind == length_kind::null && tb != '>' && tb != '|')
+    return admit_value(0) ? finish_token(value{}, len) : 0;
   if (kind != length_kind::count) return fail(length_error(kind));
   // For maps and attributes the limit applies to pairs.
   if (n > limits_.max_aggregate_elements) return fail(error::too_many_elements);
   if (stack_.size() >= limits_.max_depth) return fail(error::nesting_too_deep);
-  reply_bytes_ += len;
 
   const bool pairs = tb == '%' || tb == '|';
   // n fits an int64, so doubling it cannot overflow 64 bits.
   const std::size_t count = static_cast<std::size_t>(pairs ? 2 * n : n);
   const std::size_t reserve = std::min(count, max_reserve);
+  // An attribute map is no value of its own (its entries are); an
+  // aggregate is, and its first storage is reserved now.
+  std::size_t reserve_bytes = reserve * sizeof(value);
+  if (tb == '|') {
+    // Merged into the attributes already pending, which own some storage.
+    const std::size_t want = count == 0 ? 0 : pending_attributes_.size() + reserve;
+    const std::size_t have = pending_attributes_.capacity();
+    reserve_bytes = want > have ? (want - have) * sizeof(value) : 0;
+  }
+  if (tb != '|' && !admit_value(0)) return 0;
+  if (reserve_bytes > limits_.max_reply_memory - reply_memory_)
+    return fail(error::reply_memory_exceeded);
+  reply_bytes_ += len;
 
   if (tb == '|') {
     if (count == 0) return len;  // nothing to attach
@@ -306,7 +354,9 @@ std::size_t parser::parse_aggregate(std::string_view d) {
     // one) belong to the same value: start from them, so they get merged.
     f.v.elements = std::move(pending_attributes_);
     pending_attributes_.clear();
+    const std::size_t before = f.v.elements.capacity();
     f.v.elements.reserve(f.v.elements.size() + reserve);
+    reply_memory_ += (f.v.elements.capacity() - before) * sizeof(value);
     stack_.push_back(std::move(f));
     return len;
   }
@@ -319,11 +369,9 @@ std::size_t parser::parse_aggregate(std::string_view d) {
     default: v.type = type::push; break;
   }
   attach_attributes(v);
-  if (count == 0) {
-    finish_value(std::move(v));
-    return len;
-  }
+  if (count == 0) return finish_value(std::move(v)) ? len : 0;
   v.elements.reserve(reserve);
+  reply_memory_ += v.elements.capacity() * sizeof(value);
   stack_.push_back(frame{std::move(v), count, false});
   return len;
 }
@@ -345,32 +393,62 @@ std::size_t parser::finish_token(value&& v, std::size_t len) {
   // completes a top-level reply.
   reply_bytes_ += len;
   attach_attributes(v);
-  finish_value(std::move(v));
-  return len;
+  return finish_value(std::move(v)) ? len : 0;
 }
 
-void parser::finish_value(value&& v) {
+bool parser::admit_value(std::size_t string_bytes) {
+  if (++reply_values_ > limits_.max_reply_values) {
+    fail(error::reply_too_many_values);
+    return false;
+  }
+  if (string_bytes > limits_.max_reply_memory - reply_memory_) {
+    fail(error::reply_memory_exceeded);
+    return false;
+  }
+  reply_memory_ += string_bytes;
+  return true;
+}
+
+bool parser::finish_value(value&& v) {
   for (;;) {
     if (stack_.empty()) {
       result_ = std::move(v);
       ready_ = true;
       reply_bytes_ = 0;
-      return;
+      reply_values_ = 0;
+      reply_memory_ = 0;
+      return true;
     }
     frame& f = stack_.back();
+    // Regrowing the element storage is the one allocation a small value
+    // causes: refuse it rather than exceed max_reply_memory.
+    const std::size_t before = f.v.elements.capacity();
+    if (growth_bytes(f.v.elements.size(), before) > limits_.max_reply_memory - reply_memory_) {
+      fail(error::reply_memory_exceeded);
+      return false;
+    }
     f.v.elements.push_back(std::move(v));
-    if (--f.remaining != 0) return;
+    reply_memory_ += (f.v.elements.capacity() - before) * sizeof(value);
+    if (--f.remaining != 0) return true;
     if (f.attribute) {
       // A complete attribute map is not an element of anything: it waits
       // for the value it describes.
       pending_attributes_ = std::move(f.v.elements);
       stack_.pop_back();
-      return;
+      return true;
     }
     // The aggregate is complete: it is itself a finished value one level up.
     v = std::move(f.v);
     stack_.pop_back();
   }
+}
+
+bool is_parse_error(const boost::system::error_code& ec) noexcept {
+  if (ec.category() != thoonk::category()) return false;
+  const auto e = static_cast<error>(ec.value());
+  return (e >= error::invalid_type_byte && e <= error::unsupported_streamed) ||
+         e == error::reply_too_many_values || e == error::reply_memory_exceeded ||
+         e == error::tls_required;
 }
 
 std::vector<value> parse_all(std::string_view data, boost::system::error_code& ec,

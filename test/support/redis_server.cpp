@@ -272,7 +272,7 @@ redis_server::redis_server(std::vector<std::string> extra_args)
     : redis_server(redis_server_options{std::move(extra_args), false}) {}
 
 redis_server::redis_server(redis_server_options options)
-    : extra_args_(std::move(options.extra_args)) {
+    : extra_args_(std::move(options.extra_args)), tls_(std::move(options.tls)) {
   // Fail before creating anything when the binary is missing.
   binary_ = find_redis_server();
   dir_ = make_temp_dir();
@@ -311,9 +311,21 @@ std::string redis_server::url() const { return "redis://" + host_ + ":" + std::t
 
 std::string redis_server::log_path() const { return dir_ + "/redis.log"; }
 
+std::string redis_server::tls_url() const {
+  return tls_ ? "rediss://" + host_ + ":" + std::to_string(tls_port_) : std::string();
+}
+
 void redis_server::start_on_free_port() {
   for (int attempt = 1; attempt <= port_attempts; ++attempt) {
-    if (try_start(pick_free_port())) return;
+    const unsigned short port = pick_free_port();
+    if (tls_) {
+      // Two ports, both free a moment ago; a race for either is seen as
+      // "Address already in use" and retried like the plain one.
+      do {
+        tls_port_ = pick_free_port();
+      } while (tls_port_ == port);
+    }
+    if (try_start(port)) return;
   }
   throw std::runtime_error(failure_report("redis-server could not bind a free port in " +
                                           std::to_string(port_attempts) + " attempts"));
@@ -345,6 +357,12 @@ bool redis_server::try_start(unsigned short port) {
       // Fault tests use DEBUG SLEEP to make the server go silent; Redis 7
       // refuses DEBUG unless enabled (local: only from loopback).
       "--enable-debug-command", "local"};
+  if (tls_) {
+    args.insert(args.end(),
+                {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", tls_->cert_file,
+                 "--tls-key-file", tls_->key_file, "--tls-ca-cert-file", tls_->ca_file,
+                 "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
+  }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
 
   // Everything the child needs is prepared before fork(): in a multi-threaded

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,20 @@ struct redis_server_options {
   /// Also listen on a unix socket inside the server's temporary directory
   /// (permission 700), so tests need not invent a path.
   bool unix_socket = false;
+
+  /// TLS files for a second, TLS port (redis `--tls-port`). The plain port
+  /// stays: the readiness probe and tests that need a plain connection use
+  /// it.
+  struct tls_files {
+    std::string cert_file;  ///< the server's certificate (PEM)
+    std::string key_file;   ///< its key
+    std::string ca_file;    ///< CAs trusted for client certificates
+    /// `--tls-auth-clients yes`: clients must present a certificate
+    /// signed by ca_file (mutual TLS). Off: none is asked for.
+    bool auth_clients = false;
+  };
+  /// Set: the server also listens for TLS on tls_port().
+  std::optional<tls_files> tls{};
 };
 
 /// Owns one redis-server child process and its temporary directory.
@@ -52,6 +67,11 @@ class redis_server {
   pid_t pid() const noexcept { return pid_; }
   /// "redis://127.0.0.1:PORT" (no credentials, even with --requirepass).
   std::string url() const;
+  /// The TLS port (redis_server_options::tls), 0 without TLS. Kept by
+  /// restart().
+  unsigned short tls_port() const noexcept { return tls_port_; }
+  /// "rediss://127.0.0.1:TLS_PORT", or empty without TLS.
+  std::string tls_url() const;
   /// Path of the unix socket, or empty when the server has none.
   const std::string& unix_socket() const noexcept { return unix_socket_; }
   /// The server's --logfile.
@@ -80,6 +100,8 @@ class redis_server {
   std::string unix_socket_;
   std::vector<std::string> extra_args_;
   std::string binary_;
+  std::optional<redis_server_options::tls_files> tls_;
+  unsigned short tls_port_ = 0;
 };
 
 /// The server shared by the integration tests: started on first use, stopped

@@ -13,12 +13,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -1000,4 +1006,200 @@ TEST_CASE("resp3 value: debug_string", "[resp3][value]") {
   // A string that looks like a type tag stays distinguishable from that type.
   CHECK(r::debug_string(simple("int 1")) != r::debug_string(integer(1)));
   CHECK(r::debug_string(bulk("x")) != r::debug_string(simple("x")));
+}
+
+// ---- memory per reply ------------------------------------------------------------
+
+namespace {
+
+// Feeds `wire` in `chunk`-byte reads (like the connection) until an error,
+// returning it and how many bytes were consumed.
+std::pair<error_code, std::size_t> feed_until_error(std::string_view wire, std::size_t chunk,
+                                                    r::parser_limits limits = {}) {
+  r::parser p(limits);
+  std::string buf;
+  std::size_t consumed = 0;
+  error_code ec;
+  for (std::size_t pos = 0; pos < wire.size() && !ec; pos += chunk) {
+    buf.append(wire.substr(pos, chunk));
+    for (;;) {
+      const std::size_t n = p.consume(buf, ec);
+      consumed += n;
+      buf.erase(0, n);
+      if (ec || !p.ready()) break;
+      (void)p.take();
+    }
+  }
+  return {ec, consumed};
+}
+
+std::string array_of(std::size_t n, std::string_view element) {
+  std::string wire = "*" + std::to_string(n) + "\r\n";
+  wire.reserve(wire.size() + n * element.size());
+  for (std::size_t i = 0; i < n; ++i) wire += element;
+  return wire;
+}
+
+}  // namespace
+
+TEST_CASE("resp3 parser: max_reply_values", "[resp3][parser][limits]") {
+  r::parser_limits lim;
+  lim.max_reply_values = 3;
+  // The reply itself counts: an array of two is three values.
+  check_valid("*2\r\n:1\r\n:2\r\n", arr({integer(1), integer(2)}), lim);
+  check_error("*3\r\n:1\r\n:2\r\n:3\r\n", error::reply_too_many_values, lim);
+  // Nulls, nested aggregates and map keys all count.
+  check_valid("*2\r\n_\r\n$-1\r\n", arr({null(), null()}), lim);
+  check_valid("*1\r\n*1\r\n:1\r\n", arr({arr({integer(1)})}), lim);
+  check_error("*1\r\n*1\r\n*1\r\n*0\r\n", error::reply_too_many_values, lim);
+  check_valid("%1\r\n+k\r\n+v\r\n", map({simple("k"), simple("v")}), lim);
+  check_error("%2\r\n+k\r\n+v\r\n+k\r\n+v\r\n", error::reply_too_many_values, lim);
+  // Attribute entries count with the value they describe.
+  check_valid("|1\r\n:1\r\n:2\r\n+OK\r\n", with_attrs(simple("OK"), {integer(1), integer(2)}), lim);
+  check_error("|1\r\n:1\r\n:2\r\n*1\r\n:3\r\n", error::reply_too_many_values, lim);
+  // The count starts again with every top-level reply.
+  const outcome o = parse_every_way("*2\r\n:1\r\n:2\r\n*2\r\n:1\r\n:2\r\n:5\r\n", lim);
+  CHECK_FALSE(o.ec);
+  CHECK(o.values.size() == 3);
+
+  SECTION("an aggregate is counted when its header is read") {
+    r::parser_limits one;
+    one.max_reply_values = 1;
+    check_valid(":1\r\n", integer(1), one);
+    check_valid("*0\r\n", arr({}), one);
+    r::parser p(one);
+    error_code ec;
+    CHECK(p.consume("*1\r\n", ec) == 4);
+    CHECK_FALSE(ec);
+    CHECK(p.consume(":1\r\n", ec) == 0);
+    CHECK(ec == make_error_code(error::reply_too_many_values));
+  }
+  SECTION("a limit of 0 refuses every reply") {
+    r::parser_limits none;
+    none.max_reply_values = 0;
+    check_error(":1\r\n", error::reply_too_many_values, none);
+    check_error("$-1\r\n", error::reply_too_many_values, none);
+  }
+}
+
+TEST_CASE("resp3 parser: max_reply_memory", "[resp3][parser][limits]") {
+  constexpr std::size_t node = sizeof(r::value);
+  const std::size_t inline_chars = std::string().capacity();
+
+  SECTION("element storage is counted when it is reserved") {
+    r::parser_limits lim;
+    lim.max_reply_memory = 4 * node;
+    check_valid("*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n",
+                arr({integer(1), integer(2), integer(3), integer(4)}), lim);
+    check_valid("*2\r\n*2\r\n:1\r\n:2\r\n:3\r\n", arr({arr({integer(1), integer(2)}), integer(3)}),
+                lim);
+    check_error("*5\r\n", error::reply_memory_exceeded, lim);
+    check_error("*2\r\n*3\r\n", error::reply_memory_exceeded, lim);
+    check_error("%3\r\n", error::reply_memory_exceeded, lim);  // three pairs: six slots
+    check_error("|3\r\n", error::reply_memory_exceeded, lim);
+    // Refused from the header alone, before the elements arrive.
+    r::parser p(lim);
+    error_code ec;
+    p.consume("*5\r\n", ec);
+    CHECK(ec == make_error_code(error::reply_memory_exceeded));
+  }
+  SECTION("strings count when they outgrow the small-string buffer") {
+    const std::string small(inline_chars, 'x');
+    const std::string large(100, 'y');
+    r::parser_limits lim;
+    lim.max_reply_memory = 0;
+    check_valid("$" + std::to_string(small.size()) + "\r\n" + small + "\r\n", bulk(small), lim);
+    check_valid("+" + small + "\r\n", simple(small), lim);
+    check_error("$100\r\n" + large + "\r\n", error::reply_memory_exceeded, lim);
+    check_error("+" + large + "\r\n", error::reply_memory_exceeded, lim);
+    check_error("-" + large + "\r\n", error::reply_memory_exceeded, lim);
+    check_error("=104\r\ntxt:" + large + "\r\n", error::reply_memory_exceeded, lim);
+    lim.max_reply_memory = large.size();  // one byte short: the terminator is heap too
+    check_error("$100\r\n" + large + "\r\n", error::reply_memory_exceeded, lim);
+    lim.max_reply_memory = large.size() + 1;
+    check_valid("$100\r\n" + large + "\r\n", bulk(large), lim);
+    check_valid("=104\r\ntxt:" + large + "\r\n", verbatim(large), lim);
+    // Element storage and strings add up.
+    lim.max_reply_memory = node + large.size();
+    check_error("*1\r\n$100\r\n" + large + "\r\n", error::reply_memory_exceeded, lim);
+    lim.max_reply_memory = node + large.size() + 1;
+    check_valid("*1\r\n$100\r\n" + large + "\r\n", arr({bulk(large)}), lim);
+  }
+  SECTION("regrowing an array beyond its first reservation is refused before it happens") {
+    // An announced count is only reserved up to 1024 elements; the 1025th
+    // doubles the storage.
+    const std::string wire = array_of(1025, ":1\r\n");
+    r::parser_limits lim;
+    lim.max_reply_memory = 1024 * node;
+    auto [ec, consumed] = feed_until_error(wire, 4096, lim);
+    CHECK(ec == make_error_code(error::reply_memory_exceeded));
+    // Everything up to the 1025th element was accepted.
+    CHECK(consumed == std::string("*1025\r\n").size() + 1024 * 4);
+    lim.max_reply_memory = 2048 * node;
+    std::tie(ec, consumed) = feed_until_error(wire, 4096, lim);
+    CHECK_FALSE(ec);
+    CHECK(consumed == wire.size());
+  }
+  SECTION("the count starts again with every top-level reply") {
+    r::parser_limits lim;
+    lim.max_reply_memory = 2 * node;
+    const outcome o = parse_every_way("*2\r\n:1\r\n:2\r\n*2\r\n:1\r\n:2\r\n", lim);
+    CHECK_FALSE(o.ec);
+    CHECK(o.values.size() == 2);
+  }
+}
+
+TEST_CASE("resp3 parser: the defaults refuse a reply of four million nulls early",
+          "[resp3][parser][limits]") {
+  // 12 MB on the wire; parsed whole it took 443 MB (about 104 bytes per
+  // null). The default max_reply_values stops it after a million values.
+  constexpr std::size_t n = 4'000'000;
+  const std::string wire = array_of(n, "_\r\n");
+  const r::parser_limits defaults;
+  REQUIRE(wire.size() < defaults.max_reply_bytes);
+  REQUIRE(n <= defaults.max_aggregate_elements);
+
+  auto [ec, consumed] = feed_until_error(wire, 64 * 1024);
+  CHECK(ec == make_error_code(error::reply_too_many_values));
+  // Refused at the first value past the limit (the array is value 1).
+  CHECK(consumed == std::string("*4000000\r\n").size() + (defaults.max_reply_values - 1) * 3);
+
+  // Memory, measured in a child process so that nothing else this test
+  // binary allocated counts: the growth of its peak resident size while it
+  // parses the reply. Unbounded this was 443 MB (more under ASan).
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    r::parser p;
+    const std::size_t chunk = 64 * 1024;
+    error_code cec;
+    std::string buf;
+    for (std::size_t pos = 0; pos < wire.size() && !cec; pos += chunk) {
+      buf.append(wire, pos, chunk);
+      buf.erase(0, p.consume(buf, cec));
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long grown_kb = after.ru_maxrss - before.ru_maxrss;
+    [[maybe_unused]] auto w = ::write(fds[1], &grown_kb, sizeof grown_kb);
+    ::_exit(cec == make_error_code(error::reply_too_many_values) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  long grown_kb = -1;
+  const auto got = ::read(fds[0], &grown_kb, sizeof grown_kb);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(got == static_cast<ssize_t>(sizeof grown_kb));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  WARN("peak resident growth while refusing 4,000,000 nulls: " << grown_kb / 1024 << " MiB");
+  // A million nodes of ~104 bytes in storage doubled at most once: ~220 MB
+  // at worst, far below the 443 MB the whole reply took.
+  CHECK(grown_kb > 0);
+  CHECK(grown_kb < 300 * 1024);
 }

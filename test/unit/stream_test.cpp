@@ -8,6 +8,7 @@
 #include "support/run_coro.hpp"
 
 #include <thoonk/config.hpp>
+#include <thoonk/error.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -200,5 +201,72 @@ TEST_CASE("stream: a failed connect leaves no transport; a later one succeeds", 
     CHECK(!ec);
     CHECK(s.kind() == stream::transport::tcp);
     s.close();
+  });
+}
+
+// ---- TLS ---------------------------------------------------------------------------
+// The TLS layer against in-process peers that are not TLS servers: what a
+// failed setup is called and why. (Real TLS servers: test/integration/
+// tls_test.cpp.)
+
+TEST_CASE("stream: TLS files that do not load fail the connect with tls_config_invalid",
+          "[unit][stream][tls]") {
+  tcp_case t;
+  t.acc.async_accept(t.peer, [](boost::system::error_code) {});
+  t.cfg.tls.enabled = true;
+  t.cfg.tls.ca_file = "/nonexistent/thoonk-ca.pem";
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await t.s.connect(t.cfg);
+    CHECK(ec == thoonk::error::tls_config_invalid);
+    CHECK(stream::is_refusal(ec));
+    CHECK(t.s.failure_detail().find("/nonexistent/thoonk-ca.pem") != std::string::npos);
+    CHECK_FALSE(t.s.tls());
+    t.s.close();
+  });
+}
+
+TEST_CASE("stream: a peer answering a ClientHello with plain bytes fails the TLS handshake",
+          "[unit][stream][tls]") {
+  tcp_case t;
+  std::string got;
+  // What a plain Redis says to bytes it does not understand.
+  asio::co_spawn(t.ioc,
+                 serve_once(t.acc, t.peer, 5, "-ERR unknown command '\\x16\\x03\\x01'\r\n", got),
+                 asio::detached);
+  t.cfg.tls.enabled = true;
+  t.cfg.tls.verify_peer = false;
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await t.s.connect(t.cfg);
+    CHECK(ec == thoonk::error::tls_handshake_failed);
+    CHECK(stream::is_refusal(ec));
+    INFO(t.s.failure_detail());
+    CHECK(t.s.failure_detail().find("TLS handshake failed") != std::string::npos);
+    // The ClientHello went out: a TLS handshake record.
+    REQUIRE(!got.empty());
+    CHECK(got[0] == '\x16');
+    t.s.close();
+  });
+}
+
+TEST_CASE("stream: what a failed setup is called", "[unit][stream][tls]") {
+  tcp_case t;
+  t.acc.async_accept(t.peer, [](boost::system::error_code) {});
+  thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    auto ec = co_await t.s.connect(t.cfg);
+    REQUIRE(!ec);
+    const boost::system::error_code reset = asio::error::connection_reset;
+    // A plain TCP connection reset before any answer: a TLS port.
+    CHECK(t.s.setup_error(reset, false) == thoonk::error::tls_required);
+    CHECK(t.s.failure_detail().find("rediss://") != std::string::npos);
+    CHECK(stream::is_refusal(thoonk::error::tls_required));
+    // After an answer, or another error, it is what it was.
+    CHECK(t.s.setup_error(reset, true) == reset);
+    const boost::system::error_code eof = asio::error::eof;
+    CHECK(t.s.setup_error(eof, false) == eof);
+    CHECK(t.s.setup_error(thoonk::error::connect_timeout, false) == thoonk::error::connect_timeout);
+    CHECK(t.s.setup_error({}, false) == boost::system::error_code{});
+    CHECK_FALSE(stream::is_refusal(reset));
+    CHECK_FALSE(stream::is_refusal(thoonk::error::auth_failed));
+    t.s.close();
   });
 }

@@ -31,7 +31,26 @@ struct parser_limits {
   std::size_t max_depth = 32;  ///< nesting of aggregates (top level is depth 1)
   std::size_t max_reply_bytes = 1024u * 1024 * 1024;  ///< wire bytes of one top-level reply
   std::size_t max_line_length = 64u * 1024;  ///< a header or simple string/error line, without CRLF
+  /// Values in one top-level reply: every scalar, null and aggregate, the
+  /// reply itself and attribute entries included. Bounds the memory a reply
+  /// of small values takes: each value is a resp3::value node (about 100
+  /// bytes) however few wire bytes it had (`_\r\n` is 3), so wire bytes
+  /// alone let a hostile reply take 35 times its size. At the default a
+  /// reply's nodes take at most about 110 MB (220 MB while the largest
+  /// array's storage is being regrown). Fails with error::reply_too_many_values.
+  std::size_t max_reply_values = 1024u * 1024;
+  /// Estimated heap memory of one top-level reply: the storage of every
+  /// aggregate's element vector (its capacity times sizeof(value)) plus
+  /// every string too long for the small-string buffer. Checked before each
+  /// allocation, so the estimate never exceeds it. Fails with
+  /// error::reply_memory_exceeded.
+  std::size_t max_reply_memory = 1024u * 1024 * 1024;
 };
+
+/// True for the errors a parser reports (malformed replies and exceeded
+/// limits): the connection that saw one closes, and the request whose reply
+/// it was gets it.
+bool is_parse_error(const boost::system::error_code& ec) noexcept;
 
 class parser {
  public:
@@ -81,7 +100,12 @@ class parser {
 
   // Places a finished value into the innermost open aggregate, or makes it
   // the finished top-level value.
-  void finish_value(value&& v);
+  // Returns false (error_ set) when a vector it must grow would exceed
+  // max_reply_memory.
+  bool finish_value(value&& v);
+  // Counts one more value holding a string of `string_bytes`; false (error_
+  // set) when that exceeds max_reply_values or max_reply_memory.
+  bool admit_value(std::size_t string_bytes);
   // Gives `v` the attribute map that preceded it, if any.
   void attach_attributes(value& v);
   // Makes `ec` the parser's (sticky) error; returns 0, the bytes a failed
@@ -95,6 +119,8 @@ class parser {
   std::vector<frame> stack_;
   std::vector<value> pending_attributes_;  // attribute map read but not yet attached
   std::size_t reply_bytes_ = 0;            // wire bytes of the current top-level reply
+  std::size_t reply_values_ = 0;           // values of the current top-level reply
+  std::size_t reply_memory_ = 0;           // estimated heap bytes of the current reply
   value result_;
   boost::system::error_code error_;  // sticky: set once, cleared only by reset()
   bool ready_ = false;
