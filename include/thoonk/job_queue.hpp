@@ -54,6 +54,16 @@ inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
 /// and it costs about 110 bytes of Redis memory per waiting job
 /// (docs/jobs.md, "Why feed.published is off by default").
 inline constexpr std::string_view published = "published";
+/// At most this many jobs per second are claimed from the queue, across
+/// every client and process (enforced by the claim scripts on the server;
+/// docs/jobs.md "Rate limit" gives the exact guarantee). Integer 0 ..
+/// 1000000; 0 or unset: no limit.
+inline constexpr std::string_view rate_limit = "rate_limit";
+/// "1": the queue is paused: no claim script hands out a job; puts go on.
+/// Set by job_queue::pause() and cleared by resume() (which also wakes
+/// waiting claimers). Default "0". Claims made with the contract's plain
+/// commands do not read it.
+inline constexpr std::string_view paused = "paused";
 }  // namespace job_config
 
 /// Tuning of a job_queue object (client side only).
@@ -183,6 +193,13 @@ class job_queue : public detail::queue_base,
     /// Index jobs by put time in feed.published, as the contract's put does.
     /// Default false (docs/jobs.md, "Why feed.published is off by default").
     std::optional<bool> published;
+    /// At most this many jobs claimed per second across every client
+    /// (job_config::rate_limit): 1 .. 1000000, 0 for no limit. Default: no
+    /// limit.
+    std::optional<std::int64_t> rate_limit;
+    /// The queue is paused (job_config::paused): no claim hands out a job
+    /// until resume(). Creating a queue paused is allowed. Default false.
+    std::optional<bool> paused;
 
     /// The config fields (job_config names, the contract's string form) of
     /// the fields that are set.
@@ -342,6 +359,53 @@ class job_queue : public detail::queue_base,
         std::move(claims));
   }
 
+  /// Ends the claim of job `id`, whoever holds it, from any client: the
+  /// holder's token ends (its later finish, fail, cancel, stall, heartbeat
+  /// or progress gets error::lost_claim) and the job ends as `opts` says:
+  /// outcome cancelled as cancel() (back to the end of the line, failure
+  /// count + 1), outcome failed as fail() with opts.error (retry after the
+  /// backoff, or a dead letter when opts.permanent or out of retries, with
+  /// the dead-letter record). A put held for the job is applied after that,
+  /// as after every end of a claim. In the same atomic step the id is
+  /// published on `job.abort:[name]` (always: subscribe_aborts() delivers
+  /// it, so a runner can stop the handler) and, with the events setting,
+  /// an `aborted` job event (plus `failed`, `retry_scheduled` or
+  /// `dead_lettered` for outcome failed).
+  ///
+  /// Completion `void(error_code)`. Errors: job_not_claimed (the job is
+  /// waiting, scheduled or stalled; nothing changed), job_not_found,
+  /// invalid_id and item_too_large (opts.error) before any I/O,
+  /// no_channel_permission (the user may not PUBLISH on `job.abort:[name]`,
+  /// the queue's wake-up channel or, for a dead letter, the dead-letter
+  /// queue's: nothing changed), the common ones. A job claimed with plain
+  /// commands (no token) is aborted too. Cancellation: as finish; an abort
+  /// already sent may still happen.
+  template <class CompletionToken>
+  auto abort(std::string id, abort_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_abort, *this,
+                                                             std::move(id), std::move(opts));
+  }
+
+  /// Reports progress on a claimed job: only the current claim holder may
+  /// (same token check as heartbeat). The text is kept on the job
+  /// (job_info::progress, read by get_job) until a later report replaces it
+  /// or the job ends, and published as a `progress` job event (detail: the
+  /// text) when the queue's events setting is on. It does not renew the
+  /// claim (use heartbeat for that).
+  ///
+  /// Completion `void(error_code)`. Errors: lost_claim (the claim ended:
+  /// lapsed, aborted, released), job_not_claimed, job_not_found,
+  /// invalid_id and item_too_large (a text over config::max_item_size)
+  /// before any I/O, no_channel_permission (events on and the user may not
+  /// PUBLISH them: nothing stored), the common ones.
+  template <class CompletionToken>
+  auto progress(const claim_ref& claim, std::string text, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_progress, *this,
+                                                             claim, std::move(text));
+  }
+
   /// Puts a stalled job back in the queue (contract "Retry").
   /// Completion `void(error_code)`. Errors: job_not_stalled (waiting or
   /// claimed), job_not_found, invalid_id, the common ones.
@@ -427,6 +491,37 @@ class job_queue : public detail::queue_base,
         std::forward<CompletionToken>(token), &job_queue::start_counts, *this);
   }
 
+  /// Pauses the queue: from now on no claim script hands out a job, for
+  /// every client of the library and every claim path (claim(), prefetch
+  /// top-ups); puts, finishes, fails and maintenance go on. Claims already
+  /// made stay (jobs a process claimed ahead with prefetch are still handed
+  /// to its workers). Waiting claimers keep waiting (their timeouts run).
+  /// Stored as the config field `paused` = "1" (readable with
+  /// read_settings()). Contract clients claim with plain commands and are
+  /// not stopped. Idempotent.
+  ///
+  /// Completion `void(error_code)`. Errors: invalid_name, feed_not_found,
+  /// wrong_feed_type, the common ones.
+  template <class CompletionToken>
+  auto pause(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_pause, *this);
+  }
+
+  /// Resumes a paused queue (clears `paused`) and publishes the queue's
+  /// wake-up in the same atomic step, so waiting claimers of every client
+  /// claim at once rather than at their next poll. Idempotent (a queue that
+  /// is not paused gets the wake-up only).
+  ///
+  /// Completion `void(error_code)`. Errors: no_channel_permission (the user
+  /// may not PUBLISH on `feed.wake:[name]`: the queue stays paused),
+  /// invalid_name, feed_not_found, wrong_feed_type, the common ones.
+  template <class CompletionToken>
+  auto resume(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
+                                                             &job_queue::start_resume, *this);
+  }
+
   /// Calls `on_finished` for every job of this queue finished with a result
   /// from now on (by any client): the `job.finish:[f]` messages, split into
   /// id and result. A message that is not `id\0result` is ignored and
@@ -458,6 +553,21 @@ class job_queue : public detail::queue_base,
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token), &job_queue::start_subscribe_events, *this,
         std::move(on_event));
+  }
+
+  /// Calls `on_abort(id)` for every job of this queue aborted from now on
+  /// (abort(), by any client): the `job.abort:[name]` messages, sent
+  /// whatever the events setting. Completion `void(error_code,
+  /// subscription)` as subscribe_finished (same errors, same at-most-once
+  /// delivery: an abort during a subscriber reconnect is missed, but the
+  /// worker's next finish, heartbeat or progress still gets lost_claim). An
+  /// empty message is ignored and counted in malformed_finish_events().
+  template <class CompletionToken>
+  auto subscribe_aborts(std::function<void(const std::string& id)> on_abort,
+                        CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        std::forward<CompletionToken>(token), &job_queue::start_subscribe_aborts, *this,
+        std::move(on_abort));
   }
 
   /// Finish messages subscribe_finished() ignored because they were not
@@ -545,6 +655,12 @@ class job_queue : public detail::queue_base,
   void start_maintain(maintenance_options opts, handler<maintenance_report> h);
   void start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                              handler<> h);
+  void start_abort(std::string id, abort_options opts, handler<> h);
+  void start_progress(claim_ref claim, std::string text, handler<> h);
+  void start_subscribe_aborts(std::function<void(const std::string&)> on_abort,
+                              handler<subscription> h);
+  void start_pause(handler<> h);
+  void start_resume(handler<> h);
 };
 
 }  // namespace thoonk

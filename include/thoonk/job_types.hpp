@@ -140,6 +140,30 @@ struct fail_options {
   bool permanent = false;
 };
 
+/// Options of job_queue::abort: how a job whose claim is ended by another
+/// client (or by the worker itself) ends.
+struct abort_options {
+  enum class outcome_t : std::uint8_t {
+    /// As cancel(): back to the end of the line, failure count + 1, no
+    /// retry counted, no backoff.
+    cancelled,
+    /// As fail() with `error`: retry count and failure count + 1; retried
+    /// after the backoff below max_retries, else (or with `permanent`) a
+    /// dead letter.
+    failed,
+  };
+  /// Shorthands: `abort_options{abort_options::failed, "why"}`.
+  static constexpr outcome_t cancelled = outcome_t::cancelled;
+  static constexpr outcome_t failed = outcome_t::failed;
+
+  outcome_t outcome = outcome_t::cancelled;
+  /// The error kept as the job's last error (outcome failed; ignored for
+  /// cancelled). At most config::max_item_size bytes.
+  std::string error;
+  /// outcome failed: no retry, the job becomes a dead letter at once.
+  bool permanent = false;
+};
+
 /// What fail() did.
 struct fail_result {
   enum class outcome_t : std::uint8_t {
@@ -187,6 +211,10 @@ struct job_info {
   std::string last_error;
   /// A put waiting for this job's claim to end.
   std::optional<held_put> held;
+  /// The last progress a worker reported for it (job_queue::progress),
+  /// empty if none. Kept across retries until the job ends (finish,
+  /// retract) or a later report replaces it.
+  std::string progress;
 };
 
 /// One page of a listing (get_scheduled, get_dead_letters).
@@ -218,6 +246,8 @@ struct job_event {
     stalled,          ///< a lapsed lease was counted; detail: the stall count
     dead_lettered,    ///< out of retries or stalls; detail: the last error
     promoted,         ///< a scheduled job became claimable
+    progress,         ///< the claim holder reported progress; detail: the progress text
+    aborted,          ///< job_queue::abort ended its claim; detail: "cancelled" or "failed"
   };
   kind_t kind = kind_t::put;
   std::string id;

@@ -22,20 +22,21 @@ namespace {
 // Lua numbers are doubles: integers above 2^53 - 1 are not exact there.
 constexpr std::uint64_t max_exact = (std::uint64_t{1} << 53) - 1;
 
-// Plain decimal digits within [lo, max_exact].
-bool decimal_in(std::string_view v, std::uint64_t lo) {
+// Plain decimal digits within [lo, hi].
+bool decimal_in(std::string_view v, std::uint64_t lo, std::uint64_t hi = max_exact) {
   if (v.empty() || v.size() > 16) return false;
   for (char ch : v)
     if (ch < '0' || ch > '9') return false;
   std::uint64_t n = 0;
   auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-  return r.ec == std::errc{} && r.ptr == v.data() + v.size() && n >= lo && n <= max_exact;
+  return r.ec == std::errc{} && r.ptr == v.data() + v.size() && n >= lo && n <= hi;
 }
 
 struct int_field {
   std::string_view name;
   std::uint64_t min;
   std::string_view meaning;
+  std::uint64_t max = max_exact;
 };
 
 // Every config field the scripts read as a number (src/lua/**). docs/feeds.md §2 and docs/jobs.md
@@ -49,6 +50,7 @@ constexpr int_field int_fields[] = {
     {"min_backoff_ms", 0, "milliseconds before the first retry"},
     {"max_backoff_ms", 0, "longest wait in milliseconds between retries"},
     {"result_ttl_ms", 1, "milliseconds a job result is kept"},
+    {"rate_limit", 0, "jobs claimed per second at most, 0 = no limit", 1000000},
 };
 
 }  // namespace
@@ -60,13 +62,13 @@ config_check validate_config_field(std::string_view field, std::string_view valu
     return {bad, "config field 'type' is set by create_feed only and cannot be changed"};
   for (const auto& f : int_fields) {
     if (field != f.name) continue;
-    if (decimal_in(value, f.min)) return {};
+    if (decimal_in(value, f.min, f.max)) return {};
     return {bad, "config field '" + std::string(f.name) + "' (" + std::string(f.meaning) +
                      ") must be an integer from " + std::to_string(f.min) + " to " +
-                     std::to_string(max_exact) + " in plain decimal digits, not '" +
+                     std::to_string(f.max) + " in plain decimal digits, not '" +
                      std::string(value.substr(0, 64)) + "'"};
   }
-  for (std::string_view flag : {"published", "events"}) {
+  for (std::string_view flag : {"published", "events", "paused"}) {
     if (field != flag) continue;
     if (value == "0" || value == "1") return {};
     return {bad, "config field '" + std::string(flag) + "' must be '0' or '1', not '" +

@@ -48,7 +48,8 @@ struct config_check {
 ///   claim_timeout_ms, result_ttl_ms  integer 1 .. 2^53-1 (milliseconds)
 ///   max_retries, max_stalls       integer 1 .. 2^53-1
 ///   min_backoff_ms, max_backoff_ms  integer 0 .. 2^53-1 (milliseconds)
-///   published, events             "0" or "1"
+///   rate_limit                    integer 0 .. 1000000 (jobs per second, 0 = none)
+///   published, events, paused     "0" or "1"
 ///   dead_letter_queue             a job queue's name (no NUL), empty for none
 ///
 /// Integers are plain decimal digits (no sign, space, point or exponent).

@@ -113,9 +113,9 @@ double jitter() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
 }
 
-constexpr std::array<std::string_view, 10> event_names = {
-    "put",    "updated",         "held",    "claimed",       "finished",
-    "failed", "retry_scheduled", "stalled", "dead_lettered", "promoted"};
+constexpr std::array<std::string_view, 12> event_names = {
+    "put",     "updated",       "held",     "claimed",  "finished", "failed", "retry_scheduled",
+    "stalled", "dead_lettered", "promoted", "progress", "aborted"};
 
 // Splits a `job.event` payload, `kind\0id\0detail`; false when malformed.
 bool split_event(std::string_view payload, job_event& out) {
@@ -155,6 +155,7 @@ job_info parse_job(resp3::value* g) {
   j.retry.max_backoff = opt_ms(g[10].str);
   j.last_error = std::move(g[11].str);
   j.held = parse_held(g[12].str);
+  j.progress = std::move(g[13].str);
   return j;
 }
 
@@ -255,7 +256,7 @@ void job_queue::start_list(std::string which, std::string cursor, std::size_t co
                                   std::to_string(detail::jobs::clamp_batch(count))};
     auto [st, v] = co_await impl->call(scripts::jobs_list(), std::move(args));
     if (st) co_return std::tuple{std::move(st), std::move(page)};
-    if (v.elements.empty() || (v.elements.size() - 1) % 13 != 0)
+    if (v.elements.empty() || (v.elements.size() - 1) % 14 != 0)
       co_return std::tuple{op_status(error::unexpected_type), std::move(page)};
     page.next = std::move(v.elements[0].str);
     page.jobs = detail::parse_jobs(std::move(v), 1);

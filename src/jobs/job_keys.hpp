@@ -56,7 +56,8 @@ struct job_keys {
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),
         finish_channel(n.job_finish_channel()),
-        event_channel("job.event:" + keys[config].substr(12)) {}
+        event_channel("job.event:" + keys[config].substr(12)),
+        abort_channel("job.abort:" + keys[config].substr(12)) {}
 
   const std::string& operator[](index i) const { return keys[i]; }
 
@@ -71,6 +72,9 @@ struct job_keys {
   /// `job.event:name`: typed job events (layouts/job_engine.lua derives the
   /// same name from the config key).
   std::string event_channel;
+  /// `job.abort:name`: the id of every job abort() ended (jobs/abort.lua
+  /// derives the same name from the config key).
+  std::string abort_channel;
 };
 
 }  // namespace thoonk::detail::jobs

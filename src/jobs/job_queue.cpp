@@ -286,12 +286,12 @@ asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_im
 
 }  // namespace
 
-// jobs/inspect.lua's and jobs/list.lua's jobs: 13 values each, from
+// jobs/inspect.lua's and jobs/list.lua's jobs: 14 values each, from
 // `first` (job_engine.lua describe).
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first) {
   std::vector<job_info> out;
   auto& e = v.elements;
-  for (std::size_t i = first; i + 12 < e.size(); i += 13) out.push_back(parse_job(&e[i]));
+  for (std::size_t i = first; i + 13 < e.size(); i += 14) out.push_back(parse_job(&e[i]));
   return out;
 }
 
@@ -348,6 +348,8 @@ feed_config job_queue::settings::to_fields() const {
   ms(job_config::max_backoff_ms, retry.max_backoff);
   if (dead_letter_queue) out.emplace_back(job_config::dead_letter_queue, *dead_letter_queue);
   flag(job_config::events, events);
+  num(job_config::rate_limit, rate_limit);
+  flag(job_config::paused, paused);
   return out;
 }
 
@@ -378,6 +380,8 @@ job_queue::settings job_queue::settings::from_fields(const feed_config& fields) 
     else if ((field == job_config::published || field == job_config::events) &&
              (value == "1" || value == "0"))
       (field == job_config::published ? s.published : s.events) = value == "1";
+    else if (field == job_config::rate_limit) s.rate_limit = n;
+    else if (field == job_config::paused && (value == "1" || value == "0")) s.paused = value == "1";
   }
   return s;
 }
@@ -408,10 +412,17 @@ void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
 
 void job_queue::start_read_settings(handler<settings> h) {
   auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<settings>> {
-    static constexpr std::string_view fields[] = {
-        job_config::claim_timeout_ms, job_config::result_ttl_ms,     job_config::published,
-        job_config::max_retries,      job_config::max_stalls,        job_config::min_backoff_ms,
-        job_config::max_backoff_ms,   job_config::dead_letter_queue, job_config::events};
+    static constexpr std::string_view fields[] = {job_config::claim_timeout_ms,
+                                                  job_config::result_ttl_ms,
+                                                  job_config::published,
+                                                  job_config::max_retries,
+                                                  job_config::max_stalls,
+                                                  job_config::min_backoff_ms,
+                                                  job_config::max_backoff_ms,
+                                                  job_config::dead_letter_queue,
+                                                  job_config::events,
+                                                  job_config::rate_limit,
+                                                  job_config::paused};
     auto [st, values] = co_await core->read_fields({std::begin(fields), std::end(fields)});
     if (st) co_return std::tuple{std::move(st), settings{}};
     feed_config set;

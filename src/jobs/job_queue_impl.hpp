@@ -133,7 +133,7 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
   else c.sub().subscribe(channel, std::move(cb), std::move(h.handler));
 }
 
-/// One job as layouts/job_engine.lua `describe` returns it (13 values).
+/// One job as layouts/job_engine.lua `describe` returns it (14 values).
 job_info parse_job(resp3::value* g);
 /// The jobs of an inspect or list reply, from element `first`.
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first = 0);

@@ -1,20 +1,29 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get (claim).
 -- ARGV: 1 now_ms, 2 n. First makes due scheduled jobs claimable (up to
--- 100), then the contract's "Get" in one atomic step: pop up to n ids,
--- ZADD claimed (claim time), read items and failure counts, assign tokens.
+-- 100), then the contract's "Get" in one atomic step: pop up to n ids
+-- (fewer when paused or rate limited: claim_allowance), ZADD claimed
+-- (claim time), read items and failure counts, assign tokens.
 -- Returns {id, item, failures, token, ...}, and when it got fewer than n,
--- one more value: the earliest run_at of a scheduled job (ms, 0: none), so
--- a waiting claimer can wake up then. Ids without an item (left by a
--- plain-command client) are dropped. Marks sleepers when short.
-local e = open_job() if e then return e end
-local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- one more value: when to try again (ms, 0: at a wake-up or poll): the
+-- time the rate limit allows more, else the earliest run_at of a
+-- scheduled job, so a waiting claimer can wake up then. Ids without an
+-- item (left by a plain-command client) are dropped. Marks sleepers when
+-- the queue ran dry.
+local e = open_claim() if e then return e end
+local now, want = tonumber(ARGV[1]), tonumber(ARGV[2])
 promote(now, 100)
+local n, later = claim_allowance(now, want)
+if n == 0 then
+  if not later then redis.call('SET', K_SLEEPERS, '1') end
+  return {later or next_due() or 0}
+end
 local ids = redis.call('RPOP', K_IDS, n)
 if not ids then
   redis.call('SET', K_SLEEPERS, '1')
   return {next_due() or 0}
 end
-if #ids < n then redis.call('SET', K_SLEEPERS, '1') end
+-- Ran dry (claim_allowance may have capped n at the waiting jobs).
+if #ids < want and not later then redis.call('SET', K_SLEEPERS, '1') end
 local its = redis.call('HMGET', K_ITEMS, unpack(ids))
 -- Rare: an id without an item (left by a plain-command client) is dropped.
 for i = 1, #ids do
@@ -60,5 +69,5 @@ redis.call('HSET', K_ATTEMPTS, unpack(h))
 if Q.events then
   for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
 end
-if m < n then out[#out + 1] = next_due() or 0 end
+if m < want then out[#out + 1] = later or next_due() or 0 end
 return out

@@ -41,7 +41,7 @@ for j = 1, m do
     seen[id] = true
     ok[#ok + 1] = j
     o[#o + 1] = id
-  elseif redis.call('ZSCORE', K_CLAIMED, id) then
+  elseif redis.call('ZSCORE', K_CLAIMED, id) or was_aborted(id, ARGV[4 * j - 1]) then
     st[j] = 3
   elseif redis.call('HEXISTS', K_ITEMS, id) == 1 then
     st[j] = 2

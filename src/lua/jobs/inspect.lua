@@ -1,6 +1,6 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get_job, get_jobs.
 -- ARGV: the ids to read; none: every job (feed.items and
--- feed.scheduled_items). Returns 13 values per job that exists
+-- feed.scheduled_items). Returns 14 values per job that exists
 -- (job_engine.lua describe), in one atomic snapshot. Read-only.
 local e = open_feed('job') if e then return e end
 local ids = ARGV

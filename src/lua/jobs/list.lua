@@ -1,6 +1,6 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::get_scheduled, get_dead_letters.
 -- ARGV: 1 'scheduled' | 'stalled', 2 cursor ('' or '0': the start),
--- 3 count. Returns {next cursor ('' at the end), then 13 values per job
+-- 3 count. Returns {next cursor ('' at the end), then 14 values per job
 -- (job_engine.lua describe)}: scheduled jobs by rank in run_at order, dead
 -- letters by SSCAN of feed.stalled. Read-only.
 local e = open_feed('job') if e then return e end

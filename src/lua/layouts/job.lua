@@ -26,9 +26,19 @@ local KEEP_VALUE = 'thoonk: keeps this hash in hashtable encoding, see docs/jobs
 local TOKEN_BASE = '\0tokenbase'
 
 
+-- Whether `token` is that of a claim job_queue::abort ended (jobs/abort.lua
+-- keeps it in the job's record, feed.jobmeta field ab): its holder gets
+-- lost_claim whatever the job's state now. Only on error paths.
+local function was_aborted(id, token)
+  local v = redis.call('HGET', K_META, id)
+  if not v then return false end
+  return cjson.decode(v).ab == token
+end
+
 -- nil when `id` is claimed under `token`, else the error code.
 local function claim_check(id, token)
   if not redis.call('ZSCORE', K_CLAIMED, id) then
+    if was_aborted(id, token) then return 'lost_claim' end
     if redis.call('HEXISTS', K_ITEMS, id) == 1 then return 'job_not_claimed' end
     return 'job_not_found'
   end

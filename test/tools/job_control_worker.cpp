@@ -1,0 +1,107 @@
+// A worker process for the rate-limit test (test/integration/
+// job_control_rate_test.cpp): claims and finishes jobs of one job queue
+// with a number of concurrent claimers until SIGTERM (or SIGINT) or its own
+// time limit, then prints how many jobs it finished and exits 0.
+//
+//   job_control_worker <redis url> <queue name> <claimers> <max seconds>
+//
+// It dies with its parent (PR_SET_PDEATHSIG), so a test that fails never
+// leaves it behind; the test stops it by its pid.
+#include <thoonk/client.hpp>
+#include <thoonk/error.hpp>
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio.hpp>
+
+#include <sys/prctl.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct state {
+  std::uint64_t finished = 0;
+  bool stopping = false;
+};
+
+asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
+  while (!st->stopping) {
+    auto [ec, job] = co_await q.claim(200ms, asio::as_tuple(asio::use_awaitable));
+    if (ec == thoonk::error::queue_empty) continue;
+    if (ec) co_return;
+    auto [fec] = co_await q.finish(job, asio::as_tuple(asio::use_awaitable));
+    if (!fec) ++st->finished;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s <redis url> <queue> <claimers> <max seconds>\n", argv[0]);
+    return 2;
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  boost::system::error_code ec;
+  auto cfg = thoonk::config::from_url(argv[1], ec);
+  if (ec) {
+    std::fprintf(stderr, "bad url %s: %s\n", argv[1], ec.message().c_str());
+    return 2;
+  }
+  const std::string name = argv[2];
+  const int claimers = std::atoi(argv[3]);
+  const int max_seconds = std::atoi(argv[4]);
+  if (claimers < 1 || claimers > 1000 || max_seconds < 1 || max_seconds > 600) {
+    std::fprintf(stderr, "claimers 1..1000, max seconds 1..600\n");
+    return 2;
+  }
+
+  asio::io_context ioc;
+  thoonk::client client(ioc.get_executor(), cfg);
+  auto st = std::make_shared<state>();
+  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
+  auto stop = [&] {
+    st->stopping = true;
+    signals.cancel();
+    limit.cancel();
+    client.stop();
+  };
+  signals.async_wait([&](boost::system::error_code e, int) {
+    if (!e) stop();
+  });
+  limit.async_wait([&](boost::system::error_code e) {
+    if (!e) stop();
+  });
+  int exit_code = 0;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await client.connect(asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::open(client, name, asio::use_awaitable);
+        for (int i = 0; i < claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
+        // Ready: the test waits for this line before it measures.
+        std::printf("ready\n");
+        std::fflush(stdout);
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          std::fprintf(stderr, "worker failed: %s\n", x.what());
+        }
+        exit_code = 1;
+        stop();
+      });
+  ioc.run();
+  std::printf("finished %llu\n", static_cast<unsigned long long>(st->finished));
+  return exit_code;
+}
