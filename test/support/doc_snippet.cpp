@@ -34,9 +34,13 @@ std::string between(const std::string& text, const std::string& begin, const std
 
 tutorial_snippets read_tutorial_snippets(const std::string& source_file,
                                          const std::string& doc_page, const std::string& marker) {
-  const std::string here = __FILE__;
-  const std::string root = here.substr(0, here.rfind("/test/support/"));
-  return {between(slurp(source_file), "// " + marker + "-begin\n", "// " + marker + "-end\n"),
+  // __FILE__ may be relative to the build directory (ccache's base_dir
+  // rewrites paths), so files are found from the source root CMake passes.
+  const std::string root = THOONK_SOURCE_DIR;
+  const auto in_tree = source_file.rfind("test/");
+  const std::string source =
+      in_tree == std::string::npos ? source_file : root + "/" + source_file.substr(in_tree);
+  return {between(slurp(source), "// " + marker + "-begin\n", "// " + marker + "-end\n"),
           between(slurp(root + "/" + doc_page), "<!-- " + marker + "-begin -->\n```cpp\n",
                   "```\n<!-- " + marker + "-end -->")};
 }
