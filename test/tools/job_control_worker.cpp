@@ -68,11 +68,22 @@ int main(int argc, char** argv) {
   auto st = std::make_shared<state>();
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
+  // After client.stop(), claims that a rate-limited fetch still holds have
+  // been seen to stay pending (a known defect, docs/jobs.md §12): the worker
+  // leaves anyway after a grace period, so the test that stops it is not
+  // held up by it.
+  asio::steady_timer grace(ioc);
   auto stop = [&] {
     st->stopping = true;
     signals.cancel();
     limit.cancel();
     client.stop();
+    grace.expires_after(std::chrono::seconds(2));
+    grace.async_wait([&](boost::system::error_code e) {
+      if (e) return;
+      std::fprintf(stderr, "worker: operations still pending 2 s after stop; leaving\n");
+      ioc.stop();
+    });
   };
   signals.async_wait([&](boost::system::error_code e, int) {
     if (!e) stop();
