@@ -237,6 +237,12 @@ TEST_CASE("rate limit: the claim script on a simulated clock keeps the exact bou
         CHECK(on_time.jobs == 1);
         CHECK(on_time.wake_at == t0 + 20);
 
+        // A claimer whose clock lags (its `now` before the schedule's
+        // horizon): nothing, and the same time to try again; no error.
+        auto lagging = co_await claim_at(f, t0 - 500, 50);
+        CHECK(lagging.jobs == 0);
+        CHECK(lagging.wake_at == t0 + 20);
+
         // Ten simulated seconds of a claimer asking for 7 jobs every 3 ms:
         // in every window of 1000 ms at most 100 + 10 jobs.
         std::deque<std::pair<std::int64_t, std::size_t>> window;

@@ -488,6 +488,9 @@ local function claim_allowance(now, n)
   if tat < t then tat = t end
   local k = math.floor((t + horizon - tat) / step)
   if k > n then k = n end
+  -- Another claimer's later clock (or a call that waited in the server's
+  -- queue) may have run the schedule past this one's horizon: none now.
+  if k < 0 then k = 0 end
   if k > 0 then
     tat = tat + k * step
     redis.call('HSET', K_ATTEMPTS, RATE_FIELD, int(tat))
