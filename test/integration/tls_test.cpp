@@ -101,6 +101,19 @@ void check_backs_off(const std::vector<attempt>& attempts) {
   }
 }
 
+/// Connects a command connection with `cfg`, checks that PING answers PONG
+/// over it, and stops it.
+void expect_ping(const thoonk::config& cfg) {
+  asio::io_context ioc;
+  thoonk::connection conn(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await conn.connect(asio::use_awaitable);
+    auto v = co_await cmd(conn, "PING");
+    CHECK(v.str == "PONG");
+    conn.stop();
+  });
+}
+
 }  // namespace
 
 TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnects",
@@ -162,16 +175,9 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
 
 TEST_CASE("tls: the server name can differ from the address (SNI and name check)", "[tls]") {
   auto server = tls_server(certs().server());
-  asio::io_context ioc;
   auto cfg = tls_config(*server);
   cfg.tls.server_name = "localhost";  // in the certificate; the address is 127.0.0.1
-  thoonk::connection conn(ioc.get_executor(), cfg);
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
-    auto v = co_await cmd(conn, "PING");
-    CHECK(v.str == "PONG");
-    conn.stop();
-  });
+  expect_ping(cfg);
 }
 
 TEST_CASE("tls: mutual TLS", "[tls]") {
@@ -182,14 +188,7 @@ TEST_CASE("tls: mutual TLS", "[tls]") {
     auto with_cert = cfg;
     with_cert.tls.cert_file = certs().client().cert;
     with_cert.tls.key_file = certs().client().key;
-    asio::io_context ioc;
-    thoonk::connection conn(ioc.get_executor(), with_cert);
-    run_coro(ioc, [&]() -> asio::awaitable<void> {
-      co_await conn.connect(asio::use_awaitable);
-      auto v = co_await cmd(conn, "PING");
-      CHECK(v.str == "PONG");
-      conn.stop();
-    });
+    expect_ping(with_cert);
   }
   SECTION("no client certificate: refused, with the reason, backing off") {
     auto attempts = watch_failing_connect(cfg, E::tls_handshake_failed);
@@ -240,14 +239,7 @@ TEST_CASE("tls: a host name that is not in the certificate is refused", "[tls]")
 
 TEST_CASE("tls: turning verification off accepts any certificate (unsafe)", "[tls]") {
   auto server = tls_server(certs().foreign());
-  asio::io_context ioc;
-  thoonk::connection conn(ioc.get_executor(), config_for(server->tls_url() + "?tls_verify=none"));
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
-    auto v = co_await cmd(conn, "PING");
-    CHECK(v.str == "PONG");
-    conn.stop();
-  });
+  expect_ping(config_for(server->tls_url() + "?tls_verify=none"));
 }
 
 TEST_CASE("tls: plain TCP to the TLS port is refused with tls_required and backed off", "[tls]") {
@@ -305,16 +297,9 @@ TEST_CASE("tls: files that do not load give tls_config_invalid", "[tls]") {
 
 TEST_CASE("tls: TLS 1.3 as the minimum still connects to a TLS 1.3 server", "[tls]") {
   auto server = tls_server(certs().server());
-  asio::io_context ioc;
   auto cfg = tls_config(*server);
   cfg.tls.min_version = 13;
-  thoonk::connection conn(ioc.get_executor(), cfg);
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
-    auto v = co_await cmd(conn, "PING");
-    CHECK(v.str == "PONG");
-    conn.stop();
-  });
+  expect_ping(cfg);
 }
 
 TEST_CASE("tls: a refusal lasts until the server's certificate is fixed", "[tls]") {
