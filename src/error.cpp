@@ -113,6 +113,12 @@ class thoonk_category final : public boost::system::error_category {
         return "this claim is no longer current (its lease lapsed and the job was reclaimed); "
                "drop the work, the job is handled by its new claim";
       case error::result_timeout: return "no result for this job was stored within the timeout";
+      case error::worker_exists:
+        return "a live worker is already registered under this name in this queue: give each "
+               "runner its own run_options::worker_name (or leave it empty for a unique one)";
+      case error::worker_not_found:
+        return "no worker is registered under this name in this queue (it stopped, or was "
+               "failed already); nothing was changed";
       case error::no_permission:
         return "the Redis ACL user may not run a command this operation needs (NOPERM); nothing "
                "was changed: grant the command (docs/errors.md lists what each operation needs)";

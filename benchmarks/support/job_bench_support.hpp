@@ -3,6 +3,8 @@
 // the server's and this process's CPU and memory figures.
 #pragma once
 
+#include "jobs/job_keys.hpp"
+
 #include <thoonk/client.hpp>
 
 #include <boost/asio.hpp>
@@ -87,14 +89,10 @@ inline boost::asio::awaitable<long long> used_memory(thoonk::client& c) {
 }
 
 /// The KEYS of the job scripts' layout for queue `name`, in order
-/// (src/lua/layouts/job.lua), for redis-benchmark EVALSHA ceilings.
+/// (src/lua/layouts/job.lua), for redis-benchmark EVALSHA ceilings: the
+/// library's own list (src/jobs/job_keys.hpp).
 inline std::vector<std::string> job_keys(const std::string& name) {
-  std::vector<std::string> k;
-  for (const char* w : {"config", "ids", "items", "publishes", "finishes", "published", "claimed",
-                        "cancelled", "stalled", "attempts", "sleepers", "idincr", "unaccounted",
-                        "scheduled", "scheduled_items", "jobmeta", "held"})
-    k.push_back(std::string("feed.") + w + ":" + name);
-  return k;
+  return thoonk::detail::jobs::job_keys(thoonk::detail::feed_names(thoonk::config{}, name)).keys;
 }
 
 /// CPU seconds this process has used.

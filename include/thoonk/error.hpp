@@ -62,12 +62,14 @@ enum class error {
   id_not_found,     ///< the item id does not exist in the feed
 
   // ---- queues and jobs ---------------------------------------------------
-  queue_empty,      ///< nothing arrived within the timeout
-  job_not_found,    ///< no job with that id
-  job_not_claimed,  ///< the job is not claimed (finish/cancel/stall/heartbeat)
-  job_not_stalled,  ///< retry of a job that is not stalled
-  lost_claim,       ///< the claim token is no longer current: the job was reclaimed
-  result_timeout,   ///< no result was stored within the timeout
+  queue_empty,       ///< nothing arrived within the timeout
+  job_not_found,     ///< no job with that id
+  job_not_claimed,   ///< the job is not claimed (finish/cancel/stall/heartbeat)
+  job_not_stalled,   ///< retry of a job that is not stalled
+  lost_claim,        ///< the claim token is no longer current: the job was reclaimed
+  result_timeout,    ///< no result was stored within the timeout
+  worker_exists,     ///< a live worker is registered under this name (job_queue::run)
+  worker_not_found,  ///< no worker is registered under this name (job_queue::fail_worker)
 
   // ---- permissions (Redis ACL; nothing was changed) ----------------------
   no_permission,          ///< NOPERM for a command this operation needs

@@ -7,6 +7,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/queue_base.hpp>
+#include <thoonk/job_runner.hpp>
 #include <thoonk/job_types.hpp>
 #include <thoonk/subscriber.hpp>
 
@@ -133,6 +134,9 @@ struct maintenance_report {
   std::int64_t unaccounted_requeued = 0;  ///< jobs in no state on two passes, requeued
   std::int64_t unaccounted_suspects = 0;  ///< in no state now; rechecked next run
   std::int64_t orphans_removed = 0;       ///< extension state of vanished jobs removed
+  std::int64_t dead_workers = 0;          ///< workers whose registration lapsed, failed
+  std::int64_t worker_jobs_requeued = 0;  ///< their claims put back (stall counted)
+  std::int64_t worker_jobs_stalled = 0;   ///< their claims dead-lettered (stalls exhausted)
   job_counts counts;                      ///< after the run
   bool stats_published = false;
 };
@@ -140,7 +144,9 @@ struct maintenance_report {
 /// A job queue. Each job is claimed by one worker at a time; a worker
 /// finishes it (optionally with a result), cancels it (back to the queue,
 /// failure +1) or stalls it (out of circulation until retry()). A claim
-/// that lapses (worker died or hung) is recovered by maintenance.
+/// that lapses (worker died or hung) is recovered by maintenance. run() is
+/// the worker runner built on these: a registered worker with heartbeats, a
+/// concurrency limit and a graceful stop.
 ///
 /// Keys, channels and payloads are the contract's (feed.ids, feed.items,
 /// feed.published, feed.claimed, feed.cancelled, feed.stalled,
@@ -591,6 +597,80 @@ class job_queue : public detail::queue_base,
         timeout);
   }
 
+  /// Runs `handler` for the queue's jobs until stopped: the worker runner
+  /// (docs/jobs.md "Workers and the runner"). It registers a worker in the
+  /// queue's registry (run_options::worker_name, worker_ttl), then keeps up
+  /// to run_options::concurrency handlers busy: each round is one script
+  /// call that finishes the jobs just done and claims jobs for the idle
+  /// slots. A handler's result finishes its job; an exception fails it
+  /// (retried after the backoff, or a dead letter: permanent_job_error, or
+  /// no retries left). A heartbeat on its own timer renews the registration
+  /// and every lease the worker holds in one call; a claim found lost there,
+  /// an abort() from any client, or a lapsed registration cancels the
+  /// job's handler (job_context::cancelled, and its cancellation slot).
+  /// While the queue is empty, paused or rate limited the runner waits for
+  /// its wake-up (or the poll interval, or the due time) without polling
+  /// the server in between.
+  ///
+  /// Stopping (graceful, spec 003 stopWork): cancel the operation (any
+  /// cancellation type: a cancellation slot, `||` with a timer, ...) or let
+  /// a signal of run_options::stop_signals arrive. No more jobs are claimed;
+  /// jobs in flight finish within run_options::stop_timeout, then the rest
+  /// are cancelled and go back to the front of the line with no failure
+  /// counted; the registration is removed; then the operation completes.
+  ///
+  /// Completion `void(error_code, run_report)`: success after a stop asked
+  /// for as above; otherwise the error that ended it: invalid_argument (bad
+  /// options) and invalid_name (worker_name) before any I/O,
+  /// worker_exists, feed_not_found / wrong_feed_type, no_*_permission,
+  /// client_stopped (the client was stopped: the worker's jobs lapse with
+  /// its registration), operation_aborted (the queue handle was closed).
+  /// A dead connection does not end it: rounds and heartbeats are retried;
+  /// if the registration lapses meanwhile, the worker registers again.
+  ///
+  /// Lifetimes: the job_queue (a copy is kept), the client and the signal
+  /// set must outlive the operation. Handlers still running after the stop
+  /// timeout may outlive it (their job_context stays valid).
+  template <class CompletionToken>
+  auto run(job_coroutine handler, run_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, run_report)>(
+        std::forward<CompletionToken>(token), &job_queue::start_run, *this, std::move(handler),
+        job_function{}, std::move(opts));
+  }
+  /// run() with a plain function handler (see job_function).
+  template <class CompletionToken>
+  auto run(job_function handler, run_options opts, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, run_report)>(
+        std::forward<CompletionToken>(token), &job_queue::start_run, *this, job_coroutine{},
+        std::move(handler), std::move(opts));
+  }
+
+  /// The workers registered in this queue (live or lapsed but not yet
+  /// failed), with the claims each holds, read in one step. Completion
+  /// `void(error_code, std::vector<worker_info>)`. Errors: the common ones.
+  template <class CompletionToken>
+  auto get_workers(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::vector<worker_info>)>(
+        std::forward<CompletionToken>(token), &job_queue::start_get_workers, *this);
+  }
+
+  /// Fails worker `name` now (spec 003 failWorker), whether it lapsed or
+  /// not: every claim it holds ends as a lapsed lease does (a stall counted:
+  /// back to the end of the line, or a dead letter past max_stalls), at
+  /// once, and its registration goes; waiting claimers are woken. A runner
+  /// still running under that name learns it at its next heartbeat (its
+  /// handlers are cancelled) and registers again. Maintenance does the same
+  /// for every worker whose registration lapsed. Completion
+  /// `void(error_code, std::int64_t jobs_returned)`. Errors:
+  /// worker_not_found, invalid_name (before any I/O), no_channel_permission,
+  /// the common ones.
+  template <class CompletionToken>
+  auto fail_worker(std::string name, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::int64_t)>(
+        std::forward<CompletionToken>(token), &job_queue::start_fail_worker, *this,
+        std::move(name));
+  }
+
   /// One maintenance run (contract "Maintenance", done properly), under the
   /// queue's maintenance lock: lapsed claims (older than claim_timeout)
   /// are requeued with a stall counted, or dead-lettered past max_stalls;
@@ -660,6 +740,9 @@ class job_queue : public detail::queue_base,
   void start_subscribe_aborts(std::function<void(const std::string&)> on_abort,
                               handler<subscription> h);
   void start_pause(handler<> h);
+  void start_run(job_coroutine co, job_function fn, run_options opts, handler<run_report> h);
+  void start_get_workers(handler<std::vector<worker_info>> h);
+  void start_fail_worker(std::string name, handler<std::int64_t> h);
   void start_resume(handler<> h);
 };
 

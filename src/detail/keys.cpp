@@ -82,6 +82,10 @@ std::vector<std::string> all_keys(const feed_names& n) {
       n.key("scheduled_items"),
       n.key("jobmeta"),
       n.key("held"),
+      // worker registry (docs/jobs.md "Workers")
+      n.key("workers"),
+      n.key("worker_info"),
+      n.key("worker_claims"),
   };
 }
 

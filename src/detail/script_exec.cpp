@@ -126,6 +126,7 @@ constexpr script_code script_codes[] = {
     {"job_not_claimed", error::job_not_claimed},
     {"job_not_stalled", error::job_not_stalled},
     {"lost_claim", error::lost_claim},
+    {"worker_exists", error::worker_exists},
     {"queue_empty", error::queue_empty},
     {"no_channel_permission", error::no_channel_permission},
 };

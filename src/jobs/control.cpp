@@ -10,17 +10,9 @@
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
-#include <random>
-
 namespace thoonk {
 namespace detail {
 namespace {
-
-// Jitter of a failed abort's backoff, in [0, 1) (as fail()'s).
-double abort_jitter() {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
-}
 
 // A `job.abort` payload is the job id; an empty one is malformed.
 bool split_abort(std::string_view payload, std::string& out) {
@@ -59,9 +51,10 @@ void job_queue::start_abort(std::string id, abort_options o, handler<> h) {
     args.push_back(failed ? "failed" : "cancelled");
     args.push_back(failed ? std::move(o.error) : std::string{});
     args.push_back(o.permanent ? "1" : "0");
-    args.push_back(std::to_string(detail::abort_jitter()));
+    args.push_back(std::to_string(detail::backoff_jitter()));
     args.push_back(impl->wake_channel);
-    auto [st, v] = co_await impl->call_with_dlq(scripts::jobs_abort(), std::move(args));
+    auto [st, v] =
+        co_await impl->call_with_dlq(scripts::jobs_abort(), std::move(args), std::string{});
     if (st) co_return std::tuple{std::move(st)};
     if (v.elements.size() != 1 || v.elements[0].str != "ok")
       co_return std::tuple{op_status(error::unexpected_type)};

@@ -107,12 +107,6 @@ std::string opt_string(const std::optional<std::chrono::milliseconds>& v) {
   return v ? std::to_string(v->count()) : std::string{};
 }
 
-// Jitter for the backoff, in [0, 1).
-double jitter() {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
-}
-
 constexpr std::array<std::string_view, 12> event_names = {
     "put",     "updated",       "held",     "claimed",  "finished", "failed", "retry_scheduled",
     "stalled", "dead_lettered", "promoted", "progress", "aborted"};
@@ -135,6 +129,39 @@ bool split_event(std::string_view payload, job_event& out) {
 }
 
 }  // namespace
+
+double backoff_jitter() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+}
+
+boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
+    std::shared_ptr<job_queue_impl> self, claim_ref c, std::string text, fail_options o,
+    std::string worker) {
+  fail_result r;
+  if (auto ec = check_id(*self, c.id)) co_return std::tuple{op_status(ec), r};
+  if (auto ec = validate_item(self->cl.get_config(), text)) co_return std::tuple{op_status(ec), r};
+  std::vector<std::string> args;
+  args.reserve(12);
+  args.push_back(std::move(c.id));
+  args.push_back(std::to_string(c.token));
+  args.push_back(jobs::now_ms_string());
+  args.push_back(std::move(text));
+  args.push_back(o.retry_at ? std::to_string(*o.retry_at) : std::string{});
+  args.push_back(o.permanent ? "1" : "0");
+  args.push_back(std::to_string(backoff_jitter()));
+  args.push_back(self->wake_channel);
+  // call_with_dlq appends the dead-letter queue's name and wake channel
+  // (ARGV 9, 10); the worker follows as ARGV 11.
+  auto [st, v] = co_await self->call_with_dlq(scripts::jobs_fail(), std::move(args), worker);
+  if (st) co_return std::tuple{std::move(st), r};
+  if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};
+  r.outcome = v.elements[0].str == "dead" ? fail_result::outcome_t::dead_lettered
+                                          : fail_result::outcome_t::retry_scheduled;
+  r.run_at = as_int(v.elements[1]);
+  r.retry_count = as_int(v.elements[2]);
+  co_return std::tuple{op_status{}, r};
+}
 
 job_info parse_job(resp3::value* g) {
   job_info j;
@@ -215,35 +242,10 @@ void job_queue::start_put_with_options(std::string item, put_options o, handler<
 
 void job_queue::start_fail(claim_ref claim, std::string error_text, fail_options o,
                            handler<fail_result> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, claim_ref c, std::string text,
-               fail_options o) -> boost::asio::awaitable<op_result<fail_result>> {
-    fail_result r;
-    if (auto ec = detail::check_id(*impl, c.id)) co_return std::tuple{op_status(ec), r};
-    if (auto ec = detail::validate_item(impl->cl.get_config(), text))
-      co_return std::tuple{op_status(ec), r};
-    std::vector<std::string> args;
-    args.reserve(10);
-    args.push_back(std::move(c.id));
-    args.push_back(std::to_string(c.token));
-    args.push_back(detail::jobs::now_ms_string());
-    args.push_back(std::move(text));
-    args.push_back(o.retry_at ? std::to_string(*o.retry_at) : std::string{});
-    args.push_back(o.permanent ? "1" : "0");
-    args.push_back(std::to_string(detail::jitter()));
-    args.push_back(impl->wake_channel);
-    auto [st, v] = co_await impl->call_with_dlq(scripts::jobs_fail(), std::move(args));
-    if (st) co_return std::tuple{std::move(st), r};
-    if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};
-    r.outcome = v.elements[0].str == "dead" ? fail_result::outcome_t::dead_lettered
-                                            : fail_result::outcome_t::retry_scheduled;
-    r.run_at = detail::jobs::as_int(v.elements[1]);
-    r.retry_count = detail::jobs::as_int(v.elements[2]);
-    co_return std::tuple{op_status{}, r};
-  };
-  detail::spawn_op(
-      client_->get_executor(),
-      op(detail::shared_impl(core_), std::move(claim), std::move(error_text), std::move(o)),
-      std::move(h));
+  detail::spawn_op(client_->get_executor(),
+                   job_queue_impl::fail_job(detail::shared_impl(core_), std::move(claim),
+                                            std::move(error_text), std::move(o), std::string{}),
+                   std::move(h));
 }
 
 void job_queue::start_list(std::string which, std::string cursor, std::size_t count,

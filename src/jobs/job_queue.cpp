@@ -24,19 +24,6 @@ const queue_kind job_layout{feed_type::job, [](const feed_names& n) { return job
                             &scripts::jobs_put};
 }  // namespace
 
-namespace {
-// A reply made of groups of four values (claim, inspect): one T per group,
-// made by `make` from the group's first value.
-template <class T, class Make>
-std::vector<T> parse_groups_of_four(resp3::value& v, Make make) {
-  std::vector<T> out;
-  auto& e = v.elements;
-  out.reserve(e.size() / 4);
-  for (std::size_t i = 0; i + 3 < e.size(); i += 4) out.push_back(make(&e[i]));
-  return out;
-}
-}  // namespace
-
 job_queue_impl::job_queue_impl(client& c, std::string_view name, job_queue_options o)
     : queue_core(c, name, job_layout, o.max_put_batch, o.max_puts_in_flight),
       lock_key(names.key("maintenance")),
@@ -82,7 +69,7 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call(
 }
 
 asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_dlq(
-    const script& s, std::vector<std::string> args) {
+    const script& s, std::vector<std::string> args, std::string after) {
   for (int attempt = 0;; ++attempt) {
     const std::string name = dead_letter_queue.value_or(std::string{});
     std::vector<std::string> k = keys;
@@ -96,6 +83,7 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_d
         k.push_back(dn.key(what));
       a.push_back(dn.channel("wake"));
     }
+    if (!after.empty()) a.push_back(after);
     auto [st, v] = co_await run_script(cl, s, std::move(k), std::move(a));
     // {'dlq', name}: the config names another queue (or none) and nothing
     // was done. Three rounds cover a config that changes meanwhile.
@@ -122,23 +110,12 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   args.push_back(std::to_string(n));
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
-  // {id, item, failures, token} per job; when short, then the earliest
-  // run_at of a scheduled job (0: none).
-  out = parse_groups_of_four<claimed_job>(v, [](resp3::value* g) {
-    claimed_job j;
-    j.id = std::move(g[0].str);
-    j.item = std::move(g[1].str);
-    j.failures = as_int(g[2]);
-    j.token = as_int(g[3]);
-    return j;
-  });
+  std::optional<std::int64_t> due;
+  out = parse_claims(v.elements, 0, &due);
   auto at = fetch_policy::time_point::max();
-  if (v.elements.size() % 4 == 1) {
-    const auto due = as_int(v.elements.back());
-    if (due > 0) {
-      const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, due - jobs::now_ms()));
-      at = fetch_policy::clock::now() + wait;
-    }
+  if (due && *due > 0) {
+    const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - jobs::now_ms()));
+    at = fetch_policy::clock::now() + wait;
   }
   if (self->claims) self->claims->due_at(at);
   co_return std::tuple{op_status{}, std::move(out)};
@@ -184,19 +161,40 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
   co_return std::tuple{op_status{}, claim_statuses(v)};
 }
 
+boost::system::error_code job_queue_impl::claim_status(std::int64_t s) {
+  switch (s) {
+    case 0: return {};
+    case 1: return error::job_not_found;
+    case 2: return error::job_not_claimed;
+    case 3: return error::lost_claim;
+    case 4: return error::no_channel_permission;
+    default: return error::unexpected_type;
+  }
+}
+
 std::vector<boost::system::error_code> job_queue_impl::claim_statuses(const resp3::value& v) {
   std::vector<error_code> out;
   out.reserve(v.elements.size());
-  for (const auto& s : v.elements) {
-    switch (as_int(s, -1)) {
-      case 0: out.emplace_back(); break;
-      case 1: out.emplace_back(error::job_not_found); break;
-      case 2: out.emplace_back(error::job_not_claimed); break;
-      case 3: out.emplace_back(error::lost_claim); break;
-      case 4: out.emplace_back(error::no_channel_permission); break;
-      default: out.emplace_back(error::unexpected_type); break;
-    }
+  for (const auto& s : v.elements) out.push_back(claim_status(as_int(s, -1)));
+  return out;
+}
+
+std::vector<claimed_job> job_queue_impl::parse_claims(std::vector<resp3::value>& e,
+                                                      std::size_t first,
+                                                      std::optional<std::int64_t>* due) {
+  std::vector<claimed_job> out;
+  if (first > e.size()) return out;
+  out.reserve((e.size() - first) / 4);
+  std::size_t i = first;
+  for (; i + 3 < e.size(); i += 4) {
+    claimed_job j;
+    j.id = std::move(e[i].str);
+    j.item = std::move(e[i + 1].str);
+    j.failures = as_int(e[i + 2]);
+    j.token = as_int(e[i + 3]);
+    out.push_back(std::move(j));
   }
+  if (i < e.size() && due) *due = as_int(e[i]);
   return out;
 }
 

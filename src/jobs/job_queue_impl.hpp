@@ -32,7 +32,19 @@ class job_queue_impl final : public queue_core {
   void init();
   /// Ends everything pending with operation_aborted. On the executor.
   void close() override;
-  void poke() override { claims->notify(); }
+  void poke() override {
+    claims->notify();
+    for (auto& [id, f] : wake_listeners) f();
+  }
+  /// Calls `f` (on the executor) at every poke: a wake-up message, a
+  /// subscriber reconnect. Returns the id to remove it with.
+  std::uint64_t add_wake_listener(std::function<void()> f) {
+    wake_listeners.emplace_back(++last_listener, std::move(f));
+    return last_listener;
+  }
+  void remove_wake_listener(std::uint64_t id) {
+    std::erase_if(wake_listeners, [id](const auto& l) { return l.first == id; });
+  }
 
   std::shared_ptr<job_queue_impl> shared() {
     return std::static_pointer_cast<job_queue_impl>(shared_from_this());
@@ -50,6 +62,19 @@ class job_queue_impl final : public queue_core {
       std::shared_ptr<job_queue_impl> self, std::vector<claim_ref> claims);
   /// Per-job statuses of job_finish / job_heartbeat as error codes.
   static std::vector<error_code> claim_statuses(const resp3::value& v);
+  /// The error code of one such status (0 success, 1 job_not_found,
+  /// 2 job_not_claimed, 3 lost_claim, 4 no_channel_permission).
+  static error_code claim_status(std::int64_t s);
+  /// The jobs of a claim_jobs reply (layouts/job_engine.lua) in `e` from
+  /// `first` on: {id, item, failures, token} per job; when the reply says
+  /// when to ask again (one more value), `*due` is set to it (epoch ms,
+  /// 0: at a wake-up).
+  static std::vector<claimed_job> parse_claims(std::vector<resp3::value>& e, std::size_t first,
+                                               std::optional<std::int64_t>* due);
+  /// Fails a claimed job (jobs/fail.lua) held by `worker` ('' for none).
+  static awaitable<op_result<fail_result>> fail_job(std::shared_ptr<job_queue_impl> self,
+                                                    claim_ref c, std::string text, fail_options o,
+                                                    std::string worker);
 
   /// Runs a job script with the job key layout.
   awaitable<std::tuple<op_status, resp3::value>> call(const script& s,
@@ -59,8 +84,19 @@ class job_queue_impl final : public queue_core {
   /// layout and its name and wake-up channel follow `args`. The scripts
   /// check the name against the config and report a different one without
   /// doing anything; then it runs again with that one (and remembers it).
+  /// `after` (when not empty) goes after the dead-letter queue's arguments.
   awaitable<std::tuple<op_status, resp3::value>> call_with_dlq(const script& s,
-                                                               std::vector<std::string> args);
+                                                               std::vector<std::string> args,
+                                                               std::string after);
+
+  // ---- the worker registry (workers.cpp) ----------------------------------
+  struct fail_worker_result {
+    std::int64_t workers = 0, requeued = 0, dead_lettered = 0;
+  };
+  /// jobs/fail_worker.lua: fails worker `name`, or (empty) up to `batch`
+  /// workers whose registration lapsed.
+  static awaitable<op_result<fail_worker_result>> fail_workers(std::shared_ptr<job_queue_impl> self,
+                                                               std::string name, std::size_t batch);
 
   // ---- maintenance (maintenance.cpp) --------------------------------------
   static awaitable<op_result<maintenance_report>> maintain(std::shared_ptr<job_queue_impl> self,
@@ -88,9 +124,17 @@ class job_queue_impl final : public queue_core {
   std::shared_ptr<jobs::fetcher<claimed_job>> claims;
   std::shared_ptr<jobs::batcher<finish_request, error_code>> finishes;
   std::vector<std::weak_ptr<jobs::pending<std::string>>> tracked;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> wake_listeners;
+  std::uint64_t last_listener = 0;
   /// Finish messages subscribe_finished ignored (not `id\0result`).
   std::shared_ptr<std::uint64_t> malformed_finishes = std::make_shared<std::uint64_t>(0);
 };
+
+/// invalid_name unless `name` can name a worker (the rules of ids, at most
+/// 200 bytes).
+boost::system::error_code validate_worker_name(const config& cfg, std::string_view name);
+/// Jitter of a retry's backoff, in [0, 1) (jobs/fail.lua, jobs/abort.lua).
+double backoff_jitter();
 
 // Shared by the job_queue operations (job_queue.cpp, job_engine.cpp).
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);

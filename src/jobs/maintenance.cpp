@@ -56,6 +56,9 @@ std::string stats_json(const std::string& queue, std::int64_t now, const mainten
   o["held"] = r.counts.held;
   o["promoted"] = r.promoted;
   o["held_released"] = r.held_released;
+  o["dead_workers"] = r.dead_workers;
+  o["worker_jobs_requeued"] = r.worker_jobs_requeued;
+  o["worker_jobs_stalled"] = r.worker_jobs_stalled;
   return boost::json::serialize(o);
 }
 
@@ -167,12 +170,23 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     args.push_back(now_ms_string());
     args.push_back(batch_s);
     args.push_back(self->wake_channel);
-    auto [ec, v] = co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args));
+    auto [ec, v] =
+        co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args), std::string{});
     if (ec) co_return std::tuple{ec, rep};
     if (v.elements.size() < 3) co_return std::tuple{op_status(error::unexpected_type), rep};
     rep.requeued += as_int(v.elements[0]);
     rep.stalled += as_int(v.elements[1]);
     if (static_cast<std::size_t>(as_int(v.elements[2])) < batch) break;
+  }
+
+  // ---- 2b. workers whose registration lapsed (spec 003 failWorker) -----------
+  for (;;) {
+    auto [ec, r] = co_await job_queue_impl::fail_workers(self, std::string{}, batch);
+    if (ec) co_return std::tuple{ec, rep};
+    rep.dead_workers += r.workers;
+    rep.worker_jobs_requeued += r.requeued;
+    rep.worker_jobs_stalled += r.dead_lettered;
+    if (static_cast<std::size_t>(r.workers) < batch) break;
   }
 
   // ---- 3. held puts whose claim ended without this library ---------------------

@@ -7,6 +7,7 @@
 // over 2 s in CI, over 10 s with the tag [.long]).
 // co_await stays out of CHECK and REQUIRE: Catch2 also passes the
 // expression to __builtin_constant_p, and g++ 12 then awaits it twice.
+#include "support/child_process.hpp"
 #include "support/job_engine.hpp"
 
 #include "detail/keys.hpp"
@@ -14,17 +15,9 @@
 #include "jobs/job_keys.hpp"
 #include "thoonk_lua_scripts.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <deque>
 #include <optional>
-
-extern char** environ;
 
 using namespace thoonk::test;
 using E = thoonk::error;
@@ -64,88 +57,12 @@ thoonk::job_queue::settings limited(std::int64_t rate) {
   return s;
 }
 
-// A job_control_worker child process (test/tools/job_control_worker.cpp),
-// stopped by its pid: SIGTERM, then SIGKILL if it has not exited within
-// 10 s. Its stdout comes through a pipe.
-class worker_process {
- public:
-  explicit worker_process(const std::vector<std::string>& args) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t fa;
-    ::posix_spawn_file_actions_init(&fa);
-    ::posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    std::vector<std::string> all{THOONK_JOB_CONTROL_WORKER};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc =
-        ::posix_spawn(&pid_, THOONK_JOB_CONTROL_WORKER, &fa, nullptr, argv.data(), environ);
-    ::posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    out_ = fds[0];
-    ::fcntl(out_, F_SETFL, ::fcntl(out_, F_GETFL) | O_NONBLOCK);
-    if (rc != 0) pid_ = -1;
-    REQUIRE(rc == 0);
-  }
-  ~worker_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  worker_process(const worker_process&) = delete;
-  worker_process& operator=(const worker_process&) = delete;
-
-  pid_t pid() const { return pid_; }
-
-  /// What it printed so far.
-  const std::string& output() {
-    char buf[512];
-    for (;;) {
-      const auto n = ::read(out_, buf, sizeof buf);
-      if (n <= 0) break;
-      text_.append(buf, static_cast<std::size_t>(n));
-    }
-    return text_;
-  }
-
-  /// SIGTERM by pid; waits (polling, at most 20 s, then SIGKILL) and
-  /// returns its exit status (128 + n: killed by signal n; -1: it had not
-  /// exited after 20 s).
-  asio::awaitable<int> stop() {
-    // Never kill() a pid <= 0: -1 would signal every process of the user.
-    if (pid_ <= 0) co_return -1;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 2000; ++i) {
-      const auto r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        output();
-        co_return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      co_await sleep_for(10ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    co_return -1;
-  }
-
-  /// The count of its "finished N" line (after stop()), or -1.
-  std::int64_t finished() {
-    const auto at = text_.find("finished ");
-    if (at == std::string::npos) return -1;
-    return std::stoll(text_.substr(at + 9));
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string text_;
+// A job_control_worker child process (test/tools/job_control_worker.cpp):
+// it prints "ready", then "finished N" when stopped.
+struct worker_process : child_process {
+  explicit worker_process(const std::vector<std::string>& args)
+      : child_process(THOONK_JOB_CONTROL_WORKER, args) {}
+  std::int64_t finished() { return number_after("finished"); }
 };
 
 // Jobs claimed so far: finished plus claimed now (the workers finish every

@@ -1,15 +1,17 @@
 -- Layout `job`: the job queue and maintenance scripts. The C++ side builds
 -- these KEYS with jobs::job_keys (src/jobs/job_keys.hpp, enum `index`), in
--- this order. jobs/finish.lua takes result keys after them (KEYS[18..]);
--- the scripts that can make a dead letter take the dead-letter queue's
--- keys there instead (jobs/fail.lua, maintenance/expire.lua; see
--- layouts/job_engine.lua).
+-- this order. jobs/finish.lua and jobs/work.lua take result keys after them
+-- (KEYS[K_FIRST_RESULT..]); the scripts that can make a dead letter take
+-- the dead-letter queue's keys there instead (K_DLQ_*: jobs/fail.lua,
+-- maintenance/expire.lua; see layouts/job_engine.lua use_dlq).
 local K_CONFIG, K_IDS, K_ITEMS, K_PUBLISHES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_FINISHES, K_PUBLISHED, K_CLAIMED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_STALLED, K_ATTEMPTS, K_SLEEPERS, K_IDINCR = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_UNACCOUNTED, K_SCHEDULED, K_SCHED_ITEMS, K_META = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_HELD = KEYS[17]
-local K_FIRST_RESULT = 18
+local K_HELD, K_WORKERS, K_WORKER_INFO, K_WORKER_CLAIMS = KEYS[17], KEYS[18], KEYS[19], KEYS[20]
+local K_FIRST_RESULT = 21
+local K_DLQ_CONFIG, K_DLQ_IDS, K_DLQ_ITEMS = KEYS[21], KEYS[22], KEYS[23]
+local K_DLQ_PUBLISHES, K_DLQ_IDINCR, K_DLQ_SLEEPERS = KEYS[24], KEYS[25], KEYS[26]
 
 -- feed.attempts:[f] is a hash id -> attempt number: +k while claimed with
 -- token k, -k once that claim ended. Absent for jobs never claimed by this

@@ -355,7 +355,7 @@ local function json_bytes(s)
   return '{"base64":"' .. base64(s) .. '"}'
 end
 
--- The dead-letter queue's keys follow the job layout (KEYS[18..23]:
+-- The dead-letter queue's keys follow the job layout (K_DLQ_*:
 -- config, ids, items, publishes, idincr, sleepers); its name and wake-up
 -- channel come from the caller, who read the config. use_dlq checks that
 -- the name is still the config's (else the caller reads it again) and
@@ -368,7 +368,7 @@ local function use_dlq(name, wake_channel)
   if name ~= Q.dlq then return nil, Q.dlq end
   DLQ.name, DLQ.wake = name, wake_channel
   if name == '' then return nil end
-  if redis.call('HGET', KEYS[18], 'type') ~= 'job' then
+  if redis.call('HGET', K_DLQ_CONFIG, 'type') ~= 'job' then
     DLQ.name = ''
     return nil
   end
@@ -386,11 +386,11 @@ local function dead_letter(id, m, err, now)
   if DLQ.name and DLQ.name ~= '' then
     local data = redis.call('HGET', K_ITEMS, id) or ''
     local rec = '[' .. json_bytes(id) .. ',' .. json_bytes(data) .. ',' .. json_bytes(err) .. ']'
-    local nid = new_ids(KEYS[22], 1, now)[1]
-    redis.call('HSET', KEYS[20], nid, rec)
-    redis.call('LPUSH', KEYS[19], nid)
-    redis.call('INCR', KEYS[21])
-    wake(KEYS[23], DLQ.wake, 1)
+    local nid = new_ids(K_DLQ_IDINCR, 1, now)[1]
+    redis.call('HSET', K_DLQ_ITEMS, nid, rec)
+    redis.call('LPUSH', K_DLQ_IDS, nid)
+    redis.call('INCR', K_DLQ_PUBLISHES)
+    wake(K_DLQ_SLEEPERS, DLQ.wake, 1)
   end
   emit('dead_lettered', id, err)
 end
@@ -445,11 +445,11 @@ end
 -- under a steady rate (GCRA).
 local RATE_FIELD = '\0ratelimit'
 
--- open_job for a script that claims and reads no other config field: the
--- claim control fields come in the same HMGET, so claim_allowance reads
--- nothing more when no limit is set.
-local function open_claim()
-  local e = open_job('paused', 'rate_limit')
+-- open_job for a script that claims: the claim control fields come in the
+-- same HMGET (then the fields named in `...`, in Q.conf[5], ...), so
+-- claim_allowance reads nothing more when no limit is set.
+local function open_claim(...)
+  local e = open_job('paused', 'rate_limit', ...)
   if e then return e end
   Q.ctl = {Q.conf[3], Q.conf[4]}
   return nil
@@ -497,4 +497,266 @@ local function claim_allowance(now, n)
   end
   if k < n then return k, math.ceil((tat + step - horizon) / 1000) end
   return k, nil
+end
+
+-- The server's clock in ms. The worker registry keeps its times by it, so
+-- that every client (whatever its clock says) agrees on which worker lapsed.
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A claim that ended without its holder (its lease lapsed, or its worker
+-- died) ends here: its token ends; the job counts a stall (and a failure)
+-- and goes to the end of the line, or becomes a dead letter once its
+-- stalls reach max_stalls (use_dlq first); a held put is applied. `why`
+-- names the cause in the job's last error. A claimed id without an item
+-- is only dropped. Returns 'requeued', 'dead' or 'dropped'.
+local function lapse(id, now, why)
+  redis.call('ZREM', K_CLAIMED, id)
+  local a = tonumber(redis.call('HGET', K_ATTEMPTS, id))
+  if a and a > 0 then redis.call('HSET', K_ATTEMPTS, id, int(-a)) end
+  local r = 'dropped'
+  if redis.call('HEXISTS', K_ITEMS, id) == 0 then
+    redis.call('HDEL', K_ATTEMPTS, id)
+    redis.call('HDEL', K_CANCELLED, id)
+    redis.call('HDEL', K_META, id)
+  else
+    redis.call('HINCRBY', K_CANCELLED, id, 1)
+    local m = meta_get(id)
+    m.sc = (m.sc or 0) + 1
+    local _, ms = strategy_of(m)
+    local err = why .. ' (stall ' .. int(m.sc) .. ' of ' .. int(ms) .. ')'
+    emit('stalled', id, int(m.sc))
+    if m.sc >= ms then
+      dead_letter(id, m, err, now)
+      r = 'dead'
+    else
+      m.err = err
+      meta_set(id, m)
+      enqueue(id, nil, false)
+      r = 'requeued'
+    end
+  end
+  release_held(id, now)
+  return r
+end
+
+-- Worker registry (docs/jobs.md "Workers"). feed.workers scores each
+-- registered worker by the server time (ms) at which its registration
+-- lapses; feed.worker_info holds its description (JSON, from the worker);
+-- feed.worker_claims holds one member `worker\0id\0token` per claim a
+-- worker made and has not ended, all with score 0, so that one worker's
+-- claims are one lexicographic range (ids and worker names hold no NUL).
+local function worker_entry(w, id, token)
+  return w .. '\0' .. id .. '\0' .. token
+end
+
+-- The claims recorded for worker `w`: a list of {id, token, member}.
+-- (string.char(91) is an inclusive ZRANGEBYLEX bound: a bracket in header
+-- code would break the build's splitting of it into definitions.)
+local function worker_claims(w)
+  local ms = redis.call('ZRANGEBYLEX', K_WORKER_CLAIMS, string.char(91) .. w .. '\0',
+                        '(' .. w .. '\1')
+  local out = {}
+  for i = 1, #ms do
+    local rest = string.sub(ms[i], #w + 2)
+    local nul = string.find(rest, '\0', 1, true)
+    out[i] = {string.sub(rest, 1, nul - 1), string.sub(rest, nul + 1), ms[i]}
+  end
+  return out
+end
+
+-- Whether worker `w` is registered and its registration has not lapsed.
+local function worker_alive(w, now)
+  local exp = redis.call('ZSCORE', K_WORKERS, w)
+  return exp ~= false and tonumber(exp) >= now
+end
+
+-- Whether the claim of `id` under `token` is current (claimed, same token).
+local function claim_current(id, token)
+  return redis.call('ZSCORE', K_CLAIMED, id) ~= false and
+             redis.call('HGET', K_ATTEMPTS, id) == token
+end
+
+-- Fails worker `w` (spec 003 failWorker): every claim it still holds ends
+-- as a lapse (a stall counted; requeued or dead-lettered), and its
+-- registration, description and claim records go. use_dlq first. Returns
+-- requeued, dead-lettered.
+local function fail_worker(w, now)
+  local rq, dl = 0, 0
+  local cs = worker_claims(w)
+  for i = 1, #cs do
+    local c = cs[i]
+    if claim_current(c[1], c[2]) then
+      local r = lapse(c[1], now, 'worker ' .. w .. ' lapsed')
+      if r == 'requeued' then rq = rq + 1 elseif r == 'dead' then dl = dl + 1 end
+    end
+    redis.call('ZREM', K_WORKER_CLAIMS, c[3])
+  end
+  redis.call('ZREM', K_WORKERS, w)
+  redis.call('HDEL', K_WORKER_INFO, w)
+  return rq, dl
+end
+
+-- The contract's "Get" for up to `want` jobs in one step (jobs/claim.lua,
+-- jobs/work.lua), after open_claim: due scheduled jobs first become
+-- claimable (up to 100), then ids are popped (fewer when paused or rate
+-- limited: claim_allowance), marked claimed at `now`, read with their
+-- failure counts and given tokens; with `worker`, each claim is recorded
+-- under it. Returns {id, item, failures, token, ...} and, when it got
+-- fewer than `want`, one more value: when to try again (ms; 0: at a
+-- wake-up or poll). Ids without an item (left by a plain-command client)
+-- are dropped. Marks sleepers when the queue ran dry.
+local function claim_jobs(now, want, worker)
+  promote(now, 100)
+  local n, later = claim_allowance(now, want)
+  if n == 0 then
+    if not later then redis.call('SET', K_SLEEPERS, '1') end
+    return {later or next_due() or 0}
+  end
+  local ids = redis.call('RPOP', K_IDS, n)
+  if not ids then
+    redis.call('SET', K_SLEEPERS, '1')
+    return {next_due() or 0}
+  end
+  if #ids < want and not later then redis.call('SET', K_SLEEPERS, '1') end
+  local its = redis.call('HMGET', K_ITEMS, unpack(ids))
+  for i = 1, #ids do
+    if not its[i] then
+      local ki, kt = {}, {}
+      for j = 1, #ids do
+        if its[j] then
+          ki[#ki + 1] = ids[j]
+          kt[#kt + 1] = its[j]
+        end
+      end
+      ids, its = ki, kt
+      break
+    end
+  end
+  local m = #ids
+  if m == 0 then return {next_due() or 0} end
+  local stamp = int(now)
+  local z = {}
+  for i = 1, m do z[2 * i - 1] = stamp
+  z[2 * i] = ids[i] end
+  if redis.call('ZADD', K_CLAIMED, unpack(z)) ~= m then
+    -- Rare: an id twice in the line (or already claimed): hand it out once.
+    local ki, kt, seen = {}, {}, {}
+    for i = 1, m do
+      if not seen[ids[i]] then
+        seen[ids[i]] = true
+        ki[#ki + 1] = ids[i]
+        kt[#kt + 1] = its[i]
+      end
+    end
+    ids, its, m = ki, kt, #ki
+  end
+  local fails = {}
+  if redis.call('EXISTS', K_CANCELLED) == 1 then fails = redis.call('HMGET', K_CANCELLED, unpack(ids)) end
+  local att = redis.call('HMGET', K_ATTEMPTS, KEEP_FIELD, unpack(ids))
+  if not att[1] then redis.call('HSET', K_ATTEMPTS, KEEP_FIELD, KEEP_VALUE) end
+  local h, out, wc = {}, {}, {}
+  for i = 1, m do
+    local a = att[i + 1]
+    a = a and math.abs(tonumber(a)) + 1 or 1
+    h[2 * i - 1] = ids[i]
+    h[2 * i] = a
+    out[4 * i - 3] = ids[i]
+    out[4 * i - 2] = its[i]
+    out[4 * i - 1] = tonumber(fails[i]) or 0
+    out[4 * i] = a
+    if worker then
+      wc[2 * i - 1] = 0
+      wc[2 * i] = worker_entry(worker, ids[i], int(a))
+    end
+  end
+  redis.call('HSET', K_ATTEMPTS, unpack(h))
+  if worker then redis.call('ZADD', K_WORKER_CLAIMS, unpack(wc)) end
+  if Q.events then
+    for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
+  end
+  if m < want then out[#out + 1] = later or next_due() or 0 end
+  return out
+end
+
+-- The contract's "Finish" for the jobs in ARGV from `base` on (`m` groups
+-- of id, token, result key index in KEYS (0: none), result), each only
+-- when claimed under its token (jobs/finish.lua, jobs/work.lua): ZREM
+-- claimed, HDEL cancelled, items and token, INCR finishes; with a result
+-- PUBLISH `id\0result` on `channel` and keep it in its result key for
+-- `ttl` ms (contract 001). The job's put time and record go too; a put
+-- held for it is applied. With `worker`, the claims' records under it go
+-- (also those of claims that had ended). Returns one status per job:
+-- 0 finished, 1 job_not_found, 2 job_not_claimed, 3 lost_claim,
+-- 4 no_channel_permission (a result this user may not PUBLISH: that job
+-- is left as it was; the others finish).
+local function finish_jobs(channel, base, m, ttl, worker)
+  if m == 0 then return {} end
+  local ids = {}
+  for j = 1, m do ids[j] = ARGV[base + 4 * j - 4] end
+  local can_publish = true
+  for j = 1, m do
+    if tonumber(ARGV[base + 4 * j - 2]) > 0 then
+      can_publish = check_publish(channel) == nil
+      break
+    end
+  end
+  local att = {}
+  if redis.call('EXISTS', K_ATTEMPTS) == 1 then att = redis.call('HMGET', K_ATTEMPTS, unpack(ids)) end
+  local st, ok, o, seen, gone = {}, {}, {}, {}, {}
+  for j = 1, m do
+    local id, tok = ids[j], ARGV[base + 4 * j - 3]
+    if not can_publish and tonumber(ARGV[base + 4 * j - 2]) > 0 then
+      st[j] = 4
+    elseif seen[id] then
+      st[j] = 1
+    elseif att[j] == tok and redis.call('ZREM', K_CLAIMED, id) == 1 then
+      -- One ZREM per job checks and removes in one step (ZMSCORE first was
+      -- slower: Redis formats every score as a string for Lua).
+      st[j] = 0
+      seen[id] = true
+      ok[#ok + 1] = j
+      o[#o + 1] = id
+    elseif redis.call('ZSCORE', K_CLAIMED, id) or was_aborted(id, tok) then
+      st[j] = 3
+    elseif redis.call('HEXISTS', K_ITEMS, id) == 1 then
+      st[j] = 2
+    else
+      st[j] = 1
+    end
+    if worker and st[j] ~= 4 then gone[#gone + 1] = worker_entry(worker, id, tok) end
+  end
+  if #gone > 0 then redis.call('ZREM', K_WORKER_CLAIMS, unpack(gone)) end
+  if #ok > 0 then
+    if redis.call('EXISTS', K_CANCELLED) == 1 then redis.call('HDEL', K_CANCELLED, unpack(o)) end
+    redis.call('HDEL', K_ITEMS, unpack(o))
+    redis.call('HDEL', K_ATTEMPTS, unpack(o))
+    if redis.call('EXISTS', K_PUBLISHED) == 1 then redis.call('ZREM', K_PUBLISHED, unpack(o)) end
+    redis.call('INCRBY', K_FINISHES, #o)
+    -- Job records and held puts are rare: one EXISTS for both.
+    local extras = redis.call('EXISTS', K_META, K_HELD) > 0
+    if extras then redis.call('HDEL', K_META, unpack(o)) end
+    if extras and redis.call('EXISTS', K_HELD) == 1 then
+      -- The server's clock: a finish carries no time (a held put's run_at
+      -- is compared with it).
+      local now = server_ms()
+      for i = 1, #o do release_held(o[i], now) end
+      wake_woken('feed.wake:' .. string.sub(channel, 12))
+    end
+    if Q.events then
+      for i = 1, #o do emit('finished', o[i]) end
+    end
+    for _, j in ipairs(ok) do
+      local k = tonumber(ARGV[base + 4 * j - 2])
+      if k > 0 then
+        local res = ARGV[base + 4 * j - 1]
+        redis.call('PUBLISH', channel, ids[j] .. '\0' .. res)
+        redis.call('LPUSH', KEYS[k], res)
+        redis.call('PEXPIRE', KEYS[k], ttl)
+      end
+    end
+  end
+  return st
 end

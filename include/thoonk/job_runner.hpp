@@ -1,0 +1,151 @@
+// The types of job_queue::run (docs/jobs.md "Workers and the runner"): the
+// handler a runner calls per job, what it is told, its options and report,
+// and what the worker registry lists. No I/O here; job_queue.hpp has the
+// operations.
+#pragma once
+
+#include <thoonk/job_types.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace boost::asio {
+template <typename Executor>
+class basic_signal_set;
+}  // namespace boost::asio
+
+namespace thoonk {
+
+namespace detail {
+class job_slot;
+}  // namespace detail
+
+/// Thrown by a job handler (or let escape from it): the job fails with the
+/// exception's what() and becomes a dead letter at once, whatever retries
+/// it has left (job_queue::fail with fail_options::permanent). Any other
+/// exception fails the job with its retry strategy (retried after the
+/// backoff, or a dead letter once its retries are used up).
+class permanent_job_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a runner's handler gets for one job. Copies share one state; it
+/// stays valid as long as a copy exists (also after run() completed).
+///
+/// Thread safety: every member may be called from any thread, at once.
+class job_context {
+ public:
+  /// The job as claimed: id, token, item, failure count.
+  const claimed_job& job() const noexcept;
+  /// True once the runner no longer waits for this job's outcome: its claim
+  /// was lost (the lease lapsed and the job was claimed again, abort() from
+  /// any client, a heartbeat found it gone, the worker's registration
+  /// lapsed) or the runner stopped and the job went back to the queue. A
+  /// coroutine handler is also cancelled (its cancellation slot is emitted,
+  /// so the operation it awaits ends with operation_aborted); a plain
+  /// function handler should poll this and return early. Whatever a
+  /// cancelled handler returns is dropped.
+  bool cancelled() const noexcept;
+  /// Reports progress on the job (job_queue::progress: kept on the job and
+  /// published as a `progress` event when the queue's events are on). Does
+  /// not wait; a report the server refuses (the claim was lost, a text too
+  /// large) is dropped and counted in run_report::progress_refused.
+  void progress(std::string text) const;
+
+  /// Made by the runner.
+  explicit job_context(std::shared_ptr<detail::job_slot> slot) noexcept;
+
+ private:
+  std::shared_ptr<detail::job_slot> slot_;
+};
+
+/// A handler run as a coroutine, on run_options::handler_executor (or the
+/// client's executor). It returns the job's result (nullopt: finished
+/// without a result; a string: finished with that result, as
+/// job_queue::finish(claim, result)); an exception fails the job (see
+/// permanent_job_error).
+using job_coroutine =
+    std::function<boost::asio::awaitable<std::optional<std::string>>(job_context)>;
+/// A handler run as a plain function, on run_options::handler_executor (or
+/// the client's executor, where it blocks all I/O while it runs: give
+/// blocking or CPU-bound work a thread pool). Result and exceptions as
+/// job_coroutine.
+using job_function = std::function<std::optional<std::string>(job_context)>;
+
+/// How job_queue::run works.
+struct run_options {
+  /// Handlers running at once (1 .. 10000). Idle slots are filled with jobs
+  /// claimed in one script call, together with the finishes of the jobs
+  /// just done (one round trip per round, not per job).
+  std::size_t concurrency = 1;
+  /// The worker's name in the queue's registry (not empty: at most 200
+  /// bytes, no NUL). Empty: `<host>:<pid>:<random>`, unique. A live worker
+  /// of the same name makes run() fail with error::worker_exists.
+  std::string worker_name;
+  /// The registration's time to live: a worker that has not renewed it for
+  /// this long is dead, and its jobs go back (maintenance, or the next
+  /// registration under its name). At least 100 ms.
+  std::chrono::milliseconds worker_ttl{10000};
+  /// How often the worker renews its registration and the leases of all its
+  /// jobs (one script call). 0: worker_ttl / 3. Keep it well below both
+  /// worker_ttl and the queue's claim_timeout.
+  std::chrono::milliseconds heartbeat_interval{0};
+  /// After a stop is asked for, jobs in flight have this long to finish;
+  /// then they are cancelled and go back to the front of the line with no
+  /// failure counted.
+  std::chrono::milliseconds stop_timeout{10000};
+  /// Where handlers run (a thread pool's executor, say). The runner's I/O,
+  /// heartbeats included, stays on the client's executor, so a handler that
+  /// holds its thread does not delay them. Unset: the client's executor.
+  std::optional<boost::asio::any_io_executor> handler_executor;
+  /// The runner stops gracefully when one of these signals arrives (the set
+  /// is waited on; keep it alive until run() completes, and do not wait on
+  /// it elsewhere meanwhile). Null: none.
+  boost::asio::basic_signal_set<boost::asio::any_io_executor>* stop_signals = nullptr;
+  /// Most jobs one script call claims (1 .. 1000).
+  std::size_t max_claim_batch = 256;
+};
+
+/// What a run did, when it completed.
+struct run_report {
+  std::string worker_name;
+  std::uint64_t started = 0;           ///< handlers started
+  std::uint64_t finished = 0;          ///< jobs finished (accepted by the server)
+  std::uint64_t failed = 0;            ///< handlers that threw: retry scheduled
+  std::uint64_t dead_lettered = 0;     ///< handlers that threw: dead letter
+  std::uint64_t lost = 0;              ///< outcomes refused because the claim had been lost
+  std::uint64_t cancelled = 0;         ///< handlers signalled to stop (lost claims, stop timeout)
+  std::uint64_t released = 0;          ///< jobs given back at the stop, no failure counted
+  std::uint64_t registrations = 0;     ///< 1, plus one for each time the registration lapsed
+  std::uint64_t progress_refused = 0;  ///< job_context::progress reports the server refused
+};
+
+/// A worker as the queue's registry lists it (job_queue::get_workers).
+struct worker_info {
+  std::string name;
+  /// When its registration lapses, and "now", both by the server's clock
+  /// (ms): lapses_at < server_now means the worker is dead, and its jobs go
+  /// back at the next maintenance run.
+  epoch_ms lapses_at = 0;
+  epoch_ms server_now = 0;
+  /// The last heartbeat (server ms): lapses_at minus its time to live.
+  epoch_ms last_heartbeat = 0;
+  /// JSON the worker wrote when it registered: host, pid, queue,
+  /// concurrency, ttl_ms, started_ms.
+  std::string description;
+  /// The claims it holds now.
+  std::vector<claim_ref> claims;
+};
+
+}  // namespace thoonk

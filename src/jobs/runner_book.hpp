@@ -1,0 +1,110 @@
+// The decisions of job_queue::run without I/O (docs/jobs.md "Workers and
+// the runner"): how many jobs each round claims and when a round goes out,
+// which finishes ride along, when a dry queue is asked again, what a stop
+// waits for. runner.cpp reports events to it and does what it says;
+// test/unit/runner_book_test.cpp drives it on a fake clock.
+#pragma once
+
+#include <thoonk/job_types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace thoonk::detail::jobs {
+
+class runner_book {
+ public:
+  using clock = std::chrono::steady_clock;
+  using time_point = clock::time_point;
+
+  struct settings {
+    std::size_t concurrency = 1;
+    std::size_t max_claim_batch = 256;
+    /// Rounds (script calls) in flight at once: a second one overlaps the
+    /// first's round trip with the handlers that end meanwhile.
+    std::size_t max_rounds_in_flight = 2;
+    /// Most finishes one round carries.
+    std::size_t max_finishes_per_round = 512;
+    /// A dry queue is asked again after this long without a wake-up.
+    std::chrono::milliseconds poll_interval{1000};
+    /// A round that failed (connection lost, timeout) is retried after this.
+    std::chrono::milliseconds retry_delay{100};
+    std::chrono::milliseconds stop_timeout{10000};
+  };
+
+  /// A handler's successful outcome, to be finished in a round.
+  struct finish {
+    claim_ref claim;
+    std::optional<std::string> result;
+  };
+
+  /// What to send in one script call: finish these, claim that many.
+  struct round {
+    std::vector<finish> finishes;
+    std::size_t claim = 0;
+  };
+
+  explicit runner_book(settings s);
+
+  // ---- events ----------------------------------------------------------------
+  /// A handler ended; `done` is its job's finish when it succeeded (and was
+  /// not cancelled). Frees its slot.
+  void handler_ended(std::optional<finish> done);
+  /// A round came back: it asked for `asked` jobs and got `got` (handlers
+  /// now start for them). When got < asked, `retry_at` is when the queue
+  /// said to ask again (rate limit, a scheduled job becoming due), or
+  /// nullopt for "at a wake-up" (then at the poll interval at the latest).
+  void round_done(std::size_t asked, std::size_t got, std::optional<time_point> retry_at,
+                  time_point now);
+  /// A round failed before its outcome was known. Its finishes are sent
+  /// again in a later round (a finish applied twice is refused the second
+  /// time, never applied twice); no round goes out before retry_delay.
+  void round_failed(round r, time_point now);
+  /// A wake-up: jobs may have arrived (or the queue resumed).
+  void woken() noexcept { woken_ = true; }
+  /// The registration lapsed: no claims until registered() again.
+  void registration_lapsed() noexcept { registered_ = false; }
+  void registered() noexcept { registered_ = true; }
+  /// A stop was asked for: no more claims; jobs in flight have until
+  /// now + stop_timeout.
+  void stop(time_point now);
+
+  // ---- decisions -------------------------------------------------------------
+  /// The next round to send, or nullopt when none should go now.
+  std::optional<round> next_round(time_point now);
+  /// When next_round() may say something new without another event: the
+  /// dry queue's retry time, the stop deadline; time_point::max() if none.
+  time_point next_timer() const noexcept;
+  /// Stopping, and nothing left to wait for: every finish sent and
+  /// answered, and every handler ended or the stop deadline passed. The
+  /// runner then gives back what is still claimed and leaves.
+  bool ready_to_leave(time_point now) const noexcept;
+
+  bool stopping() const noexcept { return stopping_; }
+  /// When a stop's grace ends (meaningful once stopping()).
+  time_point stop_deadline() const noexcept { return deadline_; }
+  std::size_t busy() const noexcept { return busy_; }
+  std::size_t rounds_in_flight() const noexcept { return in_flight_; }
+  std::size_t pending_finishes() const noexcept { return pending_.size(); }
+
+ private:
+  settings s_;
+  std::size_t busy_ = 0;       // handlers running
+  std::size_t requested_ = 0;  // jobs asked for by rounds in flight
+  std::size_t in_flight_ = 0;  // rounds in flight
+  std::deque<finish> pending_;
+  bool dry_ = false;  // the last claim got fewer than it asked for
+  bool woken_ = false;
+  bool registered_ = true;
+  time_point retry_at_{};  // when a dry queue is asked again
+  bool holding_ = false;   // a round failed: none goes out before hold_until_
+  time_point hold_until_{};
+  bool stopping_ = false;
+  time_point deadline_{};
+};
+
+}  // namespace thoonk::detail::jobs

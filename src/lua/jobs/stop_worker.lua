@@ -1,0 +1,31 @@
+-- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker leaves (spec 003 stopWork).
+-- ARGV: 1 worker, 2 wake channel. Every claim the worker still holds goes
+-- back to the front of the line with no failure counted (its token ends,
+-- as jobs/release.lua does; a held put is applied then); its
+-- registration, description and claim records go. Returns how many jobs
+-- went back.
+local e = open_job() or check_publish(ARGV[2]) if e then return e end
+local w = ARGV[1]
+local cs = worker_claims(w)
+local back = {}
+for i = 1, #cs do
+  local c = cs[i]
+  if claim_current(c[1], c[2]) then
+    redis.call('ZREM', K_CLAIMED, c[1])
+    redis.call('HSET', K_ATTEMPTS, c[1], '-' .. c[2])
+    back[#back + 1] = c[1]
+  end
+  redis.call('ZREM', K_WORKER_CLAIMS, c[3])
+end
+redis.call('ZREM', K_WORKERS, w)
+redis.call('HDEL', K_WORKER_INFO, w)
+if #back > 0 then
+  redis.call('RPUSH', K_IDS, unpack(back))
+  Q.woken = Q.woken + #back
+  if redis.call('EXISTS', K_HELD) == 1 then
+    local now = server_ms()
+    for i = 1, #back do release_held(back[i], now) end
+  end
+  wake_woken(ARGV[2])
+end
+return #back

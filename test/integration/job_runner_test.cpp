@@ -1,0 +1,534 @@
+// job_queue::run, the worker runner (docs/jobs.md "Workers and the runner"),
+// in one process against the real server: results and failures, 10,000
+// jobs with failures at concurrency 32, a CPU-bound handler on a thread
+// pool that must keep its lease, aborts from another client reaching the
+// handler, pause and resume, a worker failed from outside, the graceful
+// stop, and the options and names refused before any I/O.
+// co_await stays out of CHECK and REQUIRE: Catch2 also passes the
+// expression to __builtin_constant_p, and g++ 12 then awaits it twice.
+#include "support/job_engine.hpp"
+#include "support/runner.hpp"
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+
+using namespace thoonk::test;
+using E = thoonk::error;
+
+namespace {
+
+// A coroutine handler that waits `d` (cancellable) and returns "ok:<item>".
+thoonk::job_coroutine waiting_handler(std::chrono::milliseconds d) {
+  return [d](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return "ok:" + ctx.job().item;
+  };
+}
+
+// (A named coroutine: g++ 12 frees by-value parameters of coroutine
+// lambdas wrongly.)
+asio::awaitable<void> expect_refused(thoonk::job_queue& q, thoonk::run_options o,
+                                     thoonk::job_coroutine handler, thoonk::error want) {
+  auto [ec, rep] = co_await q.run(std::move(handler), std::move(o), nothrow);
+  CHECK(ec == want);
+}
+
+thoonk::job_queue::settings quick_retries(std::int64_t max_retries) {
+  thoonk::job_queue::settings s;
+  s.retry.max_retries = max_retries;
+  s.retry.min_backoff = 1ms;
+  s.retry.max_backoff = 2ms;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("run: every job finished once with its handler's result; the stop removes the worker",
+          "[job][run][get_result][get_workers]") {
+  fixture f("run");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    std::vector<std::string> items;
+    for (int i = 0; i < 200; ++i) items.push_back("item" + std::to_string(i));
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    thoonk::run_options o;
+    o.concurrency = 4;
+    auto run = start_run(q, waiting_handler(0ms), o);
+    auto all = co_await wait_finishes(q, 200);
+    CHECK(all);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(!run->ec);
+    CHECK(run->report.started == 200);
+    CHECK(run->report.finished == 200);
+    CHECK(run->report.lost == 0);
+    CHECK(run->report.released == 0);
+    CHECK(run->report.registrations == 1);
+    CHECK(!run->report.worker_name.empty());
+    for (int i : {0, 77, 199}) {
+      auto r = co_await q.get_result(ids[static_cast<std::size_t>(i)], 1s, asio::use_awaitable);
+      CHECK(r == "ok:item" + std::to_string(i));
+    }
+    auto c = co_await counts_of(q);
+    CHECK(c.items == 0);
+    CHECK(c.claimed == 0);
+    auto ws = co_await q.get_workers(asio::use_awaitable);
+    CHECK(ws.empty());
+    auto left = co_await cmd(f.c.conn(), "ZCARD", key("worker_claims", f.name));
+    CHECK(left.integer == 0);
+  });
+}
+
+TEST_CASE("run: a plain function handler on a thread pool; nullopt finishes without a result",
+          "[job][run][get_result]") {
+  fixture f("runfn");
+  asio::thread_pool pool(2);
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    auto with = co_await q.put("keep", asio::use_awaitable);
+    auto without = co_await q.put("drop", asio::use_awaitable);
+    std::atomic<int> on_pool{0};
+    thoonk::job_function fn = [&](thoonk::job_context ctx) -> std::optional<std::string> {
+      if (pool.get_executor().running_in_this_thread()) ++on_pool;
+      if (ctx.job().item == "drop") return std::nullopt;
+      return ctx.job().item + "!";
+    };
+    thoonk::run_options o;
+    o.concurrency = 2;
+    o.handler_executor = pool.get_executor();
+    auto run = start_run(q, fn, o);
+    auto all = co_await wait_finishes(q, 2);
+    CHECK(all);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(!run->ec);
+    CHECK(run->report.finished == 2);
+    CHECK(on_pool == 2);
+    auto r = co_await q.get_result(with, 1s, asio::use_awaitable);
+    CHECK(r == "keep!");
+    auto [rec, none] = co_await q.get_result(without, 200ms, nothrow);
+    CHECK(rec == E::result_timeout);
+  });
+  pool.join();
+}
+
+TEST_CASE(
+    "run: an exception fails the job with its retry strategy; permanent_job_error makes a "
+    "dead letter at once",
+    "[job][run][fail][dead_letter]") {
+  fixture f("runfail");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f, quick_retries(3));
+    auto flaky = co_await q.put("flaky", asio::use_awaitable);
+    auto fatal = co_await q.put("fatal", asio::use_awaitable);
+    thoonk::job_coroutine h =
+        [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
+      throw std::runtime_error("upstream unavailable");
+      co_return std::nullopt;
+    };
+    auto run = start_run(q, h, thoonk::run_options{});
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    thoonk::job_counts c;
+    while (std::chrono::steady_clock::now() < until) {
+      c = co_await counts_of(q);
+      if (c.stalled == 2) break;
+      co_await sleep_for(10ms);
+    }
+    CHECK(c.stalled == 2);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    INFO(run->ec.message());
+    CHECK(!run->ec);
+    CHECK(run->report.failed == 2);         // flaky's first two attempts
+    CHECK(run->report.dead_lettered == 2);  // flaky's third, fatal's first
+    CHECK(run->report.finished == 0);
+    auto jf = co_await job_of(q, flaky);
+    CHECK(jf.state == thoonk::job_state::stalled);
+    CHECK(jf.retry_count == 3);
+    CHECK(jf.last_error == "upstream unavailable");
+    auto jp = co_await job_of(q, fatal);
+    CHECK(jp.state == thoonk::job_state::stalled);
+    CHECK(jp.retry_count == 1);
+    CHECK(jp.last_error == "bad input: cannot parse");
+    // The failed claims' records under the worker went with them.
+    auto left = co_await cmd(f.c.conn(), "ZCARD", key("worker_claims", f.name));
+    CHECK(left.integer == 0);
+  });
+}
+
+TEST_CASE(
+    "run: 10,000 jobs at concurrency 32 with 10% handler failures: each ends finished "
+    "exactly once or dead-lettered, and the counts match",
+    "[job][run][fail][dead_letter]") {
+  fixture f("run10k");
+  run_coro(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        constexpr int total = 10000;
+        auto q = co_await engine_queue(f, quick_retries(2));
+        std::vector<std::string> items(total, "payload");
+        auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        std::map<std::string, int> succeeded, attempts;
+        std::mt19937 rng(12345);
+        thoonk::job_coroutine h =
+            [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+          ++attempts[ctx.job().id];
+          if (std::uniform_int_distribution<int>(0, 9)(rng) == 0)
+            throw std::runtime_error("unlucky");
+          ++succeeded[ctx.job().id];
+          co_return std::nullopt;
+        };
+        thoonk::run_options o;
+        o.concurrency = 32;
+        auto run = start_run(q, h, o);
+        const auto until = std::chrono::steady_clock::now() + 100s;
+        thoonk::job_counts c;
+        while (std::chrono::steady_clock::now() < until) {
+          c = co_await counts_of(q);
+          if (c.finishes + c.stalled == total && c.claimed == 0 && c.waiting == 0 &&
+              c.scheduled == 0)
+            break;
+          co_await sleep_for(50ms);
+        }
+        auto stopped = co_await stop_run(*run);
+        REQUIRE(stopped);
+        CHECK(!run->ec);
+        INFO("finishes " << c.finishes << ", dead letters " << c.stalled << ", report: finished "
+                         << run->report.finished << ", failed " << run->report.failed << ", dead "
+                         << run->report.dead_lettered);
+        CHECK(c.finishes + c.stalled == total);
+        CHECK(c.scheduled == 0);
+        CHECK(c.claimed == 0);
+        CHECK(static_cast<std::int64_t>(run->report.finished) == c.finishes);
+        CHECK(static_cast<std::int64_t>(run->report.dead_lettered) == c.stalled);
+        CHECK(run->report.lost == 0);
+        // With 10% failures and two tries, about 1% end as dead letters.
+        CHECK(c.stalled > 0);
+        CHECK(c.stalled < 300);
+        int twice = 0;
+        for (auto& [id, n] : succeeded)
+          if (n > 1) ++twice;
+        CHECK(twice == 0);
+        CHECK(static_cast<std::int64_t>(succeeded.size()) == c.finishes);
+        // Every job is accounted for once: finished, or dead after 2 tries.
+        std::int64_t dead = 0;
+        for (const auto& id : ids) {
+          if (succeeded.count(id)) continue;
+          ++dead;
+          CHECK(attempts[id] == 2);
+        }
+        CHECK(dead == c.stalled);
+      },
+      120s);
+}
+
+TEST_CASE(
+    "run: a CPU-bound handler on a thread pool holding its thread for three leases keeps "
+    "its lease",
+    "[job][run][heartbeat][maintain]") {
+  fixture f("runcpu");
+  asio::thread_pool pool(1);
+  run_coro(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        thoonk::job_queue::settings s;
+        s.claim_timeout = 400ms;
+        auto q = co_await engine_queue(f, s);
+        auto id = co_await q.put("crunch", asio::use_awaitable);
+        // Maintenance runs all along: a lease not renewed would lapse.
+        asio::cancellation_signal stop_maint;
+        bool maint_done = false;
+        q.run_maintenance(
+            100ms, no_stats(),
+            asio::bind_cancellation_slot(stop_maint.slot(),
+                                         [&](boost::system::error_code) { maint_done = true; }));
+        thoonk::job_function busy = [](thoonk::job_context) -> std::optional<std::string> {
+          // Holds its thread (no yield) for three leases.
+          const auto until = std::chrono::steady_clock::now() + 1300ms;
+          volatile std::uint64_t x = 0;
+          while (std::chrono::steady_clock::now() < until) x = x + 1;
+          return std::string("crunched");
+        };
+        thoonk::run_options o;
+        o.handler_executor = pool.get_executor();
+        o.worker_ttl = 600ms;
+        o.heartbeat_interval = 100ms;
+        auto run = start_run(q, busy, o);
+        auto done = co_await wait_finishes(q, 1, 10s);
+        CHECK(done);
+        auto stopped = co_await stop_run(*run);
+        REQUIRE(stopped);
+        stop_maint.emit(asio::cancellation_type::terminal);
+        co_await wait_until([&] { return maint_done; });
+        CHECK(!run->ec);
+        CHECK(run->report.finished == 1);
+        CHECK(run->report.lost == 0);
+        CHECK(run->report.cancelled == 0);
+        CHECK(run->report.started == 1);
+        auto r = co_await q.get_result(id, 1s, asio::use_awaitable);
+        CHECK(r == "crunched");
+        auto fails = co_await cmd(f.c.conn(), "HGET", key("cancelled", f.name), id);
+        CHECK(fails.is_null());
+      },
+      30s);
+  pool.join();
+}
+
+TEST_CASE("run: an abort from another client reaches the handler's cancellation slot at once",
+          "[job][run][abort]") {
+  fixture f("runabort");
+  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runabort-other"));
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    co_await other.connect(asio::use_awaitable);
+    auto q2 = co_await thoonk::job_queue::open(other, f.name, asio::use_awaitable);
+    constexpr int n = 5;
+    std::vector<std::string> items(n, "long");
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    std::map<std::string, std::chrono::steady_clock::time_point> cancelled_at;
+    std::set<std::string> started;
+    thoonk::job_coroutine h =
+        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      started.insert(ctx.job().id);
+      asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+      auto [ec] = co_await t.async_wait(nothrow);
+      if (ec) cancelled_at[ctx.job().id] = std::chrono::steady_clock::now();
+      CHECK(ctx.cancelled());
+      co_return std::nullopt;
+    };
+    thoonk::run_options o;
+    o.concurrency = n;
+    auto run = start_run(q, h, o);
+    auto all = co_await wait_until([&] { return started.size() == n; });
+    REQUIRE(all);
+    std::vector<std::int64_t> delays;
+    for (const auto& id : ids) {
+      thoonk::abort_options ao;
+      ao.outcome = thoonk::abort_options::failed;
+      ao.error = "operator abort";
+      ao.permanent = true;
+      co_await q2.abort(id, ao, asio::use_awaitable);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto seen = co_await wait_until([&] { return cancelled_at.count(id) > 0; }, 5s);
+      CHECK(seen);
+      if (seen) delays.push_back(ms_since(t0) - ms_since(cancelled_at[id]));
+    }
+    std::sort(delays.begin(), delays.end());
+    std::ostringstream all_delays;
+    for (auto d : delays) all_delays << d << " ";
+    INFO("abort completion to handler cancellation (ms): " << all_delays.str());
+    REQUIRE(delays.size() == n);
+    CHECK(delays[n / 2] < 100);  // the median: one pub/sub hop
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(!run->ec);
+    CHECK(run->report.cancelled == n);
+    CHECK(run->report.finished == 0);
+    auto c = co_await counts_of(q);
+    CHECK(c.stalled == n);  // each aborted as a permanent failure: dead letters
+    CHECK(c.claimed == 0);
+    other.stop();
+  });
+}
+
+TEST_CASE("run: pause holds the runner's claims, resume wakes it at once",
+          "[job][run][pause][resume]") {
+  fixture f("runpause");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    thoonk::job_queue_options slow;
+    slow.poll_interval = 60s;  // served sooner only by a wake-up
+    const thoonk::job_queue::settings defaults;
+    auto q = co_await engine_queue(f, defaults, slow);
+    auto run = start_run(q, waiting_handler(0ms), thoonk::run_options{});
+    co_await q.put("first", asio::use_awaitable);
+    auto one = co_await wait_finishes(q, 1, 5s);
+    CHECK(one);
+    co_await q.pause(asio::use_awaitable);
+    std::vector<std::string> items(10, "held");
+    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    co_await sleep_for(300ms);
+    auto paused = co_await counts_of(q);
+    CHECK(paused.finishes == 1);
+    CHECK(paused.waiting == 10);
+    co_await q.resume(asio::use_awaitable);
+    auto rest = co_await wait_finishes(q, 11, 5s);
+    CHECK(rest);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(run->report.finished == 11);
+  });
+}
+
+TEST_CASE(
+    "run: a worker failed from another client loses its claims (handlers cancelled, jobs "
+    "back with a stall counted) and registers again",
+    "[job][run][fail_worker][get_workers]") {
+  fixture f("runfailw");
+  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runfailw-other"));
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    co_await other.connect(asio::use_awaitable);
+    auto q2 = co_await thoonk::job_queue::open(other, f.name, asio::use_awaitable);
+    std::vector<std::string> items(3, "slow");
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    std::multiset<std::string> starts;
+    int cancelled = 0;
+    thoonk::job_coroutine h =
+        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      starts.insert(ctx.job().id);
+      // The first attempt waits to be cancelled; the second is quick.
+      const auto d = starts.count(ctx.job().id) == 1 ? 30s : 0ms;
+      asio::steady_timer t(co_await asio::this_coro::executor, d);
+      auto [ec] = co_await t.async_wait(nothrow);
+      if (ec) ++cancelled;
+      co_return std::string("second");
+    };
+    thoonk::run_options o;
+    o.concurrency = 3;
+    o.worker_name = "fragile";
+    o.heartbeat_interval = 100ms;
+    auto run = start_run(q, h, o);
+    auto all = co_await wait_until([&] { return starts.size() == 3; });
+    REQUIRE(all);
+    auto listed = co_await q2.get_workers(asio::use_awaitable);
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].claims.size() == 3);
+    auto returned = co_await q2.fail_worker("fragile", asio::use_awaitable);
+    CHECK(returned == 3);
+    // The next heartbeat tells the runner: its handlers stop, it registers
+    // again and takes the jobs back.
+    auto back = co_await wait_finishes(q, 3, 10s);
+    CHECK(back);
+    CHECK(cancelled == 3);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(!run->ec);
+    CHECK(run->report.registrations == 2);
+    CHECK(run->report.finished == 3);
+    CHECK(run->report.cancelled == 3);
+    auto r = co_await q.get_result(ids[0], 1s, asio::use_awaitable);
+    CHECK(r == "second");
+    // Failing an unknown (or already failed) worker changes nothing.
+    auto [ec, n] = co_await q2.fail_worker("fragile", nothrow);
+    CHECK(ec == E::worker_not_found);
+    auto [ec2, n2] = co_await q2.fail_worker(std::string("bad\0name", 8), nothrow);
+    CHECK(ec2 == E::invalid_name);
+    other.stop();
+  });
+}
+
+TEST_CASE(
+    "run: graceful stop lets jobs in flight finish within the stop timeout, and gives the "
+    "rest back with no failure counted",
+    "[job][run][stop]") {
+  fixture f("runstop");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    std::vector<std::string> items{"quick", "quick", "stuck", "stuck"};
+    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    int started = 0;
+    thoonk::job_coroutine h =
+        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      ++started;
+      const auto d = ctx.job().item == "quick" ? 200ms : 30s;
+      asio::steady_timer t(co_await asio::this_coro::executor, d);
+      co_await t.async_wait(asio::use_awaitable);
+      co_return std::string("done");
+    };
+    thoonk::run_options o;
+    o.concurrency = 4;
+    o.stop_timeout = 1s;
+    auto run = start_run(q, h, o);
+    auto all = co_await wait_until([&] { return started == 4; });
+    REQUIRE(all);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    const auto took = ms_since(t0);
+    INFO("the stop took " << took << " ms (stop timeout 1000 ms)");
+    CHECK(took >= 900);
+    CHECK(took < 5000);
+    CHECK(!run->ec);
+    CHECK(run->report.finished == 2);
+    CHECK(run->report.released == 2);
+    auto c = co_await counts_of(q);
+    CHECK(c.finishes == 2);
+    CHECK(c.waiting == 2);
+    CHECK(c.claimed == 0);
+    for (std::size_t i = 2; i < 4; ++i) {
+      auto j = co_await job_of(q, ids[i]);
+      CHECK(j.state == thoonk::job_state::waiting);
+      CHECK(j.failures == 0);
+    }
+    auto ws = co_await q.get_workers(asio::use_awaitable);
+    CHECK(ws.empty());
+  });
+}
+
+TEST_CASE("run: bad options, a bad worker name and a live worker's name are refused",
+          "[job][run][errors]") {
+  fixture f("runbad");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    auto h = waiting_handler(30s);
+    auto expect = [&](thoonk::run_options o, thoonk::job_coroutine handler, E want) {
+      return expect_refused(q, std::move(o), std::move(handler), want);
+    };
+    thoonk::run_options zero;
+    zero.concurrency = 0;
+    co_await expect(zero, h, E::invalid_argument);
+    thoonk::run_options short_ttl;
+    short_ttl.worker_ttl = 50ms;
+    co_await expect(short_ttl, h, E::invalid_argument);
+    thoonk::run_options slow_beat;
+    slow_beat.worker_ttl = 1s;
+    slow_beat.heartbeat_interval = 1s;
+    co_await expect(slow_beat, h, E::invalid_argument);
+    thoonk::run_options big_batch;
+    big_batch.max_claim_batch = 1001;
+    co_await expect(big_batch, h, E::invalid_argument);
+    // (Named arguments: g++ 12 mishandles class temporaries in a co_await
+    // expression.)
+    const thoonk::run_options defaults;
+    const thoonk::job_coroutine no_handler;
+    co_await expect(defaults, no_handler, E::invalid_argument);
+    thoonk::run_options nul;
+    nul.worker_name = std::string("a\0b", 3);
+    co_await expect(nul, h, E::invalid_name);
+    thoonk::run_options longname;
+    longname.worker_name = std::string(201, 'w');
+    co_await expect(longname, h, E::invalid_name);
+    // Nothing was registered by any of them.
+    auto none = co_await q.get_workers(asio::use_awaitable);
+    CHECK(none.empty());
+
+    thoonk::run_options named;
+    named.worker_name = "only-one";
+    auto first = start_run(q, h, named);
+    auto up = co_await wait_until([&]() -> bool { return false; }, 200ms);  // let it register
+    CHECK(!up);
+    co_await expect(named, h, E::worker_exists);
+    auto ws = co_await q.get_workers(asio::use_awaitable);
+    REQUIRE(ws.size() == 1);
+    CHECK(ws[0].name == "only-one");
+    CHECK(ws[0].description.find("\"queue\":\"" + f.name + "\"") != std::string::npos);
+    CHECK(ws[0].last_heartbeat <= ws[0].server_now);
+    CHECK(ws[0].server_now <= ws[0].lapses_at);
+    CHECK(ws[0].lapses_at - ws[0].last_heartbeat == 10000);
+    auto stopped = co_await stop_run(*first);
+    REQUIRE(stopped);
+    CHECK(!first->ec);
+
+    // A queue that does not exist.
+    thoonk::job_queue missing(f.c, f.name + ".missing");
+    auto [mec, mrep] = co_await missing.run(h, defaults, nothrow);
+    CHECK(mec == E::feed_not_found);
+  });
+}

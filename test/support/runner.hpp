@@ -1,0 +1,64 @@
+// Helpers for the tests of job_queue::run: a run in the background that the
+// test stops (through the operation's cancellation, the graceful stop) and
+// whose outcome it reads.
+#pragma once
+
+#include "support/helpers.hpp"
+
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <memory>
+
+namespace thoonk::test {
+
+struct background_run {
+  asio::cancellation_signal stop_signal;
+  bool done = false;
+  boost::system::error_code ec;
+  thoonk::run_report report;
+};
+
+/// Starts q.run(handler, o) in the background (either handler form).
+template <class Handler>
+std::shared_ptr<background_run> start_run(thoonk::job_queue q, Handler handler,
+                                          thoonk::run_options o) {
+  auto br = std::make_shared<background_run>();
+  q.run(std::move(handler), std::move(o),
+        asio::bind_cancellation_slot(br->stop_signal.slot(),
+                                     [br](boost::system::error_code ec, thoonk::run_report r) {
+                                       br->done = true;
+                                       br->ec = ec;
+                                       br->report = std::move(r);
+                                     }));
+  return br;
+}
+
+/// Asks for the graceful stop and waits until the run completed (at most
+/// `max`); returns whether it did.
+inline asio::awaitable<bool> stop_run(background_run& br, std::chrono::milliseconds max = 15s) {
+  br.stop_signal.emit(asio::cancellation_type::terminal);
+  co_return co_await wait_until([&] { return br.done; }, max);
+}
+
+/// The queue's counts.
+inline asio::awaitable<thoonk::job_counts> counts_of(thoonk::job_queue& q) {
+  auto c = co_await q.counts(asio::use_awaitable);
+  co_return c;
+}
+
+/// Waits until the queue's finish counter reaches `n` (at most `max`).
+inline asio::awaitable<bool> wait_finishes(thoonk::job_queue& q, std::int64_t n,
+                                           std::chrono::milliseconds max = 20s) {
+  const auto until = std::chrono::steady_clock::now() + max;
+  for (;;) {
+    auto c = co_await counts_of(q);
+    if (c.finishes >= n) co_return true;
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    co_await sleep_for(20ms);
+  }
+}
+
+}  // namespace thoonk::test
