@@ -190,7 +190,8 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     for (auto type : types) {
       auto [ec] = co_await uc.create_feed(name, type, cfg, nothrow);
       CHECK(ec == k.expected);
-      CHECK(!(co_await is_member(admin.conn(), name)));
+      auto listed = co_await is_member(admin.conn(), name);
+      CHECK(!listed);
       auto n = co_await cmd(admin.conn(), "EXISTS", key("config", name));
       CHECK(n.integer == 0);
     }
@@ -204,8 +205,10 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     CHECK(sec == k.expected);
     auto [jec] = co_await uc.set_config_json(other, "owner", boost::json::value("me"), nothrow);
     CHECK(jec == k.expected);
-    CHECK(co_await is_member(admin.conn(), other));
-    CHECK(co_await dump(admin.conn(), feed_keys(other)) == before);
+    auto listed = co_await is_member(admin.conn(), other);
+    CHECK(listed);
+    auto after = co_await dump(admin.conn(), feed_keys(other));
+    CHECK(after == before);
     co_await admin.delete_feed(other, asio::use_awaitable);
   });
   SECTION("without access to the feed's keys") {
@@ -215,7 +218,8 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
           const auto name = unique_name("acl-create");
           auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_key_permission);
-          CHECK(!(co_await is_member(admin.conn(), name)));
+          auto listed = co_await is_member(admin.conn(), name);
+          CHECK(!listed);
         });
   }
   SECTION("without +sadd: a command the script runs, refused inside it") {
@@ -228,7 +232,8 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
           const auto name = unique_name("acl-create");
           auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_permission);
-          CHECK(!(co_await is_member(admin.conn(), name)));
+          auto listed = co_await is_member(admin.conn(), name);
+          CHECK(!listed);
         });
   }
 }
@@ -266,7 +271,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
       CHECK(!gone6);
     }
     // Not even the id counter moved.
-    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+    auto after = co_await dump(admin.conn(), feed_keys(name));
+    CHECK(after == before);
 
     // After the grant, the same append applies once: id 3.
     co_await user.grant_all(admin.conn());
@@ -288,7 +294,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
           thoonk::sorted_feed us(uc, name);
           auto [e1, id] = co_await us.append("b", nothrow);
           CHECK(e1 == E::no_channel_permission);
-          CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+          auto after = co_await dump(admin.conn(), feed_keys(name));
+          CHECK(after == before);
           auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
           CHECK(!e2);
           auto item = co_await as.get_item("1", asio::use_awaitable);
@@ -317,7 +324,8 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
     CHECK(e2 == k.expected);
     auto [e3, r3] = co_await uf.retract("old", nothrow);
     CHECK(e3 == k.expected);
-    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+    auto after = co_await dump(admin.conn(), feed_keys(name));
+    CHECK(after == before);
     // After the grant the publish applies once.
     co_await user.grant_all(admin.conn());
     auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
@@ -348,7 +356,8 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
           if (!ec) got = j;
         },
         asio::detached);
-    REQUIRE(co_await exists_soon(admin.conn(), key("sleepers", name)));
+    auto slept = co_await exists_soon(admin.conn(), key("sleepers", name));
+    REQUIRE(slept);
     auto before = co_await dump(admin.conn(), job_keys(name));
 
     thoonk::job_queue uq(uc, name);
@@ -360,7 +369,8 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
     CHECK(ids.empty());
     // Nothing written: no id, no item, no count, no id counter; the
     // sleeper is still there.
-    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+    auto after = co_await dump(admin.conn(), job_keys(name));
+    CHECK(after == before);
     CHECK(claims == 0);
 
     // The caller retries after the grant: exactly one job.
@@ -422,7 +432,8 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
     if (k.expected == E::no_script_permission) {
       // No script runs at all.
       CHECK(r2 == k.expected);
-      CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+      auto after = co_await dump(admin.conn(), job_keys(name));
+      CHECK(after == before);
     } else {
       // Each finish of a batch succeeds or fails alone: j2 needs no
       // PUBLISH and is finished.
@@ -463,7 +474,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         auto before = co_await dump(admin.conn(), job_keys(name));
         auto [cec, fails] = co_await uq.cancel(ja, nothrow);
         CHECK(cec == E::no_channel_permission);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        auto after = co_await dump(admin.conn(), job_keys(name));
+        CHECK(after == before);
 
         // stall and heartbeat publish nothing: allowed.
         auto [hec] = co_await uq.heartbeat(ja, nothrow);
@@ -475,7 +487,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         before = co_await dump(admin.conn(), job_keys(name));
         auto [rec] = co_await uq.retry(ja.id, nothrow);
         CHECK(rec == E::no_channel_permission);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        after = co_await dump(admin.conn(), job_keys(name));
+        CHECK(after == before);
 
         // maintenance (requeues lapsed claims, waking claimers): refused before
         // any change, and its lock is released.
@@ -485,7 +498,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         auto [mec, rep] = co_await uq.maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
         CHECK(rep.ran);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        after = co_await dump(admin.conn(), job_keys(name));
+        CHECK(after == before);
         // ... an allowed runner does it.
         auto rep2 = co_await aq.maintain(no_stats(), asio::use_awaitable);
         CHECK(rep2.requeued == 1);

@@ -137,7 +137,8 @@ TEST_CASE("feed handles: the wrong type is refused and changes nothing",
     CHECK(e2 == E::wrong_feed_type);
     auto [e3, r3] = co_await thoonk::feed(c, fx.name).read_settings(nothrow);
     CHECK(e3 == E::wrong_feed_type);
-    CHECK(co_await config_of(c, fx.name) == before);
+    auto config = co_await config_of(c, fx.name);
+    CHECK(config == before);
 
     // Missing feeds: open and read_settings do not create.
     auto missing = fx.name + ".missing";

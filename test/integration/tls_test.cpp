@@ -146,7 +146,8 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
             },
             asio::use_awaitable);
         co_await f.publish(thoonk::item_id("a"), "first", asio::use_awaitable);
-        CHECK(co_await wait_until([&] { return got.size() == 1; }));
+        auto arrived = co_await wait_until([&] { return got.size() == 1; });
+        CHECK(arrived);
 
         // The server drops both TLS connections: both come back by
         // themselves over TLS, and the subscription is restored.
@@ -154,7 +155,8 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
         auto killed = co_await cmd(admin.conn(), "CLIENT", "KILL", "LADDR",
                                    "127.0.0.1:" + std::to_string(server->tls_port()));
         CHECK(killed.integer == 2);
-        CHECK(co_await wait_until([&] { return c.conn().stats().reconnects > reconnects; }));
+        arrived = co_await wait_until([&] { return c.conn().stats().reconnects > reconnects; });
+        CHECK(arrived);
         v = co_await cmd(c.conn(), "GET", "tls:k");
         CHECK(v.str == "over tls");
         bool delivered = false;
@@ -325,7 +327,8 @@ TEST_CASE("tls: a refusal lasts until the server's certificate is fixed", "[tls]
         auto ok = co_await cmd(admin, "CONFIG", "SET", "tls-cert-file", certs().server().cert,
                                "tls-key-file", certs().server().key);
         CHECK(ok.str == "OK");
-        CHECK(co_await wait_until([&] { return conn.is_connected(); }, 5s));
+        auto arrived = co_await wait_until([&] { return conn.is_connected(); }, 5s);
+        CHECK(arrived);
         auto v = co_await cmd(conn, "PING");
         CHECK(v.str == "PONG");
         conn.stop();
