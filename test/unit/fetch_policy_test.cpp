@@ -377,19 +377,25 @@ TEST_CASE("fetch_policy: a due time later than the poll tick, or in the past",
   fetch_policy p(opts());
   auto [a] = start_with<1>(p);
   CHECK(pump(p) == list{claim(1, 1)});
-  SECTION("later than the poll tick: the tick comes first") {
-    p.due_at(t0 + 5000ms);
-    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
-    CHECK(p.next_wakeup() == t0 + 1010ms);
-    CHECK(wakeup(p, t0 + 1010ms).empty());
-    CHECK(pump(p) == list{claim(2, 1)});
-  }
-  SECTION("already past: the loop wakes at once and claims") {
-    p.due_at(t0 + 5ms);
-    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
-    CHECK(p.next_wakeup() == t0 + 5ms);
-    CHECK(wakeup(p, t0 + 10ms).empty());
-    CHECK(pump(p) == list{claim(2, 1)});
+  // The empty reply comes at t0 + 10 ms with a due time; the loop wakes at
+  // `next` (the earlier of the due time and the poll tick, 1000 ms after
+  // the reply), is woken at `woken` and claims.
+  struct due_case {
+    const char* name;
+    tp due, next, woken;
+  };
+  const due_case cases[] = {
+      {"later than the poll tick: the tick comes first", t0 + 5000ms, t0 + 1010ms, t0 + 1010ms},
+      {"already past: the loop wakes at once and claims", t0 + 5ms, t0 + 5ms, t0 + 10ms},
+  };
+  for (const auto& k : cases) {
+    DYNAMIC_SECTION(k.name) {
+      p.due_at(k.due);
+      CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+      CHECK(p.next_wakeup() == k.next);
+      CHECK(wakeup(p, k.woken).empty());
+      CHECK(pump(p) == list{claim(2, 1)});
+    }
   }
   SECTION("a call in flight: no wake-up for it until the reply") {
     p.due_at(t0 + 50ms);
