@@ -125,6 +125,17 @@ std::vector<std::string> job_keys(const std::string& name) {
   return out;
 }
 
+// Runs each `op()` (operations started with nothrow) and checks that every
+// one fails with `expected` and that together they changed none of `keys`.
+template <class... Ops>
+asio::awaitable<void> expect_refused(thoonk::connection& admin, std::vector<std::string> keys,
+                                     E expected, Ops... ops) {
+  auto before = co_await dump(admin, keys);
+  co_await expect_each_fails(expected, std::move(ops)...);
+  auto after = co_await dump(admin, keys);
+  CHECK(after == before);
+}
+
 asio::awaitable<bool> is_member(thoonk::connection& c, std::string name) {
   auto v = co_await cmd(c, "SISMEMBER", "feeds", name);
   co_return v.integer == 1;
@@ -315,17 +326,13 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
     co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     thoonk::feed af(admin, name);
     co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
-    auto before = co_await dump(admin.conn(), feed_keys(name));
     thoonk::feed uf(uc, name);
     // A new id (it would evict "old": max_length 1), an edit, a retract.
-    auto [e1, r1] = co_await uf.publish(thoonk::item_id("new"), "y", nothrow);
-    CHECK(e1 == k.expected);
-    auto [e2, r2] = co_await uf.publish(thoonk::item_id("old"), "x2", nothrow);
-    CHECK(e2 == k.expected);
-    auto [e3, r3] = co_await uf.retract("old", nothrow);
-    CHECK(e3 == k.expected);
-    auto after = co_await dump(admin.conn(), feed_keys(name));
-    CHECK(after == before);
+    co_await expect_refused(
+        admin.conn(), feed_keys(name), k.expected,
+        [&] { return uf.publish(thoonk::item_id("new"), "y", nothrow); },
+        [&] { return uf.publish(thoonk::item_id("old"), "x2", nothrow); },
+        [&] { return uf.retract("old", nothrow); });
     // After the grant the publish applies once.
     co_await user.grant_all(admin.conn());
     auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
@@ -471,11 +478,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
 
         // cancel (would wake claimers): refused, the job stays claimed.
         auto ja = co_await aq.claim(1s, asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), job_keys(name));
-        auto [cec, fails] = co_await uq.cancel(ja, nothrow);
-        CHECK(cec == E::no_channel_permission);
-        auto after = co_await dump(admin.conn(), job_keys(name));
-        CHECK(after == before);
+        co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
+                                [&] { return uq.cancel(ja, nothrow); });
 
         // stall and heartbeat publish nothing: allowed.
         auto [hec] = co_await uq.heartbeat(ja, nothrow);
@@ -484,21 +488,18 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         CHECK(!sec);
 
         // retry (would wake claimers): refused, the job stays stalled.
-        before = co_await dump(admin.conn(), job_keys(name));
-        auto [rec] = co_await uq.retry(ja.id, nothrow);
-        CHECK(rec == E::no_channel_permission);
-        after = co_await dump(admin.conn(), job_keys(name));
-        CHECK(after == before);
+        co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
+                                [&] { return uq.retry(ja.id, nothrow); });
 
         // maintenance (requeues lapsed claims, waking claimers): refused before
         // any change, and its lock is released.
         auto jb = co_await aq.claim(1s, asio::use_awaitable);
         co_await sleep_for(120ms);
-        before = co_await dump(admin.conn(), job_keys(name));
+        auto before = co_await dump(admin.conn(), job_keys(name));
         auto [mec, rep] = co_await uq.maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
         CHECK(rep.ran);
-        after = co_await dump(admin.conn(), job_keys(name));
+        auto after = co_await dump(admin.conn(), job_keys(name));
         CHECK(after == before);
         // ... an allowed runner does it.
         auto rep2 = co_await aq.maintain(no_stats(), asio::use_awaitable);

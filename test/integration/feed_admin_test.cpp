@@ -118,14 +118,12 @@ CLIENT_TEST_CASE(
     "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids]"
     "[open][publish][set_config][subscribe]") {
   auto missing = unique_name("missing");
-  auto [e1] = co_await c.set_config(missing, "max_length", "3", nothrow);
-  CHECK(e1 == thoonk::error::feed_not_found);
-  auto [e2, v] = co_await c.get_config(missing, "type", nothrow);
-  CHECK(e2 == thoonk::error::feed_not_found);
-  auto [e3, fd] = co_await thoonk::feed::open(c, missing, nothrow);
-  CHECK(e3 == thoonk::error::feed_not_found);
-  auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
-  CHECK(e4 == thoonk::error::feed_not_found);
+  co_await expect_each_fails(
+      thoonk::error::feed_not_found,
+      [&] { return c.set_config(missing, "max_length", "3", nothrow); },
+      [&] { return c.get_config(missing, "type", nothrow); },
+      [&] { return thoonk::feed::open(c, missing, nothrow); },
+      [&] { return thoonk::sorted_feed::open(c, missing, nothrow); });
 
   auto fname = co_await make_feed(c, "typed", feed_type::feed);
   auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
@@ -170,20 +168,15 @@ CLIENT_TEST_CASE(
   std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
                                      std::string(2000, 'n')};
   for (const std::string& bad : bad_names) {
-    auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow);
-    CHECK(b1 == thoonk::error::invalid_name);
-    auto [b2] = co_await c.delete_feed(bad, nothrow);
-    CHECK(b2 == thoonk::error::invalid_name);
-    auto [b3, x3] = co_await c.feed_exists(bad, nothrow);
-    CHECK(b3 == thoonk::error::invalid_name);
-    auto [b4] = co_await c.set_config(bad, "a", "b", nothrow);
-    CHECK(b4 == thoonk::error::invalid_name);
-    auto [b5, x5] = co_await c.get_config(bad, "a", nothrow);
-    CHECK(b5 == thoonk::error::invalid_name);
-    auto [b6, x6] = co_await thoonk::feed::open(c, bad, nothrow);
-    CHECK(b6 == thoonk::error::invalid_name);
-    auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", nothrow);
-    CHECK(b7 == thoonk::error::invalid_name);
+    INFO("name of " << bad.size() << " bytes");
+    co_await expect_each_fails(
+        thoonk::error::invalid_name,
+        [&] { return c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow); },
+        [&] { return c.delete_feed(bad, nothrow); }, [&] { return c.feed_exists(bad, nothrow); },
+        [&] { return c.set_config(bad, "a", "b", nothrow); },
+        [&] { return c.get_config(bad, "a", nothrow); },
+        [&] { return thoonk::feed::open(c, bad, nothrow); },
+        [&] { return thoonk::feed(c, bad).publish("x", nothrow); });
   }
   // Config values the library interprets are checked too.
   thoonk::feed_config ten{{"max_length", "ten"}};

@@ -334,6 +334,26 @@ asio::awaitable<void> connect_all(Service& service, Rest&... rest) {
   if constexpr (sizeof...(rest) > 0) co_await connect_all(rest...);
 }
 
+/// expect_each_fails, from the operation at `position` (counted from 1).
+template <class Op, class... Rest>
+asio::awaitable<void> expect_each_fails_from(std::size_t position,
+                                             boost::system::error_code expected, Op op,
+                                             Rest... rest) {
+  auto result = co_await op();
+  INFO("operation " << position);
+  CHECK(std::get<0>(result) == expected);
+  if constexpr (sizeof...(rest) > 0)
+    co_await expect_each_fails_from(position + 1, expected, std::move(rest)...);
+}
+
+/// Runs each `op()` in order (a callable returning the awaitable of an
+/// operation started with `nothrow`) and checks that it fails with
+/// `expected`; a failed check names the operation by its position, from 1.
+template <class... Ops>
+asio::awaitable<void> expect_each_fails(boost::system::error_code expected, Ops... ops) {
+  co_await expect_each_fails_from(1, expected, std::move(ops)...);
+}
+
 /// A connected client on the shared test server with a unique client name.
 /// test_config() with a client name (CLIENT LIST / CLIENT KILL can find it).
 inline thoonk::config named_config(std::string client_name = "thoonk-test") {
