@@ -87,6 +87,13 @@ std::array<fetch_policy::waiter_id, N> start_with(fetch_policy& p) {
   return w;
 }
 
+// Starts p (max_batch 1) with two waiters: one claim call goes out for each.
+std::array<fetch_policy::waiter_id, 2> two_single_calls(fetch_policy& p) {
+  auto w = start_with<2>(p);
+  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  return w;
+}
+
 }  // namespace
 
 TEST_CASE("fetch_policy: one claim call serves every waiter, in arrival order",
@@ -225,8 +232,7 @@ TEST_CASE("fetch_policy: a cancelled waiter is completed once and skipped",
 TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped closes",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   const boost::system::error_code oom = thoonk::error::server_error;
   CHECK(reply(p, 1, t0, 0, oom) == list{fail(a, oom)});
   CHECK(!p.closed());
@@ -320,8 +326,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
           "[unit][fetch_policy]") {
   // max_batch 1: two calls of one waiter each (prefetch is capped at max_batch).
   fetch_policy p(opts(1, 2, 2));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   // Call 1 comes back with two jobs: a gets the first, b (whose own call is
   // still out) the second; call 2's job, claimed later, is then held.
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), deliver(1, b, 1), claim(3, 1)});
@@ -332,8 +337,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
 TEST_CASE("fetch_policy: without prefetch, a waiter with its own call out keeps waiting for it",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2, 0));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), return_reply(1, 1, 1)});
   CHECK(reply(p, 2, t0, 1) == list{deliver(2, b, 0)});
   CHECK(p.buffered() == 0);

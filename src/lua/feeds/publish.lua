@@ -9,17 +9,18 @@ local edited = redis.call('ZSCORE', K_IDS, id) ~= false
 local max_length = tonumber(conf[2]) or 0
 local log_max = tonumber(conf[3]) or 1000
 -- A new id at max_length evicts the oldest (at most 1000 per publish, so a
--- lowered max_length is reached over several publishes). Read first: the
--- permission check below must come before any write.
-local evicted = {}
+-- lowered max_length is reached over several publishes). Only counted here:
+-- the permission check below must come before any write, and it needs to
+-- know whether there is a retract to announce, not which ids. A full feed
+-- is never empty, so excess > 0 evicts at least one id.
+local excess = 0
 if not edited and max_length > 0 then
-  local excess = redis.call('ZCARD', K_IDS) - max_length + 1
+  excess = redis.call('ZCARD', K_IDS) - max_length + 1
   if excess > 1000 then excess = 1000 end
-  if excess > 0 then evicted = redis.call('ZRANGE', K_IDS, 0, excess - 1) end
 end
 if edited then
   err = check_publish(ARGV[5])
-elseif #evicted > 0 then
+elseif excess > 0 then
   err = check_publish(ARGV[4], ARGV[6])
 else
   err = check_publish(ARGV[4])
@@ -39,8 +40,14 @@ if newest then
 end
 -- This publish's sequence number; evictions are announced before it.
 local seq = redis.call('INCR', K_PUBLISHES)
+-- The oldest `excess` ids leave in one call: ZPOPMIN takes them lowest
+-- score first, as ZRANGE 0 excess-1 lists them (id then score, pairwise).
+local evicted = {}
+if excess > 0 then
+  local popped = redis.call('ZPOPMIN', K_IDS, excess)
+  for i = 1, #popped, 2 do evicted[#evicted + 1] = popped[i] end
+end
 if #evicted > 0 then
-  redis.call('ZREM', K_IDS, unpack(evicted))
   redis.call('HDEL', K_ITEMS, unpack(evicted))
   record_retracts(evicted, seq - 1, log_max, seq % 64 == 0)
   for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
