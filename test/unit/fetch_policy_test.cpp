@@ -94,6 +94,19 @@ std::array<fetch_policy::waiter_id, 2> two_single_calls(fetch_policy& p) {
   return w;
 }
 
+// Starts p (prefetch n) with one waiter, whose call delivers one job and
+// is followed by a prefetch call for n, which comes back full: n jobs held.
+// Returns the waiter.
+fetch_policy::waiter_id with_prefetched(fetch_policy& p, std::size_t n) {
+  auto [a] = start_with<1>(p);
+  CHECK(pump(p) == list{claim(1, 1)});
+  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, n)});
+  list held;
+  for (std::size_t i = 0; i < n; ++i) held.push_back(hold(2, i));
+  CHECK(reply(p, 2, t0, n) == held);
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("fetch_policy: one claim call serves every waiter, in arrival order",
@@ -247,10 +260,7 @@ TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped close
 TEST_CASE("fetch_policy: close fails waiters and returns held jobs; late replies go back",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 2));
-  auto [a] = start_with<1>(p);
-  CHECK(pump(p) == list{claim(1, 1)});
-  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 2)});
-  CHECK(reply(p, 2, t0, 2) == list{hold(2, 0), hold(2, 1)});
+  with_prefetched(p, 2);
   auto b = p.add_waiter();
   CHECK(pump(p) == list{claim(3, 1)});  // (a real caller would take a held job first)
   list out;
@@ -301,10 +311,7 @@ TEST_CASE("fetch_policy: prefetch tops up after a full call and holds what nobod
 TEST_CASE("fetch_policy: prefetch counts jobs in flight and respects max_in_flight",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 4));
-  auto [a] = start_with<1>(p);
-  CHECK(pump(p) == list{claim(1, 1)});
-  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 4)});
-  CHECK(reply(p, 2, t0, 4) == list{hold(2, 0), hold(2, 1), hold(2, 2), hold(2, 3)});
+  with_prefetched(p, 4);
   list out;
   REQUIRE(p.take_buffered(out));  // 3 held: ask for 1
   CHECK(out == list{claim(3, 1)});
