@@ -6,13 +6,12 @@ local err, conf = open_feed('feed', 'max_length', 'retraction_log')
 if err then return err end
 local id, item = ARGV[1], ARGV[2]
 local edited = redis.call('ZSCORE', K_IDS, id) ~= false
--- A max_length that is no whole number (written with plain commands) is
--- unset, as it is for the other scripts' config numbers.
-local max_length = conf_int(conf[2], 0, 0)
+local max_length = tonumber(conf[2]) or 0
 local log_max = tonumber(conf[3]) or 1000
 -- Arguments of redis.call are strings where they can be: Redis turns each
--- Lua number argument into text with a printf (%.17g), a few microseconds
--- that a constant string or ARGV's own text does not cost.
+-- Lua number argument into text with snprintf("%.17g"), which costs as much
+-- as a cheap command (docs/benchmarks.md); a constant string or ARGV's own
+-- text costs nothing.
 --
 -- A new id at max_length evicts the oldest (at most 1000 per publish, so a
 -- lowered max_length is reached over several publishes); in a full feed,
