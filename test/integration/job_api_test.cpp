@@ -92,7 +92,7 @@ FIXTURE_TEST_CASE(
   // Without settings: the defaults, i.e. no fields written.
   const auto plain = unique_name("jobapi-plain");
   auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
-  auto config = co_await config_of(f.c.conn(), plain);
+  config = co_await config_of(f.c.conn(), plain);
   CHECK(config == "type=job\n");
   auto ps = co_await p.read_settings(asio::use_awaitable);
   CHECK(!ps.claim_timeout);
