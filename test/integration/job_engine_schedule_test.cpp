@@ -123,8 +123,8 @@ TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they
             "redis.call('HSET', KEYS[2], 'job' .. i, seq .. 'payload') end return 1";
         co_await cmd(f.c.conn(), "EVAL", fill, "2", key("scheduled", f.name),
                      key("scheduled_items", f.name), due);
-        auto counts = co_await q.counts(asio::use_awaitable);
-        CHECK(counts.scheduled == 100000);
+        auto filled = co_await q.counts(asio::use_awaitable);
+        CHECK(filled.scheduled == 100000);
         co_await cmd(f.c.conn(), "CONFIG", "SET", "slowlog-log-slower-than", "5000");
         co_await cmd(f.c.conn(), "SLOWLOG", "RESET");
 
