@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --json) json_out="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) thoonk_die "unknown argument: $1 (see --help)" ;;
   esac
 done
