@@ -50,7 +50,8 @@ asio::awaitable<void> expect_error_line(fixture& f, std::string type, std::strin
   const auto& s = find_script(file);
   auto want = line_of(s.file_text, marker);
   REQUIRE(want > 1);
-  auto [ec, v] = co_await thoonk::detail::run_script(f.c, s.get(), std::move(keys), std::move(args));
+  auto [ec, v] =
+      co_await thoonk::detail::run_script(f.c, s.get(), std::move(keys), std::move(args));
   INFO(v.str);
   CHECK(ec == thoonk::error::script_error);
   CHECK(reported_line(v.str) == want);
@@ -105,8 +106,8 @@ FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua 
 
   SECTION("feed layout: feeds/catch_up.lua with a row limit that is no number") {
     // ARGV as catch_up.lua documents them; the 4th (max rows) is no number.
-    std::vector<std::string> args{"feed", "0", "", "not a number", "1000", "0",
-                                  "",     "",  "", "0",            "",     "10"};
+    std::vector<std::string> args{"feed", "0", "",  "not a number", "1000", "0", "", "", "",
+                                  "0",    "",  "10"};
     co_await expect_error_line(f, "feed", "feeds/catch_up.lua", "if limit > 0 then",
                                thoonk::detail::data_keys(names), std::move(args));
   }
