@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Compares the benchmarks of an old commit with the working tree.
 #
-#   scripts/bench-compare.sh [--old COMMIT] [--rounds N] [--quick] [--json FILE]
+#   scripts/bench-compare.sh [--old COMMIT] [--rounds N] [--only LIST] [--quick] [--json FILE]
 #
 #   --old      commit to compare against (default a5ce862)
 #   --rounds   rounds of old/new runs (default 3); the order alternates
 #              (old-new, new-old, ...) so a drifting machine hits both alike
+#   --only     comma list of core, feed, job: build and run only those
+#              benchmarks (default all three)
 #   --quick    feed_bench --quick (smaller counts): a smoke run, not figures
 #   --json     also write every run's output and the medians to FILE
 #
@@ -37,13 +39,15 @@ old=a5ce862
 rounds=3
 quick=0
 json_out=
+only=core,feed,job
 while [ $# -gt 0 ]; do
   case "$1" in
     --old) old="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     --json) json_out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --only) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) thoonk_die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -55,7 +59,15 @@ jobs="${THOONK_JOBS:-2}"
 lock="${THOONK_BENCH_LOCK-/tmp/thoonk-build.lock}"
 cache="${THOONK_BENCH_CACHE:-/tmp/thoonk-bench-compare}/$old_sha"
 new_build="${THOONK_BENCH_BUILD:-build-rel}"
-benches=(core_bench feed_bench job_bench)
+benches=()
+IFS=, read -r -a only_list <<<"$only"
+for b in "${only_list[@]}"; do
+  case "$b" in
+    core|feed|job) benches+=("${b}_bench") ;;
+    *) thoonk_die "--only takes core, feed and job, not: $b" ;;
+  esac
+done
+has_bench() { [[ " ${benches[*]} " == *" $1_bench "* ]]; }
 
 # Runs "$@" holding the lock (if any).
 locked() {
@@ -79,7 +91,9 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- old build (cached by commit) ----
-if [ ! -x "$cache/job_bench" ] || [ ! -x "$cache/feed_bench" ] || [ ! -x "$cache/core_bench" ]; then
+missing_old=0
+for b in "${benches[@]}"; do [ -x "$cache/$b" ] || missing_old=1; done
+if [ "$missing_old" = 1 ]; then
   thoonk_log "building old commit ${old_sha:0:12} (Release) in a worktree"
   worktree="/tmp/thoonk-bench-wt-${old_sha:0:12}"
   rm -rf "$worktree"
@@ -107,9 +121,15 @@ run_side() {  # side, round
   local side="$1" round="$2" bin
   if [ "$side" = old ]; then bin="$old_bin"; else bin="$new_bin"; fi
   thoonk_log "round $round: $side"
-  locked "$bin/core_bench" --coroutines 1,256 >"$work/$side.$round.core.json"
-  locked "$bin/feed_bench" "${feed_args[@]}" >"$work/$side.$round.feed.json"
-  locked "$bin/job_bench" --e2e 64 200000 >"$work/$side.$round.job.json"
+  if has_bench core; then
+    locked "$bin/core_bench" --coroutines 1,256 >"$work/$side.$round.core.json"
+  fi
+  if has_bench feed; then
+    locked "$bin/feed_bench" "${feed_args[@]}" >"$work/$side.$round.feed.json"
+  fi
+  if has_bench job; then
+    locked "$bin/job_bench" --e2e 64 200000 >"$work/$side.$round.job.json"
+  fi
 }
 
 for ((r = 1; r <= rounds; r++)); do
@@ -118,10 +138,11 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 # ---- summary ----
-python3 - "$work" "$rounds" "${old_sha:0:12}" "${json_out:-}" <<'EOF'
+python3 - "$work" "$rounds" "${old_sha:0:12}" "${json_out:-}" "$only" <<'EOF'
 import json, re, statistics, sys
 
 work, rounds, old_sha, json_out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+only = sys.argv[5].split(",")
 # Leaves worth comparing; counts, durations and booleans are left out.
 HEADLINE = re.compile(
     r"(rps|_per_s|per_s_mean|ratio|ratio_to_server|_us|_us_per_job|p50_ms|p99_ms)$")
@@ -146,7 +167,7 @@ def flatten(v, path, out):
 
 runs = {}
 for side in ("old", "new"):
-    for bench in ("core", "feed", "job"):
+    for bench in only:
         for r in range(1, rounds + 1):
             fn = f"{work}/{side}.{r}.{bench}.json"
             try:

@@ -79,14 +79,6 @@ class queue : public detail::queue_base, public detail::queue_handles<queue, que
   /// wrong_feed_type. Prefer open().
   queue(client& c, std::string name, queue_options opts = {});
 
-  /// Reads the queue's settings (checks that the queue exists).
-  /// Completion `void(error_code, settings)`.
-  template <class CompletionToken>
-  auto read_settings(CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, settings)>(
-        std::forward<CompletionToken>(token), &queue::start_read_settings, *this);
-  }
-
   /// Takes the next item (atomically: pop of the id and removal of the
   /// item in one script), waiting up to `timeout` for one to arrive.
   /// `timeout` 0 makes one attempt; std::chrono::milliseconds::max() waits

@@ -129,21 +129,15 @@ class subscriber {
   /// nothing stays registered.
   template <class CompletionToken>
   auto subscribe(std::string channel, callback cb, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, subscription)>(
-        std::forward<CompletionToken>(token),
-        [impl = impl_, c = std::move(channel), cb = std::move(cb)](auto h) mutable {
-          start_subscribe(impl, false, std::move(c), std::move(cb), std::move(h));
-        });
+    return initiate_subscribe(false, std::move(channel), std::move(cb),
+                              std::forward<CompletionToken>(token));
   }
 
   /// As subscribe() for a glob-style pattern (PSUBSCRIBE).
   template <class CompletionToken>
   auto psubscribe(std::string pattern, callback cb, CompletionToken&& token) {
-    return detail::initiate<void(boost::system::error_code, subscription)>(
-        std::forward<CompletionToken>(token),
-        [impl = impl_, p = std::move(pattern), cb = std::move(cb)](auto h) mutable {
-          start_subscribe(impl, true, std::move(p), std::move(cb), std::move(h));
-        });
+    return initiate_subscribe(true, std::move(pattern), std::move(cb),
+                              std::forward<CompletionToken>(token));
   }
 
   /// Registers a listener for connected/disconnected events; the handle
@@ -168,6 +162,14 @@ class subscriber {
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);
   static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, bool pattern,
                               std::string name, callback cb, subscribe_handler h);
+  template <class CompletionToken>
+  auto initiate_subscribe(bool pattern, std::string name, callback cb, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        std::forward<CompletionToken>(token),
+        [impl = impl_, pattern, n = std::move(name), cb = std::move(cb)](auto h) mutable {
+          start_subscribe(impl, pattern, std::move(n), std::move(cb), std::move(h));
+        });
+  }
 
   std::shared_ptr<detail::subscriber_impl> impl_;
 };

@@ -125,27 +125,24 @@ stream::error_code stream::impl::make_context(const config::tls_options& o) {
   SSL_CTX_set_min_proto_version(ctx, floor);
   context->set_options(ssl::context::default_workarounds | ssl::context::no_compression);
 
+  // Every load reports a failure the same way: the setting, then why.
   error_code ec;
+  auto failed = [&](std::string setting) {
+    if (!ec) return false;
+    detail = std::move(setting) + ": " + ec.message();
+    return true;
+  };
   if (!o.ca_file.empty()) {
     context->load_verify_file(o.ca_file, ec);
-    if (ec) {
-      detail = "tls.ca_file '" + o.ca_file + "': " + ec.message();
-      return error::tls_config_invalid;
-    }
+    if (failed("tls.ca_file '" + o.ca_file + "'")) return error::tls_config_invalid;
   }
   if (!o.ca_dir.empty()) {
     context->add_verify_path(o.ca_dir, ec);
-    if (ec) {
-      detail = "tls.ca_dir '" + o.ca_dir + "': " + ec.message();
-      return error::tls_config_invalid;
-    }
+    if (failed("tls.ca_dir '" + o.ca_dir + "'")) return error::tls_config_invalid;
   }
   if (o.ca_file.empty() && o.ca_dir.empty() && o.verify_peer) {
     context->set_default_verify_paths(ec);
-    if (ec) {
-      detail = "the system's default CA store: " + ec.message();
-      return error::tls_config_invalid;
-    }
+    if (failed("the system's default CA store")) return error::tls_config_invalid;
   }
   if (o.cert_file.empty() != o.key_file.empty()) {
     detail =
@@ -155,15 +152,9 @@ stream::error_code stream::impl::make_context(const config::tls_options& o) {
   }
   if (!o.cert_file.empty()) {
     context->use_certificate_chain_file(o.cert_file, ec);
-    if (ec) {
-      detail = "tls.cert_file '" + o.cert_file + "': " + ec.message();
-      return error::tls_config_invalid;
-    }
+    if (failed("tls.cert_file '" + o.cert_file + "'")) return error::tls_config_invalid;
     context->use_private_key_file(o.key_file, ssl::context::pem, ec);
-    if (ec) {
-      detail = "tls.key_file '" + o.key_file + "': " + ec.message();
-      return error::tls_config_invalid;
-    }
+    if (failed("tls.key_file '" + o.key_file + "'")) return error::tls_config_invalid;
     if (SSL_CTX_check_private_key(ctx) != 1) {
       detail = "tls.key_file '" + o.key_file + "' does not belong to tls.cert_file '" +
                o.cert_file + "'";

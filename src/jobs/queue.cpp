@@ -117,11 +117,7 @@ void queue::start_create_or_open(settings s, handler<queue> h) {
 }
 
 void queue::start_read_settings(handler<settings> h) {
-  auto op = [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<settings>> {
-    auto [st, values] = co_await core->read_fields({});
-    co_return std::tuple{std::move(st), settings{}};
-  };
-  detail::spawn_op(client_->get_executor(), op(core_), std::move(h));
+  detail::start_read_settings_of<settings>(core_, {}, std::move(h));
 }
 
 void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) {

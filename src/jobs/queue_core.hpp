@@ -112,4 +112,23 @@ void start_create_or_open_handle(Handle q, std::shared_ptr<queue_core> core, fee
   spawn_op(ex, op(std::move(q), std::move(core), std::move(fields)), std::move(h));
 }
 
+/// read_settings() of a handle type: reads the config `fields` with the
+/// type check in one request and parses the fields that are set with
+/// Settings::from_fields (a queue has none: its settings are empty).
+template <class Settings>
+void start_read_settings_of(std::shared_ptr<queue_core> core, std::vector<std::string_view> fields,
+                            op_handler<void(boost::system::error_code, Settings)> h) {
+  auto op = [](std::shared_ptr<queue_core> core,
+               std::vector<std::string_view> fields) -> asio::awaitable<op_result<Settings>> {
+    auto [st, values] = co_await core->read_fields(fields);
+    if (st) co_return std::tuple{std::move(st), Settings{}};
+    feed_config set;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (values[i]) set.emplace_back(std::string(fields[i]), std::move(*values[i]));
+    co_return std::tuple{op_status{}, Settings::from_fields(set)};
+  };
+  const auto ex = core->cl.get_executor();
+  spawn_op(ex, op(std::move(core), std::move(fields)), std::move(h));
+}
+
 }  // namespace thoonk::detail

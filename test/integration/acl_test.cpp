@@ -125,6 +125,17 @@ std::vector<std::string> job_keys(const std::string& name) {
   return out;
 }
 
+// Runs each `op()` (operations started with nothrow) and checks that every
+// one fails with `expected` and that together they changed none of `keys`.
+template <class... Ops>
+asio::awaitable<void> expect_refused(thoonk::connection& admin, std::vector<std::string> keys,
+                                     E expected, Ops... ops) {
+  auto before = co_await dump(admin, keys);
+  co_await expect_each_fails(expected, std::move(ops)...);
+  auto after = co_await dump(admin, keys);
+  CHECK(after == before);
+}
+
 asio::awaitable<bool> is_member(thoonk::connection& c, std::string name) {
   auto v = co_await cmd(c, "SISMEMBER", "feeds", name);
   co_return v.integer == 1;
@@ -190,22 +201,20 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     for (auto type : types) {
       auto [ec] = co_await uc.create_feed(name, type, cfg, nothrow);
       CHECK(ec == k.expected);
-      CHECK(!(co_await is_member(admin.conn(), name)));
+      auto listed = co_await is_member(admin.conn(), name);
+      CHECK(!listed);
       auto n = co_await cmd(admin.conn(), "EXISTS", key("config", name));
       CHECK(n.integer == 0);
     }
     // delete_feed and set_config on a feed the admin made: unchanged.
     const auto other = unique_name("acl-existing");
     co_await admin.create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-    auto before = co_await dump(admin.conn(), feed_keys(other));
-    auto [dec] = co_await uc.delete_feed(other, nothrow);
-    CHECK(dec == k.expected);
-    auto [sec] = co_await uc.set_config(other, "max_length", "7", nothrow);
-    CHECK(sec == k.expected);
-    auto [jec] = co_await uc.set_config_json(other, "owner", boost::json::value("me"), nothrow);
-    CHECK(jec == k.expected);
-    CHECK(co_await is_member(admin.conn(), other));
-    CHECK(co_await dump(admin.conn(), feed_keys(other)) == before);
+    co_await expect_refused(
+        admin.conn(), feed_keys(other), k.expected, [&] { return uc.delete_feed(other, nothrow); },
+        [&] { return uc.set_config(other, "max_length", "7", nothrow); },
+        [&] { return uc.set_config_json(other, "owner", boost::json::value("me"), nothrow); });
+    auto listed = co_await is_member(admin.conn(), other);
+    CHECK(listed);
     co_await admin.delete_feed(other, asio::use_awaitable);
   });
   SECTION("without access to the feed's keys") {
@@ -215,7 +224,8 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
           const auto name = unique_name("acl-create");
           auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_key_permission);
-          CHECK(!(co_await is_member(admin.conn(), name)));
+          auto listed = co_await is_member(admin.conn(), name);
+          CHECK(!listed);
         });
   }
   SECTION("without +sadd: a command the script runs, refused inside it") {
@@ -228,7 +238,8 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
           const auto name = unique_name("acl-create");
           auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_permission);
-          CHECK(!(co_await is_member(admin.conn(), name)));
+          auto listed = co_await is_member(admin.conn(), name);
+          CHECK(!listed);
         });
   }
 }
@@ -246,16 +257,11 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
     auto before = co_await dump(admin.conn(), feed_keys(name));
 
     thoonk::sorted_feed us(uc, name);
-    auto [e1, id] = co_await us.append("c", nothrow);
-    CHECK(e1 == k.expected);
-    auto [e2, id2] = co_await us.publish_after(thoonk::item_id("1"), "d", nothrow);
-    CHECK(e2 == k.expected);
-    auto [e3] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
-    CHECK(e3 == k.expected);
-    auto [e4] = co_await us.move_to_begin("2", nothrow);
-    CHECK(e4 == k.expected);
-    auto [e5, gone] = co_await us.retract("1", nothrow);
-    CHECK(e5 == k.expected);
+    co_await expect_each_fails(
+        k.expected, [&] { return us.append("c", nothrow); },
+        [&] { return us.publish_after(thoonk::item_id("1"), "d", nothrow); },
+        [&] { return us.edit(thoonk::item_id("1"), "A", nothrow); },
+        [&] { return us.move_to_begin("2", nothrow); }, [&] { return us.retract("1", nothrow); });
     // Retracting an id that is not there publishes nothing: no PUBLISH
     // permission needed (EVALSHA still is).
     auto [e6, gone6] = co_await us.retract("99", nothrow);
@@ -266,7 +272,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
       CHECK(!gone6);
     }
     // Not even the id counter moved.
-    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+    auto after = co_await dump(admin.conn(), feed_keys(name));
+    CHECK(after == before);
 
     // After the grant, the same append applies once: id 3.
     co_await user.grant_all(admin.conn());
@@ -284,11 +291,9 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
           co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
           thoonk::sorted_feed as(admin, name);
           co_await as.append("a", asio::use_awaitable);
-          auto before = co_await dump(admin.conn(), feed_keys(name));
           thoonk::sorted_feed us(uc, name);
-          auto [e1, id] = co_await us.append("b", nothrow);
-          CHECK(e1 == E::no_channel_permission);
-          CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
+                                  [&] { return us.append("b", nothrow); });
           auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
           CHECK(!e2);
           auto item = co_await as.get_item("1", asio::use_awaitable);
@@ -308,16 +313,13 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
     co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     thoonk::feed af(admin, name);
     co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
-    auto before = co_await dump(admin.conn(), feed_keys(name));
     thoonk::feed uf(uc, name);
     // A new id (it would evict "old": max_length 1), an edit, a retract.
-    auto [e1, r1] = co_await uf.publish(thoonk::item_id("new"), "y", nothrow);
-    CHECK(e1 == k.expected);
-    auto [e2, r2] = co_await uf.publish(thoonk::item_id("old"), "x2", nothrow);
-    CHECK(e2 == k.expected);
-    auto [e3, r3] = co_await uf.retract("old", nothrow);
-    CHECK(e3 == k.expected);
-    CHECK(co_await dump(admin.conn(), feed_keys(name)) == before);
+    co_await expect_refused(
+        admin.conn(), feed_keys(name), k.expected,
+        [&] { return uf.publish(thoonk::item_id("new"), "y", nothrow); },
+        [&] { return uf.publish(thoonk::item_id("old"), "x2", nothrow); },
+        [&] { return uf.retract("old", nothrow); });
     // After the grant the publish applies once.
     co_await user.grant_all(admin.conn());
     auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
@@ -348,7 +350,8 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
           if (!ec) got = j;
         },
         asio::detached);
-    REQUIRE(co_await exists_soon(admin.conn(), key("sleepers", name)));
+    auto slept = co_await exists_soon(admin.conn(), key("sleepers", name));
+    REQUIRE(slept);
     auto before = co_await dump(admin.conn(), job_keys(name));
 
     thoonk::job_queue uq(uc, name);
@@ -360,7 +363,8 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
     CHECK(ids.empty());
     // Nothing written: no id, no item, no count, no id counter; the
     // sleeper is still there.
-    CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+    auto after = co_await dump(admin.conn(), job_keys(name));
+    CHECK(after == before);
     CHECK(claims == 0);
 
     // The caller retries after the grant: exactly one job.
@@ -422,7 +426,8 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
     if (k.expected == E::no_script_permission) {
       // No script runs at all.
       CHECK(r2 == k.expected);
-      CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+      auto after = co_await dump(admin.conn(), job_keys(name));
+      CHECK(after == before);
     } else {
       // Each finish of a batch succeeds or fails alone: j2 needs no
       // PUBLISH and is finished.
@@ -460,10 +465,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
 
         // cancel (would wake claimers): refused, the job stays claimed.
         auto ja = co_await aq.claim(1s, asio::use_awaitable);
-        auto before = co_await dump(admin.conn(), job_keys(name));
-        auto [cec, fails] = co_await uq.cancel(ja, nothrow);
-        CHECK(cec == E::no_channel_permission);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
+                                [&] { return uq.cancel(ja, nothrow); });
 
         // stall and heartbeat publish nothing: allowed.
         auto [hec] = co_await uq.heartbeat(ja, nothrow);
@@ -472,20 +475,19 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         CHECK(!sec);
 
         // retry (would wake claimers): refused, the job stays stalled.
-        before = co_await dump(admin.conn(), job_keys(name));
-        auto [rec] = co_await uq.retry(ja.id, nothrow);
-        CHECK(rec == E::no_channel_permission);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
+                                [&] { return uq.retry(ja.id, nothrow); });
 
         // maintenance (requeues lapsed claims, waking claimers): refused before
         // any change, and its lock is released.
         auto jb = co_await aq.claim(1s, asio::use_awaitable);
         co_await sleep_for(120ms);
-        before = co_await dump(admin.conn(), job_keys(name));
+        auto before = co_await dump(admin.conn(), job_keys(name));
         auto [mec, rep] = co_await uq.maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
         CHECK(rep.ran);
-        CHECK(co_await dump(admin.conn(), job_keys(name)) == before);
+        auto after = co_await dump(admin.conn(), job_keys(name));
+        CHECK(after == before);
         // ... an allowed runner does it.
         auto rep2 = co_await aq.maintain(no_stats(), asio::use_awaitable);
         CHECK(rep2.requeued == 1);

@@ -58,7 +58,8 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     const conf job_conf{{"type", "job"}, {"max_stalls", "3"}};
     auto kept = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(kept == job_conf);
-    CHECK((co_await cmd(f.c.conn(), "LLEN", key("ids", f.name))).integer == 1);
+    auto length = co_await cmd(f.c.conn(), "LLEN", key("ids", f.name));
+    CHECK(length.integer == 1);
 
     // A feed listed in `feeds` without a type counts as missing everywhere:
     // create_or_open makes it.
@@ -82,8 +83,10 @@ TEST_CASE("create_or_open_feed: bad names and config values fail before any writ
     auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, bad, nothrow);
     CHECK(ec == E::invalid_argument);
     CHECK(!created);
-    CHECK((co_await cmd(f.c.conn(), "SISMEMBER", "feeds", f.name)).integer == 0);
-    CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", f.name))).integer == 0);
+    auto member = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", f.name);
+    CHECK(member.integer == 0);
+    auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
+    CHECK(exists.integer == 0);
 
     auto [ec2, created2] =
         co_await f.c.create_or_open_feed(std::string("a\0b", 3), feed_type::feed, {}, nothrow);
@@ -108,7 +111,8 @@ TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly on
                                   ++done;
                                 });
       }
-      REQUIRE(co_await wait_until([&] { return done == 4; }));
+      auto arrived = co_await wait_until([&] { return done == 4; });
+      REQUIRE(arrived);
       CHECK(created == 1);
     }
     other.stop();

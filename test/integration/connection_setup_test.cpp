@@ -157,7 +157,8 @@ TEST_CASE("setup: a wrong password fails waiting and new requests, a fixed one r
 
     // A new request, waiting by default, fails at once.
     auto start = clock_type::now();
-    CHECK(co_await try_ping(conn) == thoonk::error::auth_failed);
+    auto ping_ec = co_await try_ping(conn);
+    CHECK(ping_ec == thoonk::error::auth_failed);
     CHECK(clock_type::now() - start < 5s);
 
     REQUIRE(!events->empty());
@@ -274,7 +275,8 @@ TEST_CASE("setup: SELECT refused fails requests with handshake_failed or no_perm
       REQUIRE(!events->empty());
       CHECK(events->front().kind == thoonk::connection_event::connect_failed);
       CHECK(events->front().server_message.find("DB index is out of range") != std::string::npos);
-      CHECK(co_await try_ping(conn) == thoonk::error::handshake_failed);
+      auto ping_ec = co_await try_ping(conn);
+      CHECK(ping_ec == thoonk::error::handshake_failed);
       conn.stop();
     });
   }
@@ -286,7 +288,8 @@ TEST_CASE("setup: SELECT refused fails requests with handshake_failed or no_perm
       thoonk::connection conn(t.ioc.get_executor(), cfg);
       auto [ec] = co_await conn.connect(nothrow);
       CHECK(ec == thoonk::error::no_permission);
-      CHECK(co_await try_ping(conn) == thoonk::error::no_permission);
+      auto ping_ec = co_await try_ping(conn);
+      CHECK(ping_ec == thoonk::error::no_permission);
       // Granting SELECT lets the next attempt through.
       co_await t.user.set(t.admin, "+select");
       co_await ping_until_ok(conn, thoonk::error::no_permission);
@@ -305,7 +308,8 @@ TEST_CASE("setup: reconnect off, a refused setup fails what is queued with its e
     cfg.reconnect = false;
     thoonk::connection conn(t.ioc.get_executor(), cfg);
     // No connect(): the request starts the one attempt and waits for it.
-    CHECK(co_await try_ping(conn) == thoonk::error::auth_failed);
+    auto ping_ec = co_await try_ping(conn);
+    CHECK(ping_ec == thoonk::error::auth_failed);
     // Each later request starts one new attempt; fixed credentials let it in.
     co_await t.user.set(t.admin, ">wrong");
     auto v = co_await cmd(conn, "ECHO", "in");
@@ -475,7 +479,8 @@ TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
     thoonk::client c(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
       auto start = clock_type::now();
-      CHECK(co_await try_ping(c.conn()) == thoonk::error::request_timeout);
+      auto ping_ec = co_await try_ping(c.conn());
+      CHECK(ping_ec == thoonk::error::request_timeout);
       thoonk::feed f(c, unique_name("setup-feed"));
       auto [pec, pub] = co_await f.publish("item", nothrow);
       CHECK(pec == thoonk::error::request_timeout);

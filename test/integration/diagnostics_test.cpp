@@ -86,7 +86,8 @@ TEST_CASE("diagnostics: with every kind of completion token (callback, deferred,
           seen = d1.server_message();
           called = true;
         }));
-    CHECK(co_await wait_until([&] { return called; }));
+    auto arrived = co_await wait_until([&] { return called; });
+    CHECK(arrived);
     CHECK(seen.starts_with("WRONGTYPE"));
 
     // deferred: nothing runs until launched; then as above.
@@ -127,7 +128,8 @@ TEST_CASE("diagnostics: a move-only completion handler wrapped in with_diagnosti
               created = c;
               got = *p;
             }));
-    CHECK(co_await wait_until([&] { return got == 7; }));
+    auto arrived = co_await wait_until([&] { return got == 7; });
+    CHECK(arrived);
     CHECK(created);
     CHECK(diag.server_message().empty());
   });

@@ -6,144 +6,124 @@
 using namespace thoonk::test;
 using thoonk::feed_type;
 
-TEST_CASE("feed admin: create, exists, list, config; contract keys and newfeed payload",
-          "[feed][feed_admin][create_feed][delete_feed][feed_exists][get_config][list_feeds]"
-          "[set_config]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  thoonk::subscriber raw(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto cap = co_await capture_patterns(raw, "newfeed", "delfeed", "conffeed");
-    auto name = unique_name("admin");
+CLIENT_TEST_CASE("admin",
+                 "feed admin: create, exists, list, config; contract keys and newfeed payload",
+                 "[feed][feed_admin][create_feed][delete_feed][feed_exists][get_config][list_feeds]"
+                 "[set_config]") {
+  auto cap = co_await capture_patterns(fx.raw, "newfeed", "delfeed", "conffeed");
+  auto name = unique_name("admin");
 
-    auto [e0, exists0] = co_await c.feed_exists(name, nothrow);
-    CHECK(!e0);
-    CHECK(!exists0);
+  auto [e0, exists0] = co_await c.feed_exists(name, nothrow);
+  CHECK(!e0);
+  CHECK(!exists0);
 
-    auto [ec] = co_await c.create_feed(name, feed_type::feed, max_len(5), nothrow);
-    REQUIRE(!ec);
-    auto [e1, exists1] = co_await c.feed_exists(name, nothrow);
-    CHECK(exists1);
-    auto [e2, names] = co_await c.list_feeds(nothrow);
-    CHECK(std::find(names.begin(), names.end(), name) != names.end());
-    CHECK(std::is_sorted(names.begin(), names.end()));
+  auto [ec] = co_await c.create_feed(name, feed_type::feed, max_len(5), nothrow);
+  REQUIRE(!ec);
+  auto [e1, exists1] = co_await c.feed_exists(name, nothrow);
+  CHECK(exists1);
+  auto [e2, names] = co_await c.list_feeds(nothrow);
+  CHECK(std::find(names.begin(), names.end(), name) != names.end());
+  CHECK(std::is_sorted(names.begin(), names.end()));
 
-    // Raw: the feeds set and the config hash, exactly.
-    auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", name);
-    CHECK(member.integer == 1);
-    auto conf = co_await cmd(c.conn(), "HGETALL", key("config", name));
-    std::vector<std::string> flat;
-    for (auto& e : conf.elements) flat.push_back(e.str);  // RESP3 map: k, v, k, v
-    REQUIRE(flat.size() == 4);
-    std::map<std::string, std::string> m{{flat[0], flat[1]}, {flat[2], flat[3]}};
-    CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
+  // Raw: the feeds set and the config hash, exactly.
+  auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", name);
+  CHECK(member.integer == 1);
+  auto conf = co_await cmd(c.conn(), "HGETALL", key("config", name));
+  std::vector<std::string> flat;
+  for (auto& e : conf.elements) flat.push_back(e.str);  // RESP3 map: k, v, k, v
+  REQUIRE(flat.size() == 4);
+  std::map<std::string, std::string> m{{flat[0], flat[1]}, {flat[2], flat[3]}};
+  CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
 
-    // Creating it again: a distinct error, nothing changed, nothing published.
-    auto [ec2] =
-        co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
-    CHECK(ec2 == thoonk::error::feed_exists);
-    auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
-    CHECK(t.str == "feed");
+  // Creating it again: a distinct error, nothing changed, nothing published.
+  auto [ec2] = co_await c.create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
+  CHECK(ec2 == thoonk::error::feed_exists);
+  auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
+  CHECK(t.str == "feed");
 
-    // Config values.
-    auto [e3, v] = co_await c.get_config(name, "max_length", nothrow);
-    CHECK(!e3);
-    CHECK(v == std::optional<std::string>("5"));
-    auto [e4, unset] = co_await c.get_config(name, "nothing-here", nothrow);
-    CHECK(!e4);
-    CHECK(!unset);
-    auto [e5] = co_await c.set_config(name, "max_length", "7", nothrow);
-    CHECK(!e5);
-    auto raw_len = co_await cmd(c.conn(), "HGET", key("config", name), "max_length");
-    CHECK(raw_len.str == "7");
-    auto [e6] = co_await c.set_config(name, "owner", std::string("a\0b", 3), nothrow);
-    CHECK(!e6);
-    auto [e7, owner] = co_await c.get_config(name, "owner", nothrow);
-    CHECK(owner == std::optional<std::string>(std::string("a\0b", 3)));
+  // Config values.
+  auto [e3, v] = co_await c.get_config(name, "max_length", nothrow);
+  CHECK(!e3);
+  CHECK(v == std::optional<std::string>("5"));
+  auto [e4, unset] = co_await c.get_config(name, "nothing-here", nothrow);
+  CHECK(!e4);
+  CHECK(!unset);
+  auto [e5] = co_await c.set_config(name, "max_length", "7", nothrow);
+  CHECK(!e5);
+  auto raw_len = co_await cmd(c.conn(), "HGET", key("config", name), "max_length");
+  CHECK(raw_len.str == "7");
+  auto [e6] = co_await c.set_config(name, "owner", std::string("a\0b", 3), nothrow);
+  CHECK(!e6);
+  auto [e7, owner] = co_await c.get_config(name, "owner", nothrow);
+  CHECK(owner == std::optional<std::string>(std::string("a\0b", 3)));
 
-    // Payloads: name\0instance-uuid, once per change.
-    co_await wait_until([&] { return cap->msgs.size() >= 3; });
-    co_await settle();
-    std::vector<msg> expected{{"newfeed", nul_join(name, c.instance_id())},
-                              {"conffeed", nul_join(name, c.instance_id())},
-                              {"conffeed", nul_join(name, c.instance_id())}};
-    std::vector<msg> mine;
-    for (auto& mm : cap->msgs)
-      if (mm.second.starts_with(name + std::string(1, '\0'))) mine.push_back(mm);
-    CHECK(mine == expected);
-    CHECK(c.instance_id().size() == 36);
+  // Payloads: name\0instance-uuid, once per change.
+  co_await wait_until([&] { return cap->msgs.size() >= 3; });
+  co_await settle();
+  std::vector<msg> expected{{"newfeed", nul_join(name, c.instance_id())},
+                            {"conffeed", nul_join(name, c.instance_id())},
+                            {"conffeed", nul_join(name, c.instance_id())}};
+  std::vector<msg> mine;
+  for (auto& mm : cap->msgs)
+    if (mm.second.starts_with(name + std::string(1, '\0'))) mine.push_back(mm);
+  CHECK(mine == expected);
+  CHECK(c.instance_id().size() == 36);
 
-    auto [e8] = co_await c.delete_feed(name, nothrow);
-    CHECK(!e8);
-    raw.stop();
-    c.stop();
-  });
+  auto [e8] = co_await c.delete_feed(name, nothrow);
+  CHECK(!e8);
 }
 
-TEST_CASE("feed admin: delete removes every key and publishes delfeed",
-          "[feed][feed_admin][append][delete_feed][feed_exists][publish][retract]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  thoonk::subscriber raw(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto cap = co_await capture_patterns(raw, "delfeed");
-    auto name = co_await make_feed(c, "del", feed_type::feed, max_len(2));
-    thoonk::feed f(c, name);
-    for (int i = 0; i < 4; ++i) co_await f.publish("item" + std::to_string(i), asio::use_awaitable);
-    co_await f.retract("nope", asio::use_awaitable);
-    auto sname = co_await make_feed(c, "del-sorted", feed_type::sorted_feed);
-    thoonk::sorted_feed s(c, sname);
-    auto id = co_await s.append("x", asio::use_awaitable);
-    co_await s.retract(id, asio::use_awaitable);
-    co_await s.append("y", asio::use_awaitable);
+CLIENT_TEST_CASE("del", "feed admin: delete removes every key and publishes delfeed",
+                 "[feed][feed_admin][append][delete_feed][feed_exists][publish][retract]") {
+  auto cap = co_await capture_patterns(fx.raw, "delfeed");
+  auto name = co_await make_feed(c, "del", feed_type::feed, max_len(2));
+  thoonk::feed f(c, name);
+  for (int i = 0; i < 4; ++i) co_await f.publish("item" + std::to_string(i), asio::use_awaitable);
+  co_await f.retract("nope", asio::use_awaitable);
+  auto sname = co_await make_feed(c, "del-sorted", feed_type::sorted_feed);
+  thoonk::sorted_feed s(c, sname);
+  auto id = co_await s.append("x", asio::use_awaitable);
+  co_await s.retract(id, asio::use_awaitable);
+  co_await s.append("y", asio::use_awaitable);
 
-    std::vector<std::string> both{name, sname};
-    for (const auto& n : both) {
-      auto keys = co_await cmd(c.conn(), "KEYS", "feed.*:" + n);
-      CHECK(!keys.elements.empty());
-      auto [ec] = co_await c.delete_feed(n, nothrow);
-      CHECK(!ec);
-      keys = co_await cmd(c.conn(), "KEYS", "*" + n + "*");
-      CHECK(keys.elements.empty());
-      auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", n);
-      CHECK(member.integer == 0);
-      auto [e2, exists] = co_await c.feed_exists(n, nothrow);
-      CHECK(!exists);
-    }
-    co_await wait_until([&] { return cap->msgs.size() >= 2; });
-    co_await settle();
-    CHECK(cap->msgs == std::vector<msg>{{"delfeed", nul_join(name, c.instance_id())},
-                                        {"delfeed", nul_join(sname, c.instance_id())}});
+  std::vector<std::string> both{name, sname};
+  for (const auto& n : both) {
+    auto keys = co_await cmd(c.conn(), "KEYS", "feed.*:" + n);
+    CHECK(!keys.elements.empty());
+    auto [ec] = co_await c.delete_feed(n, nothrow);
+    CHECK(!ec);
+    keys = co_await cmd(c.conn(), "KEYS", "*" + n + "*");
+    CHECK(keys.elements.empty());
+    auto member = co_await cmd(c.conn(), "SISMEMBER", "feeds", n);
+    CHECK(member.integer == 0);
+    auto [e2, exists] = co_await c.feed_exists(n, nothrow);
+    CHECK(!exists);
+  }
+  co_await wait_until([&] { return cap->msgs.size() >= 2; });
+  co_await settle();
+  CHECK(cap->msgs == std::vector<msg>{{"delfeed", nul_join(name, c.instance_id())},
+                                      {"delfeed", nul_join(sname, c.instance_id())}});
 
-    // Deleting again, or using the deleted feed: feed_not_found.
-    auto [e3] = co_await c.delete_feed(name, nothrow);
-    CHECK(e3 == thoonk::error::feed_not_found);
-    auto [e4, r] = co_await f.publish("again", nothrow);
-    CHECK(e4 == thoonk::error::feed_not_found);
-    auto keys = co_await cmd(c.conn(), "KEYS", "*" + name + "*");
-    CHECK(keys.elements.empty());  // the failed publish wrote nothing
-    raw.stop();
-    c.stop();
-  });
+  // Deleting again, or using the deleted feed: feed_not_found.
+  auto [e3] = co_await c.delete_feed(name, nothrow);
+  CHECK(e3 == thoonk::error::feed_not_found);
+  auto [e4, r] = co_await f.publish("again", nothrow);
+  CHECK(e4 == thoonk::error::feed_not_found);
+  auto keys = co_await cmd(c.conn(), "KEYS", "*" + name + "*");
+  CHECK(keys.elements.empty());  // the failed publish wrote nothing
 }
 
-FIXTURE_TEST_CASE(
+CLIENT_TEST_CASE(
     "t", "feed admin: missing feeds, wrong types and bad input give distinct errors",
     "[feed][feed_admin][append][create_feed][delete_feed][feed_exists][get_config][get_ids]"
     "[open][publish][set_config][subscribe]") {
-  auto& c = f.c;
-  co_await c.connect(asio::use_awaitable);
   auto missing = unique_name("missing");
-  auto [e1] = co_await c.set_config(missing, "max_length", "3", nothrow);
-  CHECK(e1 == thoonk::error::feed_not_found);
-  auto [e2, v] = co_await c.get_config(missing, "type", nothrow);
-  CHECK(e2 == thoonk::error::feed_not_found);
-  auto [e3, fd] = co_await thoonk::feed::open(c, missing, nothrow);
-  CHECK(e3 == thoonk::error::feed_not_found);
-  auto [e4, s] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
-  CHECK(e4 == thoonk::error::feed_not_found);
+  co_await expect_each_fails(
+      thoonk::error::feed_not_found,
+      [&] { return c.set_config(missing, "max_length", "3", nothrow); },
+      [&] { return c.get_config(missing, "type", nothrow); },
+      [&] { return thoonk::feed::open(c, missing, nothrow); },
+      [&] { return thoonk::sorted_feed::open(c, missing, nothrow); });
 
   auto fname = co_await make_feed(c, "typed", feed_type::feed);
   auto sname = co_await make_feed(c, "typed-sorted", feed_type::sorted_feed);
@@ -188,20 +168,15 @@ FIXTURE_TEST_CASE(
   std::vector<std::string> bad_names{std::string(), nul_name, std::string("with{brace}"),
                                      std::string(2000, 'n')};
   for (const std::string& bad : bad_names) {
-    auto [b1] = co_await c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow);
-    CHECK(b1 == thoonk::error::invalid_name);
-    auto [b2] = co_await c.delete_feed(bad, nothrow);
-    CHECK(b2 == thoonk::error::invalid_name);
-    auto [b3, x3] = co_await c.feed_exists(bad, nothrow);
-    CHECK(b3 == thoonk::error::invalid_name);
-    auto [b4] = co_await c.set_config(bad, "a", "b", nothrow);
-    CHECK(b4 == thoonk::error::invalid_name);
-    auto [b5, x5] = co_await c.get_config(bad, "a", nothrow);
-    CHECK(b5 == thoonk::error::invalid_name);
-    auto [b6, x6] = co_await thoonk::feed::open(c, bad, nothrow);
-    CHECK(b6 == thoonk::error::invalid_name);
-    auto [b7, x7] = co_await thoonk::feed(c, bad).publish("x", nothrow);
-    CHECK(b7 == thoonk::error::invalid_name);
+    INFO("name of " << bad.size() << " bytes");
+    co_await expect_each_fails(
+        thoonk::error::invalid_name,
+        [&] { return c.create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow); },
+        [&] { return c.delete_feed(bad, nothrow); }, [&] { return c.feed_exists(bad, nothrow); },
+        [&] { return c.set_config(bad, "a", "b", nothrow); },
+        [&] { return c.get_config(bad, "a", nothrow); },
+        [&] { return thoonk::feed::open(c, bad, nothrow); },
+        [&] { return thoonk::feed(c, bad).publish("x", nothrow); });
   }
   // Config values the library interprets are checked too.
   thoonk::feed_config ten{{"max_length", "ten"}};
@@ -217,7 +192,6 @@ FIXTURE_TEST_CASE(
 
   std::vector<std::string> made{fname, sname, qname};
   for (auto& n : made) co_await c.delete_feed(n, asio::use_awaitable);
-  c.stop();
 }
 
 TEST_CASE("feed admin: braces in names only when allowed",
@@ -240,10 +214,8 @@ TEST_CASE("feed admin: braces in names only when allowed",
   });
 }
 
-FIXTURE_TEST_CASE("t", "feed admin: JSON config values",
-                  "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
-  auto& c = f.c;
-  co_await c.connect(asio::use_awaitable);
+CLIENT_TEST_CASE("t", "feed admin: JSON config values",
+                 "[feed][feed_admin][delete_feed][get_config_json][set_config][set_config_json]") {
   auto name = co_await make_feed(c, "json", feed_type::feed);
   boost::json::value v = {{"retries", 3}, {"tags", {"a", "b"}}, {"ratio", 0.5}};
   auto [e1] = co_await c.set_config_json(name, "policy", v, nothrow);
@@ -261,62 +233,56 @@ FIXTURE_TEST_CASE("t", "feed admin: JSON config values",
   auto [e5, n5] = co_await c.get_config_json(unique_name("nofeed"), "x", nothrow);
   CHECK(e5 == thoonk::error::feed_not_found);
   co_await c.delete_feed(name, asio::use_awaitable);
-  c.stop();
 }
 
-TEST_CASE("feed admin: typed management events, once each",
-          "[feed][feed_admin][create_feed][delete_feed][set_config]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  thoonk::client other(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await connect_all(c, other);
-    struct ev {
-      thoonk::feed_admin_event::kind_t kind;
-      std::string feed, instance;
-      bool operator==(const ev&) const = default;
-    };
-    std::vector<ev> a, b;
-    auto s1 = co_await thoonk::subscribe_feed_admin(
-        c,
-        [&](const thoonk::feed_admin_event& e) {
-          a.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
-        },
-        asio::use_awaitable);
-    auto s2 = co_await thoonk::subscribe_feed_admin(
-        c,
-        [&](const thoonk::feed_admin_event& e) {
-          b.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
-        },
-        asio::use_awaitable);
-    auto name = unique_name("events");
-    co_await other.create_feed(name, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
-    co_await other.set_config(name, "max_length", "3", asio::use_awaitable);
-    co_await c.delete_feed(name, asio::use_awaitable);
-    std::vector<ev> expected{{thoonk::feed_admin_event::created, name, other.instance_id()},
-                             {thoonk::feed_admin_event::config_changed, name, other.instance_id()},
-                             {thoonk::feed_admin_event::deleted, name, c.instance_id()}};
-    auto mine = [&](const std::vector<ev>& all) {
-      std::vector<ev> out;
-      for (auto& e : all)
-        if (e.feed == name) out.push_back(e);
-      return out;
-    };
-    auto r1_ = co_await wait_until([&] { return mine(a).size() >= 3 && mine(b).size() >= 3; });
-    CHECK(r1_);
-    co_await settle();
-    CHECK(mine(a) == expected);
-    CHECK(mine(b) == expected);
-    // Dropping a handle stops its callback only.
-    s1.reset();
-    auto name2 = unique_name("events2");
-    co_await other.create_feed(name2, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
-    auto r2_ = co_await wait_until([&] { return !b.empty() && b.back().feed == name2; });
-    CHECK(r2_);
-    co_await settle();
-    CHECK(std::none_of(a.begin(), a.end(), [&](const ev& e) { return e.feed == name2; }));
-    co_await other.delete_feed(name2, asio::use_awaitable);
-    c.stop();
-    other.stop();
-  });
+CLIENT_TEST_CASE("events", "feed admin: typed management events, once each",
+                 "[feed][feed_admin][create_feed][delete_feed][set_config]") {
+  thoonk::client other(fx.ioc.get_executor(), test_config());
+  co_await other.connect(asio::use_awaitable);
+  struct ev {
+    thoonk::feed_admin_event::kind_t kind;
+    std::string feed, instance;
+    bool operator==(const ev&) const = default;
+  };
+  std::vector<ev> a, b;
+  auto s1 = co_await thoonk::subscribe_feed_admin(
+      c,
+      [&](const thoonk::feed_admin_event& e) {
+        a.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
+      },
+      asio::use_awaitable);
+  auto s2 = co_await thoonk::subscribe_feed_admin(
+      c,
+      [&](const thoonk::feed_admin_event& e) {
+        b.push_back({e.kind, std::string(e.feed), std::string(e.instance)});
+      },
+      asio::use_awaitable);
+  auto name = unique_name("events");
+  co_await other.create_feed(name, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+  co_await other.set_config(name, "max_length", "3", asio::use_awaitable);
+  co_await c.delete_feed(name, asio::use_awaitable);
+  std::vector<ev> expected{{thoonk::feed_admin_event::created, name, other.instance_id()},
+                           {thoonk::feed_admin_event::config_changed, name, other.instance_id()},
+                           {thoonk::feed_admin_event::deleted, name, c.instance_id()}};
+  auto mine = [&](const std::vector<ev>& all) {
+    std::vector<ev> out;
+    for (auto& e : all)
+      if (e.feed == name) out.push_back(e);
+    return out;
+  };
+  auto r1_ = co_await wait_until([&] { return mine(a).size() >= 3 && mine(b).size() >= 3; });
+  CHECK(r1_);
+  co_await settle();
+  CHECK(mine(a) == expected);
+  CHECK(mine(b) == expected);
+  // Dropping a handle stops its callback only.
+  s1.reset();
+  auto name2 = unique_name("events2");
+  co_await other.create_feed(name2, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+  auto r2_ = co_await wait_until([&] { return !b.empty() && b.back().feed == name2; });
+  CHECK(r2_);
+  co_await settle();
+  CHECK(std::none_of(a.begin(), a.end(), [&](const ev& e) { return e.feed == name2; }));
+  co_await other.delete_feed(name2, asio::use_awaitable);
+  other.stop();
 }

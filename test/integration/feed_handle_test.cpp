@@ -58,98 +58,86 @@ asio::awaitable<std::map<std::string, std::string>> config_of(thoonk::client& c,
 
 }  // namespace
 
-TEST_CASE("feed handles: create_or_open creates, then opens without touching the config",
-          "[feed][sorted_feed][create_or_open][open][read_settings][delete_feed]") {
-  fixture fx("handle");
-  auto& c = fx.c;
-  run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto cap = co_await capture_patterns(fx.raw, "newfeed");
+CLIENT_TEST_CASE("handle",
+                 "feed handles: create_or_open creates, then opens without touching the config",
+                 "[feed][sorted_feed][create_or_open][open][read_settings][delete_feed]") {
+  auto cap = co_await capture_patterns(fx.raw, "newfeed");
 
-    thoonk::feed::settings s;
-    s.max_length = 5;
-    auto f = co_await thoonk::feed::create_or_open(c, fx.name, s, asio::use_awaitable);
-    CHECK(f.name() == fx.name);
-    auto conf = co_await config_of(c, fx.name);
-    CHECK(conf == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
-    auto read = co_await f.read_settings(asio::use_awaitable);
-    CHECK(read == s);
+  thoonk::feed::settings s;
+  s.max_length = 5;
+  auto f = co_await thoonk::feed::create_or_open(c, fx.name, s, asio::use_awaitable);
+  CHECK(f.name() == fx.name);
+  auto conf = co_await config_of(c, fx.name);
+  CHECK(conf == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
+  auto read = co_await f.read_settings(asio::use_awaitable);
+  CHECK(read == s);
 
-    // Opening again with other settings: the feed keeps its own.
-    thoonk::feed::settings other;
-    other.max_length = 9;
-    auto again = co_await thoonk::feed::create_or_open(c, fx.name, other, asio::use_awaitable);
-    auto read2 = co_await again.read_settings(asio::use_awaitable);
-    CHECK(read2.max_length == 5);
-    auto opened = co_await thoonk::feed::open(c, fx.name, asio::use_awaitable);
-    auto len = co_await opened.length(asio::use_awaitable);
-    CHECK(len == 0);
+  // Opening again with other settings: the feed keeps its own.
+  thoonk::feed::settings other;
+  other.max_length = 9;
+  auto again = co_await thoonk::feed::create_or_open(c, fx.name, other, asio::use_awaitable);
+  auto read2 = co_await again.read_settings(asio::use_awaitable);
+  CHECK(read2.max_length == 5);
+  auto opened = co_await thoonk::feed::open(c, fx.name, asio::use_awaitable);
+  auto len = co_await opened.length(asio::use_awaitable);
+  CHECK(len == 0);
 
-    // Default settings: no max_length field at all.
-    auto plain_name = fx.name + ".plain";
-    auto plain = co_await thoonk::feed::create_or_open(c, plain_name, asio::use_awaitable);
-    auto plain_conf = co_await config_of(c, plain_name);
-    CHECK(plain_conf == std::map<std::string, std::string>{{"type", "feed"}});
-    auto plain_settings = co_await plain.read_settings(asio::use_awaitable);
-    CHECK(!plain_settings.max_length);
+  // Default settings: no max_length field at all.
+  auto plain_name = fx.name + ".plain";
+  auto plain = co_await thoonk::feed::create_or_open(c, plain_name, asio::use_awaitable);
+  auto plain_conf = co_await config_of(c, plain_name);
+  CHECK(plain_conf == std::map<std::string, std::string>{{"type", "feed"}});
+  auto plain_settings = co_await plain.read_settings(asio::use_awaitable);
+  CHECK(!plain_settings.max_length);
 
-    // Sorted feeds: no settings; the same two calls.
-    auto sorted_name = fx.name + ".sorted";
-    auto sf = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
-    auto sf2 =
-        co_await thoonk::sorted_feed::create_or_open(c, sorted_name, {}, asio::use_awaitable);
-    auto id = co_await sf.append("x", asio::use_awaitable);
-    auto item = co_await sf2.get_item(id, asio::use_awaitable);
-    CHECK(item == "x");
-    auto none = co_await sf.read_settings(asio::use_awaitable);
-    CHECK(none == thoonk::sorted_feed::settings{});
+  // Sorted feeds: no settings; the same two calls.
+  auto sorted_name = fx.name + ".sorted";
+  auto sf = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
+  auto sf2 = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, {}, asio::use_awaitable);
+  auto id = co_await sf.append("x", asio::use_awaitable);
+  auto item = co_await sf2.get_item(id, asio::use_awaitable);
+  CHECK(item == "x");
+  auto none = co_await sf.read_settings(asio::use_awaitable);
+  CHECK(none == thoonk::sorted_feed::settings{});
 
-    // One newfeed per creation, none per open.
-    auto created = [&] {
-      return std::count_if(cap->msgs.begin(), cap->msgs.end(),
-                           [&](const msg& m) { return m.second.starts_with(fx.name); });
-    };
-    bool arrived = co_await wait_until([&] { return created() >= 3; });
-    CHECK(arrived);
-    co_await settle();
-    CHECK(created() == 3);
-    std::vector<std::string> names{fx.name, plain_name, sorted_name};
-    for (const auto& n : names) co_await c.delete_feed(n, asio::use_awaitable);
-    fx.raw.stop();
-    c.stop();
-  });
+  // One newfeed per creation, none per open.
+  auto created = [&] {
+    return std::count_if(cap->msgs.begin(), cap->msgs.end(),
+                         [&](const msg& m) { return m.second.starts_with(fx.name); });
+  };
+  bool arrived = co_await wait_until([&] { return created() >= 3; });
+  CHECK(arrived);
+  co_await settle();
+  CHECK(created() == 3);
+  std::vector<std::string> names{fx.name, plain_name, sorted_name};
+  for (const auto& n : names) co_await c.delete_feed(n, asio::use_awaitable);
 }
 
-TEST_CASE("feed handles: the wrong type is refused and changes nothing",
-          "[feed][sorted_feed][create_or_open][open][read_settings][delete_feed]") {
-  fixture fx("handle-type");
-  auto& c = fx.c;
-  run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    co_await thoonk::sorted_feed::create_or_open(c, fx.name, asio::use_awaitable);
-    auto before = co_await config_of(c, fx.name);
+CLIENT_TEST_CASE("handle-type", "feed handles: the wrong type is refused and changes nothing",
+                 "[feed][sorted_feed][create_or_open][open][read_settings][delete_feed]") {
+  co_await thoonk::sorted_feed::create_or_open(c, fx.name, asio::use_awaitable);
+  auto before = co_await config_of(c, fx.name);
 
-    thoonk::feed::settings s;
-    s.max_length = 3;
-    auto [e1, f1] = co_await thoonk::feed::create_or_open(c, fx.name, s, nothrow);
-    CHECK(e1 == E::wrong_feed_type);
-    auto [e2, f2] = co_await thoonk::feed::open(c, fx.name, nothrow);
-    CHECK(e2 == E::wrong_feed_type);
-    auto [e3, r3] = co_await thoonk::feed(c, fx.name).read_settings(nothrow);
-    CHECK(e3 == E::wrong_feed_type);
-    CHECK(co_await config_of(c, fx.name) == before);
+  thoonk::feed::settings s;
+  s.max_length = 3;
+  auto [e1, f1] = co_await thoonk::feed::create_or_open(c, fx.name, s, nothrow);
+  CHECK(e1 == E::wrong_feed_type);
+  auto [e2, f2] = co_await thoonk::feed::open(c, fx.name, nothrow);
+  CHECK(e2 == E::wrong_feed_type);
+  auto [e3, r3] = co_await thoonk::feed(c, fx.name).read_settings(nothrow);
+  CHECK(e3 == E::wrong_feed_type);
+  auto config = co_await config_of(c, fx.name);
+  CHECK(config == before);
 
-    // Missing feeds: open and read_settings do not create.
-    auto missing = fx.name + ".missing";
-    auto [e4, f4] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
-    CHECK(e4 == E::feed_not_found);
-    auto [e5, r5] = co_await thoonk::feed(c, missing).read_settings(nothrow);
-    CHECK(e5 == E::feed_not_found);
-    auto exists = co_await c.feed_exists(missing, asio::use_awaitable);
-    CHECK(!exists);
-    co_await c.delete_feed(fx.name, asio::use_awaitable);
-    c.stop();
-  });
+  // Missing feeds: open and read_settings do not create.
+  auto missing = fx.name + ".missing";
+  auto [e4, f4] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
+  CHECK(e4 == E::feed_not_found);
+  auto [e5, r5] = co_await thoonk::feed(c, missing).read_settings(nothrow);
+  CHECK(e5 == E::feed_not_found);
+  auto exists = co_await c.feed_exists(missing, asio::use_awaitable);
+  CHECK(!exists);
+  co_await c.delete_feed(fx.name, asio::use_awaitable);
 }
 
 TEST_CASE("feed handles: settings convert to and from the contract's fields",
@@ -195,72 +183,67 @@ TEST_CASE("feed handles: settings convert to and from the contract's fields",
   });
 }
 
-TEST_CASE("feed handles: every operation completes a move-only handler",
-          "[feed][sorted_feed][append][create_or_open][edit][get_all][get_ids][get_item]"
-          "[get_items][has_id][insert][length][move][move_after][move_before][move_to_begin]"
-          "[move_to_end][open][prepend][publish][publish_after][publish_before][read_settings]"
-          "[retract][subscribe][delete_feed]") {
-  fixture fx("handle-moveonly");
-  auto& c = fx.c;
-  run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
-    auto sorted_name = fx.name + ".sorted";
-    auto s = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
-    co_await s.append("a", asio::use_awaitable);  // 1
-    co_await s.append("b", asio::use_awaitable);  // 2
+CLIENT_TEST_CASE(
+    "handle-moveonly", "feed handles: every operation completes a move-only handler",
+    "[feed][sorted_feed][append][create_or_open][edit][get_all][get_ids][get_item]"
+    "[get_items][has_id][insert][length][move][move_after][move_before][move_to_begin]"
+    "[move_to_end][open][prepend][publish][publish_after][publish_before][read_settings]"
+    "[retract][subscribe][delete_feed]") {
+  auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
+  auto sorted_name = fx.name + ".sorted";
+  auto s = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
+  co_await s.append("a", asio::use_awaitable);  // 1
+  co_await s.append("b", asio::use_awaitable);  // 2
 
-    int started = 0, ok = 0;
-    std::vector<boost::system::error_code> errors;
-    // A completion handler that can only be moved (it owns a unique_ptr).
-    auto handler = [&] {
-      ++started;
-      return [&ok, &errors, owned = std::make_unique<int>(1)](boost::system::error_code ec,
-                                                              auto&&...) {
-        if (ec) errors.push_back(ec);
-        else ok += *owned;
-      };
-    };
-    thoonk::feed::open(c, fx.name, handler());
-    thoonk::feed::create_or_open(c, fx.name, handler());
-    thoonk::feed::create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
-    f.publish("item", handler());
-    f.publish(item_id("x"), "item", handler());
-    f.retract("nope", handler());
-    f.get_ids(handler());
-    f.get_item("x", handler());
-    f.get_items(std::vector<std::string>{"x"}, handler());
-    f.get_all(handler());
-    f.has_id("x", handler());
-    f.length(handler());
-    f.read_settings(handler());
-    f.subscribe([](const thoonk::feed_event&) {}, handler());
-    f.subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
-    thoonk::sorted_feed::open(c, sorted_name, handler());
-    s.append("c", handler());
-    s.prepend("d", handler());
-    s.publish_before(item_id("1"), "e", handler());
-    s.publish_after(item_id("1"), "f", handler());
-    s.insert(thoonk::feed_position::at_end(), "g", handler());
-    s.edit(item_id("1"), "A", handler());
-    s.move_to_begin("2", handler());
-    s.move_to_end("2", handler());
-    s.move_before("2", "1", handler());
-    s.move_after("2", "1", handler());
-    s.move("2", thoonk::feed_position::at_begin(), handler());
-    s.retract("nope", handler());
-    s.read_settings(handler());
-    thoonk::subscribe_feed_admin(
-        c, [](const thoonk::feed_admin_event&) {}, handler());
+  int started = 0, ok = 0;
+  std::vector<boost::system::error_code> errors;
+  // A completion handler that can only be moved (it owns a unique_ptr).
+  auto handler = [&] {
+    ++started;
+    return
+        [&ok, &errors, owned = std::make_unique<int>(1)](boost::system::error_code ec, auto&&...) {
+          if (ec) errors.push_back(ec);
+          else ok += *owned;
+        };
+  };
+  thoonk::feed::open(c, fx.name, handler());
+  thoonk::feed::create_or_open(c, fx.name, handler());
+  thoonk::feed::create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
+  f.publish("item", handler());
+  f.publish(item_id("x"), "item", handler());
+  f.retract("nope", handler());
+  f.get_ids(handler());
+  f.get_item("x", handler());
+  f.get_items(std::vector<std::string>{"x"}, handler());
+  f.get_all(handler());
+  f.has_id("x", handler());
+  f.length(handler());
+  f.read_settings(handler());
+  f.subscribe([](const thoonk::feed_event&) {}, handler());
+  f.subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
+  thoonk::sorted_feed::open(c, sorted_name, handler());
+  s.append("c", handler());
+  s.prepend("d", handler());
+  s.publish_before(item_id("1"), "e", handler());
+  s.publish_after(item_id("1"), "f", handler());
+  s.insert(thoonk::feed_position::at_end(), "g", handler());
+  s.edit(item_id("1"), "A", handler());
+  s.move_to_begin("2", handler());
+  s.move_to_end("2", handler());
+  s.move_before("2", "1", handler());
+  s.move_after("2", "1", handler());
+  s.move("2", thoonk::feed_position::at_begin(), handler());
+  s.retract("nope", handler());
+  s.read_settings(handler());
+  thoonk::subscribe_feed_admin(
+      c, [](const thoonk::feed_admin_event&) {}, handler());
 
-    bool all = co_await wait_until([&] { return ok + static_cast<int>(errors.size()) == started; });
-    CHECK(all);
-    CHECK(errors.empty());
-    CHECK(ok == started);
-    co_await c.delete_feed(fx.name, asio::use_awaitable);
-    co_await c.delete_feed(sorted_name, asio::use_awaitable);
-    c.stop();
-  });
+  bool all = co_await wait_until([&] { return ok + static_cast<int>(errors.size()) == started; });
+  CHECK(all);
+  CHECK(errors.empty());
+  CHECK(ok == started);
+  co_await c.delete_feed(fx.name, asio::use_awaitable);
+  co_await c.delete_feed(sorted_name, asio::use_awaitable);
 }
 
 TEST_CASE("feed handles: with_diagnostics gives the server's text of a failed feed operation",

@@ -26,87 +26,82 @@ rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string w
 
 }  // namespace
 
-TEST_CASE("feed notify: typed events reach every callback exactly once, one server subscription",
-          "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  thoonk::client pub(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await connect_all(c, pub);
-    auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
-    thoonk::feed mine(c, name), theirs(pub, name);
-    std::vector<rec> a, b, cu;
-    std::set<std::string> feeds_seen;
-    auto s1 = co_await mine.subscribe(
-        [&](const feed_event& e) {
-          a.push_back(to_rec(e));
-          feeds_seen.emplace(e.feed);
-        },
-        asio::use_awaitable);
-    auto s2 = co_await mine.subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
-                                      asio::use_awaitable);
-    thoonk::feed_subscribe_options opts;
-    opts.catch_up = true;
-    auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); }, opts,
-                                      asio::use_awaitable);
-    std::vector<std::string> kinds{"publish", "edit", "retract"};
-    for (const auto& what : kinds) {
-      auto n = co_await numsub(pub.conn(), "feed." + std::string(what) + ":" + name);
-      CHECK(n == 1);  // three subscriptions, one server subscription
-    }
+CLIENT_TEST_CASE(
+    "notify",
+    "feed notify: typed events reach every callback exactly once, one server subscription",
+    "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
+  thoonk::client pub(fx.ioc.get_executor(), test_config());
+  co_await pub.connect(asio::use_awaitable);
+  auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
+  thoonk::feed mine(c, name), theirs(pub, name);
+  std::vector<rec> a, b, cu;
+  std::set<std::string> feeds_seen;
+  auto s1 = co_await mine.subscribe(
+      [&](const feed_event& e) {
+        a.push_back(to_rec(e));
+        feeds_seen.emplace(e.feed);
+      },
+      asio::use_awaitable);
+  auto s2 = co_await mine.subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
+                                    asio::use_awaitable);
+  thoonk::feed_subscribe_options opts;
+  opts.catch_up = true;
+  auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); }, opts,
+                                    asio::use_awaitable);
+  std::vector<std::string> kinds{"publish", "edit", "retract"};
+  for (const auto& what : kinds) {
+    auto n = co_await numsub(pub.conn(), "feed." + std::string(what) + ":" + name);
+    CHECK(n == 1);  // three subscriptions, one server subscription
+  }
 
-    // Distinct milliseconds: the feed's order is (publish ms, id).
-    co_await theirs.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
-    co_await sleep_for(3ms);
-    co_await theirs.publish(thoonk::item_id("y"), "2", asio::use_awaitable);
-    co_await sleep_for(3ms);
-    co_await theirs.publish(thoonk::item_id("x"), "1b",
-                            asio::use_awaitable);  // edit: x is now newest
-    co_await sleep_for(3ms);
-    co_await theirs.publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
-    co_await theirs.retract("x", asio::use_awaitable);
-    std::vector<rec> expected{R(feed_event::publish, "x", "1"), R(feed_event::publish, "y", "2"),
-                              R(feed_event::edit, "x", "1b"),   R(feed_event::retract, "y"),
-                              R(feed_event::publish, "z", "3"), R(feed_event::retract, "x")};
-    bool all = co_await wait_until([&] {
-      return a.size() >= expected.size() && b.size() >= expected.size() &&
-             cu.size() >= expected.size();
-    });
-    CHECK(all);
-    co_await settle();
-    CHECK(a == expected);
-    CHECK(b == expected);
-    CHECK(cu == expected);
-    CHECK(feeds_seen == std::set<std::string>{name});
-    CHECK(s1.stats().delivered == expected.size());
-    CHECK(s3.cursor() == 4);  // publishes + edits seen: feed.publishes
-
-    // Dropping handles: the other callbacks still get events; the last one
-    // unsubscribes on the server.
-    s1.reset();
-    CHECK(!s1.active());
-    co_await theirs.publish(thoonk::item_id("w"), "4", asio::use_awaitable);
-    bool got = co_await wait_until([&] { return b.size() == expected.size() + 1; });
-    CHECK(got);
-    co_await settle();
-    CHECK(a.size() == expected.size());
-    s2.reset();
-    s3.reset();
-    co_await settle();
-    auto n = co_await numsub(pub.conn(), "feed.publish:" + name);
-    CHECK(n == 0);
-    co_await pub.delete_feed(name, asio::use_awaitable);
-    c.stop();
-    pub.stop();
+  // Distinct milliseconds: the feed's order is (publish ms, id).
+  co_await theirs.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
+  co_await sleep_for(3ms);
+  co_await theirs.publish(thoonk::item_id("y"), "2", asio::use_awaitable);
+  co_await sleep_for(3ms);
+  co_await theirs.publish(thoonk::item_id("x"), "1b",
+                          asio::use_awaitable);  // edit: x is now newest
+  co_await sleep_for(3ms);
+  co_await theirs.publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
+  co_await theirs.retract("x", asio::use_awaitable);
+  std::vector<rec> expected{R(feed_event::publish, "x", "1"), R(feed_event::publish, "y", "2"),
+                            R(feed_event::edit, "x", "1b"),   R(feed_event::retract, "y"),
+                            R(feed_event::publish, "z", "3"), R(feed_event::retract, "x")};
+  bool all = co_await wait_until([&] {
+    return a.size() >= expected.size() && b.size() >= expected.size() &&
+           cu.size() >= expected.size();
   });
+  CHECK(all);
+  co_await settle();
+  CHECK(a == expected);
+  CHECK(b == expected);
+  CHECK(cu == expected);
+  CHECK(feeds_seen == std::set<std::string>{name});
+  CHECK(s1.stats().delivered == expected.size());
+  CHECK(s3.cursor() == 4);  // publishes + edits seen: feed.publishes
+
+  // Dropping handles: the other callbacks still get events; the last one
+  // unsubscribes on the server.
+  s1.reset();
+  CHECK(!s1.active());
+  co_await theirs.publish(thoonk::item_id("w"), "4", asio::use_awaitable);
+  bool got = co_await wait_until([&] { return b.size() == expected.size() + 1; });
+  CHECK(got);
+  co_await settle();
+  CHECK(a.size() == expected.size());
+  s2.reset();
+  s3.reset();
+  co_await settle();
+  auto n = co_await numsub(pub.conn(), "feed.publish:" + name);
+  CHECK(n == 0);
+  co_await pub.delete_feed(name, asio::use_awaitable);
+  pub.stop();
 }
 
-FIXTURE_TEST_CASE(
+CLIENT_TEST_CASE(
     "t", "feed notify: sorted feed events, a throwing callback, reset from inside a callback",
     "[feed][feed_notify][sorted_feed][append][delete_feed][edit][move_before][move_to_end]"
     "[prepend][publish_after][retract][subscribe]") {
-  auto& c = f.c;
-  co_await c.connect(asio::use_awaitable);
   auto name = co_await make_feed(c, "notify-sorted", feed_type::sorted_feed);
   thoonk::sorted_feed s(c, name);
   std::vector<rec> got, after_throw;
@@ -155,7 +150,6 @@ FIXTURE_TEST_CASE(
   CHECK(bad.stats().callback_errors == expected.size());
   CHECK(self_calls == 1);
   co_await c.delete_feed(name, asio::use_awaitable);
-  c.stop();
 }
 
 TEST_CASE(

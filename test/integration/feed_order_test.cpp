@@ -122,26 +122,21 @@ TEST_CASE(
       std::chrono::seconds(120));
 }
 
-TEST_CASE("feed order: a publisher whose clock is behind still publishes after the newest item",
-          "[feed][feed_order][publish][delete_feed][get_ids]") {
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), test_config());
-  thoonk::connection raw(ioc.get_executor(), test_config());
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await connect_all(c, raw);
-    auto name = co_await make_feed(c, "order-clock", feed_type::feed, max_len(2));
-    thoonk::feed f(c, name);
-    // Another contract client, its clock 10 s ahead, published "z".
-    co_await cmd(raw, "ZADD", key("ids", name), std::to_string(ms_now() + 10000), "z");
-    co_await cmd(raw, "HSET", key("items", name), "z", "Z");
-    co_await f.publish(thoonk::item_id("a"), "A", asio::use_awaitable);
-    auto r =
-        co_await f.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // evicts z, the oldest
-    CHECK(r.evicted == std::vector<std::string>{"z"});
-    auto ids = co_await f.get_ids(asio::use_awaitable);
-    CHECK(ids == std::vector<std::string>{"a", "b"});
-    co_await c.delete_feed(name, asio::use_awaitable);
-    c.stop();
-    raw.stop();
-  });
+CLIENT_TEST_CASE(
+    "order-clock",
+    "feed order: a publisher whose clock is behind still publishes after the newest item",
+    "[feed][feed_order][publish][delete_feed][get_ids]") {
+  auto name = co_await make_feed(c, "order-clock", feed_type::feed, max_len(2));
+  thoonk::feed f(c, name);
+  // Another contract client, its clock 10 s ahead, published "z" (its
+  // plain commands).
+  co_await cmd(c.conn(), "ZADD", key("ids", name), std::to_string(ms_now() + 10000), "z");
+  co_await cmd(c.conn(), "HSET", key("items", name), "z", "Z");
+  co_await f.publish(thoonk::item_id("a"), "A", asio::use_awaitable);
+  auto r =
+      co_await f.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // evicts z, the oldest
+  CHECK(r.evicted == std::vector<std::string>{"z"});
+  auto ids = co_await f.get_ids(asio::use_awaitable);
+  CHECK(ids == std::vector<std::string>{"a", "b"});
+  co_await c.delete_feed(name, asio::use_awaitable);
 }

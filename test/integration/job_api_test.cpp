@@ -66,7 +66,8 @@ FIXTURE_TEST_CASE(
   s.published = true;
   auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
   CHECK(q.name() == f.name);
-  CHECK(co_await config_of(f.c.conn(), f.name) ==
+  auto config = co_await config_of(f.c.conn(), f.name);
+  CHECK(config ==
         "claim_timeout_ms=1500\ndead_letter_queue=dead\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
         "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
@@ -85,12 +86,14 @@ FIXTURE_TEST_CASE(
   jq::settings other;
   other.retry.max_stalls = 9;
   auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
-  CHECK((co_await again.read_settings(asio::use_awaitable)).retry.max_stalls == 2);
+  auto settings = co_await again.read_settings(asio::use_awaitable);
+  CHECK(settings.retry.max_stalls == 2);
 
   // Without settings: the defaults, i.e. no fields written.
   const auto plain = unique_name("jobapi-plain");
   auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
-  CHECK(co_await config_of(f.c.conn(), plain) == "type=job\n");
+  config = co_await config_of(f.c.conn(), plain);
+  CHECK(config == "type=job\n");
   auto ps = co_await p.read_settings(asio::use_awaitable);
   CHECK(!ps.claim_timeout);
   CHECK(ps.retry == thoonk::retry_strategy{});
@@ -114,7 +117,8 @@ FIXTURE_TEST_CASE("jobapi", "create_or_open / open: the wrong type and bad setti
   CHECK(ec1 == E::wrong_feed_type);
   auto [ec2, q2] = co_await jq::open(f.c, f.name, nothrow);
   CHECK(ec2 == E::wrong_feed_type);
-  CHECK(co_await config_of(f.c.conn(), f.name) == before);
+  auto config = co_await config_of(f.c.conn(), f.name);
+  CHECK(config == before);
   // The queue itself opens both ways.
   auto [ec3, q3] = co_await thoonk::queue::open(f.c, f.name, nothrow);
   CHECK(!ec3);
@@ -146,7 +150,8 @@ FIXTURE_TEST_CASE("jobapi", "create_or_open / open: the wrong type and bad setti
     auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
     CHECK(ec == E::invalid_argument);
   }
-  CHECK((co_await cmd(f.c.conn(), "EXISTS", key("config", missing))).integer == 0);
+  auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", missing));
+  CHECK(exists.integer == 0);
   auto [ec8, q8] = co_await jq::create_or_open(f.c, std::string("a\0b", 3), nothrow);
   CHECK(ec8 == E::invalid_name);
 }
@@ -186,7 +191,8 @@ FIXTURE_TEST_CASE("jobapi",
   co_await q.finish(j3, nul_result, asio::use_awaitable);
   // Another client's payload without a NUL is ignored and counted.
   co_await cmd(f.c.conn(), "PUBLISH", "job.finish:" + f.name, "no-separator");
-  CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
+  auto arrived = co_await wait_until([&] { return seen.size() >= 2; });
+  CHECK(arrived);
   co_await settle();
 
   REQUIRE(seen.size() == 2);
@@ -240,12 +246,14 @@ FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and fail
   REQUIRE(jb);
   CHECK(jb->state == thoonk::job_state::stalled);
   CHECK(jb->item == "b");
-  CHECK(!(co_await q.get_job(ids[2], asio::use_awaitable)));  // finished
+  auto job = co_await q.get_job(ids[2], asio::use_awaitable);
+  CHECK(!job);  // finished
   auto jd = co_await q.get_job(ids[3], asio::use_awaitable);
   REQUIRE(jd);
   CHECK(jd->state == thoonk::job_state::waiting);
   CHECK(jd->failures == 1);
-  CHECK(!(co_await q.get_job("no-such-id", asio::use_awaitable)));
+  job = co_await q.get_job("no-such-id", asio::use_awaitable);
+  CHECK(!job);
   auto [eid, none] = co_await q.get_job("", nothrow);
   CHECK(eid == E::invalid_id);
 
@@ -276,7 +284,8 @@ FIXTURE_TEST_CASE("qapi", "queue::get_item: the item of a waiting id",
   auto item = co_await q.get_item(id, asio::use_awaitable);
   CHECK(item == std::string("it\0em", 5));
   co_await q.get(1s, asio::use_awaitable);
-  CHECK(!(co_await q.get_item(id, asio::use_awaitable)));
+  item = co_await q.get_item(id, asio::use_awaitable);
+  CHECK(!item);
   auto [ec, none] = co_await q.get_item("", nothrow);
   CHECK(ec == E::invalid_id);
   thoonk::queue wrong(f.c, co_await make_feed(f.c, "qapi-job", thoonk::feed_type::job));
@@ -333,33 +342,40 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     mo.publish_stats = false;
     q.maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
     expected += 16;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    auto arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     // The claimed job's own operations, one after the other.
     q.stall(j, move_only<ec_t>(calls));
     ++expected;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     q.retry(j.id, move_only<ec_t>(calls));
     ++expected;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     auto k = co_await claim_one(q);
     q.cancel(k, move_only<ec_t, std::int64_t>(calls));
     ++expected;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     auto l = co_await claim_one(q);
     q.finish(l, "r", move_only<ec_t>(calls));
     q.claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
     q.retract(id, move_only<ec_t>(calls));
     expected += 3;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     q.finish(j, move_only<ec_t>(calls));  // lost claim: still completes
     ++expected;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
     asio::cancellation_signal stop;
     q.run_maintenance(1h, mo, asio::bind_cancellation_slot(stop.slot(), move_only<ec_t>(calls)));
     co_await sleep_for(50ms);
     stop.emit(asio::cancellation_type::terminal);
     ++expected;
-    CHECK(co_await wait_until([&] { return calls == expected; }));
+    arrived = co_await wait_until([&] { return calls == expected; });
+    CHECK(arrived);
   });
   CHECK(calls == expected);
 }

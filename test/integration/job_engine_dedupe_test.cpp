@@ -36,16 +36,19 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a put with an existing id updates it; data 
   CHECK(r1.id == "a");
   auto r2 = co_await put_id(q, "a", "v2", now);
   CHECK(r2.outcome == put_outcome::updated);
-  CHECK((co_await job_of(q, "a")).item == "v2");
+  auto a_job = co_await job_of(q, "a");
+  CHECK(a_job.item == "v2");
   co_await put_id(q, "a", "v3", now, keep_data());
-  CHECK((co_await job_of(q, "a")).item == "v2");
+  a_job = co_await job_of(q, "a");
+  CHECK(a_job.item == "v2");
   auto c = co_await q.counts(asio::use_awaitable);
   CHECK(c.waiting == 1);  // one job, one place in the line
   CHECK(c.items == 1);
   CHECK(c.puts == 1);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   CHECK(j.item == "v2");
-  CHECK(!(co_await try_claim(q)));
+  auto claimed = co_await try_claim(q);
+  CHECK(!claimed);
 }
 
 FIXTURE_TEST_CASE("dedupe", "dedupe: every run_at mode on a scheduled and on a waiting job",
@@ -83,21 +86,26 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every run_at mode on a scheduled and on a w
   // A scheduled job moved to now or the past becomes claimable.
   co_await put_id(q, "due", "old", t1);
   co_await put_id(q, "due", "now", now - 10);
-  CHECK((co_await job_of(q, "due")).state == state::waiting);
+  auto due_job = co_await job_of(q, "due");
+  CHECK(due_job.state == state::waiting);
   // A waiting job counts as run_at 0: if_later to the future schedules
   // it, if_earlier leaves it waiting, never too.
   co_await put_id(q, "w1", "w", now);
   co_await put_id(q, "w1", "w", later, with_run_at(flags::run_at_mode::if_later));
-  CHECK((co_await job_of(q, "w1")).state == state::scheduled);
+  auto w1_job = co_await job_of(q, "w1");
+  CHECK(w1_job.state == state::scheduled);
   co_await put_id(q, "w2", "w", now);
   co_await put_id(q, "w2", "w", later, with_run_at(flags::run_at_mode::if_earlier));
-  CHECK((co_await job_of(q, "w2")).state == state::waiting);
+  auto w2_job = co_await job_of(q, "w2");
+  CHECK(w2_job.state == state::waiting);
   co_await put_id(q, "w3", "w", now);
   co_await put_id(q, "w3", "w", later, with_run_at(flags::run_at_mode::never));
-  CHECK((co_await job_of(q, "w3")).state == state::waiting);
+  auto w3_job = co_await job_of(q, "w3");
+  CHECK(w3_job.state == state::waiting);
   co_await put_id(q, "w4", "w", now);
   co_await put_id(q, "w4", "w", later);
-  CHECK((co_await job_of(q, "w4")).state == state::scheduled);
+  auto w4_job = co_await job_of(q, "w4");
+  CHECK(w4_job.state == state::scheduled);
   // Moved out of the line: not claimable, nothing left behind in feed.ids.
   auto c = co_await q.counts(asio::use_awaitable);
   CHECK(c.waiting == 3);  // due, w2, w3
@@ -165,19 +173,23 @@ FIXTURE_TEST_CASE(
   CHECK(info.item == "first");  // the running job is untouched
   REQUIRE(info.held);
   CHECK(info.held->item == "second");
-  CHECK((co_await q.counts(asio::use_awaitable)).held == 1);
-  CHECK(!(co_await try_claim(q)));
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.held == 1);
+  auto claimed = co_await try_claim(q);
+  CHECK(!claimed);
 
   // A second held put merges: keep data keeps the held item.
   co_await put_id(q, "h", "third", now, keep_data());
-  CHECK((co_await job_of(q, "h")).held->item == "second");
+  auto h_job = co_await job_of(q, "h");
+  CHECK(h_job.held->item == "second");
 
   co_await q.finish(j, asio::use_awaitable);
   info = co_await job_of(q, "h");
   CHECK(info.state == state::waiting);
   CHECK(info.item == "second");
   CHECK(!info.held);
-  CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
+  counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.held == 0);
   auto j2 = co_await q.claim(1s, asio::use_awaitable);
   CHECK(j2.item == "second");
   // The first claim's token can never finish the new job.
@@ -231,7 +243,8 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a held put is applied however the claim end
   auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.requeued == 1);
   co_await expect_new("by-lapse", state::waiting);
-  CHECK((co_await job_of(q, "by-lapse")).stall_count == 1);
+  auto by_lapse_job = co_await job_of(q, "by-lapse");
+  CHECK(by_lapse_job.stall_count == 1);
   (void)co_await q.claim(1s, asio::use_awaitable);
 
   // Dead letter: the held put revives the job.
@@ -255,8 +268,10 @@ FIXTURE_TEST_CASE("dedupe",
     auto r = co_await put_id(q, "b1", "next", at);
     CHECK(r.outcome == put_outcome::held);
     // The reference made it claimable at once: the same id twice.
-    CHECK(!(co_await try_claim(q)));
-    CHECK((co_await q.counts(asio::use_awaitable)).waiting == 0);
+    auto claimed = co_await try_claim(q);
+    CHECK(!claimed);
+    auto counts = co_await q.counts(asio::use_awaitable);
+    CHECK(counts.waiting == 0);
   }
   co_await q.finish(j, asio::use_awaitable);
   auto j2 = co_await q.claim(1s, asio::use_awaitable);
@@ -282,7 +297,8 @@ FIXTURE_TEST_CASE("dedupe",
     CHECK(again.id == id);
     co_await q.finish(again, asio::use_awaitable);
   }
-  CHECK((co_await q.counts(asio::use_awaitable)).held == 0);
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.held == 0);
 }
 
 FIXTURE_TEST_CASE(
@@ -316,17 +332,21 @@ FIXTURE_TEST_CASE("dedupe",
   co_await put_id(q, "dead", "v1", now);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   co_await q.stall(j, asio::use_awaitable);
-  CHECK((co_await job_of(q, "dead")).state == state::stalled);
+  auto dead_job = co_await job_of(q, "dead");
+  CHECK(dead_job.state == state::stalled);
   auto r = co_await put_id(q, "dead", "v2", now);
   CHECK(r.outcome == put_outcome::updated);
-  CHECK((co_await job_of(q, "dead")).state == state::waiting);
-  CHECK((co_await cmd(f.c.conn(), "SCARD", key("stalled", f.name))).integer == 0);
+  dead_job = co_await job_of(q, "dead");
+  CHECK(dead_job.state == state::waiting);
+  auto stalled = co_await cmd(f.c.conn(), "SCARD", key("stalled", f.name));
+  CHECK(stalled.integer == 0);
   auto j2 = co_await q.claim(1s, asio::use_awaitable);
   CHECK(j2.item == "v2");
 
   co_await put_id(q, "dead", "held", now);
   co_await q.retract("dead", asio::use_awaitable);
-  CHECK(!(co_await q.get_job("dead", asio::use_awaitable)));
+  auto job = co_await q.get_job("dead", asio::use_awaitable);
+  CHECK(!job);
   auto c = co_await q.counts(asio::use_awaitable);
   CHECK(c.held == 0);
   CHECK(c.claimed == 0);
@@ -344,7 +364,8 @@ FIXTURE_TEST_CASE("dedupe",
   // A contract client's Finish: ZREM claimed, HDEL items, INCR finishes.
   co_await cmd(f.c.conn(), "ZREM", key("claimed", f.name), "c1");
   co_await cmd(f.c.conn(), "HDEL", key("items", f.name), "c1");
-  CHECK(!(co_await q.get_job("c1", asio::use_awaitable)));
+  auto job = co_await q.get_job("c1", asio::use_awaitable);
+  CHECK(!job);
   auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.held_released == 1);
   auto info = co_await job_of(q, "c1");
@@ -421,7 +442,8 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every update flag on a waiting, a scheduled
       CHECK(r.outcome == (held_claim ? put_outcome::held : put_outcome::updated));
       std::int64_t failed = 1;
       if (held_claim) {
-        CHECK((co_await job_of(q, id)).item == "old");  // untouched while it runs
+        auto id_job = co_await job_of(q, id);
+        CHECK(id_job.item == "old");  // untouched while it runs
         if (w == "claimed") {
           co_await q.finish(*held_claim, asio::use_awaitable);
         } else {

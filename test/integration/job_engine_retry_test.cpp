@@ -65,7 +65,8 @@ FIXTURE_TEST_CASE("retry",
   CHECK(counts.scheduled == 0);
   CHECK(counts.waiting == 0);
   // A contract client finds it where the contract puts dead jobs.
-  CHECK((co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id)).integer == 1);
+  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+  CHECK(member.integer == 1);
   // retry() (contract) puts it back.
   co_await q.retry(id, asio::use_awaitable);
   auto again = co_await q.claim(1s, asio::use_awaitable);
@@ -83,8 +84,10 @@ FIXTURE_TEST_CASE("retry",
   auto r = co_await q.fail(j, "later please", o, asio::use_awaitable);
   CHECK(r.outcome == outcome::retry_scheduled);
   CHECK(r.run_at == *o.retry_at);
-  CHECK((co_await job_of(q, id)).run_at == *o.retry_at);
-  CHECK(!(co_await try_claim(q)));
+  auto id_job = co_await job_of(q, id);
+  CHECK(id_job.run_at == *o.retry_at);
+  auto claimed = co_await try_claim(q);
+  CHECK(!claimed);
 
   // retry_at in the past: claimable at once.
   auto id2 = co_await q.put("y", asio::use_awaitable);
@@ -156,7 +159,8 @@ FIXTURE_TEST_CASE("retry",
     CHECK(bytes_of(a[2]) == data + " failed");
     co_await dead.finish(rec, asio::use_awaitable);
     // The job itself is kept as a dead letter too.
-    CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
+    auto id_job = co_await job_of(q, id);
+    CHECK(id_job.state == thoonk::job_state::stalled);
   }
   co_await f.c.delete_feed(dead_name, asio::use_awaitable);
 }
@@ -179,8 +183,10 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
   co_await q.put("c", asio::use_awaitable);
   j = co_await q.claim(1s, asio::use_awaitable);
   co_await q.fail(j, "to d2", asio::use_awaitable);
-  CHECK((co_await q1.counts(asio::use_awaitable)).waiting == 1);
-  CHECK((co_await q2.counts(asio::use_awaitable)).waiting == 1);
+  auto counts = co_await q1.counts(asio::use_awaitable);
+  CHECK(counts.waiting == 1);
+  counts = co_await q2.counts(asio::use_awaitable);
+  CHECK(counts.waiting == 1);
   auto rec1 = co_await q1.claim(1s, asio::use_awaitable);
   auto rec2 = co_await q2.claim(1s, asio::use_awaitable);
   CHECK(rec1.item.find("to d1") != std::string::npos);
@@ -191,8 +197,10 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
   j = co_await q.claim(1s, asio::use_awaitable);
   auto r = co_await q.fail(j, "kept", asio::use_awaitable);
   CHECK(r.outcome == outcome::dead_lettered);
-  CHECK((co_await job_of(q, lost)).last_error == "kept");
-  CHECK((co_await job_of(q, id)).state == thoonk::job_state::stalled);
+  auto lost_job = co_await job_of(q, lost);
+  CHECK(lost_job.last_error == "kept");
+  auto id_job = co_await job_of(q, id);
+  CHECK(id_job.state == thoonk::job_state::stalled);
   co_await f.c.delete_feed(d1, asio::use_awaitable);
   co_await f.c.delete_feed(d2, asio::use_awaitable);
 }
@@ -267,7 +275,8 @@ FIXTURE_TEST_CASE(
   j = co_await q.claim(2s, asio::use_awaitable);
   auto f2 = co_await q.fail(j, "2", asio::use_awaitable);
   CHECK(f2.outcome == outcome::dead_lettered);  // its own max_retries, 2
-  CHECK((co_await job_of(q, r.id)).failures == 3);
+  auto r_id_job = co_await job_of(q, r.id);
+  CHECK(r_id_job.failures == 3);
 }
 
 FIXTURE_TEST_CASE("retry",
@@ -320,7 +329,8 @@ FIXTURE_TEST_CASE("retry",
   const thoonk::put_options no_options;
   auto [pe3, pr3] = co_await q.put(huge, no_options, nothrow);
   CHECK(pe3 == E::item_too_large);
-  CHECK((co_await q.counts(asio::use_awaitable)).puts == before.puts);
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.puts == before.puts);
 }
 
 FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when events are off",
@@ -346,7 +356,8 @@ FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when
   later.run_at = thoonk::now_epoch_ms() + 3600000;
   co_await q.put("n1", later, asio::use_awaitable);
   co_await q.put("n2", later, asio::use_awaitable);
-  CHECK(co_await wait_until([&] { return seen.size() >= 9; }, 5s));
+  auto arrived = co_await wait_until([&] { return seen.size() >= 9; }, 5s);
+  CHECK(arrived);
   const std::vector<std::string> want{
       "put " + id + " ",        "claimed " + id + " 1",
       "failed " + id + " oops", "retry_scheduled " + id + " " + std::to_string(*o.retry_at),

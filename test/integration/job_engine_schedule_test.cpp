@@ -19,11 +19,14 @@ FIXTURE_TEST_CASE("sched",
   CHECK(js.state == thoonk::job_state::scheduled);
   CHECK(js.run_at == later_at);
   CHECK(js.item == "later");
-  CHECK((co_await job_of(q, at_now)).state == thoonk::job_state::waiting);
+  auto at_now_job = co_await job_of(q, at_now);
+  CHECK(at_now_job.state == thoonk::job_state::waiting);
   // A scheduled job is not in the contract's keys: a contract client's
   // Get (BRPOP feed.ids) or HKEYS feed.items cannot see it early.
-  CHECK((co_await cmd(f.c.conn(), "HEXISTS", key("items", f.name), later)).integer == 0);
-  CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), later)).is_null());
+  auto stored = co_await cmd(f.c.conn(), "HEXISTS", key("items", f.name), later);
+  CHECK(stored.integer == 0);
+  auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), later);
+  CHECK(pos.is_null());
 
   auto a = co_await try_claim(q);
   auto b = co_await try_claim(q);
@@ -31,14 +34,17 @@ FIXTURE_TEST_CASE("sched",
   REQUIRE(b);
   CHECK(a->id == at_now);  // put first
   CHECK(b->id == past);
-  CHECK(!(co_await try_claim(q)));  // "later" is not due
-  CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 1);
+  auto claimed = co_await try_claim(q);
+  CHECK(!claimed);  // "later" is not due
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.scheduled == 1);
 
   auto c = co_await q.claim(5s, asio::use_awaitable);
   CHECK(c.id == later);
   CHECK(c.item == "later");
   CHECK(thoonk::now_epoch_ms() >= later_at);  // never before its time
-  CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 0);
+  counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.scheduled == 0);
 }
 
 FIXTURE_TEST_CASE("sched",
@@ -94,7 +100,8 @@ FIXTURE_TEST_CASE("sched",
   // The put of a scheduled job wakes nobody up (nothing is claimable),
   // and the poll is a minute away: the waiting claimer must still get it,
   // because the first claim after the put learns its due time.
-  CHECK(co_await wait_until([&] { return waiting->has_value(); }, 8s));
+  auto arrived = co_await wait_until([&] { return waiting->has_value(); }, 8s);
+  CHECK(arrived);
   REQUIRE(waiting->has_value());
   CHECK((*waiting)->id == r.id);
 }
@@ -116,7 +123,8 @@ TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they
             "redis.call('HSET', KEYS[2], 'job' .. i, seq .. 'payload') end return 1";
         co_await cmd(f.c.conn(), "EVAL", fill, "2", key("scheduled", f.name),
                      key("scheduled_items", f.name), due);
-        CHECK((co_await q.counts(asio::use_awaitable)).scheduled == 100000);
+        auto filled = co_await q.counts(asio::use_awaitable);
+        CHECK(filled.scheduled == 100000);
         co_await cmd(f.c.conn(), "CONFIG", "SET", "slowlog-log-slower-than", "5000");
         co_await cmd(f.c.conn(), "SLOWLOG", "RESET");
 
@@ -164,7 +172,8 @@ FIXTURE_TEST_CASE("sched",
   CHECK(ids == want);
 
   co_await q.retract(gone, asio::use_awaitable);
-  CHECK(!(co_await q.get_job(gone, asio::use_awaitable)));
+  auto job = co_await q.get_job(gone, asio::use_awaitable);
+  CHECK(!job);
   auto [rec] = co_await q.retract(gone, nothrow);
   CHECK(rec == thoonk::error::job_not_found);
 
@@ -180,8 +189,10 @@ FIXTURE_TEST_CASE("sched",
   CHECK(rep.counts.waiting == 1);
   CHECK(rep.counts.scheduled == 1);
   // Now it is where a contract client looks.
-  CHECK((co_await cmd(f.c.conn(), "HGET", key("items", f.name), soon)).str == "soon");
-  CHECK((co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), soon)).integer == 0);
+  auto stored = co_await cmd(f.c.conn(), "HGET", key("items", f.name), soon);
+  CHECK(stored.str == "soon");
+  auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), soon);
+  CHECK(pos.integer == 0);
 }
 
 FIXTURE_TEST_CASE("sched",

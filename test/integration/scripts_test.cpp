@@ -40,6 +40,23 @@ const scripts::embedded_script& find_script(std::string_view file) {
   throw std::logic_error("unreachable");
 }
 
+// Runs the script of `file` on f.name, made a feed of `type` first, with
+// `keys` and `args` that make it fail on the line holding `marker`, and
+// checks that the server's error reports that line of the file.
+asio::awaitable<void> expect_error_line(fixture& f, std::string type, std::string_view file,
+                                        std::string_view marker, std::vector<std::string> keys,
+                                        std::vector<std::string> args) {
+  co_await create_feed(f.c.conn(), f.name, std::move(type));
+  const auto& s = find_script(file);
+  auto want = line_of(s.file_text, marker);
+  REQUIRE(want > 1);
+  auto [ec, v] =
+      co_await thoonk::detail::run_script(f.c, s.get(), std::move(keys), std::move(args));
+  INFO(v.str);
+  CHECK(ec == thoonk::error::script_error);
+  CHECK(reported_line(v.str) == want);
+}
+
 }  // namespace
 
 TEST_CASE("scripts: every embedded script has its layout and loads on the server", "[scripts]") {
@@ -82,33 +99,17 @@ FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua 
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
 
   SECTION("queue layout: queues/get.lua with a count that is no number") {
-    co_await create_feed(f.c.conn(), f.name, "queue");
-    const auto& s = find_script("queues/get.lua");
-    auto want = line_of(s.file_text, "redis.call('RPOP'");
-    REQUIRE(want > 1);
-    std::vector<std::string> args;
-    args.emplace_back("not a number");
-    auto [ec, v] = co_await thoonk::detail::run_script(
-        f.c, s.get(), thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
-    INFO(v.str);
-    CHECK(ec == thoonk::error::script_error);
-    CHECK(reported_line(v.str) == want);
+    std::vector<std::string> args{"not a number"};
+    co_await expect_error_line(f, "queue", "queues/get.lua", "redis.call('RPOP'",
+                               thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
   }
 
   SECTION("feed layout: feeds/catch_up.lua with a row limit that is no number") {
-    co_await create_feed(f.c.conn(), f.name, "feed");
-    const auto& s = find_script("feeds/catch_up.lua");
-    auto want = line_of(s.file_text, "if limit > 0 then");
-    REQUIRE(want > 1);
-    std::vector<std::string> args;
     // ARGV as catch_up.lua documents them; the 4th (max rows) is no number.
-    for (const char* a : {"feed", "0", "", "not a number", "1000", "0", "", "", "", "0", "", "10"})
-      args.emplace_back(a);
-    auto [ec, v] = co_await thoonk::detail::run_script(
-        f.c, s.get(), thoonk::detail::data_keys(names), std::move(args));
-    INFO(v.str);
-    CHECK(ec == thoonk::error::script_error);
-    CHECK(reported_line(v.str) == want);
+    std::vector<std::string> args{"feed", "0", "",  "not a number", "1000", "0", "", "", "",
+                                  "0",    "",  "10"};
+    co_await expect_error_line(f, "feed", "feeds/catch_up.lua", "if limit > 0 then",
+                               thoonk::detail::data_keys(names), std::move(args));
   }
 
   SECTION("THOONK codes map to the library's error codes") {

@@ -334,6 +334,26 @@ asio::awaitable<void> connect_all(Service& service, Rest&... rest) {
   if constexpr (sizeof...(rest) > 0) co_await connect_all(rest...);
 }
 
+/// expect_each_fails, from the operation at `position` (counted from 1).
+template <class Op, class... Rest>
+asio::awaitable<void> expect_each_fails_from(std::size_t position,
+                                             boost::system::error_code expected, Op op,
+                                             Rest... rest) {
+  auto result = co_await op();
+  INFO("operation " << position);
+  CHECK(std::get<0>(result) == expected);
+  if constexpr (sizeof...(rest) > 0)
+    co_await expect_each_fails_from(position + 1, expected, std::move(rest)...);
+}
+
+/// Runs each `op()` in order (a callable returning the awaitable of an
+/// operation started with `nothrow`) and checks that it fails with
+/// `expected`; a failed check names the operation by its position, from 1.
+template <class... Ops>
+asio::awaitable<void> expect_each_fails(boost::system::error_code expected, Ops... ops) {
+  co_await expect_each_fails_from(1, expected, std::move(ops)...);
+}
+
 /// A connected client on the shared test server with a unique client name.
 /// test_config() with a client name (CLIENT LIST / CLIENT KILL can find it).
 inline thoonk::config named_config(std::string client_name = "thoonk-test") {
@@ -485,6 +505,53 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
     ::thoonk::test::run_coro(f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return fn(f); }); \
   }                                                                                              \
   static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f)
+
+/// A test case whose body is a coroutine on a fresh fixture `fx(prefix)`
+/// whose client `c` is connected before the body; after it, the client and
+/// the raw subscriber are stopped:
+///
+///     CLIENT_TEST_CASE("handle", "feed handles: open", "[feed][open]") {
+///       auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
+///       ...
+///     }
+#define CLIENT_TEST_CASE(prefix, ...) \
+  THOONK_CLIENT_TEST_CASE_(THOONK_TEST_CAT_(thoonk_client_test_, __LINE__), prefix, __VA_ARGS__)
+#define THOONK_CLIENT_TEST_CASE_(fn, prefix, ...)                                             \
+  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& fx, ::thoonk::client& c); \
+  TEST_CASE(__VA_ARGS__) {                                                                    \
+    ::thoonk::test::fixture fx(prefix);                                                       \
+    fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                              \
+      co_await fn(fx, fx.c);                                                                  \
+      fx.raw.stop();                                                                          \
+    });                                                                                       \
+  }                                                                                           \
+  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& fx,      \
+                                           [[maybe_unused]] ::thoonk::client& c)
+
+/// A test case whose body is a coroutine run by run_with_feed on a fresh
+/// fixture; in scope are `fx` (the fixture), `c` (its client, connected)
+/// and `name` (a new feed of `type` with config `cfg`, its name starting
+/// with `prefix`, deleted after the body):
+///
+///     FEED_TEST_CASE("edit", thoonk::feed_type::feed, max_len(3),
+///                    "feed: edit moves the item", "[feed][publish]") {
+///       thoonk::feed f(c, name);
+///       ...
+///     }
+#define FEED_TEST_CASE(prefix, type, cfg, ...)                                             \
+  THOONK_FEED_TEST_CASE_(THOONK_TEST_CAT_(thoonk_feed_test_, __LINE__), prefix, type, cfg, \
+                         __VA_ARGS__)
+#define THOONK_FEED_TEST_CASE_(fn, prefix, type, cfg, ...)                                        \
+  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& fx, ::thoonk::client& c,      \
+                                           const std::string& name);                              \
+  TEST_CASE(__VA_ARGS__) {                                                                        \
+    ::thoonk::test::fixture fx(prefix);                                                           \
+    ::thoonk::test::run_with_feed(fx, prefix, type, cfg,                                          \
+                                  [&fx](const std::string& name) { return fn(fx, fx.c, name); }); \
+  }                                                                                               \
+  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& fx,          \
+                                           [[maybe_unused]] ::thoonk::client& c,                  \
+                                           const std::string& name)
 
 namespace Catch {
 template <>

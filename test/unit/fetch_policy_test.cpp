@@ -87,6 +87,26 @@ std::array<fetch_policy::waiter_id, N> start_with(fetch_policy& p) {
   return w;
 }
 
+// Starts p (max_batch 1) with two waiters: one claim call goes out for each.
+std::array<fetch_policy::waiter_id, 2> two_single_calls(fetch_policy& p) {
+  auto w = start_with<2>(p);
+  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  return w;
+}
+
+// Starts p (prefetch n) with one waiter, whose call delivers one job and
+// is followed by a prefetch call for n, which comes back full: n jobs held.
+// Returns the waiter.
+fetch_policy::waiter_id with_prefetched(fetch_policy& p, std::size_t n) {
+  auto [a] = start_with<1>(p);
+  CHECK(pump(p) == list{claim(1, 1)});
+  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, n)});
+  list held;
+  for (std::size_t i = 0; i < n; ++i) held.push_back(hold(2, i));
+  CHECK(reply(p, 2, t0, n) == held);
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("fetch_policy: one claim call serves every waiter, in arrival order",
@@ -225,8 +245,7 @@ TEST_CASE("fetch_policy: a cancelled waiter is completed once and skipped",
 TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped closes",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   const boost::system::error_code oom = thoonk::error::server_error;
   CHECK(reply(p, 1, t0, 0, oom) == list{fail(a, oom)});
   CHECK(!p.closed());
@@ -241,10 +260,7 @@ TEST_CASE("fetch_policy: an error fails the call's waiters; client_stopped close
 TEST_CASE("fetch_policy: close fails waiters and returns held jobs; late replies go back",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 2));
-  auto [a] = start_with<1>(p);
-  CHECK(pump(p) == list{claim(1, 1)});
-  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 2)});
-  CHECK(reply(p, 2, t0, 2) == list{hold(2, 0), hold(2, 1)});
+  with_prefetched(p, 2);
   auto b = p.add_waiter();
   CHECK(pump(p) == list{claim(3, 1)});  // (a real caller would take a held job first)
   list out;
@@ -295,10 +311,7 @@ TEST_CASE("fetch_policy: prefetch tops up after a full call and holds what nobod
 TEST_CASE("fetch_policy: prefetch counts jobs in flight and respects max_in_flight",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(256, 2, 4));
-  auto [a] = start_with<1>(p);
-  CHECK(pump(p) == list{claim(1, 1)});
-  CHECK(reply(p, 1, t0, 1) == list{deliver(1, a, 0), claim(2, 4)});
-  CHECK(reply(p, 2, t0, 4) == list{hold(2, 0), hold(2, 1), hold(2, 2), hold(2, 3)});
+  with_prefetched(p, 4);
   list out;
   REQUIRE(p.take_buffered(out));  // 3 held: ask for 1
   CHECK(out == list{claim(3, 1)});
@@ -320,8 +333,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
           "[unit][fetch_policy]") {
   // max_batch 1: two calls of one waiter each (prefetch is capped at max_batch).
   fetch_policy p(opts(1, 2, 2));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   // Call 1 comes back with two jobs: a gets the first, b (whose own call is
   // still out) the second; call 2's job, claimed later, is then held.
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), deliver(1, b, 1), claim(3, 1)});
@@ -332,8 +344,7 @@ TEST_CASE("fetch_policy: with prefetch, jobs go out in the order they were claim
 TEST_CASE("fetch_policy: without prefetch, a waiter with its own call out keeps waiting for it",
           "[unit][fetch_policy]") {
   fetch_policy p(opts(1, 2, 0));
-  auto [a, b] = start_with<2>(p);
-  CHECK(pump(p) == list{claim(1, 1), claim(2, 1)});
+  auto [a, b] = two_single_calls(p);
   CHECK(reply(p, 1, t0, 2) == list{deliver(1, a, 0), return_reply(1, 1, 1)});
   CHECK(reply(p, 2, t0, 1) == list{deliver(2, b, 0)});
   CHECK(p.buffered() == 0);
@@ -377,19 +388,25 @@ TEST_CASE("fetch_policy: a due time later than the poll tick, or in the past",
   fetch_policy p(opts());
   auto [a] = start_with<1>(p);
   CHECK(pump(p) == list{claim(1, 1)});
-  SECTION("later than the poll tick: the tick comes first") {
-    p.due_at(t0 + 5000ms);
-    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
-    CHECK(p.next_wakeup() == t0 + 1010ms);
-    CHECK(wakeup(p, t0 + 1010ms).empty());
-    CHECK(pump(p) == list{claim(2, 1)});
-  }
-  SECTION("already past: the loop wakes at once and claims") {
-    p.due_at(t0 + 5ms);
-    CHECK(reply(p, 1, t0 + 10ms, 0).empty());
-    CHECK(p.next_wakeup() == t0 + 5ms);
-    CHECK(wakeup(p, t0 + 10ms).empty());
-    CHECK(pump(p) == list{claim(2, 1)});
+  // The empty reply comes at t0 + 10 ms with a due time; the loop wakes at
+  // `next` (the earlier of the due time and the poll tick, 1000 ms after
+  // the reply), is woken at `woken` and claims.
+  struct due_case {
+    const char* name;
+    tp due, next, woken;
+  };
+  const due_case cases[] = {
+      {"later than the poll tick: the tick comes first", t0 + 5000ms, t0 + 1010ms, t0 + 1010ms},
+      {"already past: the loop wakes at once and claims", t0 + 5ms, t0 + 5ms, t0 + 10ms},
+  };
+  for (const auto& k : cases) {
+    DYNAMIC_SECTION(k.name) {
+      p.due_at(k.due);
+      CHECK(reply(p, 1, t0 + 10ms, 0).empty());
+      CHECK(p.next_wakeup() == k.next);
+      CHECK(wakeup(p, k.woken).empty());
+      CHECK(pump(p) == list{claim(2, 1)});
+    }
   }
   SECTION("a call in flight: no wake-up for it until the reply") {
     p.due_at(t0 + 50ms);

@@ -113,7 +113,122 @@ async function waitFor(cond, ms) {
   return cond();
 }
 
+// ---- the job scenarios, shared by the queue systems ----
+//
+// A system describes its queue with three functions:
+//   addOne(data)        adds one job, resolves when the server has it
+//   addChunk(data, k)   adds k jobs in one bulk call, resolves to how many
+//                       of them failed
+// and the scenarios below time them the same way for every system.
+
+const CHUNK = 1000;
+
+// Adds `total` jobs through addChunk in chunks of at most CHUNK; returns
+// how many failed.
+async function addInChunks(total, data, addChunk) {
+  let failed = 0;
+  for (let done = 0; done < total;) {
+    const k = Math.min(CHUNK, total - done);
+    failed += await addChunk(data, k);
+    done += k;
+  }
+  return failed;
+}
+
+// The enqueue scenario: o.jobs jobs, --mode bulk (chunks of 1,000), single
+// (one at a time) or inflight (64 adds outstanding); throughput and CPU.
+async function enqueueJobs(o, { addOne, addChunk }) {
+  const data = JSON.parse(payload(0));
+  const cpu0 = cpuSeconds();
+  const t0 = nowNs();
+  if (o.mode === 'bulk') {
+    const failed = await addInChunks(o.jobs, data, addChunk);
+    if (failed) throw new Error(`bulk add: ${failed} jobs failed`);
+  } else if (o.mode === 'single') {
+    for (let i = 0; i < o.jobs; i++) await addOne(data);
+  } else if (o.mode === 'inflight') {
+    let left = o.jobs;
+    const producer = async () => {
+      while (left > 0) {
+        left--;
+        await addOne(data);
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, producer));
+  } else {
+    throw new Error('--mode must be bulk, single or inflight');
+  }
+  const secs = Number(nowNs() - t0) / 1e9;
+  return { jobs: o.jobs, seconds: secs, per_s: o.jobs / secs, cpu_s: cpuSeconds() - cpu0,
+    complete: true };
+}
+
+// The producer of the end-to-end and latency scenarios: o.jobs jobs in
+// bulk chunks, or with --rate one at a time, open loop, each stamped when
+// it is sent.
+async function produceJobs(o, { addOne, addChunk }) {
+  const cpu0 = cpuSeconds();
+  const tStart = nowNs();
+  let acked = 0, errors = 0;
+  if (!(o.rate > 0)) {
+    errors = await addInChunks(o.jobs, JSON.parse(payload(0)), addChunk);
+    acked = o.jobs - errors;
+  } else {
+    await openLoop(o.jobs, o.rate, () => {
+      addOne(JSON.parse(payload(nowNs()))).then(() => acked++, () => errors++);
+    });
+    await waitFor(() => acked + errors >= o.jobs, 10000);
+  }
+  const tEnd = nowNs();
+  return {
+    jobs: o.jobs, acked, errors, t_start_ns: tStart.toString(), t_end_ns: tEnd.toString(),
+    rate_achieved: o.jobs / (Number(tEnd - tStart) / 1e9), cpu_s: cpuSeconds() - cpu0,
+    complete: acked === o.jobs,
+  };
+}
+
+// The worker's bookkeeping. The system runs `handler` as its job handler
+// (it records the latency from the payload's stamp when o.latency) and
+// calls `finished()` or `failed()` once the server has a job's outcome;
+// `run(start, stop)` says ready, calls start(), waits until o.jobs have
+// finished or o.timeout s passed, calls stop() and returns the result.
+function workerTally(o) {
+  const lat = [];
+  let count = 0, errors = 0, tLast = 0n, resolveDone;
+  const done = new Promise((r) => { resolveDone = r; });
+  return {
+    handler: async (job) => {
+      if (o.latency) lat.push(nowNs() - BigInt(job.data.t));
+    },
+    finished: () => {
+      if (++count === o.jobs) {
+        tLast = nowNs();
+        resolveDone();
+      }
+    },
+    failed: () => { errors++; },
+    run: async (start, stop) => {
+      emit({ ready: true });
+      const cpu0 = cpuSeconds();
+      const tStart = nowNs();
+      start();
+      const timer = setTimeout(resolveDone, o.timeout * 1000);
+      await done;
+      clearTimeout(timer);
+      const cpu = cpuSeconds() - cpu0;
+      await stop();
+      const r = {
+        jobs: count, errors, concurrency: o.concurrency, mode: 'worker',
+        t_start_ns: tStart.toString(), t_last_ns: tLast.toString(), cpu_s: cpu,
+        complete: count >= o.jobs,
+      };
+      if (o.latency) r.latency = latencySummary(lat);
+      return r;
+    },
+  };
+}
+
 module.exports = {
   payload, nowNs, stampOf, cpuSeconds, parseArgs, emit, percentile, latencySummary,
-  sleep, openLoop, waitFor,
+  sleep, openLoop, waitFor, enqueueJobs, produceJobs, workerTally,
 };

@@ -14,113 +14,37 @@ function connection(o) {
   return { host: o.host, port: o.port, maxRetriesPerRequest: null };
 }
 
-function queue(o) {
-  return new Queue(o.queue, { connection: connection(o), defaultJobOptions: JOB_OPTS });
-}
-
-async function enqueue(o) {
-  const q = queue(o);
+// Runs `scenario` (c.enqueueJobs or c.produceJobs) on a fresh Queue.
+async function withQueue(o, scenario) {
+  const q = new Queue(o.queue, { connection: connection(o), defaultJobOptions: JOB_OPTS });
   await q.waitUntilReady();
-  const data = JSON.parse(c.payload(0));
-  const cpu0 = c.cpuSeconds();
-  const t0 = c.nowNs();
-  if (o.mode === 'bulk') {
-    for (let done = 0; done < o.jobs;) {
-      const k = Math.min(1000, o.jobs - done);
-      const batch = new Array(k);
-      for (let i = 0; i < k; i++) batch[i] = { name: 'job', data, opts: JOB_OPTS };
-      await q.addBulk(batch);
-      done += k;
-    }
-  } else if (o.mode === 'single') {
-    for (let i = 0; i < o.jobs; i++) await q.add('job', data);
-  } else if (o.mode === 'inflight') {
-    let left = o.jobs;
-    const producer = async () => {
-      while (left > 0) {
-        left--;
-        await q.add('job', data);
-      }
-    };
-    await Promise.all(Array.from({ length: 64 }, producer));
-  } else {
-    throw new Error('--mode must be bulk, single or inflight');
-  }
-  const secs = Number(c.nowNs() - t0) / 1e9;
-  const cpu = c.cpuSeconds() - cpu0;
-  await q.close();
-  return { jobs: o.jobs, seconds: secs, per_s: o.jobs / secs, cpu_s: cpu, complete: true };
-}
-
-async function produce(o) {
-  const q = queue(o);
-  await q.waitUntilReady();
-  const cpu0 = c.cpuSeconds();
-  const tStart = c.nowNs();
-  let acked = 0, errors = 0;
-  if (!(o.rate > 0)) {
-    const data = JSON.parse(c.payload(0));
-    for (let done = 0; done < o.jobs;) {
-      const k = Math.min(1000, o.jobs - done);
-      const batch = new Array(k);
-      for (let i = 0; i < k; i++) batch[i] = { name: 'job', data, opts: JOB_OPTS };
-      await q.addBulk(batch);
-      done += k;
-    }
-    acked = o.jobs;
-  } else {
-    await c.openLoop(o.jobs, o.rate, () => {
-      q.add('job', JSON.parse(c.payload(c.nowNs()))).then(() => acked++, () => errors++);
-    });
-    await c.waitFor(() => acked + errors >= o.jobs, 10000);
-  }
-  const tEnd = c.nowNs();
-  const cpu = c.cpuSeconds() - cpu0;
-  await q.close();
-  return {
-    jobs: o.jobs, acked, errors, t_start_ns: tStart.toString(), t_end_ns: tEnd.toString(),
-    rate_achieved: o.jobs / (Number(tEnd - tStart) / 1e9), cpu_s: cpu, complete: acked === o.jobs,
-  };
-}
-
-async function work(o) {
-  const lat = [];
-  let finished = 0, errors = 0, tLast = 0n, cpu0 = 0;
-  let resolveDone;
-  const done = new Promise((r) => { resolveDone = r; });
-  const w = new Worker(
-    o.queue,
-    async (job) => {
-      if (o.latency) lat.push(c.nowNs() - BigInt(job.data.t));
+  const r = await scenario(o, {
+    addOne: (data) => q.add('job', data),
+    addChunk: async (data, k) => {
+      await q.addBulk(Array.from({ length: k }, () => ({ name: 'job', data, opts: JOB_OPTS })));
+      return 0;  // addBulk fails as a whole
     },
-    { connection: connection(o), concurrency: o.concurrency, autorun: false,
-      removeOnComplete: { count: 0 }, removeOnFail: { count: 0 } });
-  // 'completed' is emitted after moveToCompleted returned: Redis has it.
-  w.on('completed', () => {
-    if (++finished === o.jobs) {
-      tLast = c.nowNs();
-      resolveDone();
-    }
   });
-  w.on('failed', () => errors++);
-  w.on('error', () => errors++);
-  await w.waitUntilReady();
-  c.emit({ ready: true });
-  cpu0 = c.cpuSeconds();
-  const tStart = c.nowNs();
-  w.run().catch(() => errors++);
-  const timer = setTimeout(resolveDone, o.timeout * 1000);
-  await done;
-  clearTimeout(timer);
-  const cpu = c.cpuSeconds() - cpu0;
-  await w.close(true);
-  const r = {
-    jobs: finished, errors, concurrency: o.concurrency, mode: 'worker',
-    t_start_ns: tStart.toString(), t_last_ns: tLast.toString(), cpu_s: cpu,
-    complete: finished >= o.jobs,
-  };
-  if (o.latency) r.latency = c.latencySummary(lat);
+  await q.close();
   return r;
 }
 
-module.exports = { enqueue, produce, work };
+async function work(o) {
+  const t = c.workerTally(o);
+  const w = new Worker(o.queue, t.handler, {
+    connection: connection(o), concurrency: o.concurrency, autorun: false,
+    removeOnComplete: { count: 0 }, removeOnFail: { count: 0 },
+  });
+  // 'completed' is emitted after moveToCompleted returned: Redis has it.
+  w.on('completed', t.finished);
+  w.on('failed', t.failed);
+  w.on('error', t.failed);
+  await w.waitUntilReady();
+  return t.run(() => w.run().catch(t.failed), () => w.close(true));
+}
+
+module.exports = {
+  enqueue: (o) => withQueue(o, c.enqueueJobs),
+  produce: (o) => withQueue(o, c.produceJobs),
+  work,
+};

@@ -101,15 +101,26 @@ class queue_base {
   std::shared_ptr<void> closer_;  // closes core_ when the last copy goes
 };
 
-/// The static ways to get a handle of queue type T (queue, job_queue),
-/// written once. T declares `settings`, `options`, and the private
-/// `start_open(handler<T>)` and `start_create_or_open(settings,
-/// handler<T>)`, and befriends this class. (T::settings is named inside
-/// each function template, through S = T, because T is still incomplete
-/// where it derives from this.)
+/// The ways to get a handle of queue type T (queue, job_queue) and to read
+/// its settings, written once. T declares `settings` and the private
+/// `start_open(handler<T>)`, `start_create_or_open(settings, handler<T>)`
+/// and `start_read_settings(handler<settings>)`, and befriends this class.
+/// (T::settings is named inside each function template, through S = T,
+/// because T is still incomplete where it derives from this.)
 template <class T, class Options>
 class queue_handles {
  public:
+  /// Reads the queue's settings in one step (and checks that it exists
+  /// with T's type). Completion `void(error_code, T::settings)`: fields
+  /// not set in the config are unset (the defaults apply). Errors: the
+  /// common ones.
+  template <class CompletionToken, class S = T>
+  auto read_settings(CompletionToken&& token) {
+    return initiate<void(boost::system::error_code, typename S::settings)>(
+        std::forward<CompletionToken>(token), &S::start_read_settings,
+        static_cast<const S&>(*this));
+  }
+
   /// Opens an existing queue of T's type: checks that it exists with that
   /// type and subscribes to its wake-up channel (so the first get or claim
   /// need not). Completion `void(error_code, T)`. Errors: invalid_name,

@@ -8,14 +8,24 @@ local id, item = ARGV[1], ARGV[2]
 local edited = redis.call('ZSCORE', K_IDS, id) ~= false
 local max_length = tonumber(conf[2]) or 0
 local log_max = tonumber(conf[3]) or 1000
+-- Arguments of redis.call are strings where they can be: Redis turns each
+-- Lua number argument into text with snprintf("%.17g"), which costs as much
+-- as a cheap command (docs/benchmarks.md); a constant string or ARGV's own
+-- text costs nothing.
+--
 -- A new id at max_length evicts the oldest (at most 1000 per publish, so a
--- lowered max_length is reached over several publishes). Read first: the
--- permission check below must come before any write.
+-- lowered max_length is reached over several publishes); in a full feed,
+-- the one oldest. Read first: the permission check below must come before
+-- any write.
 local evicted = {}
 if not edited and max_length > 0 then
   local excess = redis.call('ZCARD', K_IDS) - max_length + 1
   if excess > 1000 then excess = 1000 end
-  if excess > 0 then evicted = redis.call('ZRANGE', K_IDS, 0, excess - 1) end
+  if excess == 1 then
+    evicted = redis.call('ZRANGE', K_IDS, '0', '0')
+  elseif excess > 0 then
+    evicted = redis.call('ZRANGE', K_IDS, '0', excess - 1)
+  end
 end
 if edited then
   err = check_publish(ARGV[5])
@@ -26,16 +36,16 @@ else
 end
 if err then return err end
 -- The score: the publish time, strictly after the feed's newest item (see
--- docs/feeds.md section 3 for why). It goes to ZADD as a Lua number: Redis
--- turns number arguments into text that round-trips exactly (%.17g; newer
--- servers an integer or shortest form), so it stores exactly this double
--- without a string.format here. Reading the newest score costs about 2 us
--- a publish; ZREVRANGE 0 0 measured the same.
-local score = tonumber(ARGV[3])
-local newest = redis.call('ZRANGE', K_IDS, -1, -1, 'WITHSCORES')[2]
+-- docs/feeds.md section 3 for why). When the publish time is later than
+-- that, ZADD gets ARGV[3] itself; otherwise the newest score plus 1/1024 as
+-- a Lua number, which Redis writes with %.17g: text that round-trips, so it
+-- stores exactly this double. Reading the newest score costs about 2 us a
+-- publish; ZREVRANGE 0 0 measured the same.
+local score = ARGV[3]
+local newest = redis.call('ZRANGE', K_IDS, '-1', '-1', 'WITHSCORES')[2]
 if newest then
   local after = tonumber(newest) + 1 / 1024
-  if after > score then score = after end
+  if after > tonumber(score) then score = after end
 end
 -- This publish's sequence number; evictions are announced before it.
 local seq = redis.call('INCR', K_PUBLISHES)
