@@ -120,7 +120,8 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       },
       20s);
 
-  // The clients' side, on its own thread.
+  // The clients' side, on its own thread (run_coro left the io_context stopped).
+  ioc.restart();
   asio::cancellation_signal stop_maintenance;
   for (int i = 0; i < 2; ++i) asio::co_spawn(ioc, producer(pq, &h, &stop_puts, i), asio::detached);
   for (int i = 0; i < 4; ++i) asio::co_spawn(ioc, claimer(wq, &h, &stop_claims), asio::detached);
