@@ -76,8 +76,8 @@ asio::awaitable<void> pump(std::shared_ptr<fault_proxy::state> st, std::shared_p
   std::array<char, 16384> buf;
   for (;;) {
     error_code ec;
-    const std::size_t n =
-        co_await from.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    const std::size_t n = co_await from.async_read_some(
+        asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
     const auto a = st->plan.on_read(d, n);
     for (std::size_t off = 0; off < a.forward && !ec; off += a.chunk) {
@@ -111,7 +111,8 @@ asio::awaitable<void> serve(std::shared_ptr<fault_proxy::state> st, std::shared_
 asio::awaitable<void> accept_loop(std::shared_ptr<fault_proxy::state> st) {
   for (;;) {
     error_code ec;
-    tcp::socket s = co_await st->acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket s =
+        co_await st->acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec || st->stopped) co_return;
     ++st->accepted;
     auto l = std::make_shared<link>(std::move(s));

@@ -88,8 +88,8 @@ struct summary_printer {
     out << "| scenario | operations | lost | duplicates | unknown | recovery time |\n"
         << "|---|---:|---:|---:|---:|---|\n";
     for (const auto& r : rows)
-      out << "| " << r.scenario << " | " << r.operations << " | " << r.lost << " | "
-          << r.duplicates << " | " << r.unknown << " | " << r.recovery << " |\n";
+      out << "| " << r.scenario << " | " << r.operations << " | " << r.lost << " | " << r.duplicates
+          << " | " << r.unknown << " | " << r.recovery << " |\n";
     return out.str();
   }
 };

@@ -22,11 +22,11 @@ namespace thoonk::faults {
 /// names the allowed ones.
 struct profile {
   std::string name;
-  int jobs;                 ///< worker kills: jobs run
-  int worker_kills;         ///< worker kills: SIGKILLs sent
-  int server_kills;         ///< redis-server SIGKILLs (each followed by a restart)
-  int proxy_resets;         ///< resets of every proxied connection
-  int proxy_cuts;           ///< large replies cut in the middle
+  int jobs;                                ///< worker kills: jobs run
+  int worker_kills;                        ///< worker kills: SIGKILLs sent
+  int server_kills;                        ///< redis-server SIGKILLs (each followed by a restart)
+  int proxy_resets;                        ///< resets of every proxied connection
+  int proxy_cuts;                          ///< large replies cut in the middle
   std::chrono::milliseconds trickle_time;  ///< one-byte-at-a-time phase
   std::chrono::seconds scenario_limit;     ///< the bound on one scenario's run
 };

@@ -13,17 +13,18 @@
 using namespace thoonk::test;
 using namespace thoonk::faults;
 
-TEST_CASE("faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the stale finish "
-          "refused",
-          "[faults][pause]") {
+TEST_CASE(
+    "faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the stale finish "
+    "refused",
+    "[faults][pause]") {
   constexpr auto lease = 500ms;
   constexpr auto pause = 1500ms;
   constexpr auto heartbeat_every = 200ms;
   thoonk::test::redis_server srv;
   asio::io_context ioc;
   const auto cfg = fault_config(srv.url());
-  thoonk::client a(ioc.get_executor(), cfg), b(ioc.get_executor(), cfg),
-      m(ioc.get_executor(), cfg), admin(ioc.get_executor(), cfg);
+  thoonk::client a(ioc.get_executor(), cfg), b(ioc.get_executor(), cfg), m(ioc.get_executor(), cfg),
+      admin(ioc.get_executor(), cfg);
   const std::string name = "faults-pause";
   tally ops;
   std::uint64_t results = 0, claims = 1;
@@ -35,7 +36,8 @@ TEST_CASE("faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the
         thoonk::job_queue::settings s;
         s.claim_timeout = lease;
         s.retry.max_stalls = 100;
-        auto qadmin = co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
+        auto qadmin =
+            co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
         thoonk::job_queue_options fast;
         fast.poll_interval = 100ms;
         auto qa = co_await thoonk::job_queue::open(a, name, fast, asio::use_awaitable);
@@ -81,8 +83,8 @@ TEST_CASE("faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the
             asio::detached);
         co_await sleep_for(heartbeat_every + 50ms);
 
-        auto paused = co_await cmd(admin.conn(), "CLIENT", "PAUSE",
-                                   std::to_string(pause.count()), "ALL");
+        auto paused =
+            co_await cmd(admin.conn(), "CLIENT", "PAUSE", std::to_string(pause.count()), "ALL");
         REQUIRE(paused.str == "OK");
         pause_end = now_ms() + pause.count();
 
@@ -100,9 +102,9 @@ TEST_CASE("faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the
         ops.add(classify(fresh));
 
         const auto counts = co_await qadmin.counts(asio::use_awaitable);
-        const auto stored = co_await cmd(admin.conn(), "LRANGE",
-                                         "feed.jobfinished:" + name + std::string(1, '\0') + id,
-                                         "0", "-1");
+        const auto stored =
+            co_await cmd(admin.conn(), "LRANGE",
+                         "feed.jobfinished:" + name + std::string(1, '\0') + id, "0", "-1");
         results = stored.elements.size();
         INFO("heartbeats " << beats.size() << ", last " << beats.back().message());
         CHECK(job_b.id == id);
@@ -125,6 +127,5 @@ TEST_CASE("faults: CLIENT PAUSE longer than the lease: the job is reclaimed, the
   report({"CLIENT PAUSE " + std::to_string(pause.count()) + " ms > lease " +
               std::to_string(lease.count()) + " ms",
           // The duplicate is the reclaim itself: A's work ran, then B's.
-          ops.total(), results == 0 ? 1u : 0u, claims - 1, ops.unknown,
-          rec.str()});
+          ops.total(), results == 0 ? 1u : 0u, claims - 1, ops.unknown, rec.str()});
 }

@@ -54,8 +54,8 @@ asio::awaitable<void> kv_worker(thoonk::connection& c, kv_history* h, const bool
   std::mt19937_64 rng{std::random_device{}()};
   for (int i = 0; !*stop; ++i) {
     const std::string key = "k:" + std::to_string(n) + ":" + std::to_string(i);
-    const std::string value = "v:" + std::to_string(n) + ":" + std::to_string(i) + ":" +
-                              std::to_string(rng());
+    const std::string value =
+        "v:" + std::to_string(n) + ":" + std::to_string(i) + ":" + std::to_string(rng());
     thoonk::request set;
     set.push("SET", key, value);
     set.push("GET", key);
@@ -63,8 +63,7 @@ asio::awaitable<void> kv_worker(thoonk::connection& c, kv_history* h, const bool
     const auto o = classify(ec);
     h->done(o);
     h->sets.push_back({key, value, o});
-    if (o == outcome::ok &&
-        (resp.size() != 2 || resp[0].str != "OK" || resp[1].str != value))
+    if (o == outcome::ok && (resp.size() != 2 || resp[0].str != "OK" || resp[1].str != value))
       ++h->mismatches;
     thoonk::request get;
     get.push("GET", key);
@@ -118,7 +117,8 @@ struct rig {
         ioc,
         [&]() -> asio::awaitable<void> {
           co_await connect_all(conn, direct);
-          for (int i = 0; i < 8; ++i) asio::co_spawn(ioc, kv_worker(conn, &r.h, &stop, i), asio::detached);
+          for (int i = 0; i < 8; ++i)
+            asio::co_spawn(ioc, kv_worker(conn, &r.h, &stop, i), asio::detached);
           co_await sleep_for(200ms);
           co_await fault(r.h);
           co_await sleep_for(200ms);
@@ -151,8 +151,7 @@ struct rig {
 
 void check_history(const proxy_result& r) {
   INFO("operations " << r.h.ops.total() << " (" << r.h.ops.ok << " ok, " << r.h.ops.failed
-                     << " failed, " << r.h.ops.unknown << " unknown), reconnects "
-                     << r.reconnects);
+                     << " failed, " << r.h.ops.unknown << " unknown), reconnects " << r.reconnects);
   CHECK(r.h.ops.ok > 0);
   CHECK(r.h.mismatches == 0);
   CHECK(r.lost == 0);
@@ -221,7 +220,8 @@ TEST_CASE("faults: proxy resets every connection repeatedly", "[faults][proxy][r
   auto r = t.run([&](kv_history& h) -> asio::awaitable<void> {
     std::mt19937 rng{std::random_device{}()};
     for (int i = 0; i < resets; ++i) {
-      co_await sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 300)(rng)));
+      co_await sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 300)(rng)));
       const auto at = now_ms();
       t.proxy.reset_all();
       co_await wait_until([&] { return h.first_ok_after(at) >= 0; }, 10s);
@@ -250,8 +250,8 @@ TEST_CASE("faults: proxy forwards one byte at a time", "[faults][proxy][trickle]
   CHECK(r.h.ops.failed == 0);
   CHECK(r.h.ops.unknown == 0);
   CHECK(r.reconnects == 0);
-  report({"proxy one byte per write for " +
-              std::to_string(current_profile().trickle_time.count()) + " ms",
+  report({"proxy one byte per write for " + std::to_string(current_profile().trickle_time.count()) +
+              " ms",
           r.h.ops.total(), r.lost, r.h.mismatches, r.h.ops.unknown, "no fault to recover from"});
 }
 

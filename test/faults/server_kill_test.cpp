@@ -37,8 +37,8 @@ struct claim_rec {
 struct finish_rec {
   std::int64_t t;
   std::string id;
-  outcome first;        // the first attempt's outcome
-  bool finished;        // a finish of this claim succeeded (possibly after an unknown)
+  outcome first;  // the first attempt's outcome
+  bool finished;  // a finish of this claim succeeded (possibly after an unknown)
 };
 
 // Written on the clients' thread only, read after it ended.
@@ -129,9 +129,9 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
     thoonk::maintenance_options mo = no_stats();
     mo.check_unaccounted = false;
     mo.lock_ttl = 1s;
-    wq.run_maintenance(200ms, mo,
-                       asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                    [](boost::system::error_code) {}));
+    wq.run_maintenance(
+        200ms, mo,
+        asio::bind_cancellation_slot(stop_maintenance.slot(), [](boost::system::error_code) {}));
   }
   // Once the producers stopped: wait until every job is finished, then
   // stop everything.
@@ -191,7 +191,8 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       [&]() -> asio::awaitable<void> {
         co_await check.connect(asio::use_awaitable);
         thoonk::request r;
-        for (auto& id : acked) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+        for (auto& id : acked)
+          r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
         auto lens = co_await check.conn().exec(r, asio::use_awaitable);
         for (auto& v : lens) result_lens.push_back(v.integer);
         thoonk::request l;

@@ -10,9 +10,9 @@
 #include "support/helpers.hpp"
 
 #include <csignal>
+#include <fstream>
 #include <functional>
 #include <future>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -183,7 +183,10 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
           claim_times[r.id].push_back(r.t);
           open[tag] = r.t;
           break;
-        case 'F': ++ok_finishes[r.id]; open.erase(tag); break;
+        case 'F':
+          ++ok_finishes[r.id];
+          open.erase(tag);
+          break;
         case 'L':
           ++lapsed_alive;
           ++allowed[r.id];
@@ -242,9 +245,8 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
                   << " ms, " << lives.size() << " worker processes, " << operations
                   << " logged operations, " << in_flight_at_kill.size()
                   << " jobs in flight at kills, " << reclaim.size() << " requeued, "
-                  << reclaimed_run.size() << " claimed again, "
-                  << lapsed_alive << " leases lapsed in live workers, " << claim_errors
-                  << " claim errors");
+                  << reclaimed_run.size() << " claimed again, " << lapsed_alive
+                  << " leases lapsed in live workers, " << claim_errors << " claim errors");
   CHECK(kills == prof.worker_kills);
   CHECK(counts.finishes == prof.jobs);
   CHECK(counts.items == 0);

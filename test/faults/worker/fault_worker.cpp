@@ -116,8 +116,9 @@ int main(int argc, char** argv) {
   const int maintenance_ms = std::atoi(argv[7]);
   if (claimers < 1 || claimers > 100 || max_seconds < 1 || max_seconds > 900 || max_work < 0 ||
       max_work > 10000 || maintenance_ms < 1) {
-    std::fprintf(stderr, "claimers 1..100, max seconds 1..900, max work ms 0..10000, "
-                         "maintenance interval >= 1\n");
+    std::fprintf(stderr,
+                 "claimers 1..100, max seconds 1..900, max work ms 0..10000, "
+                 "maintenance interval >= 1\n");
     return 2;
   }
   auto st = std::make_shared<state>();
