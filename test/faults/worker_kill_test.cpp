@@ -221,7 +221,9 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   // neither had finished on the server before the kill (its log line did
   // not make it).
   std::vector<std::int64_t> reclaim, reclaimed_run;
+  std::uint64_t finished_unlogged = 0;
   for (const auto& [kill_ms, id] : in_flight_at_kill) {
+    const auto runs_before = reclaimed_run.size();
     for (const auto& [sid, t] : stalls) {
       if (sid == id && t > kill_ms) {
         reclaim.push_back(t - kill_ms);
@@ -234,6 +236,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
         break;
       }
     }
+    finished_unlogged += reclaimed_run.size() == runs_before;
   }
   std::uint64_t lost = 0, twice = 0;
   for (auto n : results) {
@@ -270,7 +273,8 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
       << " ms, maintenance every " << maintenance_ms << " ms); → claimed again p50 "
       << percentile(reclaimed_run, 0.5) << " ms";
   report({"workers SIGKILLed: " + std::to_string(kills) + " kills (" +
-              std::to_string(in_flight_at_kill.size()) + " jobs in flight), " +
+              std::to_string(in_flight_at_kill.size()) + " jobs in flight, " +
+              std::to_string(finished_unlogged) + " of them finished before the kill), " +
               std::to_string(prof.jobs) + " jobs",
           operations, lost, duplicates, unknown, rec.str()});
 }
