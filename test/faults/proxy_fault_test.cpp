@@ -203,8 +203,7 @@ TEST_CASE("faults: proxy blackhole: the dead peer is detected by the health chec
           5s);
       if (auto d = detected(t.events, before, start, thoonk::connection_event::disconnected))
         detections.push_back(*d);
-      if (auto d =
-              detected(sub_events, sub_before, start, thoonk::subscriber_event::disconnected))
+      if (auto d = detected(sub_events, sub_before, start, thoonk::subscriber_event::disconnected))
         sub_detections.push_back(*d);
       co_await sleep_for(300ms);
       t.proxy.plan().set_mode(fault_mode::pass);

@@ -24,10 +24,11 @@
 #include <thoonk/error.hpp>
 #include <thoonk/job_queue.hpp>
 
+#include "tools/worker_process.hpp"
+
 #include <boost/asio.hpp>
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -102,13 +103,9 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  boost::system::error_code ec;
-  auto cfg = thoonk::config::from_url(argv[1], ec);
-  if (ec) {
-    std::fprintf(stderr, "bad url %s: %s\n", argv[1], ec.message().c_str());
-    return 2;
-  }
+  auto parsed = thoonk::test::worker_config(argv[1]);
+  if (!parsed) return 2;
+  auto cfg = *parsed;
   const std::string name = argv[2];
   const int claimers = std::atoi(argv[3]);
   const int max_seconds = std::atoi(argv[5]);
@@ -133,25 +130,18 @@ int main(int argc, char** argv) {
 
   asio::io_context ioc;
   thoonk::client client(ioc.get_executor(), cfg);
-  asio::signal_set signals(ioc, SIGTERM, SIGINT);
-  asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
   asio::cancellation_signal stop_maintenance;
-  auto stop = [&] {
+  std::function<void()> stop;
+  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(max_seconds), [&] { stop(); });
+  stop = [&] {
     st->stopping = true;
-    signals.cancel();
-    limit.cancel();
+    trigger.cancel();
     stop_maintenance.emit(asio::cancellation_type::terminal);
     client.stop();
     // Everything pending completes with client_stopped; whatever still
     // holds the loop after that must not keep the process alive.
     asio::post(ioc, [&] { ioc.stop(); });
   };
-  signals.async_wait([&](boost::system::error_code e, int) {
-    if (!e) stop();
-  });
-  limit.async_wait([&](boost::system::error_code e) {
-    if (!e) stop();
-  });
   int exit_code = 0;
   asio::co_spawn(
       ioc,
@@ -169,16 +159,7 @@ int main(int argc, char** argv) {
                                                        [](boost::system::error_code) {}));
         for (int i = 0; i < claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
       },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& x) {
-          std::fprintf(stderr, "worker failed: %s\n", x.what());
-        }
-        exit_code = 1;
-        stop();
-      });
+      thoonk::test::on_setup_failure(exit_code, [&] { stop(); }));
   ioc.run();
   ::close(st->log.fd);
   return exit_code;
