@@ -9,6 +9,7 @@
 #include "fault_support.hpp"
 #include "support/helpers.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <functional>
@@ -120,14 +121,22 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   };
   for (int i = 0; i < workers; ++i) spawn(i);
 
+  // Each kill happens once the run has finished a random share (2 % to
+  // 90 %) of the jobs, at a random moment of the 20–80 ms poll, so every
+  // kill lands while jobs run however fast this machine is.
   std::mt19937 rng{std::random_device{}()};
+  std::vector<std::int64_t> kill_at;
+  for (int i = 0; i < prof.worker_kills; ++i)
+    kill_at.push_back(std::uniform_int_distribution<std::int64_t>(prof.jobs / 50,
+                                                                  prof.jobs * 9 / 10)(rng));
+  std::sort(kill_at.begin(), kill_at.end());
   const auto t0 = std::chrono::steady_clock::now();
   int kills = 0;
   std::int64_t finishes = 0;
   while (finishes < prof.jobs && std::chrono::steady_clock::now() - t0 < prof.scenario_limit) {
     std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 500)(rng)));
-    if (kills < prof.worker_kills) {
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 80)(rng)));
+    if (kills < prof.worker_kills && finishes >= kill_at[static_cast<std::size_t>(kills)]) {
       const int slot = std::uniform_int_distribution<int>(0, workers - 1)(rng);
       auto& life = lives[life_of[static_cast<std::size_t>(slot)]];
       life.kill_ms = now_ms();
