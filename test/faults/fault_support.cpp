@@ -190,6 +190,24 @@ void child_process::kill_now() noexcept {
   pid_ = -1;
 }
 
+io_thread::io_thread(boost::asio::io_context& ioc, std::chrono::milliseconds limit)
+    : ioc_(ioc), guard_(ioc.get_executor()) {
+  // run_coro leaves the io_context stopped after each coroutine.
+  ioc_.restart();
+  thread_ = std::thread([this, limit] { ioc_.run_for(limit); });
+}
+
+void io_thread::join() {
+  guard_.reset();
+  if (thread_.joinable()) thread_.join();
+}
+
+void io_thread::stop() {
+  guard_.reset();
+  ioc_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
 temp_dir::temp_dir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thoonk-faults-XXXXXX";

@@ -5,6 +5,8 @@
 
 #include <thoonk/config.hpp>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <sys/types.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace thoonk::faults {
@@ -102,6 +105,28 @@ class child_process {
  private:
   pid_t pid_ = -1;
   int status_ = 0;
+};
+
+/// Runs `ioc` on a thread of its own for at most `limit` (kept busy by a
+/// work guard until join() or stop()). The destructor stops the io_context
+/// and waits for the thread, so a scenario that fails half-way (an
+/// exception on the test's thread) still ends it.
+class io_thread {
+ public:
+  io_thread(boost::asio::io_context& ioc, std::chrono::milliseconds limit);
+  ~io_thread() { stop(); }
+  io_thread(const io_thread&) = delete;
+  io_thread& operator=(const io_thread&) = delete;
+  /// Waits until the io_context runs out of work or is stopped (or the
+  /// limit passes).
+  void join();
+  /// Stops the io_context and waits for the thread.
+  void stop();
+
+ private:
+  boost::asio::io_context& ioc_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::thread thread_;
 };
 
 /// A fresh temporary directory (removed by the destructor).

@@ -120,8 +120,7 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       },
       20s);
 
-  // The clients' side, on its own thread (run_coro left the io_context stopped).
-  ioc.restart();
+  // The clients' side, on a thread of its own (started below).
   asio::cancellation_signal stop_maintenance;
   for (int i = 0; i < 2; ++i) asio::co_spawn(ioc, producer(pq, &h, &stop_puts, i), asio::detached);
   for (int i = 0; i < 4; ++i) asio::co_spawn(ioc, claimer(wq, &h, &stop_claims), asio::detached);
@@ -152,7 +151,7 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       },
       asio::detached);
   const auto run_limit = prof.scenario_limit + 60s;
-  std::thread clients([&] { ioc.run_for(run_limit); });
+  io_thread clients(ioc, run_limit);
 
   // The faults, from this thread.
   std::mt19937 rng{std::random_device{}()};

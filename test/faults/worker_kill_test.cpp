@@ -102,9 +102,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   REQUIRE(ids.size() == static_cast<std::size_t>(prof.jobs));
   // From here the client runs on its own thread; this one kills workers
   // and asks for counts through futures.
-  ioc.restart();
-  auto guard = asio::make_work_guard(ioc);
-  std::thread client_thread([&] { ioc.run_for(prof.scenario_limit + 60s); });
+  io_thread client_thread(ioc, prof.scenario_limit + 60s);
 
   std::vector<incarnation> lives;
   std::vector<std::unique_ptr<child_process>> procs(workers);
@@ -127,8 +125,8 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   std::mt19937 rng{std::random_device{}()};
   std::vector<std::int64_t> kill_at;
   for (int i = 0; i < prof.worker_kills; ++i)
-    kill_at.push_back(std::uniform_int_distribution<std::int64_t>(prof.jobs / 50,
-                                                                  prof.jobs * 9 / 10)(rng));
+    kill_at.push_back(
+        std::uniform_int_distribution<std::int64_t>(prof.jobs / 50, prof.jobs * 9 / 10)(rng));
   std::sort(kill_at.begin(), kill_at.end());
   const auto t0 = std::chrono::steady_clock::now();
   int kills = 0;
@@ -167,13 +165,14 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
     counts = c.get();
     for (auto& v : lens.get()) results.push_back(v.integer);
   }
+  std::promise<void> stopped;
   asio::post(ioc, [&] {
     events = {};
     admin.stop();
-    guard.reset();
-    ioc.stop();
+    stopped.set_value();
   });
-  client_thread.join();
+  REQUIRE(stopped.get_future().wait_for(10s) == std::future_status::ready);
+  client_thread.stop();
 
   // The workers' side.
   std::map<std::string, int> claims, ok_finishes, allowed;
