@@ -4,7 +4,7 @@
 # lease, a fault proxy between client and server. Every process it starts
 # listens on 127.0.0.1 only and is stopped by its pid.
 #
-#   bash scripts/run-faults.sh            # the CI profile (about 20 s)
+#   bash scripts/run-faults.sh            # the CI profile (about 25 s)
 #   bash scripts/run-faults.sh --full     # the full profile (the table in docs/reliability.md)
 #   bash scripts/run-faults.sh "[proxy]"  # arguments after the profile go to the test binary
 #
