@@ -50,6 +50,13 @@ thoonk::config fault_config(const std::string& url) {
   return cfg;
 }
 
+thoonk::job_queue::settings requeue_on_lapse(std::chrono::milliseconds claim_timeout) {
+  thoonk::job_queue::settings s;
+  s.claim_timeout = claim_timeout;
+  s.retry.max_stalls = 1000000;
+  return s;
+}
+
 outcome classify(const boost::system::error_code& ec) {
   if (!ec) return outcome::ok;
   if (ec == thoonk::error::unknown_outcome || ec == thoonk::error::request_timeout ||

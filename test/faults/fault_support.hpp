@@ -4,6 +4,7 @@
 #pragma once
 
 #include <thoonk/config.hpp>
+#include <thoonk/job_queue.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -38,6 +39,11 @@ const profile& current_profile();
 /// A config for `url` that notices faults quickly: reconnects start after
 /// 10 ms (at most 200 ms apart), connects give up after 2 s.
 thoonk::config fault_config(const std::string& url);
+
+/// Job queue settings for the fault scenarios: claims lapse after
+/// `claim_timeout`, and a lapse never makes a dead letter (faults may
+/// lapse one job many times; every lapse must requeue it).
+thoonk::job_queue::settings requeue_on_lapse(std::chrono::milliseconds claim_timeout);
 
 /// What the client learnt about one operation.
 enum class outcome {

@@ -33,11 +33,8 @@ TEST_CASE(
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(a, b, m, admin);
-        thoonk::job_queue::settings s;
-        s.claim_timeout = lease;
-        s.retry.max_stalls = 100;
-        auto qadmin =
-            co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
+        auto qadmin = co_await thoonk::job_queue::create_or_open(
+            admin, name, requeue_on_lapse(lease), asio::use_awaitable);
         thoonk::job_queue_options fast;
         fast.poll_interval = 100ms;
         auto qa = co_await thoonk::job_queue::open(a, name, fast, asio::use_awaitable);

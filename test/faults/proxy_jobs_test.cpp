@@ -85,10 +85,8 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(admin, w);
-        thoonk::job_queue::settings s;
-        s.claim_timeout = 500ms;
-        s.retry.max_stalls = 1000000;
-        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
+        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
+                                                             asio::use_awaitable);
         thoonk::job_queue_options wo;
         wo.poll_interval = 100ms;
         auto qw = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);

@@ -110,10 +110,8 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(producers, workers);
-        thoonk::job_queue::settings s;
-        s.claim_timeout = 1000ms;
-        s.retry.max_stalls = 1000000;
-        pq = co_await thoonk::job_queue::create_or_open(producers, name, s, asio::use_awaitable);
+        pq = co_await thoonk::job_queue::create_or_open(producers, name, requeue_on_lapse(1000ms),
+                                                        asio::use_awaitable);
         thoonk::job_queue_options wo;
         wo.poll_interval = 200ms;
         wq = co_await thoonk::job_queue::open(workers, name, wo, asio::use_awaitable);

@@ -85,10 +85,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await admin.connect(asio::use_awaitable);
-        thoonk::job_queue::settings s;
-        s.claim_timeout = claim_timeout;
-        // Kills must never make a dead letter: every lapse is requeued.
-        s.retry.max_stalls = 1000000;
+        auto s = requeue_on_lapse(claim_timeout);
         s.events = true;
         q = co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
         std::function<void(const thoonk::job_event&)> on_event = [&](const thoonk::job_event& e) {
