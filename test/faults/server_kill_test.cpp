@@ -163,6 +163,7 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
         std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(rng)));
     restart_times r{};
     r.killed = now_ms();
+    REQUIRE(srv.pid() > 0);  // never signal pid 0 or -1
     ::kill(srv.pid(), SIGKILL);
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 500)(rng)));
