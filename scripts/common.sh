@@ -3,6 +3,7 @@
 #
 #   ensure_deps   install missing build/test dependencies (Debian 12, apt-get)
 #   start_redis   start a throwaway redis-server unless THOONK_REDIS_URL is set
+#   run_tsan_tests   build tsan_tests with ThreadSanitizer in build-tsan and run it
 #
 # The scripts cd to the repository root (THOONK_ROOT) before building.
 
@@ -144,4 +145,27 @@ start_redis() {
     thoonk_log "port $port was taken, retrying"
   done
   thoonk_die "redis-server could not bind a free port in 5 attempts"
+}
+
+# The tests that use the client from several threads (test target
+# tsan_tests), built with ThreadSanitizer in build-tsan (its own build
+# directory: TSan and ASan cannot share one) and run. A report fails the
+# run. docs/testing.md, "ThreadSanitizer".
+run_tsan_tests() {
+  local started=$SECONDS
+  thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan"
+  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
+    -DTHOONK_SANITIZE=OFF -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF
+  cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests
+  thoonk_log "ThreadSanitizer: running tsan_tests"
+  # Kernels with 32 bits of mmap randomness place memory where the TSan
+  # runtime of GCC 12 does not expect it ("unexpected memory mapping"):
+  # run without address randomization (setarch -R) when possible.
+  local runner=()
+  if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+    runner=(setarch "$(uname -m)" -R)
+  fi
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
+    "${runner[@]}" "$THOONK_ROOT/build-tsan/test/tsan_tests" --reporter console
+  thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s (build and run)"
 }

@@ -3,6 +3,10 @@
 # the unit and integration tests with ctest. Arguments are passed to ctest
 # (e.g. -R unit). THOONK_JOBS overrides the build's -j.
 #
+# A run without arguments then builds and runs the multi-threaded tests
+# under ThreadSanitizer (build-tsan, target tsan_tests); THOONK_TSAN=0
+# skips that step.
+#
 # No redis-server is started here: the integration test binary starts its own
 # through the harness (test/support/redis_server.hpp), or uses
 # $THOONK_REDIS_URL when set. This script only makes sure one is installed.
@@ -21,3 +25,7 @@ cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-tests --output-on-failure "$@"
+
+if [ "$#" -eq 0 ] && [ "${THOONK_TSAN:-1}" != "0" ]; then
+  run_tsan_tests
+fi

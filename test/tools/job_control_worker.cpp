@@ -11,9 +11,9 @@
 #include <thoonk/error.hpp>
 #include <thoonk/job_queue.hpp>
 
-#include <boost/asio.hpp>
+#include "tools/worker_process.hpp"
 
-#include <sys/prctl.h>
+#include <boost/asio.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -57,13 +57,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <redis url> <queue> <claimers> <max seconds>\n", argv[0]);
     return 2;
   }
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  boost::system::error_code ec;
-  auto cfg = thoonk::config::from_url(argv[1], ec);
-  if (ec) {
-    std::fprintf(stderr, "bad url %s: %s\n", argv[1], ec.message().c_str());
-    return 2;
-  }
+  auto parsed = thoonk::test::worker_config(argv[1]);
+  if (!parsed) return 2;
+  auto cfg = *parsed;
   const std::string name = argv[2];
   const int claimers = std::atoi(argv[3]);
   const int max_seconds = std::atoi(argv[4]);
@@ -75,13 +71,12 @@ int main(int argc, char** argv) {
   asio::io_context ioc;
   thoonk::client client(ioc.get_executor(), cfg);
   auto st = std::make_shared<state>();
-  asio::signal_set signals(ioc, SIGTERM, SIGINT);
-  asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
   asio::steady_timer grace(ioc);
-  auto stop = [&] {
+  std::function<void()> stop;
+  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(max_seconds), [&] { stop(); });
+  stop = [&] {
     st->stopping = true;
-    signals.cancel();
-    limit.cancel();
+    trigger.cancel();
     client.stop();
     if (st->claimers == 0) ioc.stop();
     // A claimer whose claim never completes would hold the run forever:
@@ -100,12 +95,6 @@ int main(int argc, char** argv) {
   st->all_done = [&] {
     if (st->stopping) ioc.stop();
   };
-  signals.async_wait([&](boost::system::error_code e, int) {
-    if (!e) stop();
-  });
-  limit.async_wait([&](boost::system::error_code e) {
-    if (!e) stop();
-  });
   int exit_code = 0;
   asio::co_spawn(
       ioc,
@@ -118,16 +107,7 @@ int main(int argc, char** argv) {
         std::printf("ready\n");
         std::fflush(stdout);
       },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& x) {
-          std::fprintf(stderr, "worker failed: %s\n", x.what());
-        }
-        exit_code = 1;
-        stop();
-      });
+      thoonk::test::on_setup_failure(exit_code, [&] { stop(); }));
   ioc.run();
   std::printf("finished %llu\n", static_cast<unsigned long long>(st->finished));
   return exit_code;

@@ -10,13 +10,13 @@
 // "finished N" (jobs the server accepted as finished) and exits 0. It dies
 // with its parent (PR_SET_PDEATHSIG), so a failed test never leaves it
 // behind; the test stops it by its pid.
+#include "tools/worker_process.hpp"
+
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
 #include <thoonk/job_queue.hpp>
 
 #include <boost/asio.hpp>
-
-#include <sys/prctl.h>
 
 #include <csignal>
 #include <cstdio>
@@ -33,13 +33,8 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  boost::system::error_code ec;
-  auto cfg = thoonk::config::from_url(argv[1], ec);
-  if (ec) {
-    std::fprintf(stderr, "bad url %s: %s\n", argv[1], ec.message().c_str());
-    return 2;
-  }
+  auto cfg = thoonk::test::worker_config(argv[1]);
+  if (!cfg) return 2;
   const std::string name = argv[2];
   const long concurrency = std::atol(argv[3]);
   const long handler_ms = std::atol(argv[4]);
@@ -52,7 +47,7 @@ int main(int argc, char** argv) {
   }
 
   asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), cfg);
+  thoonk::client client(ioc.get_executor(), *cfg);
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
   limit.async_wait([](boost::system::error_code e) {

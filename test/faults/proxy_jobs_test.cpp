@@ -1,0 +1,186 @@
+// Job traffic through the fault proxy: the workers' client (its command
+// connection and its subscriber) goes through fault_proxy, which resets
+// every connection or cuts one in the middle of a reply at random moments,
+// so claims, finishes and wake-ups lose their replies. Claims whose reply
+// was lost leave jobs claimed for nobody, which maintenance (on a direct
+// client) requeues once their lease lapses. At the end every job must be
+// finished exactly once, and no job claimed again after a finish that was
+// acknowledged.
+#include "fault_proxy.hpp"
+#include "fault_support.hpp"
+#include "support/helpers.hpp"
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+using namespace thoonk::test;
+using namespace thoonk::faults;
+
+namespace {
+
+struct job_history {
+  struct claim_rec {
+    std::int64_t t;
+    std::string id;
+  };
+  std::vector<claim_rec> claims;
+  std::map<std::string, std::int64_t> finished_at;  // acknowledged finishes
+  std::map<std::string, int> ok_finishes;
+  tally claim_ops, finish_ops;
+  std::vector<std::int64_t> finish_times;
+  int running = 0;
+};
+
+asio::awaitable<void> worker(thoonk::job_queue q, job_history* h, const bool* stop) {
+  ++h->running;
+  while (!*stop) {
+    auto [ec, job] = co_await q.claim(200ms, nothrow);
+    if (ec == thoonk::error::queue_empty) continue;
+    h->claim_ops.add(classify(ec));
+    if (ec) {
+      co_await sleep_for(10ms);
+      continue;
+    }
+    h->claims.push_back({now_ms(), job.id});
+    // An unknown outcome is resolved by asking again.
+    for (int attempt = 0; attempt < 100 && !*stop; ++attempt) {
+      auto [fec] = co_await q.finish(job, job.id, nothrow);
+      h->finish_ops.add(classify(fec));
+      if (!fec) {
+        ++h->ok_finishes[job.id];
+        h->finished_at.emplace(job.id, now_ms());
+        h->finish_times.push_back(now_ms());
+      }
+      if (classify(fec) != outcome::unknown) break;
+      co_await sleep_for(10ms);
+    }
+  }
+  --h->running;
+}
+
+}  // namespace
+
+TEST_CASE("faults: job traffic through the proxy while it resets and cuts connections",
+          "[faults][proxy][jobs]") {
+  const auto& prof = current_profile();
+  const int total = prof.jobs / 2;
+  const int faults = 2 * prof.proxy_resets;
+  thoonk::test::redis_server srv;
+  asio::io_context ioc;
+  fault_proxy proxy(ioc.get_executor(), srv.port());
+  auto wcfg = fault_config("redis://127.0.0.1:" + std::to_string(proxy.port()));
+  wcfg.health_check_interval = 200ms;
+  wcfg.health_check_timeout = 400ms;
+  wcfg.connect_timeout = 1s;
+  thoonk::client w(ioc.get_executor(), wcfg);
+  thoonk::client admin(ioc.get_executor(), fault_config(srv.url()));
+  const std::string name = "faults-proxy-jobs";
+  job_history h;
+  std::vector<std::int64_t> results;
+  std::vector<std::int64_t> recoveries;
+  thoonk::job_counts counts;
+  int resets = 0, cuts = 0;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await connect_all(admin, w);
+        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
+                                                             asio::use_awaitable);
+        thoonk::job_queue_options wo;
+        wo.poll_interval = 100ms;
+        auto qw = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
+        // Items of 1 KiB, so that a claim's reply spans several reads and
+        // a cut can land inside it.
+        std::vector<std::string> items(static_cast<std::size_t>(total), std::string(1024, 'j'));
+        const auto ids = co_await qa.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        REQUIRE(ids.size() == static_cast<std::size_t>(total));
+        asio::cancellation_signal stop_maintenance;
+        thoonk::maintenance_options mo = no_stats();
+        mo.check_unaccounted = false;
+        qa.run_maintenance(100ms, mo,
+                           asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                        [](boost::system::error_code) {}));
+        bool stop = false;
+        for (int i = 0; i < 8; ++i) asio::co_spawn(ioc, worker(qw, &h, &stop), asio::detached);
+
+        // Each fault once a random share (2 % to 90 %) of the jobs is
+        // finished, so all of them land while jobs run.
+        std::mt19937 rng{std::random_device{}()};
+        std::vector<std::int64_t> fault_at;
+        for (int i = 0; i < faults; ++i)
+          fault_at.push_back(
+              std::uniform_int_distribution<std::int64_t>(total / 50, total * 9 / 10)(rng));
+        std::sort(fault_at.begin(), fault_at.end());
+        const auto t0 = std::chrono::steady_clock::now();
+        std::int64_t finishes = 0;
+        while (finishes < total && std::chrono::steady_clock::now() - t0 < prof.scenario_limit) {
+          co_await sleep_for(
+              std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 20)(rng)));
+          if (resets + cuts < faults &&
+              finishes >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
+            const auto at = now_ms();
+            if ((resets + cuts) % 2 == 0) {
+              proxy.reset_all();
+              ++resets;
+            } else {
+              // Somewhere in the next few replies (a claim reply holds at
+              // least 1 KiB).
+              proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, 4096)(rng));
+              ++cuts;
+            }
+            const auto seen = h.finish_times.size();
+            co_await wait_until([&] { return h.finish_times.size() > seen; }, 10s);
+            if (h.finish_times.size() > seen) recoveries.push_back(h.finish_times[seen] - at);
+          }
+          auto [ec, c] = co_await qa.counts(nothrow);
+          if (!ec) finishes = c.finishes;
+        }
+        stop = true;
+        co_await wait_until([&] { return h.running == 0; }, 10s);
+        stop_maintenance.emit(asio::cancellation_type::terminal);
+        counts = co_await qa.counts(asio::use_awaitable);
+        thoonk::request r;
+        for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+        auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
+        for (auto& v : lens) results.push_back(v.integer);
+        w.stop();
+        admin.stop();
+        proxy.stop();
+      },
+      prof.scenario_limit + 60s);
+
+  std::uint64_t lost = 0, twice = 0, double_finishes = 0, resurrected = 0;
+  for (auto n : results) {
+    lost += n == 0;
+    twice += n > 1;
+  }
+  for (const auto& [id, n] : h.ok_finishes) double_finishes += n > 1;
+  for (const auto& c : h.claims) {
+    auto it = h.finished_at.find(c.id);
+    if (it != h.finished_at.end() && c.t > it->second) ++resurrected;
+  }
+  const std::uint64_t duplicates = h.claims.size() - h.finished_at.size();
+  INFO("resets " << resets << ", cuts " << cuts << " (made " << proxy.plan().cuts() << "); claims "
+                 << h.claims.size() << " ok, " << h.claim_ops.unknown << " unknown, "
+                 << h.claim_ops.failed << " failed; finishes " << h.finish_ops.ok << " ok, "
+                 << h.finish_ops.unknown << " unknown, " << h.finish_ops.failed
+                 << " refused; reconnects " << w.conn().stats().reconnects << " / subscriber "
+                 << w.sub().stats().connection.reconnects);
+  CHECK(resets + cuts == faults);
+  CHECK(counts.finishes == total);
+  CHECK(counts.items == 0);
+  CHECK(counts.claimed == 0);
+  CHECK(lost == 0);
+  CHECK(twice == 0);
+  CHECK(double_finishes == 0);
+  CHECK(resurrected == 0);
+  CHECK(w.conn().stats().reconnects >= static_cast<std::uint64_t>(resets));
+  REQUIRE(!recoveries.empty());
+  const auto worst = *std::max_element(recoveries.begin(), recoveries.end());
+  report({"jobs through the proxy: " + std::to_string(resets) + " resets, " + std::to_string(cuts) +
+              " cuts, " + std::to_string(total) + " jobs",
+          h.claim_ops.total() + h.finish_ops.total(), lost, duplicates,
+          h.claim_ops.unknown + h.finish_ops.unknown,
+          "fault → next finish ≤ " + std::to_string(worst) + " ms (lease 500 ms)"});
+}
