@@ -86,27 +86,10 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
         const double scpu0 = co_await server_cpu(c);
         const double ccpu0 = own_cpu();
         auto t0 = steady::now();
-        auto producer = [](thoonk::job_queue q, long n) -> asio::awaitable<void> {
-          for (long done = 0; done < n;) {
-            long k = std::min<long>(1000, n - done);
-            std::vector<std::string> items(static_cast<std::size_t>(k), payload70);
-            co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-            done += k;
-          }
-        };
-        auto worker = [](thoonk::job_queue q, long* finished, long total,
-                         int* live) -> asio::awaitable<void> {
-          while (*finished < total) {
-            auto [ec, j] = co_await q.claim(500ms, nothrow);
-            if (ec) continue;
-            auto [fec] = co_await q.finish(j, nothrow);
-            if (!fec) ++*finished;
-          }
-          --*live;
-        };
-        asio::co_spawn(c.get_executor(), producer(q, jobs), asio::detached);
+        asio::co_spawn(c.get_executor(), bench::put_in_chunks(q, jobs, payload70), asio::detached);
         for (int i = 0; i < workers; ++i)
-          asio::co_spawn(c.get_executor(), worker(q, &finished, jobs, &live), asio::detached);
+          asio::co_spawn(c.get_executor(), bench::claim_finish_loop(q, &finished, jobs, &live),
+                         asio::detached);
         asio::steady_timer t(c.get_executor());
         while (live > 0 && steady::now() - t0 < 60s) {
           t.expires_after(1ms);

@@ -30,7 +30,6 @@ namespace asio = boost::asio;
 namespace bench = thoonk::bench;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 
@@ -41,15 +40,6 @@ struct result {
   double server_cpu_us_per_job = 0;
   bool complete = false;
 };
-
-asio::awaitable<void> produce(thoonk::job_queue q, long n) {
-  for (long done = 0; done < n;) {
-    const long k = std::min<long>(1000, n - done);
-    std::vector<std::string> items(static_cast<std::size_t>(k), payload70);
-    co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-    done += k;
-  }
-}
 
 asio::awaitable<void> pause_for(thoonk::client& c, std::chrono::milliseconds d) {
   asio::steady_timer t(c.get_executor(), d);
@@ -68,7 +58,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
         auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
         const double scpu0 = co_await bench::server_cpu(c);
         const auto t0 = steady::now();
-        asio::co_spawn(c.get_executor(), produce(q, jobs), asio::detached);
+        asio::co_spawn(c.get_executor(), bench::put_in_chunks(q, jobs, payload70), asio::detached);
         long finished = 0;
         if (use_runner) {
           long handled = 0;
@@ -94,18 +84,9 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
           finished = static_cast<long>(rep.finished);
         } else {
           int live = concurrency;
-          auto worker = [](thoonk::job_queue q, long* finished, long total,
-                           int* live) -> asio::awaitable<void> {
-            while (*finished < total) {
-              auto [ec, j] = co_await q.claim(500ms, nothrow);
-              if (ec) continue;
-              auto [fec] = co_await q.finish(j, nothrow);
-              if (!fec) ++*finished;
-            }
-            --*live;
-          };
           for (int i = 0; i < concurrency; ++i)
-            asio::co_spawn(c.get_executor(), worker(q, &finished, jobs, &live), asio::detached);
+            asio::co_spawn(c.get_executor(), bench::claim_finish_loop(q, &finished, jobs, &live),
+                           asio::detached);
           while (live > 0 && steady::now() - t0 < 60s) co_await pause_for(c, 1ms);
           while (live > 0) co_await pause_for(c, 10ms);
         }

@@ -5,6 +5,13 @@
 
 #include "jobs/job_keys.hpp"
 
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+
 #include <thoonk/client.hpp>
 
 #include <boost/asio.hpp>
@@ -93,6 +100,33 @@ inline boost::asio::awaitable<long long> used_memory(thoonk::client& c) {
 /// library's own list (src/jobs/job_keys.hpp).
 inline std::vector<std::string> job_keys(const std::string& name) {
   return thoonk::detail::jobs::job_keys(thoonk::detail::feed_names(thoonk::config{}, name)).keys;
+}
+
+/// Puts `n` copies of `payload` with put_many, 1000 a call (the producer of
+/// the end-to-end runs).
+inline boost::asio::awaitable<void> put_in_chunks(thoonk::job_queue q, long n,
+                                                  std::string payload) {
+  for (long done = 0; done < n;) {
+    const long k = std::min<long>(1000, n - done);
+    std::vector<std::string> items(static_cast<std::size_t>(k), payload);
+    co_await q.put_many(std::move(items), thoonk::priority::normal, boost::asio::use_awaitable);
+    done += k;
+  }
+}
+
+/// One raw worker of the end-to-end runs: claim, then finish, until
+/// `*finished` reaches `total`; decrements `*live` when it leaves.
+inline boost::asio::awaitable<void> claim_finish_loop(thoonk::job_queue q, long* finished,
+                                                      long total, int* live) {
+  using namespace std::chrono_literals;
+  constexpr auto nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
+  while (*finished < total) {
+    auto [ec, j] = co_await q.claim(500ms, nothrow);
+    if (ec) continue;
+    auto [fec] = co_await q.finish(j, nothrow);
+    if (!fec) ++*finished;
+  }
+  --*live;
 }
 
 /// CPU seconds this process has used.

@@ -89,8 +89,8 @@ std::int64_t now_ms();
 /// A child process started with execv, its stdout and stderr appended to
 /// a file, waited for synchronously (the fault scenarios run their clients
 /// on io_threads; support/child_process.hpp is the coroutine-side kind,
-/// with its output read through a pipe). It gets SIGKILL if the test process dies (PR_SET_PDEATHSIG, so
-/// start children from a thread that outlives them). The destructor kills
+/// with its output read through a pipe). It gets SIGKILL if the test process dies
+/// (PR_SET_PDEATHSIG, so start children from a thread that outlives them). The destructor kills
 /// (SIGKILL) and reaps a child still running. Not thread-safe.
 class logged_process {
  public:

@@ -532,3 +532,42 @@ TEST_CASE("run: bad options, a bad worker name and a live worker's name are refu
     CHECK(mec == E::feed_not_found);
   });
 }
+
+TEST_CASE("run: a handler's progress is kept on the job and refused once the claim is lost",
+          "[job][run][progress][get_job]") {
+  fixture f("runprog");
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    auto q = co_await engine_queue(f);
+    auto id = co_await q.put("report", asio::use_awaitable);
+    bool reported = false, release = false;
+    std::optional<thoonk::job_context> held;
+    thoonk::job_coroutine h =
+        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      ctx.progress("halfway");
+      held = ctx;
+      reported = true;
+      while (!release) co_await sleep_for(5ms);
+      co_return std::nullopt;
+    };
+    auto run = start_run(q, h, thoonk::run_options{});
+    auto started = co_await wait_until([&] { return reported; });
+    REQUIRE(started);
+    std::string seen;
+    for (int i = 0; i < 200 && seen != "halfway"; ++i) {
+      auto j = co_await job_of(q, id);
+      seen = j.progress;
+      if (seen != "halfway") co_await sleep_for(10ms);
+    }
+    CHECK(seen == "halfway");
+    release = true;
+    auto done = co_await wait_finishes(q, 1);
+    CHECK(done);
+    // The job ended: a later report from its context is refused (and counted).
+    held->progress("too late");
+    co_await sleep_for(200ms);
+    auto stopped = co_await stop_run(*run);
+    REQUIRE(stopped);
+    CHECK(run->report.progress_refused == 1);
+    CHECK(run->report.finished == 1);
+  });
+}
