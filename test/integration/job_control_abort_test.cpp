@@ -55,8 +55,7 @@ TEST_CASE("abort: from another client, cancelled: the holder's token ends, the j
   thoonk::client other(f.ioc.get_executor(), named_config("thoonk-abort-other"));
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto worker = co_await engine_queue(f);
-    co_await other.connect(asio::use_awaitable);
-    auto boss = co_await thoonk::job_queue::open(other, f.name, asio::use_awaitable);
+    auto boss = co_await open_on(other, f.name);
 
     auto seen = std::make_shared<std::vector<std::string>>();
     auto sub = co_await worker.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },

@@ -12,11 +12,7 @@ using outcome = thoonk::fail_result::outcome_t;
 namespace {
 
 thoonk::job_queue::settings fast_retries(std::int64_t max_retries) {
-  thoonk::job_queue::settings s;
-  s.retry.max_retries = max_retries;
-  s.retry.min_backoff = 20ms;
-  s.retry.max_backoff = 200ms;
-  return s;
+  return retries(max_retries, 20ms, 200ms);
 }
 
 }  // namespace

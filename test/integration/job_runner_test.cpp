@@ -40,11 +40,7 @@ asio::awaitable<void> expect_refused(thoonk::job_queue& q, thoonk::run_options o
 }
 
 thoonk::job_queue::settings quick_retries(std::int64_t max_retries) {
-  thoonk::job_queue::settings s;
-  s.retry.max_retries = max_retries;
-  s.retry.min_backoff = 1ms;
-  s.retry.max_backoff = 2ms;
-  return s;
+  return retries(max_retries, 1ms, 2ms);
 }
 
 }  // namespace
@@ -287,8 +283,7 @@ TEST_CASE("run: an abort from another client reaches the handler's cancellation 
   thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runabort-other"));
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
-    co_await other.connect(asio::use_awaitable);
-    auto q2 = co_await thoonk::job_queue::open(other, f.name, asio::use_awaitable);
+    auto q2 = co_await open_on(other, f.name);
     constexpr int n = 5;
     std::vector<std::string> items(n, "long");
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
@@ -374,8 +369,7 @@ TEST_CASE(
   thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runfailw-other"));
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
-    co_await other.connect(asio::use_awaitable);
-    auto q2 = co_await thoonk::job_queue::open(other, f.name, asio::use_awaitable);
+    auto q2 = co_await open_on(other, f.name);
     std::vector<std::string> items(3, "slow");
     auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
     std::multiset<std::string> starts;

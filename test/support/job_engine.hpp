@@ -23,6 +23,25 @@ inline asio::awaitable<thoonk::job_queue> engine_queue(fixture& f,
 }
 
 /// A put with an explicit id, run_at and update flags.
+/// Settings whose failed jobs come back after a short backoff (min..max),
+/// dead letters after `max_retries` failures.
+inline thoonk::job_queue::settings retries(std::int64_t max_retries,
+                                           std::chrono::milliseconds min_backoff,
+                                           std::chrono::milliseconds max_backoff) {
+  thoonk::job_queue::settings s;
+  s.retry.max_retries = max_retries;
+  s.retry.min_backoff = min_backoff;
+  s.retry.max_backoff = max_backoff;
+  return s;
+}
+
+/// Connects `other` (another client) and opens the queue `name` on it.
+inline asio::awaitable<thoonk::job_queue> open_on(thoonk::client& other, std::string name) {
+  co_await other.connect(asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::open(other, std::move(name), asio::use_awaitable);
+  co_return q;
+}
+
 inline asio::awaitable<thoonk::put_result> put_id(thoonk::job_queue& q, std::string id,
                                                   std::string item, thoonk::epoch_ms run_at,
                                                   thoonk::update_flags flags = {}) {
