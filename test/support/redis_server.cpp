@@ -446,8 +446,17 @@ bool redis_server::try_start(unsigned short port) {
       "redis-server did not answer PING on 127.0.0.1:" + std::to_string(port) + " within 10 s"));
 }
 
+void redis_server::suspend() noexcept {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void redis_server::resume() noexcept {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 void redis_server::stop() noexcept {
   if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);  // a suspended server would not act on SIGTERM
   ::kill(pid_, SIGTERM);
   bool gone = false;
   const auto deadline = std::chrono::steady_clock::now() + stop_timeout;
