@@ -30,7 +30,8 @@ error_code check_durability(const client& c, const durability& ack) noexcept {
 
 asio::any_io_executor executor_of(client& c) noexcept { return c.get_executor(); }
 
-void wait_for_replicas(client& c, durability& ack, asio::any_completion_handler<void(error_code)> then) {
+void wait_for_replicas(client& c, durability& ack,
+                       asio::any_completion_handler<void(error_code)> then) {
   request req;
   req.push("WAIT", ack.replicas, ack.timeout.count());
   // The WAIT answers within its own timeout; config::request_timeout (which
@@ -44,7 +45,8 @@ void wait_for_replicas(client& c, durability& ack, asio::any_completion_handler<
       asio::bind_cancellation_slot(
           slot, [&ack, then = std::move(then), ex](error_code ec, response r) mutable {
             if (!ec && !r.empty()) {
-              if (r[0].type == resp3::type::number) ack.acknowledged = static_cast<int>(r[0].integer);
+              if (r[0].type == resp3::type::number)
+                ack.acknowledged = static_cast<int>(r[0].integer);
               else ec = r[0].is_error() ? reply_error(r[0]) : error_code(error::unexpected_type);
             }
             ack.error = ec;

@@ -171,7 +171,8 @@ config config::from_url(std::string_view url, boost::system::error_code& ec, con
   // One address, or several separated by commas (a primary and its
   // replicas: config::endpoints). A missing host or port is the base's.
   cfg.endpoints.clear();
-  const std::size_t count = static_cast<std::size_t>(std::count(authority.begin(), authority.end(), ',')) + 1;
+  const std::size_t count =
+      static_cast<std::size_t>(std::count(authority.begin(), authority.end(), ',')) + 1;
   while (true) {
     auto comma = authority.find(',');
     config::address a{cfg.host, cfg.port};

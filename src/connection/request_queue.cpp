@@ -140,9 +140,9 @@ void request_queue::finish(entry& e, boost::system::error_code ec, std::vector<c
   }
   completion c{e.handler.take(), ec, ec ? response{} : std::move(e.replies), nullptr};
   if (e.retain && !ec) {
-    c.retained = std::make_unique<completion::retained_request>(completion::retained_request{
-        e.seq, std::move(e.retained_bytes), e.expected, e.wait_for_connection, std::move(e.guard),
-        e.retries});
+    c.retained = std::make_unique<completion::retained_request>(
+        completion::retained_request{e.seq, std::move(e.retained_bytes), e.expected,
+                                     e.wait_for_connection, std::move(e.guard), e.retries});
   }
   e.guard.reset();
   out.push_back(std::move(c));

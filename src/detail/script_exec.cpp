@@ -46,10 +46,11 @@ resp3::value after_eval(resp3::value load, resp3::value eval) {
   if (!eval.is_error() || permission_error(eval.str) != error::no_script_permission) return eval;
   // Neither way in: say both, so the reader learns what to grant.
   resp3::value out = std::move(eval);
-  out.str = "NOPERM the server's script cache lost the library's script (NOSCRIPT) and this "
-            "user may neither reload it (SCRIPT LOAD: " +
-            load.str + ") nor send its source (EVAL: " + out.str +
-            "); grant +script|load or +eval besides +evalsha";
+  out.str =
+      "NOPERM the server's script cache lost the library's script (NOSCRIPT) and this "
+      "user may neither reload it (SCRIPT LOAD: " +
+      load.str + ") nor send its source (EVAL: " + out.str +
+      "); grant +script|load or +eval besides +evalsha";
   return out;
 }
 

@@ -33,19 +33,18 @@ const std::string acl_writes =
 // What each role adds to acl_connection, acl_scripts and acl_reads.
 const std::map<std::string, std::string> acl_roles{
     // Publishes to feeds, puts queue items and jobs.
-    {"producer", acl_writes +
-                     " +publish resetchannels ~feed.* &feed.publish:* &feed.retract:* "
-                     "&feed.edit:* &feed.position:* &feed.wake:*"},
+    {"producer", acl_writes + " +publish resetchannels ~feed.* &feed.publish:* &feed.retract:* "
+                              "&feed.edit:* &feed.position:* &feed.wake:*"},
     // Claims, finishes (with results), stalls, retries, cancels; waits for
     // wake-ups and results.
-    {"worker", acl_writes +
-                   " +publish +subscribe +unsubscribe resetchannels ~feed.* &feed.wake:* "
-                   "&job.finish:* &job.abort:* &job.event:*"},
+    {"worker", acl_writes + " +publish +subscribe +unsubscribe resetchannels ~feed.* &feed.wake:* "
+                            "&job.finish:* &job.abort:* &job.event:*"},
     // Reads feeds and subscribes to them, catch-up included (its marker is
     // a PUBLISH on the client's own thoonk.sync channel). No write command.
-    {"feed_subscriber", "+publish +subscribe +unsubscribe +psubscribe +punsubscribe "
-                        "resetchannels ~feed.* &feed.publish:* &feed.retract:* &feed.edit:* "
-                        "&feed.position:* &thoonk.sync:*"},
+    {"feed_subscriber",
+     "+publish +subscribe +unsubscribe +psubscribe +punsubscribe "
+     "resetchannels ~feed.* &feed.publish:* &feed.retract:* &feed.edit:* "
+     "&feed.position:* &thoonk.sync:*"},
     // Creates, configures and deletes feeds (the `feeds` index, newfeed,
     // delfeed, conffeed), and everything the others do.
     {"admin", acl_writes +
@@ -143,9 +142,10 @@ TEST_CASE("acl roles: docs/security.md shows the rules the tests use", "[acl][ac
   check_tutorial_shown(__FILE__, "docs/security.md", "acl-roles");
 }
 
-TEST_CASE("acl roles: a producer publishes and puts, and may not manage feeds or finish "
-          "with results",
-          "[acl][acl_roles][publish][put][create_feed][delete_feed][finish]") {
+TEST_CASE(
+    "acl roles: a producer publishes and puts, and may not manage feeds or finish "
+    "with results",
+    "[acl][acl_roles][publish][put][create_feed][delete_feed][finish]") {
   as_user(role_rules("producer"),
           [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
             const auto fname = unique_name("role-feed");
@@ -172,9 +172,8 @@ TEST_CASE("acl roles: a producer publishes and puts, and may not manage feeds or
             const auto other = unique_name("role-new");
             const auto before_new = co_await dump_keys(admin.conn(), other);
             thoonk::diagnostics diag;
-            auto [cec] = co_await uc.create_feed(
-                other, thoonk::feed_type::feed, {},
-                thoonk::with_diagnostics(diag, nothrow));
+            auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::feed, {},
+                                                 thoonk::with_diagnostics(diag, nothrow));
             CHECK(cec == E::no_key_permission);
             CHECK(diag.server_message().starts_with("NOPERM"));
             CHECK(co_await dump_keys(admin.conn(), other) == before_new);
@@ -202,60 +201,61 @@ TEST_CASE("acl roles: a producer publishes and puts, and may not manage feeds or
           });
 }
 
-TEST_CASE("acl roles: a worker claims, finishes and waits for results, and may not publish "
-          "to feeds",
-          "[acl][acl_roles][claim][finish][get_result][stall][retry][publish]") {
-  as_user(role_rules("worker"),
-          [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-            const auto jname = unique_name("role-jobs");
-            const auto fname = unique_name("role-feed");
-            co_await admin.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-            co_await admin.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            thoonk::job_queue ajq(admin, jname);
-            thoonk::job_queue jq(uc, jname);
+TEST_CASE(
+    "acl roles: a worker claims, finishes and waits for results, and may not publish "
+    "to feeds",
+    "[acl][acl_roles][claim][finish][get_result][stall][retry][publish]") {
+  as_user(
+      role_rules("worker"), [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+        const auto jname = unique_name("role-jobs");
+        const auto fname = unique_name("role-feed");
+        co_await admin.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
+        co_await admin.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        thoonk::job_queue ajq(admin, jname);
+        thoonk::job_queue jq(uc, jname);
 
-            // Its work: a claim that waits (SUBSCRIBE feed.wake) is woken by a put.
-            std::optional<thoonk::claimed_job> got;
-            asio::co_spawn(
-                uc.get_executor(),
-                [&]() -> asio::awaitable<void> {
-                  auto [ec, j] = co_await jq.claim(10s, nothrow);
-                  CHECK(!ec);
-                  if (!ec) got = j;
-                },
-                asio::detached);
-            // The claimer sleeps (its subscription to feed.wake is up) ...
-            bool sleeping = false;
-            for (int i = 0; i < 500 && !sleeping; ++i) {
-              sleeping = (co_await cmd(admin.conn(), "EXISTS", key("sleepers", jname))).integer == 1;
-              if (!sleeping) co_await sleep_for(10ms);
-            }
-            CHECK(sleeping);
-            auto id = co_await ajq.put("work", asio::use_awaitable);
-            CHECK(co_await wait_until([&] { return got.has_value(); }));
-            REQUIRE(got);
-            CHECK(got->id == id);
-            co_await jq.heartbeat(*got, asio::use_awaitable);
-            co_await jq.stall(*got, asio::use_awaitable);
-            co_await jq.retry(got->id, asio::use_awaitable);
-            auto again = co_await jq.claim(1s, asio::use_awaitable);
-            co_await jq.finish(again, std::string("done"), asio::use_awaitable);
-            auto res = co_await jq.get_result(again.id, 1s, asio::use_awaitable);
-            CHECK(res == "done");
+        // Its work: a claim that waits (SUBSCRIBE feed.wake) is woken by a put.
+        std::optional<thoonk::claimed_job> got;
+        asio::co_spawn(
+            uc.get_executor(),
+            [&]() -> asio::awaitable<void> {
+              auto [ec, j] = co_await jq.claim(10s, nothrow);
+              CHECK(!ec);
+              if (!ec) got = j;
+            },
+            asio::detached);
+        // The claimer sleeps (its subscription to feed.wake is up) ...
+        bool sleeping = false;
+        for (int i = 0; i < 500 && !sleeping; ++i) {
+          sleeping = (co_await cmd(admin.conn(), "EXISTS", key("sleepers", jname))).integer == 1;
+          if (!sleeping) co_await sleep_for(10ms);
+        }
+        CHECK(sleeping);
+        auto id = co_await ajq.put("work", asio::use_awaitable);
+        CHECK(co_await wait_until([&] { return got.has_value(); }));
+        REQUIRE(got);
+        CHECK(got->id == id);
+        co_await jq.heartbeat(*got, asio::use_awaitable);
+        co_await jq.stall(*got, asio::use_awaitable);
+        co_await jq.retry(got->id, asio::use_awaitable);
+        auto again = co_await jq.claim(1s, asio::use_awaitable);
+        co_await jq.finish(again, std::string("done"), asio::use_awaitable);
+        auto res = co_await jq.get_result(again.id, 1s, asio::use_awaitable);
+        CHECK(res == "done");
 
-            // Not its work: publishing to a feed, creating one.
-            thoonk::feed f(uc, fname);
-            const auto before = co_await dump_keys(admin.conn(), fname);
-            auto [pec, pr] = co_await f.publish(thoonk::item_id("a"), "x", nothrow);
-            CHECK(pec == E::no_channel_permission);
-            CHECK(co_await dump_keys(admin.conn(), fname) == before);
-            const auto other = unique_name("role-new");
-            auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::job, {}, nothrow);
-            CHECK(cec == E::no_key_permission);
-            CHECK(co_await dump_keys(admin.conn(), other) == "member=0");
-            co_await admin.delete_feed(jname, asio::use_awaitable);
-            co_await admin.delete_feed(fname, asio::use_awaitable);
-          });
+        // Not its work: publishing to a feed, creating one.
+        thoonk::feed f(uc, fname);
+        const auto before = co_await dump_keys(admin.conn(), fname);
+        auto [pec, pr] = co_await f.publish(thoonk::item_id("a"), "x", nothrow);
+        CHECK(pec == E::no_channel_permission);
+        CHECK(co_await dump_keys(admin.conn(), fname) == before);
+        const auto other = unique_name("role-new");
+        auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::job, {}, nothrow);
+        CHECK(cec == E::no_key_permission);
+        CHECK(co_await dump_keys(admin.conn(), other) == "member=0");
+        co_await admin.delete_feed(jname, asio::use_awaitable);
+        co_await admin.delete_feed(fname, asio::use_awaitable);
+      });
 }
 
 TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not change it",
@@ -277,9 +277,9 @@ TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not ch
             thoonk::feed_subscribe_options o;
             o.catch_up = true;
             o.resume_from = 0;
-            auto sub = co_await f.subscribe(
-                [&](const thoonk::feed_event& e) { seen.emplace_back(e.id); }, o,
-                asio::use_awaitable);
+            auto sub =
+                co_await f.subscribe([&](const thoonk::feed_event& e) { seen.emplace_back(e.id); },
+                                     o, asio::use_awaitable);
             co_await af.publish(thoonk::item_id("new"), "2", asio::use_awaitable);
             CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
             CHECK(seen == std::vector<std::string>{"old", "new"});
@@ -320,9 +320,10 @@ TEST_CASE("acl roles: an admin manages feeds", "[acl][acl_roles][create_feed][de
           });
 }
 
-TEST_CASE("acl roles: after SCRIPT FLUSH a user without SCRIPT LOAD runs scripts with EVAL, "
-          "or learns why it cannot",
-          "[acl][acl_roles][scripts][publish]") {
+TEST_CASE(
+    "acl roles: after SCRIPT FLUSH a user without SCRIPT LOAD runs scripts with EVAL, "
+    "or learns why it cannot",
+    "[acl][acl_roles][scripts][publish]") {
   // Both users: a producer whose scripts can only be reached by EVALSHA
   // (and, for the first, EVAL).
   auto base = role_rules("producer");
@@ -353,8 +354,8 @@ TEST_CASE("acl roles: after SCRIPT FLUSH a user without SCRIPT LOAD runs scripts
       const auto before = co_await dump_keys(admin.conn(), name);
       thoonk::feed f(uc, name);
       thoonk::diagnostics diag;
-      auto [ec, r] = co_await f.publish(thoonk::item_id("a"), "x",
-                                        thoonk::with_diagnostics(diag, nothrow));
+      auto [ec, r] =
+          co_await f.publish(thoonk::item_id("a"), "x", thoonk::with_diagnostics(diag, nothrow));
       CHECK(ec == E::no_script_permission);
       INFO(diag.server_message());
       CHECK(diag.server_message().find("NOSCRIPT") != std::string::npos);

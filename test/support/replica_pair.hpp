@@ -22,9 +22,8 @@ struct replica_pair {
 
   replica_pair()
       : primary(redis_server_options{}),
-        replica(redis_server_options{
-            {"--replicaof", "127.0.0.1", std::to_string(primary.port()), "--repl-ping-replica-period",
-             "1", "--repl-timeout", "5"}}) {}
+        replica(redis_server_options{{"--replicaof", "127.0.0.1", std::to_string(primary.port()),
+                                      "--repl-ping-replica-period", "1", "--repl-timeout", "5"}}) {}
 
   /// A test config for `server`.
   static thoonk::config config_for(const redis_server& server) {
@@ -49,9 +48,8 @@ inline std::string info_field(const std::string& info, const std::string& field)
 
 /// Waits (at most `max`) until the server `primary` talks to has `n`
 /// replicas online. Returns false when it did not happen.
-inline boost::asio::awaitable<bool> replicas_online(connection& primary, int n,
-                                                    std::chrono::milliseconds max =
-                                                        std::chrono::seconds(10)) {
+inline boost::asio::awaitable<bool> replicas_online(
+    connection& primary, int n, std::chrono::milliseconds max = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + max;
   for (;;) {
     auto v = co_await cmd(primary, "INFO", "replication");

@@ -88,7 +88,8 @@ TEST_CASE("failover: only a ROLE reply naming a master is a primary", "[unit][fa
   CHECK(failover::is_primary(role("master")));
   CHECK_FALSE(failover::is_primary(role("slave")));
   CHECK_FALSE(failover::is_primary(role("sentinel")));
-  CHECK_FALSE(failover::is_primary(err("NOPERM this user has no permissions to run the 'role' command")));
+  CHECK_FALSE(
+      failover::is_primary(err("NOPERM this user has no permissions to run the 'role' command")));
   CHECK_FALSE(failover::is_primary(str("master")));
   CHECK_FALSE(failover::is_primary(resp3::value{}));
   CHECK(failover::role_name(role("slave")) == "slave");
@@ -168,9 +169,11 @@ TEST_CASE("failover: a request queued again keeps its number for cancellation",
           "[unit][failover][request_queue]") {
   thoonk::detail::request_queue q;
   std::vector<thoonk::detail::completion> out;
-  auto seq = q.push("*1\r\n$4\r\nPING\r\n", 1, [](boost::system::error_code, thoonk::response) {},
-                    true, {}, true);
-  q.push("*1\r\n$3\r\nGET\r\n", 1, [](boost::system::error_code, thoonk::response) {}, true);
+  auto seq = q.push(
+      "*1\r\n$4\r\nPING\r\n", 1, [](boost::system::error_code, thoonk::response) {}, true, {},
+      true);
+  q.push(
+      "*1\r\n$3\r\nGET\r\n", 1, [](boost::system::error_code, thoonk::response) {}, true);
   q.take_batch();
   REQUIRE(q.on_reply(err("LOADING x"), out));
   REQUIRE(out.size() == 1);

@@ -53,12 +53,10 @@ TEST_CASE("script reload: a load refused by the ACL falls back to EVAL, nothing 
 TEST_CASE("script reload: a load that failed otherwise is the outcome", "[unit][scripts]") {
   CHECK(after_reload(err("OOM command not allowed when used memory > 'maxmemory'."),
                      err(noscript)) == reload_step::load_failed);
-  CHECK(after_reload(err("ERR Error compiling script"), err(noscript)) ==
-        reload_step::load_failed);
+  CHECK(after_reload(err("ERR Error compiling script"), err(noscript)) == reload_step::load_failed);
 }
 
-TEST_CASE("script reload: EVAL's reply stands unless the ACL refused it too",
-          "[unit][scripts]") {
+TEST_CASE("script reload: EVAL's reply stands unless the ACL refused it too", "[unit][scripts]") {
   auto ok = after_eval(err(no_load), str("result"));
   CHECK(ok.str == "result");
   auto lua = after_eval(err(no_load), err("ERR user_script:1: boom"));

@@ -100,8 +100,9 @@ client* client_of(T& x) noexcept {
 template <class... A>
 inline constexpr bool has_client_v = false;
 template <class A0, class... A>
-inline constexpr bool has_client_v<A0, A...> = !std::is_same_v<
-    decltype(client_of(std::declval<std::remove_reference_t<A0>&>())), std::nullptr_t>;
+inline constexpr bool has_client_v<A0, A...> =
+    !std::is_same_v<decltype(client_of(std::declval<std::remove_reference_t<A0>&>())),
+                    std::nullptr_t>;
 
 // Out of line (src/client_durability.cpp): the checks before any I/O, the
 // client's executor, and the WAIT itself, which completes `then` (bound to
@@ -134,13 +135,15 @@ struct durable<void(boost::system::error_code, Ts...)> {
           wait_for_replicas(
               *c, *ack,
               asio::bind_cancellation_slot(
-                  slot, asio::bind_executor(ex, [h = std::move(h), t = std::tuple<Ts...>(
-                                                                      std::move(ts)...)](
-                                                    boost::system::error_code) mutable {
-                    std::apply([&](auto&&... a) { std::move(h)(boost::system::error_code{},
-                                                               std::move(a)...); },
-                               std::move(t));
-                  })));
+                  slot, asio::bind_executor(
+                            ex, [h = std::move(h), t = std::tuple<Ts...>(std::move(ts)...)](
+                                    boost::system::error_code) mutable {
+                              std::apply(
+                                  [&](auto&&... a) {
+                                    std::move(h)(boost::system::error_code{}, std::move(a)...);
+                                  },
+                                  std::move(t));
+                            })));
         }));
   }
 
@@ -173,7 +176,12 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
           durable<Signature>::refuse(std::move(h), c, ec);
           return;
         }
-        h = durable<Signature>::wrap(std::move(h), c, x.ack);
+        // A new handler, not an assignment: Boost 1.81's move assignment of
+        // any_completion_handler recurses without end.
+        std::invoke(std::move(f), std::move(a)...,
+                    op_handler<Signature>(durable<Signature>::wrap(std::move(h), c, x.ack),
+                                          x.diag));
+        return;
       }
     }
     std::invoke(std::move(f), std::move(a)..., op_handler<Signature>(std::move(h), x.diag));
@@ -184,8 +192,7 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
     using inner_ref = decltype(inner);
     using inner_token = std::conditional_t<std::is_lvalue_reference_v<inner_ref>, inner_ref,
                                            std::remove_reference_t<inner_ref>>;
-    static_assert(!asks_durability<std::decay_t<CompletionToken>>::value ||
-                      has_client_v<Args...>,
+    static_assert(!asks_durability<std::decay_t<CompletionToken>>::value || has_client_v<Args...>,
                   "thoonk::with_durability needs an operation of a client, feed or queue "
                   "(connection::exec has no client to wait through)");
     return boost::asio::async_initiate<inner_token, Signature>(
