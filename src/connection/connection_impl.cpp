@@ -244,6 +244,7 @@ asio::awaitable<void> connection_impl::run() {
     if (!ec) {
       draining_ = false;
       hold_until_ = {};
+      failover_.on_connected();
       connected_ = true;
       policy_.on_connected();
       ++stats_.connects;
@@ -272,7 +273,13 @@ asio::awaitable<void> connection_impl::run() {
                                                             : policy_.on_lost());
     } else {
       stream_.close();
-      failover_.on_attempt_failed();
+      if (!failover_.on_attempt_failed()) {
+        // Another configured address is left in this round (a replica
+        // answered, or one server is down): try it at once. Waiters and
+        // requests hear of a failure only when every address failed.
+        emit(connection_event::connect_failed, ec, attempt_refused_, attempt_message_);
+        continue;
+      }
       const bool refused = attempt_refused_;
       // From here on, new requests see the refusal (refusal()).
       const auto delay = policy_.on_failed(ec, refused);

@@ -21,7 +21,12 @@ config failover::attempt_config(const config& cfg) const {
   return out;
 }
 
-void failover::on_attempt_failed() noexcept { current_ = (current_ + 1) % addresses_.size(); }
+bool failover::on_attempt_failed() noexcept {
+  current_ = (current_ + 1) % addresses_.size();
+  if (++failed_in_round_ < addresses_.size()) return false;
+  failed_in_round_ = 0;
+  return true;
+}
 
 bool failover::is_primary(const resp3::value& v) noexcept {
   return v.type == resp3::type::array && !v.elements.empty() && v.elements[0].is_string() &&

@@ -42,13 +42,22 @@ class failover {
   bool checks_role() const noexcept { return addresses_.size() > 1; }
 
   /// An attempt on current() failed (refused, timed out, a replica): the
-  /// next attempt goes to the next address, round robin.
-  void on_attempt_failed() noexcept;
+  /// next attempt goes to the next address, round robin. Returns true when
+  /// every address has now failed since the last success (a round): the
+  /// caller reports the failure and backs off. False: another address is
+  /// left, try it at once.
+  bool on_attempt_failed() noexcept;
+  /// A connection was set up: a new round begins with the next failure.
+  void on_connected() noexcept { failed_in_round_ = 0; }
   /// An established connection was lost: try the same address first (a
   /// short network fault), moving on only if that attempt fails.
-  void on_lost() noexcept {}
-  /// The server answered READONLY: it is a replica now; move on.
-  void on_not_primary() noexcept { on_attempt_failed(); }
+  void on_lost() noexcept { failed_in_round_ = 0; }
+  /// The server answered READONLY: it is a replica now; a new round starts
+  /// at the next address.
+  void on_not_primary() noexcept {
+    failed_in_round_ = 0;
+    current_ = (current_ + 1) % addresses_.size();
+  }
 
   /// Whether a ROLE reply names a primary ("master"). Anything else (a
   /// replica, a sentinel, an error, a malformed reply) is not one.
@@ -76,6 +85,7 @@ class failover {
  private:
   std::vector<config::address> addresses_;
   std::size_t current_ = 0;
+  std::size_t failed_in_round_ = 0;
   unsigned max_retries_;
   std::chrono::milliseconds min_delay_, max_delay_;
 };

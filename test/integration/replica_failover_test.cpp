@@ -180,14 +180,19 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
           CHECK(n == 0);
         }
         REQUIRE(first_put_after != clock_type::time_point{});
-        // Every acknowledged put is on the new primary.
+        // Every acknowledged put was finished by the worker or is still on
+        // the new primary.
         REQUIRE(acked.size() > 10);
         int missing = 0;
         for (const auto& id : acked) {
+          if (finished.count(id)) continue;
           auto v = co_await cmd(pb, "HEXISTS", key("items", name), id);
           if (v.integer != 1) ++missing;
         }
         CHECK(missing == 0);
+        thoonk::job_queue check(c, name);
+        auto counts = co_await check.counts(asio::use_awaitable);
+        CHECK(counts.puts == static_cast<std::int64_t>(acked.size()));
         CHECK(!finished.empty());
         // The client now talks to the old replica.
         auto port = co_await cmd(c.conn(), "CONFIG", "GET", "port");
@@ -204,22 +209,29 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
       60s);
 }
 
-TEST_CASE("failover: LOADING replies are waited out, not surfaced", "[failover][loading]") {
+TEST_CASE("failover: LOADING replies are waited out, not surfaced; with retries off they are",
+          "[failover][loading]") {
   // A server answers LOADING while it loads its data set. DEBUG RELOAD
-  // saves and loads it again, slowed down by key-load-delay (microseconds
-  // per key), while the client sends a real command.
+  // saves and loads it again, slowed down by key-load-delay (-10: a 1 µs
+  // sleep every 10 keys, about 2 s here), while the clients send a real
+  // command.
   redis_server server(redis_server_options{{"--save", ""}});
   asio::io_context ioc;
   auto cfg = replica_pair::config_for(server);
+  // The load takes seconds under sanitizers: a budget that outlasts it.
+  cfg.unavailable_retries = 60;
   thoonk::connection conn(ioc.get_executor(), cfg);
+  auto no_retry_cfg = cfg;
+  no_retry_cfg.unavailable_retries = 0;
+  thoonk::connection no_retry(ioc.get_executor(), no_retry_cfg);
   thoonk::connection admin(ioc.get_executor(), cfg);
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await connect_all(conn, admin);
-        // Enough data that loading it takes a while.
-        co_await cmd(admin, "DEBUG", "POPULATE", 50000, "k", 16);
-        co_await cmd(admin, "CONFIG", "SET", "key-load-delay", "10");
+        co_await connect_all(conn, no_retry, admin);
+        co_await cmd(admin, "DEBUG", "POPULATE", 300000, "k", 16);
+        co_await cmd(admin, "CONFIG", "SET", "key-load-delay", "-10");
+        co_await cmd(admin, "CONFIG", "SET", "loading-process-events-interval-bytes", "65536");
         bool reloading = true;
         asio::co_spawn(
             ioc,
@@ -230,7 +242,14 @@ TEST_CASE("failover: LOADING replies are waited out, not surfaced", "[failover][
               reloading = false;
             },
             asio::detached);
-        co_await sleep_for(50ms);
+        // Until the server answers LOADING (it starts after the save).
+        thoonk::resp3::value seen;
+        for (int i = 0; i < 500; ++i) {
+          seen = co_await cmd(no_retry, "SET", "during-load", "1");
+          if (seen.is_error()) break;
+          co_await sleep_for(5ms);
+        }
+        CHECK(seen.str.starts_with("LOADING"));
         const auto before = conn.stats().replies;
         auto v = co_await cmd(conn, "SET", "after-load", "1");
         CHECK(v.str == "OK");
@@ -238,6 +257,7 @@ TEST_CASE("failover: LOADING replies are waited out, not surfaced", "[failover][
         // More than one reply came for it: at least one LOADING was retried.
         CHECK(conn.stats().replies - before >= 2);
         conn.stop();
+        no_retry.stop();
         admin.stop();
       },
       60s);

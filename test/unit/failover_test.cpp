@@ -58,7 +58,7 @@ TEST_CASE("failover: one address by default, no ROLE check", "[unit][failover]")
   failover f(cfg);
   REQUIRE(f.addresses().size() == 1);
   CHECK_FALSE(f.checks_role());
-  f.on_attempt_failed();
+  CHECK(f.on_attempt_failed());  // a round of one
   f.on_not_primary();
   CHECK(f.current().host == "redis.internal");
   CHECK(f.attempt_config(cfg).port == 7000);
@@ -72,16 +72,24 @@ TEST_CASE("failover: attempts go round the addresses; a lost connection tries th
   CHECK(f.current().host == "10.0.0.1");
   f.on_lost();
   CHECK(f.current().host == "10.0.0.1");
-  f.on_attempt_failed();
+  CHECK_FALSE(f.on_attempt_failed());  // two addresses left in this round
   CHECK(f.current().host == "10.0.0.2");
   auto a = f.attempt_config(cfg);
   CHECK(a.host == "10.0.0.2");
   CHECK(a.port == 6380);
   CHECK(a.endpoints.size() == 3);
-  f.on_not_primary();
+  f.on_not_primary();  // a new round
   CHECK(f.current().port == 6381);
-  f.on_attempt_failed();
+  CHECK_FALSE(f.on_attempt_failed());
   CHECK(f.current().port == 6379);
+  CHECK_FALSE(f.on_attempt_failed());
+  CHECK(f.on_attempt_failed());  // all three failed: report and back off
+  CHECK(f.current().port == 6379);
+  CHECK_FALSE(f.on_attempt_failed());
+  f.on_connected();
+  CHECK_FALSE(f.on_attempt_failed());
+  CHECK_FALSE(f.on_attempt_failed());
+  CHECK(f.on_attempt_failed());
 }
 
 TEST_CASE("failover: only a ROLE reply naming a master is a primary", "[unit][failover]") {
