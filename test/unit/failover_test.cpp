@@ -12,6 +12,8 @@
 #include <boost/asio/error.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/resp3_values.hpp"
+
 #include <string>
 #include <vector>
 
@@ -19,27 +21,15 @@ using namespace std::chrono_literals;
 using thoonk::detail::failover;
 using thoonk::detail::unavailable;
 namespace resp3 = thoonk::resp3;
+using thoonk::test::error_reply;
+using thoonk::test::string_reply;
 
 namespace {
-
-resp3::value err(std::string text) {
-  resp3::value v;
-  v.type = resp3::type::simple_error;
-  v.str = std::move(text);
-  return v;
-}
-
-resp3::value str(std::string text) {
-  resp3::value v;
-  v.type = resp3::type::blob_string;
-  v.str = std::move(text);
-  return v;
-}
 
 resp3::value role(std::string word) {
   resp3::value v;
   v.type = resp3::type::array;
-  v.elements.push_back(str(std::move(word)));
+  v.elements.push_back(string_reply(std::move(word)));
   return v;
 }
 
@@ -96,35 +86,39 @@ TEST_CASE("failover: only a ROLE reply naming a master is a primary", "[unit][fa
   CHECK(failover::is_primary(role("master")));
   CHECK_FALSE(failover::is_primary(role("slave")));
   CHECK_FALSE(failover::is_primary(role("sentinel")));
-  CHECK_FALSE(
-      failover::is_primary(err("NOPERM this user has no permissions to run the 'role' command")));
-  CHECK_FALSE(failover::is_primary(str("master")));
+  CHECK_FALSE(failover::is_primary(
+      error_reply("NOPERM this user has no permissions to run the 'role' command")));
+  CHECK_FALSE(failover::is_primary(string_reply("master")));
   CHECK_FALSE(failover::is_primary(resp3::value{}));
   CHECK(failover::role_name(role("slave")) == "slave");
 }
 
 TEST_CASE("failover: READONLY, LOADING and MASTERDOWN mean not executed; nothing else does",
           "[unit][failover]") {
-  CHECK(failover::classify(err("READONLY You can't write against a read only replica.")) ==
+  CHECK(failover::classify(error_reply("READONLY You can't write against a read only replica.")) ==
         unavailable::readonly);
-  CHECK(failover::classify(err("LOADING Redis is loading the dataset in memory")) ==
+  CHECK(failover::classify(error_reply("LOADING Redis is loading the dataset in memory")) ==
         unavailable::loading);
-  CHECK(failover::classify(err("MASTERDOWN Link with MASTER is down and replica-serve-stale-data "
-                               "is set to 'no'.")) == unavailable::masterdown);
+  CHECK(failover::classify(
+            error_reply("MASTERDOWN Link with MASTER is down and replica-serve-stale-data "
+                        "is set to 'no'.")) == unavailable::masterdown);
   // A library script refused at its first write on a replica.
-  CHECK(failover::classify(err("ERR Error running script (call to f_x): @user_script:12: "
-                               "-READONLY You can't write against a read only replica.")) ==
+  CHECK(failover::classify(error_reply("ERR Error running script (call to f_x): @user_script:12: "
+                                       "-READONLY You can't write against a read only replica.")) ==
         unavailable::readonly);
   // Not retried: an error that says the command ran or was wrong, success.
-  CHECK(failover::classify(err("ERR wrong number of arguments")) == unavailable::none);
-  CHECK(failover::classify(err("BUSY Redis is busy running a script")) == unavailable::none);
-  CHECK(failover::classify(err("OOM command not allowed")) == unavailable::none);
-  CHECK(failover::classify(str("READONLY")) == unavailable::none);
+  CHECK(failover::classify(error_reply("ERR wrong number of arguments")) == unavailable::none);
+  CHECK(failover::classify(error_reply("BUSY Redis is busy running a script")) ==
+        unavailable::none);
+  CHECK(failover::classify(error_reply("OOM command not allowed")) == unavailable::none);
+  CHECK(failover::classify(string_reply("READONLY")) == unavailable::none);
   // A request: the first such reply decides; a read that succeeded beside it
   // does not stop the retry.
-  thoonk::response r{str("value"), err("READONLY You can't write"), err("LOADING x")};
+  thoonk::response r{string_reply("value"), error_reply("READONLY You can't write"),
+                     error_reply("LOADING x")};
   CHECK(failover::classify(r) == unavailable::readonly);
-  CHECK(failover::classify(thoonk::response{str("a"), str("b")}) == unavailable::none);
+  CHECK(failover::classify(thoonk::response{string_reply("a"), string_reply("b")}) ==
+        unavailable::none);
 }
 
 TEST_CASE("failover: retries are bounded and their pauses double up to the maximum",
@@ -167,7 +161,7 @@ TEST_CASE("failover: with several addresses the setup ends with ROLE and refuses
     CHECK_FALSE(hs.next_batch(batch));
   }
   SECTION("a user without +role: refused with no_permission") {
-    hs.on_reply(err("NOPERM this user has no permissions to run the 'role' command"));
+    hs.on_reply(error_reply("NOPERM this user has no permissions to run the 'role' command"));
     CHECK(hs.error() == thoonk::error::no_permission);
     CHECK(hs.refused());
   }
@@ -183,7 +177,7 @@ TEST_CASE("failover: a request queued again keeps its number for cancellation",
   q.push(
       "*1\r\n$3\r\nGET\r\n", 1, [](boost::system::error_code, thoonk::response) {}, true);
   q.take_batch();
-  REQUIRE(q.on_reply(err("LOADING x"), out));
+  REQUIRE(q.on_reply(error_reply("LOADING x"), out));
   REQUIRE(out.size() == 1);
   REQUIRE(out[0].retained);
   CHECK(out[0].retained->seq == seq);
@@ -200,7 +194,7 @@ TEST_CASE("failover: a request queued again keeps its number for cancellation",
   CHECK(q.in_flight() == 1);
   // Unretained requests carry nothing back.
   out.clear();
-  REQUIRE(q.on_reply(str("v"), out));
+  REQUIRE(q.on_reply(string_reply("v"), out));
   REQUIRE(out.size() == 1);
   CHECK_FALSE(out[0].retained);
 }
