@@ -456,7 +456,6 @@ void redis_server::resume() noexcept {
 
 void redis_server::stop() noexcept {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);  // a suspended server would not act on SIGTERM
   ::kill(pid_, SIGTERM);
   bool gone = false;
   const auto deadline = std::chrono::steady_clock::now() + stop_timeout;
