@@ -3,6 +3,7 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -85,6 +86,31 @@ bool apply_query(std::string_view query, config& cfg) {
   return true;
 }
 
+// `host`, `host:port`, `:port` or `[v6]:port`; what is missing keeps `a`'s.
+bool parse_address(std::string_view authority, config::address& a) {
+  std::string_view host = authority, port;
+  if (authority.starts_with('[')) {  // [::1]:6379
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return false;
+    host = authority.substr(1, close - 1);
+    auto after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return false;
+      port = after.substr(1);
+    }
+  } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (!host.empty()) a.host = std::string(host);
+  if (!port.empty()) {
+    unsigned long p;
+    if (!parse_uint(port, p) || p == 0 || p > 65535) return false;
+    a.port = static_cast<std::uint16_t>(p);
+  }
+  return true;
+}
+
 }  // namespace
 
 config config::from_url(std::string_view url, boost::system::error_code& ec, const config& base) {
@@ -103,6 +129,7 @@ config config::from_url(std::string_view url, boost::system::error_code& ec, con
     auto path = url.substr(7);
     if (path.empty() || path.front() != '/') return fail();
     cfg.unix_socket = std::string(path);
+    cfg.endpoints.clear();
     // Redis serves TLS on its TCP port only.
     cfg.tls.enabled = false;
     if (!apply_query(query, cfg)) return fail();
@@ -141,25 +168,26 @@ config config::from_url(std::string_view url, boost::system::error_code& ec, con
         return fail();
     }
   }
-  std::string_view host = authority, port;
-  if (authority.starts_with('[')) {  // [::1]:6379
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) return fail();
-    host = authority.substr(1, close - 1);
-    auto after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail();
-      port = after.substr(1);
+  // One address, or several separated by commas (a primary and its
+  // replicas: config::endpoints). A missing host or port is the base's.
+  cfg.endpoints.clear();
+  const std::size_t count =
+      static_cast<std::size_t>(std::count(authority.begin(), authority.end(), ',')) + 1;
+  while (true) {
+    auto comma = authority.find(',');
+    config::address a{cfg.host, cfg.port};
+    if (!parse_address(authority.substr(0, comma), a)) return fail();
+    if (count > 1) cfg.endpoints.push_back(a);
+    else {
+      cfg.host = a.host;
+      cfg.port = a.port;
     }
-  } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
   }
-  if (!host.empty()) cfg.host = std::string(host);
-  if (!port.empty()) {
-    unsigned long p;
-    if (!parse_uint(port, p) || p == 0 || p > 65535) return fail();
-    cfg.port = static_cast<std::uint16_t>(p);
+  if (!cfg.endpoints.empty()) {
+    cfg.host = cfg.endpoints.front().host;
+    cfg.port = cfg.endpoints.front().port;
   }
   cfg.unix_socket.clear();
   if (!apply_query(query, cfg)) return fail();

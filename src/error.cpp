@@ -158,6 +158,10 @@ class thoonk_category final : public boost::system::error_category {
         return "reply rejected: one reply would take more memory than "
                "parser_limits::max_reply_memory; the connection was closed: raise the limit or "
                "fetch in smaller ranges";
+      case error::not_primary:
+        return "the server is a replica, not the primary (ROLE, or a READONLY reply): the "
+               "connection tries the other addresses in config::endpoints; list the primary "
+               "and its replicas there";
     }
     return "unknown thoonk error " + std::to_string(ev);
   }

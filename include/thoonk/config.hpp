@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace thoonk {
 
@@ -22,6 +23,28 @@ struct config {
   /// When non-empty, connect to this Unix domain socket instead of host:port.
   std::string unix_socket;
   int database = 0;
+
+  /// One server of a primary-and-replicas setup.
+  struct address {
+    std::string host;
+    std::uint16_t port = 6379;
+  };
+  /// Several servers (a primary and its replicas, in any order): the
+  /// connection and the subscriber use the first one that answers ROLE as
+  /// the primary, skipping replicas, and after a failover (the connection
+  /// lost, a READONLY reply) look for the primary again among all of them.
+  /// Empty (the default): `host`:`port` alone, no ROLE check. A URL with
+  /// several hosts, `redis://h1:6379,h2:6380/0`, fills it. Each server
+  /// must accept the same credentials; the user needs +role.
+  /// docs/reliability.md has the details.
+  std::vector<address> endpoints;
+  /// A request answered with READONLY (the server became a replica),
+  /// LOADING (loading its data set) or MASTERDOWN (a replica without its
+  /// primary) was not executed: it is sent again, at most this many times,
+  /// after a pause (reconnect_min_delay doubling up to reconnect_max_delay)
+  /// or, for READONLY, after reconnecting to the primary. Then the reply is
+  /// returned as it came. 0 turns retrying off.
+  unsigned unavailable_retries = 10;
 
   // ---- who -------------------------------------------------------------------
   std::string username;  ///< ACL user; empty with a password means "default"
@@ -113,7 +136,8 @@ struct config {
   /// With a user hash tag in the name, cluster_hash_tags leaves it alone.
   bool allow_hash_tag_names = false;
 
-  /// Parses `redis://[user[:password]@]host[:port][/db]`,
+  /// Parses `redis://[user[:password]@]host[:port][/db]` (several
+  /// `host[:port]` separated by commas fill `endpoints`),
   /// `redis://[user[:password]@][host][:port]?db=N` or
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and

@@ -119,6 +119,12 @@ class connection {
   /// the first attempt: with success, or with that attempt's error (for
   /// example connection_refused, error::connect_timeout, error::auth_failed,
   /// error::no_permission, error::handshake_failed).
+  /// With several addresses (config::endpoints) an attempt is a round over
+  /// them: the first that answers ROLE as the primary is used, and the
+  /// round fails (error::not_primary when only replicas answered) only when
+  /// every address failed; each failed address emits connect_failed.
+  /// READONLY, LOADING and MASTERDOWN replies are sent again, not returned
+  /// (config::unavailable_retries; docs/reliability.md).
   /// After a failed first attempt the connection keeps retrying in the
   /// background only if config::reconnect is set; call stop() to give up.
   /// Calling connect() again while connected completes at once; while not

@@ -88,6 +88,9 @@ enum class error {
   // ---- reply memory (fatal to the connection, like the RESP3 errors above) --
   reply_too_many_values,  ///< one reply held more values than parser_limits::max_reply_values
   reply_memory_exceeded,  ///< one reply needed more memory than parser_limits::max_reply_memory
+
+  // ---- replicas and failover ---------------------------------------------
+  not_primary,  ///< the server is a replica (ROLE, or a READONLY reply): another address is tried
 };
 
 /// The category of thoonk::error codes ("thoonk").

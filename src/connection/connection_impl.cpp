@@ -45,7 +45,8 @@ connection_impl::connection_impl(executor_type ex, config cfg)
       writer_wake_(executor_),
       health_timer_(executor_),
       backoff_timer_(executor_),
-      policy_(cfg_.reconnect_min_delay, cfg_.reconnect_max_delay) {}
+      policy_(cfg_.reconnect_min_delay, cfg_.reconnect_max_delay),
+      failover_(cfg_) {}
 
 connection_impl::~connection_impl() = default;
 
@@ -126,8 +127,12 @@ void connection_impl::enqueue(std::string_view payload, std::size_t commands, st
     timer = std::make_shared<asio::steady_timer>(executor_, opts.timeout);
     guard = timer;
   }
-  auto seq =
-      queue_.push(payload, expected, std::move(h), opts.wait_for_connection, std::move(guard));
+  // Keeping the bytes lets a request refused with READONLY, LOADING or
+  // MASTERDOWN (not executed) be sent again. The subscriber's commands are
+  // answered by pushes, never by those.
+  const bool retain = !subscriber_mode && cfg_.unavailable_retries > 0;
+  auto seq = queue_.push(payload, expected, std::move(h), opts.wait_for_connection,
+                         std::move(guard), retain);
   if (timer) {
     timer->async_wait([weak = weak_from_this(), seq](error_code ec) {
       if (ec) return;  // the request completed first and the timer was destroyed
@@ -161,8 +166,33 @@ void connection_impl::cancel_request(std::uint64_t seq, error_code ec) {
 }
 
 void connection_impl::complete(std::vector<completion>& done) {
-  for (auto& c : done) complete_handler(c.handler.take(), executor_, c.ec, std::move(c.replies));
+  for (auto& c : done) {
+    if (c.retained && send_again(c)) continue;
+    complete_handler(c.handler.take(), executor_, c.ec, std::move(c.replies));
+  }
   done.clear();
+}
+
+bool connection_impl::send_again(completion& c) {
+  const auto why = failover::classify(c.replies);
+  if (why == unavailable::none || c.retained->retries >= failover_.max_retries() || stopped_)
+    return false;
+  if (why == unavailable::readonly) {
+    // The server was demoted: stop writing, let the written requests
+    // answer, then reconnect (reader() ends with not_primary) and look for
+    // the primary among the configured addresses.
+    draining_ = true;
+  } else {
+    const auto until = clock_type::now() + failover_.retry_delay(c.retained->retries);
+    if (until > hold_until_) hold_until_ = until;
+  }
+  queue_.push_again(std::move(*c.retained), c.handler.take());
+  // An idle writer must see the hold (or the drain) rather than sleep on.
+  if (writer_idle_) {
+    writer_idle_ = false;
+    writer_wake_.cancel();
+  }
+  return true;
 }
 
 void connection_impl::finish_connect_waiters(error_code ec) {
@@ -212,6 +242,9 @@ asio::awaitable<void> connection_impl::run() {
     error_code ec = co_await connect_once();
     if (stopped_) break;
     if (!ec) {
+      draining_ = false;
+      hold_until_ = {};
+      failover_.on_connected();
       connected_ = true;
       policy_.on_connected();
       ++stats_.connects;
@@ -232,10 +265,21 @@ asio::awaitable<void> connection_impl::run() {
         complete(done_);
       }
       emit(connection_event::disconnected, ec);
+      if (ec == error::not_primary) failover_.on_not_primary();
+      else failover_.on_lost();
       if (stopped_ || !cfg_.reconnect) break;
-      backoff_timer_.expires_after(policy_.on_lost());
+      // Demoted: the primary is elsewhere already, no reason to wait long.
+      backoff_timer_.expires_after(ec == error::not_primary ? cfg_.reconnect_min_delay
+                                                            : policy_.on_lost());
     } else {
       stream_.close();
+      if (!failover_.on_attempt_failed()) {
+        // Another configured address is left in this round (a replica
+        // answered, or one server is down): try it at once. Waiters and
+        // requests hear of a failure only when every address failed.
+        emit(connection_event::connect_failed, ec, attempt_refused_, attempt_message_);
+        continue;
+      }
       const bool refused = attempt_refused_;
       // From here on, new requests see the refusal (refusal()).
       const auto delay = policy_.on_failed(ec, refused);
@@ -270,7 +314,9 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   reset_read_buffer();
   parser_.reset();
   const auto bytes_before = stats_.bytes_read;
-  auto r = co_await (stream_.connect(cfg_) || deadline.async_wait(use_nothrow));
+  // With several addresses, each attempt goes to the one failover_ names.
+  const config attempt = failover_.attempt_config(cfg_);
+  auto r = co_await (stream_.connect(attempt) || deadline.async_wait(use_nothrow));
   error_code ec = r.index() == 1 ? error_code(error::connect_timeout) : std::get<0>(r);
   if (!ec) {
     auto r2 = co_await (handshake() || deadline.async_wait(use_nothrow));
@@ -297,7 +343,7 @@ asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes)
 asio::awaitable<error_code> connection_impl::handshake() {
   // The protocol decisions (what to send, what each reply means) live in
   // detail::handshake; this only moves its batches and replies.
-  detail::handshake hs(cfg_);
+  detail::handshake hs(cfg_, failover_.checks_role());
   protocol_ = hs.protocol();
   bool name_reported = false;
   request batch;
@@ -424,6 +470,7 @@ asio::awaitable<error_code> connection_impl::reader() {
       complete(done_);
     }
     if (ec) co_return ec;
+    if (draining_ && queue_.in_flight() == 0) co_return error::not_primary;
     if (stopped_) co_return error::client_stopped;
     if (auto rec = co_await read_more()) co_return rec;
   }
@@ -431,6 +478,17 @@ asio::awaitable<error_code> connection_impl::reader() {
 
 asio::awaitable<error_code> connection_impl::writer() {
   for (;;) {
+    if (draining_ || clock_type::now() < hold_until_) {
+      // Hold the queued requests: the reader ends the connection once a
+      // draining one is quiet; a hold ends at hold_until_. enqueue() must
+      // not cut the wait short (writer_idle_ stays false).
+      writer_wake_.expires_at(draining_ ? clock_type::time_point::max() : hold_until_);
+      co_await writer_wake_.async_wait(use_nothrow);
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
+      if (stopped_) co_return error::client_stopped;
+      continue;
+    }
     if (!queue_.has_unwritten()) {
       writer_idle_ = true;
       writer_wake_.expires_at(clock_type::time_point::max());

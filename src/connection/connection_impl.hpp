@@ -4,6 +4,7 @@
 #pragma once
 
 #include "connection/backoff.hpp"
+#include "connection/failover.hpp"
 #include "connection/request_queue.hpp"
 #include "connection/stream.hpp"
 #include "detail/executor_util.hpp"
@@ -83,6 +84,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                exec_options opts, exec_handler h);
   void cancel_request(std::uint64_t seq, error_code ec);
   void complete(std::vector<completion>& done);
+  // A reply said its request was not executed (READONLY, LOADING,
+  // MASTERDOWN): queues it again and returns true, within the retry budget.
+  bool send_again(completion& c);
   void finish_connect_waiters(error_code ec);
   void emit(connection_event::kind_t kind, error_code ec, bool setup_refused = false,
             const std::string& server_message = {});
@@ -125,11 +129,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   boost::asio::steady_timer health_timer_;
   boost::asio::steady_timer backoff_timer_;
   reconnect_policy policy_;
+  failover failover_;  // which address; which replies mean "send again"
 
   bool running_ = false;
   bool stopped_ = false;
   bool connected_ = false;
   bool writer_idle_ = false;
+  // A READONLY reply: this server is a replica now. Nothing more is written;
+  // once every written request has its reply, the connection is replaced
+  // (error::not_primary) and the requests sent again reach the primary.
+  bool draining_ = false;
+  // LOADING / MASTERDOWN: the writer sends nothing before this time.
+  std::chrono::steady_clock::time_point hold_until_{};
   bool ever_connected_ = false;
   // Set by handshake(): the last attempt's setup was refused (not transient),
   // and the server's text for it.

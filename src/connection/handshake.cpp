@@ -1,5 +1,7 @@
 #include "connection/handshake.hpp"
 
+#include "connection/failover.hpp"
+
 #include <thoonk/error.hpp>
 
 #include <cctype>
@@ -78,6 +80,9 @@ setup_reply_meaning classify_setup_reply(setup_step step, const resp3::value& re
       // An ACL user without +client (NOPERM), or a name with spaces: the name
       // only labels the connection in CLIENT LIST, so go on without it.
       return {setup_verdict::name_refused, noperm ? error::no_permission : error::handshake_failed};
+    case setup_step::role:
+      // NOPERM: a user without +role cannot tell a primary from a replica.
+      return {setup_verdict::refused, noperm ? error::no_permission : error::handshake_failed};
     case setup_step::select:
       // "DB index is out of range", "SELECT is not allowed in cluster mode",
       // or NOPERM: the same answer on every retry until someone changes the
@@ -87,9 +92,10 @@ setup_reply_meaning classify_setup_reply(setup_step step, const resp3::value& re
   return {setup_verdict::refused, error::handshake_failed};
 }
 
-handshake::handshake(const config& cfg)
+handshake::handshake(const config& cfg, bool check_role)
     : cfg_(cfg), phase_(cfg.protocol >= 3 ? phase::send_hello : phase::send_setup) {
   resp2_setup_ = cfg.protocol < 3;
+  check_role_ = check_role;
 }
 
 bool handshake::next_batch(request& out) {
@@ -150,6 +156,10 @@ void handshake::build_setup(request& out) {
     out.push("SELECT", cfg_.database);
     steps_.push_back(setup_step::select);
   }
+  if (check_role_) {
+    out.push("ROLE");
+    steps_.push_back(setup_step::role);
+  }
   final_ = true;
   phase_ = steps_.empty() ? phase::done : phase::awaiting;
   after_batch_ = phase::done;
@@ -162,7 +172,16 @@ std::size_t handshake::replies_due() const noexcept {
 void handshake::on_reply(const resp3::value& v) {
   if (phase_ != phase::awaiting || next_reply_ >= steps_.size()) return;
   const setup_step step = steps_[next_reply_++];
-  const auto m = classify_setup_reply(step, v, step == setup_step::hello && hello_named_);
+  auto m = classify_setup_reply(step, v, step == setup_step::hello && hello_named_);
+  if (step == setup_step::role && m.verdict == setup_verdict::ok && !failover::is_primary(v)) {
+    // A replica (or a sentinel): not refused for good, another address may
+    // be the primary, and this one may become it.
+    error_ = error::not_primary;
+    refused_ = false;
+    message_ = "ROLE: " + failover::role_name(v);
+    phase_ = phase::done;
+    return;
+  }
   switch (m.verdict) {
     case setup_verdict::ok:
       if (step == setup_step::hello) protocol_ = 3;

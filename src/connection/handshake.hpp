@@ -28,6 +28,7 @@ enum class setup_step : std::uint8_t {
   auth,     ///< AUTH [user] pass (RESP2)
   setname,  ///< CLIENT SETNAME name (RESP2)
   select,   ///< SELECT db
+  role,     ///< ROLE (several addresses: only a primary will do)
 };
 
 /// What one setup reply means for the attempt.
@@ -61,7 +62,10 @@ setup_reply_meaning classify_setup_reply(setup_step step, const resp3::value& re
 /// commands to it (the subscriber's SUBSCRIBEs, which expect no reply).
 class handshake {
  public:
-  explicit handshake(const config& cfg);
+  /// `check_role`: end the setup with ROLE and refuse a server that is not
+  /// a primary (error::not_primary, transient: the caller tries another
+  /// address).
+  explicit handshake(const config& cfg, bool check_role = false);
 
   /// Fills `out` (cleared first) with the next batch of commands. Returns
   /// false when the handshake is over; error() then tells how it ended.
@@ -102,6 +106,7 @@ class handshake {
   std::size_t next_reply_ = 0;
   bool hello_named_ = false;
   bool resp2_setup_ = false;  // the setup batch must AUTH and SETNAME itself
+  bool check_role_ = false;
   bool final_ = false;
   bool refused_ = false;
   int protocol_ = 2;

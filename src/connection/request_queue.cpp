@@ -8,9 +8,11 @@ namespace thoonk::detail {
 
 std::uint64_t request_queue::push(std::string_view payload, std::size_t expected_replies,
                                   exec_handler handler, bool wait_for_connection,
-                                  std::shared_ptr<void> guard) {
+                                  std::shared_ptr<void> guard, bool retain) {
   entry e;
   e.seq = next_seq_++;
+  e.retain = retain;
+  if (retain) e.retained_bytes.assign(payload);
   e.offset = staging_.size();
   e.size = payload.size();
   e.expected = expected_replies;
@@ -21,6 +23,23 @@ std::uint64_t request_queue::push(std::string_view payload, std::size_t expected
   staging_.append(payload);
   entries_.push_back(std::move(e));
   return entries_.back().seq;
+}
+
+void request_queue::push_again(completion::retained_request r, exec_handler handler) {
+  entry e;
+  e.seq = r.seq;
+  e.offset = staging_.size();
+  e.size = r.payload.size();
+  e.expected = r.expected;
+  e.wait_for_connection = r.wait_for_connection;
+  e.handler = std::move(handler);
+  e.guard = std::move(r.guard);
+  e.retain = true;
+  e.retries = r.retries + 1;
+  if (e.expected > 0) e.replies.reserve(e.expected);
+  staging_.append(r.payload);
+  e.retained_bytes = std::move(r.payload);
+  entries_.push_back(std::move(e));
 }
 
 const std::string& request_queue::take_batch() {
@@ -57,8 +76,10 @@ bool request_queue::on_reply(resp3::value&& v, std::vector<completion>& out) {
 
 void request_queue::cancel(std::uint64_t seq, boost::system::error_code ec,
                            std::vector<completion>& out) {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), seq,
-                             [](const entry& e, std::uint64_t s) { return e.seq < s; });
+  // Linear: a request queued again keeps its first number, so the numbers
+  // are not sorted (cancellation is rare, the queue short).
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [seq](const entry& e) { return e.seq == seq; });
   if (it == entries_.end() || it->seq != seq || it->abandoned) return;
   auto index = static_cast<std::size_t>(it - entries_.begin());
   if (index >= written_) {
@@ -113,9 +134,18 @@ void request_queue::fail_all(boost::system::error_code unwritten_ec, std::vector
 }
 
 void request_queue::finish(entry& e, boost::system::error_code ec, std::vector<completion>& out) {
+  if (!e.handler) {
+    e.guard.reset();
+    return;
+  }
+  completion c{e.handler.take(), ec, ec ? response{} : std::move(e.replies), nullptr};
+  if (e.retain && !ec) {
+    c.retained = std::make_unique<completion::retained_request>(
+        completion::retained_request{e.seq, std::move(e.retained_bytes), e.expected,
+                                     e.wait_for_connection, std::move(e.guard), e.retries});
+  }
   e.guard.reset();
-  if (!e.handler) return;
-  out.push_back(completion{e.handler.take(), ec, ec ? response{} : std::move(e.replies)});
+  out.push_back(std::move(c));
 }
 
 }  // namespace thoonk::detail

@@ -30,6 +30,17 @@ struct completion {
   handler_box<void(boost::system::error_code, response)> handler;
   boost::system::error_code ec;
   response replies;
+  /// Set for requests pushed with `retain`: what push() needs to queue the
+  /// same request again (see request_queue::push_again).
+  struct retained_request {
+    std::uint64_t seq = 0;
+    std::string payload;
+    std::size_t expected = 0;
+    bool wait_for_connection = true;
+    std::shared_ptr<void> guard;
+    unsigned retries = 0;  ///< times it was already queued again
+  };
+  std::unique_ptr<retained_request> retained;
 };
 
 class request_queue {
@@ -37,8 +48,14 @@ class request_queue {
   /// Queues a request. `handler` may be empty for internal requests whose
   /// replies are discarded (health-check PINGs). `guard` is kept alive as
   /// long as the entry (a per-request timeout timer, for example).
+  /// `retain`: keep a copy of the bytes, so that the completion can give
+  /// the request back to push_again() (a reply said it was not executed).
   std::uint64_t push(std::string_view payload, std::size_t expected_replies, exec_handler handler,
-                     bool wait_for_connection, std::shared_ptr<void> guard = {});
+                     bool wait_for_connection, std::shared_ptr<void> guard = {},
+                     bool retain = false);
+  /// Queues a retained request again, under its first sequence number (so
+  /// its timeout and cancellation still find it), with `handler`.
+  void push_again(completion::retained_request r, exec_handler handler);
 
   bool has_unwritten() const noexcept { return written_ < entries_.size(); }
   /// Written and not yet fully answered (abandoned ones included).
@@ -93,6 +110,9 @@ class request_queue {
     response replies;
     handler_box<void(boost::system::error_code, response)> handler;
     std::shared_ptr<void> guard;
+    bool retain = false;
+    std::string retained_bytes;  // retain: a copy of the request's bytes
+    unsigned retries = 0;
   };
 
   // Removes a not-yet-written entry's bytes from staging_.

@@ -13,16 +13,46 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
-void push_evalsha(request& req, const script& s, std::span<const std::string_view> keys,
-                  std::span<const std::string_view> args) {
-  req.begin_command(3 + keys.size() + args.size(), "EVALSHA");
-  req.append_arg("EVALSHA");
-  req.append_arg(s.sha1());
+void push_script_call(request& req, std::string_view command, std::string_view script_or_sha,
+                      std::span<const std::string_view> keys,
+                      std::span<const std::string_view> args) {
+  req.begin_command(3 + keys.size() + args.size(), command);
+  req.append_arg(command);
+  req.append_arg(script_or_sha);
   req.append_arg(keys.size());
   for (auto k : keys) req.append_arg(k);
   for (auto a : args) req.append_arg(a);
 }
+
+void push_evalsha(request& req, const script& s, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> args) {
+  push_script_call(req, "EVALSHA", s.sha1(), keys, args);
+}
+
+bool is_noscript(const resp3::value& v) { return v.is_error() && v.str.starts_with("NOSCRIPT"); }
 }  // namespace
+
+reload_step after_reload(const resp3::value& load, const resp3::value& evalsha) {
+  if (!load.is_error()) return reload_step::done;
+  // The EVALSHA behind a refused load ran only if someone else loaded the
+  // script in between; then its reply is the script's.
+  if (!is_noscript(evalsha)) return reload_step::done;
+  // Only a permission refusal can be worked around by sending the source.
+  if (permission_error(load.str) == error::no_script_permission) return reload_step::try_eval;
+  return reload_step::load_failed;
+}
+
+resp3::value after_eval(resp3::value load, resp3::value eval) {
+  if (!eval.is_error() || permission_error(eval.str) != error::no_script_permission) return eval;
+  // Neither way in: say both, so the reader learns what to grant.
+  resp3::value out = std::move(eval);
+  out.str =
+      "NOPERM the server's script cache lost the library's script (NOSCRIPT) and this "
+      "user may neither reload it (SCRIPT LOAD: " +
+      load.str + ") nor send its source (EVAL: " + out.str +
+      "); grant +script|load or +eval besides +evalsha";
+  return out;
+}
 
 asio::awaitable<std::tuple<error_code, response>> exec_co(connection& conn, const request& req,
                                                           exec_options opts) {
@@ -61,8 +91,17 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
   push_evalsha(req, s, keys, args);
   auto [ec2, resp2] = co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
   if (ec2) co_return std::tuple{ec2, resp3::value{}};
-  if (resp2[0].is_error()) co_return std::tuple{error_code{}, std::move(resp2[0])};
-  co_return std::tuple{error_code{}, std::move(resp2[1])};
+  const auto step = after_reload(resp2[0], resp2[1]);
+  if (step == reload_step::done) co_return std::tuple{error_code{}, std::move(resp2[1])};
+  if (step == reload_step::load_failed) co_return std::tuple{error_code{}, std::move(resp2[0])};
+
+  // SCRIPT LOAD was refused (a user with +evalsha but not +script|load) and
+  // the EVALSHA behind it found no script, so nothing ran: send the source.
+  req.clear();
+  push_script_call(req, "EVAL", s.source(), keys, args);
+  auto [ec3, resp_eval] = co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  if (ec3) co_return std::tuple{ec3, resp3::value{}};
+  co_return std::tuple{error_code{}, after_eval(std::move(resp2[0]), std::move(resp_eval[0]))};
 }
 
 namespace {

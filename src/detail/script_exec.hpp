@@ -20,7 +20,23 @@
 
 namespace thoonk::detail {
 
-/// EVALSHA with transparent SCRIPT LOAD on NOSCRIPT. The views must stay
+/// What eval_script does after its `SCRIPT LOAD` + `EVALSHA` retry, from
+/// the two replies (no I/O; test/unit/script_reload_test.cpp).
+enum class reload_step {
+  done,         ///< the EVALSHA reply is the script's reply
+  try_eval,     ///< SCRIPT LOAD was refused by the ACL and nothing ran: send EVAL
+  load_failed,  ///< SCRIPT LOAD failed otherwise: its reply is the outcome
+};
+reload_step after_reload(const resp3::value& load, const resp3::value& evalsha);
+
+/// The outcome of the EVAL fallback: its reply, or, when EVAL is refused by
+/// the ACL too, one NOPERM error naming both refusals (maps to
+/// error::no_script_permission) so the caller learns what to grant.
+resp3::value after_eval(resp3::value load, resp3::value eval);
+
+/// EVALSHA with transparent SCRIPT LOAD on NOSCRIPT; when the ACL refuses
+/// SCRIPT LOAD, EVAL with the source (nothing has run at that point). A
+/// user allowed neither gets a NOPERM error value naming both. The views must stay
 /// valid until the awaitable completes (they live in the caller's frame).
 /// The value is the script's reply (an error value on a Lua error).
 boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval_script(

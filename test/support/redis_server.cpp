@@ -446,6 +446,14 @@ bool redis_server::try_start(unsigned short port) {
       "redis-server did not answer PING on 127.0.0.1:" + std::to_string(port) + " within 10 s"));
 }
 
+void redis_server::suspend() noexcept {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void redis_server::resume() noexcept {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 void redis_server::stop() noexcept {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);

@@ -81,6 +81,12 @@ class redis_server {
 
   /// SIGTERM, wait up to 5 s, then SIGKILL. Idempotent; never throws.
   void stop() noexcept;
+  /// SIGSTOP / SIGCONT: the process stays alive but silent (its sockets
+  /// stay open, nothing is read or answered), as a stalled peer or a
+  /// replica whose link hangs. A server still suspended at stop() cannot
+  /// act on SIGTERM and is killed after the grace period: resume it first.
+  void suspend() noexcept;
+  void resume() noexcept;
   /// stop() then start again on the same port and unix socket with the same
   /// arguments, returning once the new process answers. Data is gone (no
   /// persistence), which is what server-restart tests want.

@@ -6,13 +6,28 @@
 #pragma once
 
 #include <thoonk/diagnostics.hpp>
+#include <thoonk/durability.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 
+#include <cstddef>
 #include <functional>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+
+namespace thoonk {
+class client;
+}
 
 namespace thoonk::detail {
 
@@ -34,36 +49,157 @@ template <class T>
 struct is_with_diagnostics : std::false_type {};
 template <class T>
 struct is_with_diagnostics<with_diagnostics_t<T>> : std::true_type {};
+template <class T>
+struct is_with_durability : std::false_type {};
+template <class T>
+struct is_with_durability<with_durability_t<T>> : std::true_type {};
+
+/// What the token adapters asked for, gathered while unwrapping them.
+struct token_extras {
+  diagnostics* diag = nullptr;
+  durability* ack = nullptr;
+};
+
+/// The innermost token of a chain of adapters (with_diagnostics,
+/// with_durability), as an lvalue or rvalue like the outermost one.
+template <class Token>
+decltype(auto) innermost_token(Token&& token, token_extras& x) {
+  using T = std::decay_t<Token>;
+  if constexpr (is_with_diagnostics<T>::value || is_with_durability<T>::value) {
+    using inner = std::conditional_t<std::is_lvalue_reference_v<Token>, typename T::token_type&,
+                                     typename T::token_type&&>;
+    if constexpr (is_with_diagnostics<T>::value) x.diag = token.diag;
+    else x.ack = token.ack;
+    return innermost_token(static_cast<inner>(token.token), x);
+  } else {
+    return std::forward<Token>(token);
+  }
+}
+
+template <class T>
+struct asks_durability : std::false_type {};
+template <class T>
+struct asks_durability<with_durability_t<T>> : std::true_type {};
+template <class T>
+struct asks_durability<with_diagnostics_t<T>> : asks_durability<T> {};
+
+template <class Token>
+inline constexpr bool is_adapter_v = is_with_diagnostics<std::decay_t<Token>>::value ||
+                                     is_with_durability<std::decay_t<Token>>::value;
+
+// The client an operation runs through, from its start function's first
+// argument: a client, or a feed/queue handle (get_client()). Null when there
+// is none (connection::exec).
+template <class T>
+client* client_of(T& x) noexcept {
+  if constexpr (std::is_pointer_v<T>) return x ? client_of(*x) : nullptr;
+  else if constexpr (std::is_same_v<std::remove_cv_t<T>, client>) return &x;
+  else if constexpr (requires { x.get_client(); }) return &x.get_client();
+  else return nullptr;
+}
+template <class... A>
+inline constexpr bool has_client_v = false;
+template <class A0, class... A>
+inline constexpr bool has_client_v<A0, A...> =
+    !std::is_same_v<decltype(client_of(std::declval<std::remove_reference_t<A0>&>())),
+                    std::nullptr_t>;
+
+// Out of line (src/client_durability.cpp): the checks before any I/O, the
+// client's executor, and the WAIT itself, which completes `then` (bound to
+// the caller's executor and cancellation slot) after filling `ack`.
+boost::system::error_code check_durability(const client& c, const durability& ack) noexcept;
+boost::asio::any_io_executor executor_of(client& c) noexcept;
+void wait_for_replicas(client& c, durability& ack,
+                       boost::asio::any_completion_handler<void(boost::system::error_code)> then);
+
+template <class Signature>
+struct durable;
+
+/// Wraps an operation's handler so that, after a success, WAIT runs and
+/// fills `ack` before the handler gets the operation's results.
+template <class... Ts>
+struct durable<void(boost::system::error_code, Ts...)> {
+  using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
+
+  static handler_type wrap(handler_type h, client* c, durability* ack) {
+    namespace asio = boost::asio;
+    auto slot = asio::get_associated_cancellation_slot(h);
+    auto ex = asio::get_associated_executor(h, executor_of(*c));
+    return asio::bind_cancellation_slot(
+        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex](
+                                          boost::system::error_code ec, Ts... ts) mutable {
+          if (ec) {
+            std::move(h)(ec, std::move(ts)...);
+            return;
+          }
+          wait_for_replicas(
+              *c, *ack,
+              asio::bind_cancellation_slot(
+                  slot, asio::bind_executor(
+                            ex, [h = std::move(h), t = std::tuple<Ts...>(std::move(ts)...)](
+                                    boost::system::error_code) mutable {
+                              std::apply(
+                                  [&](auto&&... a) {
+                                    std::move(h)(boost::system::error_code{}, std::move(a)...);
+                                  },
+                                  std::move(t));
+                            })));
+        }));
+  }
+
+  /// The operation is refused before it starts (posted, never inline).
+  static void refuse(handler_type h, client* c, boost::system::error_code ec) {
+    boost::asio::post(executor_of(*c), boost::asio::append(std::move(h), ec, Ts{}...));
+  }
+};
 
 /// Initiates an operation with completion signature `Signature`: calls
 /// `fn(args..., op_handler<Signature>)` (std::invoke: `fn` may be a member
 /// function pointer with the object first among `args`). The arguments are
 /// decay-copied, so a deferred initiation never sees dangling references.
-/// `token` may be wrapped in thoonk::with_diagnostics. Callers pass
-/// std::forward<Token>(token): async_initiate takes the token by reference
-/// and forwards it as `CompletionToken&&`, so an rvalue token (a move-only
-/// handler) is moved, never copied.
+/// `token` may be wrapped in thoonk::with_diagnostics and
+/// thoonk::with_durability. Callers pass std::forward<Token>(token):
+/// async_initiate takes the token by reference and forwards it as
+/// `CompletionToken&&`, so an rvalue token (a move-only handler) is moved,
+/// never copied.
 template <class Signature, class CompletionToken, class Fn, class... Args>
 auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
-  using token_type = std::decay_t<CompletionToken>;
-  auto launch = [](auto handler, diagnostics* diag, auto f, auto... a) {
-    std::invoke(std::move(f), std::move(a)...,
-                op_handler<Signature>(
-                    boost::asio::any_completion_handler<Signature>(std::move(handler)), diag));
-  };
-  if constexpr (is_with_diagnostics<token_type>::value) {
-    using inner_type = typename token_type::token_type;
-    if constexpr (std::is_lvalue_reference_v<CompletionToken>) {
-      return boost::asio::async_initiate<inner_type&, Signature>(
-          launch, token.token, token.diag, std::forward<Fn>(fn), std::forward<Args>(args)...);
-    } else {
-      return boost::asio::async_initiate<inner_type, Signature>(
-          launch, token.token, token.diag, std::forward<Fn>(fn), std::forward<Args>(args)...);
+  auto launch = [](auto handler, token_extras x, auto f, auto... a) {
+    boost::asio::any_completion_handler<Signature> h(std::move(handler));
+    if constexpr (has_client_v<decltype(a)...>) {
+      if (x.ack) {
+        client* c = client_of(std::get<0>(std::tie(a...)));
+        x.ack->acknowledged = -1;
+        x.ack->error = {};
+        if (auto ec = check_durability(*c, *x.ack)) {
+          diagnostics_access::set(x.diag, {});
+          durable<Signature>::refuse(std::move(h), c, ec);
+          return;
+        }
+        // A new handler, not an assignment: Boost 1.81's move assignment of
+        // any_completion_handler recurses without end.
+        std::invoke(std::move(f), std::move(a)...,
+                    op_handler<Signature>(durable<Signature>::wrap(std::move(h), c, x.ack),
+                                          x.diag));
+        return;
+      }
     }
+    std::invoke(std::move(f), std::move(a)..., op_handler<Signature>(std::move(h), x.diag));
+  };
+  if constexpr (is_adapter_v<CompletionToken>) {
+    token_extras x;
+    auto&& inner = innermost_token(std::forward<CompletionToken>(token), x);
+    using inner_ref = decltype(inner);
+    using inner_token = std::conditional_t<std::is_lvalue_reference_v<inner_ref>, inner_ref,
+                                           std::remove_reference_t<inner_ref>>;
+    static_assert(!asks_durability<std::decay_t<CompletionToken>>::value || has_client_v<Args...>,
+                  "thoonk::with_durability needs an operation of a client, feed or queue "
+                  "(connection::exec has no client to wait through)");
+    return boost::asio::async_initiate<inner_token, Signature>(
+        launch, inner, x, std::forward<Fn>(fn), std::forward<Args>(args)...);
   } else {
     return boost::asio::async_initiate<CompletionToken, Signature>(
-        launch, token, static_cast<diagnostics*>(nullptr), std::forward<Fn>(fn),
-        std::forward<Args>(args)...);
+        launch, token, token_extras{}, std::forward<Fn>(fn), std::forward<Args>(args)...);
   }
 }
 
