@@ -328,35 +328,39 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   st->lat_ns.reserve(static_cast<std::size_t>(o.jobs));
   thoonk::run_options ro;
   ro.concurrency = static_cast<std::size_t>(o.concurrency);
-  auto runner = std::make_shared<thoonk::job_runner*>(nullptr);
-  thoonk::job_handler h = [st, runner](thoonk::claimed_job j,
-                                       thoonk::job_context) -> asio::awaitable<thoonk::job_result> {
-    if (st->latency) st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
+  // The N-th handler's return (or the time limit) asks for the graceful
+  // stop by cancelling the run operation.
+  auto stop = std::make_shared<asio::cancellation_signal>();
+  thoonk::job_coroutine h = [st, stop](thoonk::job_context ctx)
+      -> asio::awaitable<std::optional<std::string>> {
+    if (st->latency)
+      st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(ctx.job().item)));
     if (++st->finished >= st->target && !st->stop) {
       st->stop = true;
-      if (*runner) (*runner)->stop();
+      stop->emit(asio::cancellation_type::terminal);
     }
     co_return std::nullopt;
   };
-  thoonk::job_runner r(q, h, ro);
-  *runner = &r;
   asio::steady_timer limit(co_await asio::this_coro::executor);
   limit.expires_after(o.timeout);
-  limit.async_wait([&r](error_code ec) {
-    if (!ec) r.stop();
+  limit.async_wait([stop, st](error_code ec) {
+    if (!ec && !st->stop) {
+      st->stop = true;
+      stop->emit(asio::cancellation_type::terminal);
+    }
   });
   emit(json::object{{"ready", true}});
   const double cpu0 = bench::own_cpu();
   const auto t_start = now_ns();
   thoonk::diagnostics diag;
-  auto [ec, report] = co_await r.run(thoonk::with_diagnostics(diag, nothrow));
+  auto [ec, report] = co_await q.run(
+      h, ro, thoonk::with_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
   const auto t_last = now_ns();
   const double cpu = bench::own_cpu() - cpu0;
   limit.cancel();
-  *runner = nullptr;
   json::object res;
   res["jobs"] = report.finished;
-  res["errors"] = report.errors + report.failed + report.lost + (ec ? 1 : 0);
+  res["errors"] = report.failed + report.dead_lettered + report.lost + (ec ? 1 : 0);
   res["concurrency"] = o.concurrency;
   res["mode"] = "runner";
   res["t_start_ns"] = t_start;
