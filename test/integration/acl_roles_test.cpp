@@ -176,13 +176,15 @@ TEST_CASE(
                                                  thoonk::with_diagnostics(diag, nothrow));
             CHECK(cec == E::no_key_permission);
             CHECK(diag.server_message().starts_with("NOPERM"));
-            CHECK(co_await dump_keys(admin.conn(), other) == before_new);
+            auto keys_now_1 = co_await dump_keys(admin.conn(), other);
+            CHECK(keys_now_1 == before_new);
             const auto before_del = co_await dump_keys(admin.conn(), fname);
             auto [dec] = co_await uc.delete_feed(fname, nothrow);
             CHECK(dec == E::no_key_permission);
             auto [sec] = co_await uc.set_config(fname, "max_length", "3", nothrow);
             CHECK(sec == E::no_key_permission);
-            CHECK(co_await dump_keys(admin.conn(), fname) == before_del);
+            auto keys_now_2 = co_await dump_keys(admin.conn(), fname);
+            CHECK(keys_now_2 == before_del);
 
             // A finish with a result is a worker's: job.finish is not its channel.
             thoonk::job_queue ajq(admin, jname);
@@ -190,7 +192,8 @@ TEST_CASE(
             const auto before_finish = co_await dump_keys(admin.conn(), jname);
             auto [fec] = co_await jq.finish(job, std::string("result"), nothrow);
             CHECK(fec == E::no_channel_permission);
-            CHECK(co_await dump_keys(admin.conn(), jname) == before_finish);
+            auto keys_now_3 = co_await dump_keys(admin.conn(), jname);
+            CHECK(keys_now_3 == before_finish);
             co_await ajq.finish(job, asio::use_awaitable);
 
             // Still working after the refusals.
@@ -232,7 +235,8 @@ TEST_CASE(
         }
         CHECK(sleeping);
         auto id = co_await ajq.put("work", asio::use_awaitable);
-        CHECK(co_await wait_until([&] { return got.has_value(); }));
+        auto arrived_4 = co_await wait_until([&] { return got.has_value(); });
+        CHECK(arrived_4);
         REQUIRE(got);
         CHECK(got->id == id);
         co_await jq.heartbeat(*got, asio::use_awaitable);
@@ -248,11 +252,13 @@ TEST_CASE(
         const auto before = co_await dump_keys(admin.conn(), fname);
         auto [pec, pr] = co_await f.publish(thoonk::item_id("a"), "x", nothrow);
         CHECK(pec == E::no_channel_permission);
-        CHECK(co_await dump_keys(admin.conn(), fname) == before);
+        auto keys_now_5 = co_await dump_keys(admin.conn(), fname);
+        CHECK(keys_now_5 == before);
         const auto other = unique_name("role-new");
         auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::job, {}, nothrow);
         CHECK(cec == E::no_key_permission);
-        CHECK(co_await dump_keys(admin.conn(), other) == "member=0");
+        auto keys_now_6 = co_await dump_keys(admin.conn(), other);
+        CHECK(keys_now_6 == "member=0");
         co_await admin.delete_feed(jname, asio::use_awaitable);
         co_await admin.delete_feed(fname, asio::use_awaitable);
       });
@@ -281,7 +287,8 @@ TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not ch
                 co_await f.subscribe([&](const thoonk::feed_event& e) { seen.emplace_back(e.id); },
                                      o, asio::use_awaitable);
             co_await af.publish(thoonk::item_id("new"), "2", asio::use_awaitable);
-            CHECK(co_await wait_until([&] { return seen.size() >= 2; }));
+            auto arrived_7 = co_await wait_until([&] { return seen.size() >= 2; });
+            CHECK(arrived_7);
             CHECK(seen == std::vector<std::string>{"old", "new"});
 
             // Not its work: any change (refused at the script's first write).
@@ -290,12 +297,14 @@ TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not ch
             CHECK(pec == E::no_permission);
             auto [rec, gone] = co_await f.retract("old", nothrow);
             CHECK(rec == E::no_permission);
-            CHECK(co_await dump_keys(admin.conn(), fname) == before);
+            auto keys_now_8 = co_await dump_keys(admin.conn(), fname);
+            CHECK(keys_now_8 == before);
             const auto jbefore = co_await dump_keys(admin.conn(), jname);
             thoonk::job_queue jq(uc, jname);
             auto [jec, jid] = co_await jq.put("x", nothrow);
             CHECK((jec == E::no_permission || jec == E::no_channel_permission));
-            CHECK(co_await dump_keys(admin.conn(), jname) == jbefore);
+            auto keys_now_9 = co_await dump_keys(admin.conn(), jname);
+            CHECK(keys_now_9 == jbefore);
             // Nor a job's channels.
             auto [sec, s] = co_await uc.sub().subscribe(
                 "job.finish:" + jname, [](const thoonk::message&) {}, nothrow);
@@ -316,7 +325,8 @@ TEST_CASE("acl roles: an admin manages feeds", "[acl][acl_roles][create_feed][de
             auto names = co_await uc.list_feeds(asio::use_awaitable);
             CHECK(std::find(names.begin(), names.end(), name) != names.end());
             co_await uc.delete_feed(name, asio::use_awaitable);
-            CHECK(co_await dump_keys(admin.conn(), name) == "member=0");
+            auto keys_now_10 = co_await dump_keys(admin.conn(), name);
+            CHECK(keys_now_10 == "member=0");
           });
 }
 
@@ -361,7 +371,8 @@ TEST_CASE(
       CHECK(diag.server_message().find("NOSCRIPT") != std::string::npos);
       CHECK(diag.server_message().find("script|load") != std::string::npos);
       CHECK(diag.server_message().find("'eval'") != std::string::npos);
-      CHECK(co_await dump_keys(admin.conn(), name) == before);
+      auto keys_now_11 = co_await dump_keys(admin.conn(), name);
+      CHECK(keys_now_11 == before);
       // Once someone loads the scripts (here: the admin's publish), it works.
       thoonk::feed af(admin, name);
       co_await af.publish(thoonk::item_id("b"), "y", asio::use_awaitable);

@@ -24,7 +24,8 @@ void with_replica(Body body) {
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await c.connect(asio::use_awaitable);
-        REQUIRE(co_await replicas_online(c.conn(), 1));
+        auto online_12 = co_await replicas_online(c.conn(), 1);
+        REQUIRE(online_12);
         co_await body(servers, c);
         c.stop();
       },

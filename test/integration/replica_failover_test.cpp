@@ -117,7 +117,8 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(c, pa, pb);
-        REQUIRE(co_await replicas_online(pa, 1));
+        auto online_13 = co_await replicas_online(pa, 1);
+        REQUIRE(online_13);
         const auto name = unique_name("failover");
         co_await c.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
         thoonk::job_queue q(c, name);
@@ -173,8 +174,10 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
         while (running > 0) co_await sleep_for(5ms);
         const auto recovery = first_put_after - failover_start;
 
-        CHECK(co_await role_of(pb) == "master");
-        CHECK(co_await role_of(pa) == "slave");
+        auto role_14 = co_await role_of(pb);
+        CHECK(role_14 == "master");
+        auto role_15 = co_await role_of(pa);
+        CHECK(role_15 == "slave");
         for (auto& [what, n] : failures) {
           INFO(what << " x" << n);
           CHECK(n == 0);
