@@ -3,7 +3,7 @@
 // two alternating round by round in one run, with redis-benchmark's SET
 // ceiling from the same server.
 //
-//   runner_bench [--quick] [--rounds N]
+//   runner_bench [--quick] [--rounds N] [--concurrency C]
 //
 // Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
 // 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
@@ -115,10 +115,13 @@ using bench::num;
 int main(int argc, char** argv) {
   bool quick = false;
   int rounds = 3;
+  int only = 0;  // --concurrency C: that row alone
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
       rounds = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--concurrency") == 0 && i + 1 < argc)
+      only = std::atoi(argv[++i]);
   }
   bench::server srv;
   auto cfg = srv.cfg();
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
   for (auto [conc, n] :
        {std::pair{1, quick ? 3000L : 10000L}, std::pair{16, quick ? 20000L : 60000L},
         std::pair{64, quick ? 40000L : 150000L}}) {
+    if (only != 0 && conc != only) continue;
     std::vector<double> raw, run, raw_cpu, run_cpu;
     bool complete = true;
     for (int k = 0; k < rounds; ++k) {
