@@ -3,7 +3,7 @@
 // two alternating round by round in one run, with redis-benchmark's SET
 // ceiling from the same server.
 //
-//   runner_bench [--quick] [--rounds N] [--concurrency C]
+//   runner_bench [--quick] [--rounds N] [--concurrency C] [--only raw|runner]
 //
 // Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
 // 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
@@ -25,6 +25,7 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 namespace asio = boost::asio;
 namespace bench = thoonk::bench;
@@ -116,12 +117,15 @@ int main(int argc, char** argv) {
   bool quick = false;
   int rounds = 3;
   int only = 0;  // --concurrency C: that row alone
+  std::string only_mode;  // --only raw|runner: one of the two (for profiling)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
       rounds = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--concurrency") == 0 && i + 1 < argc)
       only = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only_mode = argv[++i];
   }
   bench::server srv;
   auto cfg = srv.cfg();
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
       // Alternate which goes first, so drift hits both alike.
       for (bool use_runner :
            k % 2 ? std::vector<bool>{true, false} : std::vector<bool>{false, true}) {
+        if (!only_mode.empty() && use_runner != (only_mode == "runner")) continue;
         auto r = one_run(cfg, use_runner, conc, n);
         complete = complete && r.complete;
         (use_runner ? run : raw).push_back(r.jobs_per_s);

@@ -542,6 +542,14 @@ local function lapse(id, now, why)
   return r
 end
 
+-- A member of feed.worker_claims that is no claim: it sorts before every
+-- worker's range (it starts with a NUL, worker names never do) and is
+-- longer than zset-max-listpack-value, so the set stays in skiplist
+-- encoding. In listpack encoding (the default below 128 members) every
+-- ZADD and ZREM scans the whole set: with 64 claims in flight that was a
+-- seventh of the server's instructions per job (docs/benchmarks.md).
+local CLAIMS_KEEP = '\0thoonk: keeps this sorted set in skiplist encoding, see docs/jobs.md (feed.worker_claims)'
+
 -- Worker registry (docs/jobs.md "Workers"). feed.workers scores each
 -- registered worker by the server time (ms) at which its registration
 -- lapses; feed.worker_info holds its description (JSON, from the worker);
@@ -661,21 +669,24 @@ local function claim_jobs(now, want, worker)
   for i = 1, m do
     local a = att[i + 1]
     a = a and math.abs(tonumber(a)) + 1 or 1
+    -- Formatted once: a number passed to redis.call is formatted again
+    -- for each use (a printf each, a visible share of a claim's cost).
+    local token = int(a)
     h[2 * i - 1] = ids[i]
-    h[2 * i] = a
+    h[2 * i] = token
     out[4 * i - 3] = ids[i]
     out[4 * i - 2] = its[i]
     out[4 * i - 1] = tonumber(fails[i]) or 0
     out[4 * i] = a
     if worker then
       wc[2 * i - 1] = 0
-      wc[2 * i] = worker_entry(worker, ids[i], int(a))
+      wc[2 * i] = worker_entry(worker, ids[i], token)
     end
   end
   redis.call('HSET', K_ATTEMPTS, unpack(h))
   if worker then redis.call('ZADD', K_WORKER_CLAIMS, unpack(wc)) end
   if Q.events then
-    for i = 1, m do emit('claimed', ids[i], int(h[2 * i])) end
+    for i = 1, m do emit('claimed', ids[i], h[2 * i]) end
   end
   if m < want then out[#out + 1] = later or next_due() or 0 end
   return out
@@ -703,8 +714,7 @@ local function finish_jobs(channel, base, m, ttl, worker)
       break
     end
   end
-  local att = {}
-  if redis.call('EXISTS', K_ATTEMPTS) == 1 then att = redis.call('HMGET', K_ATTEMPTS, unpack(ids)) end
+  local att = redis.call('HMGET', K_ATTEMPTS, unpack(ids))
   local st, ok, o, seen, gone = {}, {}, {}, {}, {}
   for j = 1, m do
     local id, tok = ids[j], ARGV[base + 4 * j - 3]
