@@ -8,7 +8,8 @@
 // Uses THOONK_REDIS_URL, or starts a throwaway redis-server on a free
 // 127.0.0.1 port and stops it (by pid) at the end. Prints one JSON document:
 // per concurrency, every round's jobs/s for both and their medians, the
-// runner's ratio to raw, and the server CPU per job (µs) of each. Raw
+// runner's ratio to raw, the server CPU per job (µs) of each and the
+// time spent inside scripts per job (µs, INFO commandstats). Raw
 // means N coroutines each looping claim() then finish() (two round trips a
 // job, batched by the queue object); the runner finishes and claims in one
 // script call per round. Bounded: every run has a job count and a time
@@ -39,6 +40,8 @@ const std::string payload70(70, 'p');
 struct result {
   double jobs_per_s = 0;
   double server_cpu_us_per_job = 0;
+  double script_us_per_job = 0;     // inside EVALSHA (INFO commandstats)
+  double script_calls_per_job = 0;  // EVALSHA calls (the puts' included)
   bool complete = false;
 };
 
@@ -58,6 +61,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
         co_await bench::create(c, name, {});
         auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
         const double scpu0 = co_await bench::server_cpu(c);
+        const auto scripts0 = co_await bench::evalsha_stats(c);
         const auto t0 = steady::now();
         asio::co_spawn(c.get_executor(), bench::put_in_chunks(q, jobs, payload70), asio::detached);
         long finished = 0;
@@ -94,9 +98,14 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
         const double secs = bench::seconds_since(t0);
         r.complete = finished >= jobs;
         r.jobs_per_s = static_cast<double>(finished) / secs;
-        if (finished > 0)
+        if (finished > 0) {
           r.server_cpu_us_per_job =
               (co_await bench::server_cpu(c) - scpu0) * 1e6 / static_cast<double>(finished);
+          const auto scripts1 = co_await bench::evalsha_stats(c);
+          r.script_us_per_job = (scripts1.usec - scripts0.usec) / static_cast<double>(finished);
+          r.script_calls_per_job =
+              (scripts1.calls - scripts0.calls) / static_cast<double>(finished);
+        }
         co_await bench::drop(c, name);
       },
       120s);
@@ -139,7 +148,7 @@ int main(int argc, char** argv) {
        {std::pair{1, quick ? 3000L : 10000L}, std::pair{16, quick ? 20000L : 60000L},
         std::pair{64, quick ? 40000L : 150000L}}) {
     if (only != 0 && conc != only) continue;
-    std::vector<double> raw, run, raw_cpu, run_cpu;
+    std::vector<double> raw, run, raw_cpu, run_cpu, raw_script, run_script, raw_calls, run_calls;
     bool complete = true;
     for (int k = 0; k < rounds; ++k) {
       // Alternate which goes first, so drift hits both alike.
@@ -150,6 +159,8 @@ int main(int argc, char** argv) {
         complete = complete && r.complete;
         (use_runner ? run : raw).push_back(r.jobs_per_s);
         (use_runner ? run_cpu : raw_cpu).push_back(r.server_cpu_us_per_job);
+        (use_runner ? run_script : raw_script).push_back(r.script_us_per_job);
+        (use_runner ? run_calls : raw_calls).push_back(r.script_calls_per_job);
       }
     }
     auto list = [](const std::vector<double>& v) {
@@ -166,7 +177,11 @@ int main(int argc, char** argv) {
       << ", \"raw_median\": " << mr << ", \"runner_median\": " << mu
       << ", \"runner_vs_raw\": " << (mr > 0 ? mu / mr : 0)
       << ", \"raw_server_cpu_us_per_job\": " << median(raw_cpu)
-      << ", \"runner_server_cpu_us_per_job\": " << median(run_cpu) << "}";
+      << ", \"runner_server_cpu_us_per_job\": " << median(run_cpu)
+      << ", \"raw_script_us_per_job\": " << median(raw_script)
+      << ", \"runner_script_us_per_job\": " << median(run_script)
+      << ", \"raw_script_calls_per_job\": " << median(raw_calls)
+      << ", \"runner_script_calls_per_job\": " << median(run_calls) << "}";
     first = false;
   }
   auto set_rps = bench::redis_benchmark_rps(

@@ -90,6 +90,29 @@ inline boost::asio::awaitable<double> server_cpu(thoonk::client& c) {
   co_return user + sys;
 }
 
+/// The server's count of EVALSHA calls and the microseconds it spent
+/// executing them (INFO commandstats): the time inside scripts, without
+/// reading, parsing and writing.
+struct script_time {
+  double calls = 0, usec = 0;
+};
+inline boost::asio::awaitable<script_time> evalsha_stats(thoonk::client& c) {
+  thoonk::request r;
+  r.push("INFO", "commandstats");
+  auto resp = co_await c.conn().exec(r, boost::asio::use_awaitable);
+  const auto& s = resp[0].str;
+  script_time t;
+  const auto p = s.find("cmdstat_evalsha:");
+  if (p == std::string::npos) co_return t;
+  auto field = [&](const char* name) {
+    const auto f = s.find(name, p);
+    return f == std::string::npos ? 0.0 : std::stod(s.substr(f + std::strlen(name)));
+  };
+  t.calls = field("calls=");
+  t.usec = field("usec=");
+  co_return t;
+}
+
 /// The server's used_memory in bytes.
 inline boost::asio::awaitable<long long> used_memory(thoonk::client& c) {
   co_return static_cast<long long>(co_await info_field(c, "memory", "used_memory"));

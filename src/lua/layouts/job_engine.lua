@@ -549,6 +549,8 @@ end
 -- ZADD and ZREM scans the whole set: with 64 claims in flight that was a
 -- seventh of the server's instructions per job (docs/benchmarks.md).
 local CLAIMS_KEEP = '\0thoonk: keeps this sorted set in skiplist encoding, see docs/jobs.md (feed.worker_claims)'
+-- The member claim_jobs adds to feed.claimed and removes in the same call.
+local ENCODING_KEEP = '\0thoonk: converts this sorted set to skiplist encoding and goes at once'
 
 -- Worker registry (docs/jobs.md "Workers"). feed.workers scores each
 -- registered worker by the server time (ms) at which its registration
@@ -649,7 +651,17 @@ local function claim_jobs(now, want, worker)
   local z = {}
   for i = 1, m do z[2 * i - 1] = stamp
   z[2 * i] = ids[i] end
-  if redis.call('ZADD', K_CLAIMED, unpack(z)) ~= m then
+  -- A batch goes into feed.claimed in skiplist encoding: a member longer
+  -- than zset-max-listpack-value converts the set, and it stays converted
+  -- when that member goes again at once (the contract's clients never see
+  -- it). In listpack encoding every ZADD and ZREM scans the whole set: with
+  -- 64 claims in flight that was a fifth of the server's work per job. The
+  -- two calls cost more than they save for small batches (under 8).
+  local convert = m >= 8
+  if convert then redis.call('ZADD', K_CLAIMED, 0, ENCODING_KEEP) end
+  local added = redis.call('ZADD', K_CLAIMED, unpack(z))
+  if convert then redis.call('ZREM', K_CLAIMED, ENCODING_KEEP) end
+  if added ~= m then
     -- Rare: an id twice in the line (or already claimed): hand it out once.
     local ki, kt, seen = {}, {}, {}
     for i = 1, m do
