@@ -26,6 +26,8 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
+
+#include <sys/resource.h>
 #include <string>
 
 namespace asio = boost::asio;
@@ -42,8 +44,17 @@ struct result {
   double server_cpu_us_per_job = 0;
   double script_us_per_job = 0;     // inside EVALSHA (INFO commandstats)
   double script_calls_per_job = 0;  // EVALSHA calls (the puts' included)
+  double client_cpu_us_per_job = 0;  // this process (producer and consumers)
   bool complete = false;
 };
+
+// CPU seconds this process has used (user + system).
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
 
 asio::awaitable<void> pause_for(thoonk::client& c, std::chrono::milliseconds d) {
   asio::steady_timer t(c.get_executor(), d);
@@ -62,6 +73,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
         auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
         const double scpu0 = co_await bench::server_cpu(c);
         const auto scripts0 = co_await bench::evalsha_stats(c);
+        const double ccpu0 = process_cpu_seconds();
         const auto t0 = steady::now();
         asio::co_spawn(c.get_executor(), bench::put_in_chunks(q, jobs, payload70), asio::detached);
         long finished = 0;
@@ -96,6 +108,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
           while (live > 0) co_await pause_for(c, 10ms);
         }
         const double secs = bench::seconds_since(t0);
+        const double ccpu = process_cpu_seconds() - ccpu0;
         r.complete = finished >= jobs;
         r.jobs_per_s = static_cast<double>(finished) / secs;
         if (finished > 0) {
@@ -105,6 +118,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
           r.script_us_per_job = (scripts1.usec - scripts0.usec) / static_cast<double>(finished);
           r.script_calls_per_job =
               (scripts1.calls - scripts0.calls) / static_cast<double>(finished);
+          r.client_cpu_us_per_job = ccpu * 1e6 / static_cast<double>(finished);
         }
         co_await bench::drop(c, name);
       },
@@ -148,7 +162,8 @@ int main(int argc, char** argv) {
        {std::pair{1, quick ? 3000L : 10000L}, std::pair{16, quick ? 20000L : 60000L},
         std::pair{64, quick ? 40000L : 150000L}}) {
     if (only != 0 && conc != only) continue;
-    std::vector<double> raw, run, raw_cpu, run_cpu, raw_script, run_script, raw_calls, run_calls;
+    std::vector<double> raw, run, raw_cpu, run_cpu, raw_script, run_script, raw_calls, run_calls,
+        raw_ccpu, run_ccpu;
     bool complete = true;
     for (int k = 0; k < rounds; ++k) {
       // Alternate which goes first, so drift hits both alike.
@@ -161,6 +176,7 @@ int main(int argc, char** argv) {
         (use_runner ? run_cpu : raw_cpu).push_back(r.server_cpu_us_per_job);
         (use_runner ? run_script : raw_script).push_back(r.script_us_per_job);
         (use_runner ? run_calls : raw_calls).push_back(r.script_calls_per_job);
+        (use_runner ? run_ccpu : raw_ccpu).push_back(r.client_cpu_us_per_job);
       }
     }
     auto list = [](const std::vector<double>& v) {
@@ -181,7 +197,9 @@ int main(int argc, char** argv) {
       << ", \"raw_script_us_per_job\": " << median(raw_script)
       << ", \"runner_script_us_per_job\": " << median(run_script)
       << ", \"raw_script_calls_per_job\": " << median(raw_calls)
-      << ", \"runner_script_calls_per_job\": " << median(run_calls) << "}";
+      << ", \"runner_script_calls_per_job\": " << median(run_calls)
+      << ", \"raw_client_cpu_us_per_job\": " << median(raw_ccpu)
+      << ", \"runner_client_cpu_us_per_job\": " << median(run_ccpu) << "}";
     first = false;
   }
   auto set_rps = bench::redis_benchmark_rps(

@@ -85,7 +85,7 @@ std::vector<std::string> all_keys(const feed_names& n) {
       // worker registry (docs/jobs.md "Workers")
       n.key("workers"),
       n.key("worker_info"),
-      n.key("worker_claims"),
+      n.key("worker_jobs"),
   };
 }
 

@@ -45,7 +45,7 @@ struct job_keys {
     held,
     workers,
     worker_info,
-    worker_claims,
+    worker_jobs,
     count
   };
 
@@ -57,7 +57,7 @@ struct job_keys {
              n.key("attempts"),    n.key("sleepers"),     n.key("idincr"),
              n.key("unaccounted"), n.key("scheduled"),    n.key("scheduled_items"),
              n.key("jobmeta"),     n.key("held"),         n.key("workers"),
-             n.key("worker_info"), n.key("worker_claims")},
+             n.key("worker_info"), n.key("worker_jobs")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),
         finish_channel(n.job_finish_channel()),

@@ -69,7 +69,7 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call(
 }
 
 asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_dlq(
-    const script& s, std::vector<std::string> args, std::string after) {
+    const script& s, std::vector<std::string> args, std::vector<std::string> after) {
   for (int attempt = 0;; ++attempt) {
     const std::string name = dead_letter_queue.value_or(std::string{});
     std::vector<std::string> k = keys;
@@ -83,7 +83,7 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_d
         k.push_back(dn.key(what));
       a.push_back(dn.channel("wake"));
     }
-    if (!after.empty()) a.push_back(after);
+    a.insert(a.end(), after.begin(), after.end());
     auto [st, v] = co_await run_script(cl, s, std::move(k), std::move(a));
     // {'dlq', name}: the config names another queue (or none) and nothing
     // was done. Three rounds cover a config that changes meanwhile.

@@ -84,10 +84,10 @@ class job_queue_impl final : public queue_core {
   /// layout and its name and wake-up channel follow `args`. The scripts
   /// check the name against the config and report a different one without
   /// doing anything; then it runs again with that one (and remembers it).
-  /// `after` (when not empty) goes after the dead-letter queue's arguments.
+  /// `after` goes after the dead-letter queue's arguments.
   awaitable<std::tuple<op_status, resp3::value>> call_with_dlq(const script& s,
                                                                std::vector<std::string> args,
-                                                               std::string after);
+                                                               std::vector<std::string> after);
 
   // ---- the worker registry (workers.cpp) ----------------------------------
   struct fail_worker_result {

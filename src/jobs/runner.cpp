@@ -339,8 +339,8 @@ class runner : public std::enable_shared_from_this<runner> {
   asio::awaitable<op_status> register_worker() {
     std::vector<std::string> args{worker, std::to_string(opts.worker_ttl.count()), description,
                                   impl->wake_channel};
-    auto [st, v] = co_await impl->call_with_dlq(scripts::jobs_register_worker(), std::move(args),
-                                                std::string{});
+    auto [st, v] =
+        co_await impl->call_with_dlq(scripts::jobs_register_worker(), std::move(args), {});
     if (!st) ++report.registrations;
     co_return st;
   }
@@ -374,6 +374,22 @@ class runner : public std::enable_shared_from_this<runner> {
     spawn(op(shared_from_this()));
   }
 
+  /// The claims this worker holds, as id, token pairs.
+  std::vector<std::string> held_claims() const {
+    std::vector<std::string> out;
+    out.reserve(2 * (slots.size() + book.pending_finishes()));
+    for (const auto& [id, slot] : slots) {
+      if (slot->cancelled) continue;
+      out.push_back(id);
+      out.push_back(std::to_string(slot->job.token));
+    }
+    book.for_each_pending([&](const claim_ref& c) {
+      out.push_back(c.id);
+      out.push_back(std::to_string(c.token));
+    });
+    return out;
+  }
+
   static asio::awaitable<void> heartbeats(std::shared_ptr<runner> self) {
     asio::steady_timer t(self->ex);
     self->heartbeat_timer = &t;
@@ -384,8 +400,12 @@ class runner : public std::enable_shared_from_this<runner> {
       if (self->reregistering) continue;
       std::vector<std::string> args{self->worker, std::to_string(self->opts.worker_ttl.count()),
                                     jobs::now_ms_string(), self->impl->wake_channel};
+      // The claims to renew, named by the worker (the server's records are
+      // indexed by job, not by worker): those its handlers hold and those
+      // whose finish waits for the next round.
+      std::vector<std::string> held = self->held_claims();
       auto [st, v] = co_await self->impl->call_with_dlq(scripts::jobs_worker_heartbeat(),
-                                                        std::move(args), std::string{});
+                                                        std::move(args), std::move(held));
       if (self->leaving) break;
       if (st) {
         if (!is_transient(st.ec)) self->fail_run(std::move(st));

@@ -90,6 +90,11 @@ class runner_book {
   std::size_t busy() const noexcept { return busy_; }
   std::size_t rounds_in_flight() const noexcept { return in_flight_; }
   std::size_t pending_finishes() const noexcept { return pending_.size(); }
+  /// Calls f(claim_ref) for each finish waiting for the next round.
+  template <class F>
+  void for_each_pending(F&& f) const {
+    for (const auto& p : pending_) f(p.claim);
+  }
 
  private:
   settings s_;

@@ -29,7 +29,9 @@ asio::awaitable<op_result<job_queue_impl::fail_worker_result>> job_queue_impl::f
   fail_worker_result r;
   std::vector<std::string> args{std::to_string(jobs::clamp_batch(batch)), self->wake_channel};
   // (No temporaries in the co_await expression: g++ 12 mishandles them.)
-  auto call = self->call_with_dlq(scripts::jobs_fail_worker(), std::move(args), std::move(name));
+  std::vector<std::string> after;
+  if (!name.empty()) after.push_back(std::move(name));
+  auto call = self->call_with_dlq(scripts::jobs_fail_worker(), std::move(args), std::move(after));
   auto [st, v] = co_await std::move(call);
   if (st) co_return std::tuple{std::move(st), r};
   if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};

@@ -106,7 +106,7 @@ FIXTURE_TEST_CASE("sched",
   CHECK((*waiting)->id == r.id);
 }
 
-TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they become due",
+TEST_CASE("schedule: 100,000 scheduled jobs become due in bounded batches: no script call over 50 ms",
           "[job][schedule][claim][maintain][slow]") {
   fixture f("sched-many");
   run_coro(
@@ -125,7 +125,11 @@ TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they
                      key("scheduled_items", f.name), due);
         auto filled = co_await q.counts(asio::use_awaitable);
         CHECK(filled.scheduled == 100000);
-        co_await cmd(f.c.conn(), "CONFIG", "SET", "slowlog-log-slower-than", "5000");
+        // The bound is on the work per call (batches of at most 1000), not
+        // on the machine's speed: one call that promoted all 100,000 would
+        // take far longer than 50 ms anywhere, while a batch takes about a
+        // millisecond (6 ms seen on a 2-core machine busy with compilers).
+        co_await cmd(f.c.conn(), "CONFIG", "SET", "slowlog-log-slower-than", "50000");
         co_await cmd(f.c.conn(), "SLOWLOG", "RESET");
 
         // Claims promote (1000 per call at most) and take what is due.
@@ -150,7 +154,7 @@ TEST_CASE("schedule: 100,000 scheduled jobs; no script call over 5 ms while they
                               std::to_string(entry.elements[2].integer) + " us");
         std::string listing;
         for (const auto& s : scripts) listing += s + "\n";
-        INFO("calls over 5 ms:\n" << listing);
+        INFO("calls over 50 ms:\n" << listing);
         for (const auto& s : scripts) CHECK(s.rfind("EVALSHA", 0) != 0);
         co_await cmd(f.c.conn(), "CONFIG", "SET", "slowlog-log-slower-than", "10000");
       },

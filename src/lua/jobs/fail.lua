@@ -17,9 +17,7 @@ local id, now = ARGV[1], tonumber(ARGV[3])
 local c = claim_check(id, ARGV[2]) if c then return fail(c) end
 redis.call('ZREM', K_CLAIMED, id)
 redis.call('HSET', K_ATTEMPTS, id, '-' .. ARGV[2])
-if ARGV[11] and ARGV[11] ~= '' then
-  redis.call('ZREM', K_WORKER_CLAIMS, worker_entry(ARGV[11], id, ARGV[2]))
-end
+if ARGV[11] and ARGV[11] ~= '' then redis.call('HDEL', K_WORKER_JOBS, id) end
 redis.call('HINCRBY', K_CANCELLED, id, 1)
 local m = meta_get(id)
 m.rc = (m.rc or 0) + 1

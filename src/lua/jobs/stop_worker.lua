@@ -7,7 +7,7 @@
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
 local w = ARGV[1]
 local cs = worker_claims(w)
-local back = {}
+local back, gone = {}, {}
 for i = 1, #cs do
   local c = cs[i]
   if claim_current(c[1], c[2]) then
@@ -15,8 +15,9 @@ for i = 1, #cs do
     redis.call('HSET', K_ATTEMPTS, c[1], '-' .. c[2])
     back[#back + 1] = c[1]
   end
-  redis.call('ZREM', K_WORKER_CLAIMS, c[3])
+  gone[#gone + 1] = c[1]
 end
+if #gone > 0 then redis.call('HDEL', K_WORKER_JOBS, unpack(gone)) end
 redis.call('ZREM', K_WORKERS, w)
 redis.call('HDEL', K_WORKER_INFO, w)
 if #back > 0 then

@@ -2,13 +2,14 @@
 -- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 worker, 2 ttl_ms, 3 now_ms (the claims' new time, the claimer's
 -- clock as at claim), 4 wake channel, 5 dead-letter queue name as the
--- caller knows it, 6 its wake channel. While the registration is alive:
--- renews it to server time + ttl and renews the lease of every claim the
--- worker holds; a recorded claim that is no longer current (lapsed and
--- reclaimed, aborted, released, finished by another client) is dropped
--- from the record and reported. Returns {'ok', lapses_at, id, token, ...
--- of the claims lost}. When the registration lapsed (or was failed), the
--- worker is failed now (its claims returned, as fail_worker) and must
+-- caller knows it, 6 its wake channel, then the claims the worker holds as
+-- id, token pairs. While the registration is alive: renews it to server
+-- time + ttl and renews the lease of each named claim that is still
+-- current; one that is not (lapsed and reclaimed, aborted, released,
+-- finished by another client) is reported, and its record goes if it is
+-- still this worker's. Returns {'ok', lapses_at, id, token, ... of the
+-- claims lost}. When the registration lapsed (or was failed), the worker
+-- is failed now (its recorded claims returned, as fail_worker) and must
 -- register again: {'lapsed', requeued, dead-lettered}. {'dlq', name} as
 -- jobs/fail.lua.
 local e = open_job() or check_publish(ARGV[4]) if e then return e end
@@ -24,15 +25,23 @@ end
 local exp = now + tonumber(ARGV[2])
 redis.call('ZADD', K_WORKERS, 'XX', exp, w)
 local out = {'ok', exp}
-local cs = worker_claims(w)
-for i = 1, #cs do
-  local c = cs[i]
-  if claim_current(c[1], c[2]) then
-    redis.call('ZADD', K_CLAIMED, 'XX', ARGV[3], c[1])
+local renew, lost = {}, {}
+for i = 7, #ARGV - 1, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  if claim_current(id, token) then
+    renew[#renew + 1] = ARGV[3]
+    renew[#renew + 1] = id
   else
-    redis.call('ZREM', K_WORKER_CLAIMS, c[3])
-    out[#out + 1] = c[1]
-    out[#out + 1] = c[2]
+    out[#out + 1] = id
+    out[#out + 1] = token
+    lost[#lost + 1] = id
+    lost[#lost + 1] = token
+  end
+end
+if #renew > 0 then redis.call('ZADD', K_CLAIMED, 'XX', unpack(renew)) end
+for i = 1, #lost, 2 do
+  if redis.call('HGET', K_WORKER_JOBS, lost[i]) == worker_record(w, lost[i + 1]) then
+    redis.call('HDEL', K_WORKER_JOBS, lost[i])
   end
 end
 return out

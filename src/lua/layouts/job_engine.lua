@@ -514,6 +514,7 @@ end
 -- is only dropped. Returns 'requeued', 'dead' or 'dropped'.
 local function lapse(id, now, why)
   redis.call('ZREM', K_CLAIMED, id)
+  redis.call('HDEL', K_WORKER_JOBS, id)
   local a = tonumber(redis.call('HGET', K_ATTEMPTS, id))
   if a and a > 0 then redis.call('HSET', K_ATTEMPTS, id, int(-a)) end
   local r = 'dropped'
@@ -542,37 +543,35 @@ local function lapse(id, now, why)
   return r
 end
 
--- A member of feed.worker_claims that is no claim: it sorts before every
--- worker's range (it starts with a NUL, worker names never do) and is
--- longer than zset-max-listpack-value, so the set stays in skiplist
--- encoding. In listpack encoding (the default below 128 members) every
--- ZADD and ZREM scans the whole set: with 64 claims in flight that was a
--- seventh of the server's instructions per job (docs/benchmarks.md).
-local CLAIMS_KEEP = '\0thoonk: keeps this sorted set in skiplist encoding, see docs/jobs.md (feed.worker_claims)'
 -- The member claim_jobs adds to feed.claimed and removes in the same call.
 local ENCODING_KEEP = '\0thoonk: converts this sorted set to skiplist encoding and goes at once'
 
 -- Worker registry (docs/jobs.md "Workers"). feed.workers scores each
 -- registered worker by the server time (ms) at which its registration
 -- lapses; feed.worker_info holds its description (JSON, from the worker);
--- feed.worker_claims holds one member `worker\0id\0token` per claim a
--- worker made and has not ended, all with score 0, so that one worker's
--- claims are one lexicographic range (ids and worker names hold no NUL).
-local function worker_entry(w, id, token)
-  return w .. '\0' .. id .. '\0' .. token
+-- feed.worker_jobs records which worker made each claim: field the job id,
+-- value `worker\0token` (worker names hold no NUL). A job has one claim at
+-- a time, so a new claim of it overwrites the record; a claim that ends
+-- takes its record along where the ending knows it (finish by the worker,
+-- fail, lapse), and the rest go when the worker stops or is failed. A hash
+-- (kept in hashtable encoding by KEEP_FIELD, as feed.attempts) costs the
+-- hot path one field set and one field delete per job; a worker's own
+-- claims are found by a scan of every record, done only on the rare paths
+-- (a worker failed, stopping, or listed): its heartbeat names them.
+local function worker_record(w, token)
+  return w .. '\0' .. token
 end
 
--- The claims recorded for worker `w`: a list of {id, token, member}.
--- (string.char(91) is an inclusive ZRANGEBYLEX bound: a bracket in header
--- code would break the build's splitting of it into definitions.)
+-- The claims recorded for worker `w`: a list of {id, token}.
 local function worker_claims(w)
-  local ms = redis.call('ZRANGEBYLEX', K_WORKER_CLAIMS, string.char(91) .. w .. '\0',
-                        '(' .. w .. '\1')
+  local all = redis.call('HGETALL', K_WORKER_JOBS)
+  local prefix = w .. '\0'
   local out = {}
-  for i = 1, #ms do
-    local rest = string.sub(ms[i], #w + 2)
-    local nul = string.find(rest, '\0', 1, true)
-    out[i] = {string.sub(rest, 1, nul - 1), string.sub(rest, nul + 1), ms[i]}
+  for i = 1, #all, 2 do
+    local v = all[i + 1]
+    if string.sub(v, 1, #prefix) == prefix then
+      out[#out + 1] = {all[i], string.sub(v, #prefix + 1)}
+    end
   end
   return out
 end
@@ -596,14 +595,16 @@ end
 local function fail_worker(w, now)
   local rq, dl = 0, 0
   local cs = worker_claims(w)
+  local gone = {}
   for i = 1, #cs do
     local c = cs[i]
     if claim_current(c[1], c[2]) then
       local r = lapse(c[1], now, 'worker ' .. w .. ' lapsed')
       if r == 'requeued' then rq = rq + 1 elseif r == 'dead' then dl = dl + 1 end
     end
-    redis.call('ZREM', K_WORKER_CLAIMS, c[3])
+    gone[#gone + 1] = c[1]
   end
+  if #gone > 0 then redis.call('HDEL', K_WORKER_JOBS, unpack(gone)) end
   redis.call('ZREM', K_WORKERS, w)
   redis.call('HDEL', K_WORKER_INFO, w)
   return rq, dl
@@ -691,12 +692,12 @@ local function claim_jobs(now, want, worker)
     out[4 * i - 1] = tonumber(fails[i]) or 0
     out[4 * i] = a
     if worker then
-      wc[2 * i - 1] = 0
-      wc[2 * i] = worker_entry(worker, ids[i], token)
+      wc[2 * i - 1] = ids[i]
+      wc[2 * i] = worker_record(worker, token)
     end
   end
   redis.call('HSET', K_ATTEMPTS, unpack(h))
-  if worker then redis.call('ZADD', K_WORKER_CLAIMS, unpack(wc)) end
+  if worker then redis.call('HSET', K_WORKER_JOBS, unpack(wc)) end
   if Q.events then
     for i = 1, m do emit('claimed', ids[i], h[2 * i]) end
   end
@@ -710,8 +711,8 @@ end
 -- claimed, HDEL cancelled, items and token, INCR finishes; with a result
 -- PUBLISH `id\0result` on `channel` and keep it in its result key for
 -- `ttl` ms (contract 001). The job's put time and record go too; a put
--- held for it is applied. With `worker`, the claims' records under it go
--- (also those of claims that had ended). Returns one status per job:
+-- held for it is applied. With `worker`, the records of the claims it
+-- finished go. Returns one status per job:
 -- 0 finished, 1 job_not_found, 2 job_not_claimed, 3 lost_claim,
 -- 4 no_channel_permission (a result this user may not PUBLISH: that job
 -- is left as it was; the others finish).
@@ -727,7 +728,7 @@ local function finish_jobs(channel, base, m, ttl, worker)
     end
   end
   local att = redis.call('HMGET', K_ATTEMPTS, unpack(ids))
-  local st, ok, o, seen, gone = {}, {}, {}, {}, {}
+  local st, ok, o, seen = {}, {}, {}, {}
   for j = 1, m do
     local id, tok = ids[j], ARGV[base + 4 * j - 3]
     if not can_publish and tonumber(ARGV[base + 4 * j - 2]) > 0 then
@@ -748,10 +749,11 @@ local function finish_jobs(channel, base, m, ttl, worker)
     else
       st[j] = 1
     end
-    if worker and st[j] ~= 4 then gone[#gone + 1] = worker_entry(worker, id, tok) end
   end
-  if #gone > 0 then redis.call('ZREM', K_WORKER_CLAIMS, unpack(gone)) end
   if #ok > 0 then
+    -- A worker's finished claims take their records along (another
+    -- worker's claim of a job this one lost keeps its record).
+    if worker then redis.call('HDEL', K_WORKER_JOBS, unpack(o)) end
     if redis.call('EXISTS', K_CANCELLED) == 1 then redis.call('HDEL', K_CANCELLED, unpack(o)) end
     redis.call('HDEL', K_ITEMS, unpack(o))
     redis.call('HDEL', K_ATTEMPTS, unpack(o))
