@@ -151,18 +151,14 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     auto q = co_await engine_queue(f);
     const auto feed = co_await make_feed(f.c, "pause-feed", thoonk::feed_type::feed);
     thoonk::job_queue on_feed(f.c, feed), missing(f.c, unique_name("pause-none")), bad(f.c, "");
-    auto [p1] = co_await on_feed.pause(nothrow);
-    CHECK(p1 == E::wrong_feed_type);
-    auto [r1] = co_await on_feed.resume(nothrow);
-    CHECK(r1 == E::wrong_feed_type);
-    auto [p2] = co_await missing.pause(nothrow);
-    CHECK(p2 == E::feed_not_found);
-    auto [r2] = co_await missing.resume(nothrow);
-    CHECK(r2 == E::feed_not_found);
-    auto [p3] = co_await bad.pause(nothrow);
-    CHECK(p3 == E::invalid_name);
-    auto [r3] = co_await bad.resume(nothrow);
-    CHECK(r3 == E::invalid_name);
+    // Pause and resume each fail with the error of what the name is.
+    const std::pair<thoonk::job_queue*, boost::system::error_code> refused[] = {
+        {&on_feed, E::wrong_feed_type}, {&missing, E::feed_not_found}, {&bad, E::invalid_name}};
+    for (const auto& [target, error] : refused) {
+      INFO(target->name());
+      co_await expect_each_fails(
+          error, [&] { return target->pause(nothrow); }, [&] { return target->resume(nothrow); });
+    }
     auto got13 = co_await cmd(f.c.conn(), "EXISTS", key("config", feed));
     CHECK(got13.integer == 1);
     auto got14 = co_await f.c.get_config(feed, "paused", asio::use_awaitable);
