@@ -21,6 +21,7 @@
 //   ceiling         redis-benchmark -P 64 -c 1 EVALSHA of the put and claim
 //                   scripts (and SET), calls/s and jobs/s, with ratios
 // Bounded: every phase has a job count and a time limit.
+#include "support/bench_names.hpp"
 #include "support/bench_support.hpp"
 #include "support/job_bench_support.hpp"
 
@@ -39,13 +40,6 @@
 #include <sstream>
 
 #include <sys/resource.h>
-
-namespace asio = boost::asio;
-namespace bench = thoonk::bench;
-using boost::system::error_code;
-using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

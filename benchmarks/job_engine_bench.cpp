@@ -22,6 +22,7 @@
 //   ceiling             redis-benchmark -P 64 -c 1: SET, EVALSHA of the
 //                       put-with-options script for one job
 // Bounded: every phase has a job count and a time limit.
+#include "support/bench_names.hpp"
 #include "support/bench_support.hpp"
 #include "support/job_bench_support.hpp"
 
@@ -35,12 +36,6 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
-
-namespace asio = boost::asio;
-namespace bench = thoonk::bench;
-using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

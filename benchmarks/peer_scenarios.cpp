@@ -33,6 +33,7 @@
 // role gives up after --timeout seconds (default 120) and says so
 // ("complete": false). The queue and feed names: --queue (default
 // "peers"), "<queue>.feed".
+#include "support/bench_names.hpp"
 #include "support/bench_support.hpp"
 #include "support/job_bench_support.hpp"
 
@@ -62,13 +63,7 @@
 #include <string_view>
 #include <vector>
 
-namespace asio = boost::asio;
 namespace json = boost::json;
-namespace bench = thoonk::bench;
-using boost::system::error_code;
-using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 
@@ -170,6 +165,34 @@ asio::awaitable<void> sleep_until(steady::time_point t) {
   co_await timer.async_wait(nothrow);
 }
 
+// Operations sent open loop: how many replies said done and how many failed.
+struct reply_counts {
+  long acked = 0, failed = 0;
+};
+
+// Calls `send(on_reply)` `n` times at `rate` per second from `start`, on a
+// fixed schedule that does not wait for the replies (open loop); on_reply,
+// the completion handler of the operation sent, counts it in `*cnt`.
+template <class Send>
+asio::awaitable<void> send_open_loop(steady::time_point start, double rate, long n,
+                                     std::shared_ptr<reply_counts> cnt, Send send) {
+  const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / rate));
+  for (long i = 0; i < n; ++i) {
+    co_await sleep_until(start + period * i);
+    send([cnt](error_code ec, auto&&...) {
+      if (ec) ++cnt->failed;
+      else ++cnt->acked;
+    });
+  }
+}
+
+// Waits (at most 10 s) until the replies to all `n` operations have come.
+asio::awaitable<void> await_replies(const reply_counts& cnt, long n) {
+  const auto until = steady::now() + 10s;
+  while (cnt.acked + cnt.failed < n && steady::now() < until)
+    co_await sleep_until(steady::now() + 1ms);
+}
+
 // The runner (<thoonk/job_runner.hpp>, job_queue::run) is newer than the
 // claim/finish API: its rows are measured when this build of the library
 // has it.
@@ -240,10 +263,7 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
   auto q = co_await open_queue(c, o);
   const double cpu0 = bench::own_cpu();
   const auto t_start = now_ns();
-  struct counters {
-    long acked = 0, failed = 0;
-  };
-  auto cnt = std::make_shared<counters>();
+  auto cnt = std::make_shared<reply_counts>();
   if (o.rate <= 0) {
     const auto item = payload(0);
     for (long done = 0; done < o.jobs;) {
@@ -254,19 +274,11 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
     }
     cnt->acked = o.jobs;
   } else {
+    // Open loop: the schedule does not wait for the put's reply.
+    auto put_one = [&](auto on_reply) { q.put(payload(now_ns()), std::move(on_reply)); };
     const auto start = steady::now();
-    const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / o.rate));
-    for (long i = 0; i < o.jobs; ++i) {
-      co_await sleep_until(start + period * i);
-      // Open loop: the schedule does not wait for the put's reply.
-      q.put(payload(now_ns()), [cnt](error_code ec, std::string) {
-        if (ec) ++cnt->failed;
-        else ++cnt->acked;
-      });
-    }
-    const auto until = steady::now() + 10s;
-    while (cnt->acked + cnt->failed < o.jobs && steady::now() < until)
-      co_await sleep_until(steady::now() + 1ms);
+    co_await send_open_loop(start, o.rate, o.jobs, cnt, put_one);
+    co_await await_replies(*cnt, o.jobs);
   }
   const auto t_end = now_ns();
   json::object r;
@@ -331,10 +343,9 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   // The N-th handler's return (or the time limit) asks for the graceful
   // stop by cancelling the run operation.
   auto stop = std::make_shared<asio::cancellation_signal>();
-  thoonk::job_coroutine h = [st, stop](thoonk::job_context ctx)
-      -> asio::awaitable<std::optional<std::string>> {
-    if (st->latency)
-      st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(ctx.job().item)));
+  thoonk::job_coroutine h =
+      [st, stop](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    if (st->latency) st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(ctx.job().item)));
     if (++st->finished >= st->target && !st->stop) {
       st->stop = true;
       stop->emit(asio::cancellation_type::terminal);
@@ -453,24 +464,13 @@ asio::awaitable<void> subscribe(asio::io_context& ioc, thoonk::client& c, const 
 
 asio::awaitable<void> publish(thoonk::client& c, const options& o) {
   auto f = co_await thoonk::feed::open(c, o.queue + ".feed", asio::use_awaitable);
-  struct counters {
-    long acked = 0, failed = 0;
-  };
-  auto cnt = std::make_shared<counters>();
+  auto cnt = std::make_shared<reply_counts>();
   const double cpu0 = bench::own_cpu();
   const auto start = steady::now();
-  const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / o.rate));
-  for (long i = 0; i < o.messages; ++i) {
-    co_await sleep_until(start + period * i);
-    f.publish(payload(now_ns()), [cnt](error_code ec, thoonk::publish_result) {
-      if (ec) ++cnt->failed;
-      else ++cnt->acked;
-    });
-  }
+  auto publish_one = [&](auto on_reply) { f.publish(payload(now_ns()), std::move(on_reply)); };
+  co_await send_open_loop(start, o.rate, o.messages, cnt, publish_one);
   const double secs = bench::seconds_since(start);
-  const auto until = steady::now() + 10s;
-  while (cnt->acked + cnt->failed < o.messages && steady::now() < until)
-    co_await sleep_until(steady::now() + 1ms);
+  co_await await_replies(*cnt, o.messages);
   json::object r;
   r["sent"] = o.messages;
   r["acked"] = cnt->acked;

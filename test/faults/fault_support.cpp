@@ -1,5 +1,7 @@
 #include "fault_support.hpp"
 
+#include "support/forked_child.hpp"
+
 #include <thoonk/error.hpp>
 
 #include <boost/asio/error.hpp>
@@ -146,15 +148,7 @@ logged_process::logged_process(std::vector<std::string> argv_in, const std::stri
     throw std::system_error(err, std::generic_category(), "fork");
   }
   if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int in = ::open("/dev/null", O_RDONLY);
-    if (in >= 0) ::dup2(in, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(out, STDERR_FILENO);
+    thoonk::test::set_up_forked_child(parent, SIGKILL, ::open("/dev/null", O_RDONLY), out);
     // The test's sockets (Asio opens them without CLOEXEC) must not stay
     // open in the child, or a server would not see them close.
     ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -213,21 +207,6 @@ void io_thread::stop() {
   guard_.reset();
   ioc_.stop();
   if (thread_.joinable()) thread_.join();
-}
-
-temp_dir::temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thoonk-faults-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
-  path_ = pattern;
-}
-
-temp_dir::~temp_dir() {
-  const char* keep = std::getenv("THOONK_KEEP_REDIS_DIR");
-  if (keep && *keep && std::string_view(keep) != "0") return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace thoonk::faults

@@ -3,6 +3,8 @@
 // prints at the end, and child processes started and stopped by pid.
 #pragma once
 
+#include "support/temp_dir.hpp"
+
 #include <thoonk/config.hpp>
 #include <thoonk/job_queue.hpp>
 
@@ -137,17 +139,6 @@ class io_thread {
   std::thread thread_;
 };
 
-/// A fresh temporary directory (removed by the destructor).
-class temp_dir {
- public:
-  temp_dir();
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
+using thoonk::test::temp_dir;
 
 }  // namespace thoonk::faults

@@ -71,7 +71,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   constexpr auto claim_timeout = 1000ms;
   constexpr int maintenance_ms = 200;
   thoonk::test::redis_server srv;
-  temp_dir dir;
+  temp_dir dir("thoonk-faults");
   asio::io_context ioc;
   thoonk::client admin(ioc.get_executor(), fault_config(srv.url()));
   const std::string name = "faults-jobs";

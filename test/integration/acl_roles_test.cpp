@@ -3,6 +3,7 @@
 // can do its work, and what it may not do fails with the error naming the
 // permission, changes nothing (raw key dumps before and after), does not
 // hang and does not make the connection reconnect.
+#include "support/acl.hpp"
 #include "support/doc_snippet.hpp"
 #include "support/helpers.hpp"
 
@@ -67,18 +68,6 @@ std::vector<std::string> role_rules(const std::string& role) {
   return out;
 }
 
-asio::awaitable<void> setuser(thoonk::connection& admin, const std::string& name,
-                              std::vector<std::string> rules) {
-  std::vector<std::string> args{"SETUSER", name};
-  for (auto& r : rules) args.push_back(std::move(r));
-  thoonk::request req;
-  req.push_range("ACL", std::span<const std::string_view>{}, args);
-  auto resp = co_await admin.exec(req, asio::use_awaitable);
-  REQUIRE(resp.size() == 1);
-  INFO(resp[0].str);
-  REQUIRE(!resp[0].is_error());
-}
-
 // A user of one role, with its own connected client.
 struct role_user {
   std::string name = unique_name("role");
@@ -122,7 +111,7 @@ void as_user(std::vector<std::string> rules, Body body) {
         co_await admin.connect(asio::use_awaitable);
         std::vector<std::string> all{"reset", "on", ">" + user.pass};
         for (auto& r : rules) all.push_back(std::move(r));
-        co_await setuser(admin.conn(), user.name, std::move(all));
+        co_await acl_setuser(admin.conn(), user.name, std::move(all));
         uc.emplace(ioc.get_executor(), user.config());
         co_await uc->connect(asio::use_awaitable);
         co_await body(admin, *uc);
@@ -210,10 +199,8 @@ TEST_CASE(
     "[acl][acl_roles][claim][finish][get_result][stall][retry][publish]") {
   as_user(
       role_rules("worker"), [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-        const auto jname = unique_name("role-jobs");
-        const auto fname = unique_name("role-feed");
-        co_await admin.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-        co_await admin.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        const auto jname = co_await make_feed(admin, "role-jobs", thoonk::feed_type::job);
+        const auto fname = co_await make_feed(admin, "role-feed", thoonk::feed_type::feed);
         thoonk::job_queue ajq(admin, jname);
         thoonk::job_queue jq(uc, jname);
 

@@ -7,6 +7,7 @@
 //
 // The feed publish case relies on the check in src/feeds/feed.cpp (its own
 // tag [acl_feed_publish] runs it alone).
+#include "support/acl.hpp"
 #include "support/helpers.hpp"
 
 #include <thoonk/feed.hpp>
@@ -37,13 +38,7 @@ struct acl_user {
     return cfg;
   }
   asio::awaitable<void> set(thoonk::connection& admin, std::vector<std::string> more) const {
-    std::vector<std::string> args{"SETUSER", name};
-    for (auto& r : more) args.push_back(std::move(r));
-    thoonk::request req;
-    req.push_range("ACL", std::span<const std::string_view>{}, args);
-    auto resp = co_await admin.exec(req, asio::use_awaitable);
-    REQUIRE(resp.size() == 1);
-    REQUIRE(!resp[0].is_error());
+    co_await acl_setuser(admin, name, std::move(more));
   }
   asio::awaitable<void> create(thoonk::connection& admin) const {
     std::vector<std::string> all{"reset", "on", ">" + pass};

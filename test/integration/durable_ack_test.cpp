@@ -37,10 +37,8 @@ void with_replica(Body body) {
 TEST_CASE("durability: put, finish and publish report the replica that acknowledged",
           "[durability][put][finish][publish][claim]") {
   with_replica([](replica_pair& servers, thoonk::client& c) -> asio::awaitable<void> {
-    const auto jname = unique_name("dur-jobs");
-    const auto fname = unique_name("dur-feed");
-    co_await c.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-    co_await c.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+    const auto jname = co_await make_feed(c, "dur-jobs", thoonk::feed_type::job);
+    const auto fname = co_await make_feed(c, "dur-feed", thoonk::feed_type::feed);
     thoonk::job_queue q(c, jname);
     thoonk::feed f(c, fname);
 

@@ -106,108 +106,104 @@ TEST_CASE("abort: from another client, cancelled: the holder's token ends, the j
   });
 }
 
-TEST_CASE("abort: failed retries after the backoff; permanent makes a dead letter and its record",
-          "[job][control][abort][fail][dead_letter][claim][get_job]") {
-  fixture f("abort");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    const auto dead_name = unique_name("abort-dead");
-    auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
-    thoonk::job_queue::settings s;
-    s.retry.max_retries = 5;
-    s.retry.min_backoff = 60000ms;
-    s.retry.max_backoff = 120000ms;
-    s.dead_letter_queue = dead_name;
-    auto q = co_await engine_queue(f, s);
+FIXTURE_TEST_CASE(
+    "abort",
+    "abort: failed retries after the backoff; permanent makes a dead letter and its record",
+    "[job][control][abort][fail][dead_letter][claim][get_job]") {
+  co_await f.c.connect(asio::use_awaitable);
+  const auto dead_name = unique_name("abort-dead");
+  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
+  thoonk::job_queue::settings s;
+  s.retry.max_retries = 5;
+  s.retry.min_backoff = 60000ms;
+  s.retry.max_backoff = 120000ms;
+  s.dead_letter_queue = dead_name;
+  auto q = co_await engine_queue(f, s);
 
-    auto [id, job] = co_await put_and_claim(q, "render");
-    const auto before = thoonk::now_epoch_ms();
-    co_await q.abort(id, failed_with("operator said stop"), asio::use_awaitable);
-    auto info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::scheduled);
-    CHECK(info.retry_count == 1);
-    CHECK(info.failures == 1);
-    CHECK(info.last_error == "operator said stop");
-    // The first backoff: min_backoff (60 s) at least, within max.
-    CHECK(info.run_at >= before + 60000);
-    CHECK(info.run_at <= thoonk::now_epoch_ms() + 120000);
-    auto [fec, fr] = co_await q.fail(job, "late", nothrow);
-    CHECK(fec == E::lost_claim);
+  auto [id, job] = co_await put_and_claim(q, "render");
+  const auto before = thoonk::now_epoch_ms();
+  co_await q.abort(id, failed_with("operator said stop"), asio::use_awaitable);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::scheduled);
+  CHECK(info.retry_count == 1);
+  CHECK(info.failures == 1);
+  CHECK(info.last_error == "operator said stop");
+  // The first backoff: min_backoff (60 s) at least, within max.
+  CHECK(info.run_at >= before + 60000);
+  CHECK(info.run_at <= thoonk::now_epoch_ms() + 120000);
+  auto [fec, fr] = co_await q.fail(job, "late", nothrow);
+  CHECK(fec == E::lost_claim);
 
-    // Permanent: a dead letter at once, with its JSON record.
-    const std::string data = "caf\xc3\xa9 \"quoted\"";
-    auto [id2, job2] = co_await put_and_claim(q, data);
-    co_await q.abort(id2, failed_with("bad input \xff", true), asio::use_awaitable);
-    auto dl = co_await job_of(q, id2);
-    CHECK(dl.state == thoonk::job_state::stalled);
-    CHECK(dl.last_error == "bad input \xff");
-    CHECK(dl.retry_count == 1);
-    // Both old holders get lost_claim, the job scheduled or a dead letter.
-    auto [f2] = co_await q.finish(job2, nothrow);
-    CHECK(f2 == E::lost_claim);
-    std::vector<thoonk::claim_ref> both{job, job2};
-    auto st = co_await q.heartbeat_many(both, asio::use_awaitable);
-    CHECK(st == std::vector<boost::system::error_code>{E::lost_claim, E::lost_claim});
-    auto rec = co_await dead.claim(1s, asio::use_awaitable);
-    boost::system::error_code jec;
-    auto jv = boost::json::parse(rec.item, jec);
-    INFO(rec.item);
-    REQUIRE(!jec);
-    REQUIRE(jv.is_array());
-    const auto& a = jv.as_array();
-    REQUIRE(a.size() == 3);
-    CHECK(a[0].as_string() == id2);
-    CHECK(a[1].as_string() == data);
-    // Not UTF-8: base64 of the bytes ("bad input \xff").
-    REQUIRE(a[2].is_object());
-    CHECK(a[2].as_object().at("base64").as_string() == "YmFkIGlucHV0IP8=");
-    co_await dead.finish(rec, asio::use_awaitable);
+  // Permanent: a dead letter at once, with its JSON record.
+  const std::string data = "caf\xc3\xa9 \"quoted\"";
+  auto [id2, job2] = co_await put_and_claim(q, data);
+  co_await q.abort(id2, failed_with("bad input \xff", true), asio::use_awaitable);
+  auto dl = co_await job_of(q, id2);
+  CHECK(dl.state == thoonk::job_state::stalled);
+  CHECK(dl.last_error == "bad input \xff");
+  CHECK(dl.retry_count == 1);
+  // Both old holders get lost_claim, the job scheduled or a dead letter.
+  auto [f2] = co_await q.finish(job2, nothrow);
+  CHECK(f2 == E::lost_claim);
+  std::vector<thoonk::claim_ref> both{job, job2};
+  auto st = co_await q.heartbeat_many(both, asio::use_awaitable);
+  CHECK(st == std::vector<boost::system::error_code>{E::lost_claim, E::lost_claim});
+  auto rec = co_await dead.claim(1s, asio::use_awaitable);
+  boost::system::error_code jec;
+  auto jv = boost::json::parse(rec.item, jec);
+  INFO(rec.item);
+  REQUIRE(!jec);
+  REQUIRE(jv.is_array());
+  const auto& a = jv.as_array();
+  REQUIRE(a.size() == 3);
+  CHECK(a[0].as_string() == id2);
+  CHECK(a[1].as_string() == data);
+  // Not UTF-8: base64 of the bytes ("bad input \xff").
+  REQUIRE(a[2].is_object());
+  CHECK(a[2].as_object().at("base64").as_string() == "YmFkIGlucHV0IP8=");
+  co_await dead.finish(rec, asio::use_awaitable);
 
-    // Out of retries: the failure that reaches max_retries is final.
-    co_await f.c.set_config(f.name, "max_retries", "1", asio::use_awaitable);
-    auto [id3, job3] = co_await put_and_claim(q, "third");
-    co_await q.abort(id3, failed_with("no more"), asio::use_awaitable);
-    auto got3 = co_await job_of(q, id3);
-    CHECK(got3.state == thoonk::job_state::stalled);
-    auto rec3 = co_await dead.claim(1s, asio::use_awaitable);
-    CHECK(rec3.item == "[\"" + id3 + "\",\"third\",\"no more\"]");
-    co_await f.c.delete_feed(dead_name, asio::use_awaitable);
-  });
+  // Out of retries: the failure that reaches max_retries is final.
+  co_await f.c.set_config(f.name, "max_retries", "1", asio::use_awaitable);
+  auto [id3, job3] = co_await put_and_claim(q, "third");
+  co_await q.abort(id3, failed_with("no more"), asio::use_awaitable);
+  auto got3 = co_await job_of(q, id3);
+  CHECK(got3.state == thoonk::job_state::stalled);
+  auto rec3 = co_await dead.claim(1s, asio::use_awaitable);
+  CHECK(rec3.item == "[\"" + id3 + "\",\"third\",\"no more\"]");
+  co_await f.c.delete_feed(dead_name, asio::use_awaitable);
 }
 
-TEST_CASE("abort: a put held for the job is applied after the abort",
-          "[job][control][abort][held][put]") {
-  fixture f("abort");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto r = co_await put_id(q, "report", "v1", 0);
-    CHECK(r.outcome == thoonk::put_result::outcome_t::added);
-    auto job = co_await q.claim(1s, asio::use_awaitable);
-    REQUIRE(job.id == "report");
-    auto held = co_await put_id(q, "report", "v2", 0);
-    CHECK(held.outcome == thoonk::put_result::outcome_t::held);
-    co_await q.abort("report", cancelled(), asio::use_awaitable);
-    auto info = co_await job_of(q, "report");
-    CHECK(info.state == thoonk::job_state::waiting);
-    CHECK(info.item == "v2");
-    CHECK(!info.held);
-    auto got4 = co_await q.counts(asio::use_awaitable);
-    CHECK(got4.held == 0);
-    auto next = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(next.id == "report");
-    CHECK(next.item == "v2");
+FIXTURE_TEST_CASE("abort", "abort: a put held for the job is applied after the abort",
+                  "[job][control][abort][held][put]") {
+  auto q = co_await engine_queue(f);
+  auto r = co_await put_id(q, "report", "v1", 0);
+  CHECK(r.outcome == thoonk::put_result::outcome_t::added);
+  auto job = co_await q.claim(1s, asio::use_awaitable);
+  REQUIRE(job.id == "report");
+  auto held = co_await put_id(q, "report", "v2", 0);
+  CHECK(held.outcome == thoonk::put_result::outcome_t::held);
+  co_await q.abort("report", cancelled(), asio::use_awaitable);
+  auto info = co_await job_of(q, "report");
+  CHECK(info.state == thoonk::job_state::waiting);
+  CHECK(info.item == "v2");
+  CHECK(!info.held);
+  auto got4 = co_await q.counts(asio::use_awaitable);
+  CHECK(got4.held == 0);
+  auto next = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(next.id == "report");
+  CHECK(next.item == "v2");
 
-    // Failed with retries left: the retry is scheduled, then the held put
-    // applies its own run_at (0: at once) and item.
-    auto held2 = co_await put_id(q, "report", "v3", 0);
-    CHECK(held2.outcome == thoonk::put_result::outcome_t::held);
-    co_await q.abort("report", failed_with("stop"), asio::use_awaitable);
-    info = co_await job_of(q, "report");
-    CHECK(info.item == "v3");
-    CHECK(info.state == thoonk::job_state::waiting);
-    CHECK(info.retry_count == 1);
-    CHECK(!info.held);
-  });
+  // Failed with retries left: the retry is scheduled, then the held put
+  // applies its own run_at (0: at once) and item.
+  auto held2 = co_await put_id(q, "report", "v3", 0);
+  CHECK(held2.outcome == thoonk::put_result::outcome_t::held);
+  co_await q.abort("report", failed_with("stop"), asio::use_awaitable);
+  info = co_await job_of(q, "report");
+  CHECK(info.item == "v3");
+  CHECK(info.state == thoonk::job_state::waiting);
+  CHECK(info.retry_count == 1);
+  CHECK(!info.held);
 }
 
 TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments change nothing",
@@ -256,68 +252,63 @@ TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments chang
   });
 }
 
-TEST_CASE("abort: a job claimed with the contract's plain commands is aborted too",
-          "[job][control][abort][interop]") {
-  fixture f("abort");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto id = co_await q.put("plain", asio::use_awaitable);
-    // The contract's Get: pop the id, mark it claimed (no token).
-    co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
-    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
-    auto got6 = co_await job_of(q, id);
-    CHECK(got6.state == thoonk::job_state::claimed);
-    co_await q.abort(id, cancelled(), asio::use_awaitable);
-    auto info = co_await job_of(q, id);
-    CHECK(info.state == thoonk::job_state::waiting);
-    CHECK(info.failures == 1);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j.id == id);
-    co_await q.finish(j, asio::use_awaitable);
-  });
+FIXTURE_TEST_CASE("abort", "abort: a job claimed with the contract's plain commands is aborted too",
+                  "[job][control][abort][interop]") {
+  auto q = co_await engine_queue(f);
+  auto id = co_await q.put("plain", asio::use_awaitable);
+  // The contract's Get: pop the id, mark it claimed (no token).
+  co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
+  auto got6 = co_await job_of(q, id);
+  CHECK(got6.state == thoonk::job_state::claimed);
+  co_await q.abort(id, cancelled(), asio::use_awaitable);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::waiting);
+  CHECK(info.failures == 1);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.id == id);
+  co_await q.finish(j, asio::use_awaitable);
 }
 
-TEST_CASE("abort: typed events with events on; job.abort is published with events off",
-          "[job][control][abort][events][subscribe_events]") {
-  fixture f("abort");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue::settings s;
-    s.events = true;
-    s.retry.min_backoff = 60000ms;
-    s.retry.max_backoff = 60000ms;
-    auto q = co_await engine_queue(f, s);
-    auto events = std::make_shared<std::vector<std::string>>();
-    auto sub = co_await q.subscribe_events(
-        [&](const thoonk::job_event& e) {
-          events->push_back(std::string(thoonk::to_string(e.kind)) + " " + e.detail);
-        },
-        asio::use_awaitable);
-    auto [id, job] = co_await put_and_claim(q, "a");
-    co_await q.abort(id, cancelled(), asio::use_awaitable);
-    job = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.abort(id, failed_with("why"), asio::use_awaitable);
-    auto got7 = co_await wait_until([&] { return events->size() >= 7; });
-    CHECK(got7);
-    co_await settle();
-    const auto retry_event = "retry_scheduled " + std::to_string((co_await job_of(q, id)).run_at);
-    CHECK(*events == std::vector<std::string>{"put ", "claimed 1", "aborted cancelled", "claimed 2",
-                                              "aborted failed", "failed why", retry_event});
-    (void)job;
+FIXTURE_TEST_CASE("abort",
+                  "abort: typed events with events on; job.abort is published with events off",
+                  "[job][control][abort][events][subscribe_events]") {
+  thoonk::job_queue::settings s;
+  s.events = true;
+  s.retry.min_backoff = 60000ms;
+  s.retry.max_backoff = 60000ms;
+  auto q = co_await engine_queue(f, s);
+  auto events = std::make_shared<std::vector<std::string>>();
+  auto sub = co_await q.subscribe_events(
+      [&](const thoonk::job_event& e) {
+        events->push_back(std::string(thoonk::to_string(e.kind)) + " " + e.detail);
+      },
+      asio::use_awaitable);
+  auto [id, job] = co_await put_and_claim(q, "a");
+  co_await q.abort(id, cancelled(), asio::use_awaitable);
+  job = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.abort(id, failed_with("why"), asio::use_awaitable);
+  auto got7 = co_await wait_until([&] { return events->size() >= 7; });
+  CHECK(got7);
+  co_await settle();
+  const auto retry_event = "retry_scheduled " + std::to_string((co_await job_of(q, id)).run_at);
+  CHECK(*events == std::vector<std::string>{"put ", "claimed 1", "aborted cancelled", "claimed 2",
+                                            "aborted failed", "failed why", retry_event});
+  (void)job;
 
-    // Events off: no typed event, the abort channel still carries the id.
-    co_await f.c.set_config(f.name, "events", "0", asio::use_awaitable);
-    auto cap = co_await capture_patterns(f.raw, "job.abort:" + f.name);
-    auto [id2, job2] = co_await put_and_claim(q, "b");
-    events->clear();
-    co_await q.abort(id2, cancelled(), asio::use_awaitable);
-    auto got8 = co_await wait_until([&] { return cap->msgs.size() == 1; });
-    CHECK(got8);
-    co_await settle();
-    CHECK(events->empty());
-    CHECK(cap->msgs.front().second == id2);
-    (void)job2;
-    f.raw.stop();
-  });
+  // Events off: no typed event, the abort channel still carries the id.
+  co_await f.c.set_config(f.name, "events", "0", asio::use_awaitable);
+  auto cap = co_await capture_patterns(f.raw, "job.abort:" + f.name);
+  auto [id2, job2] = co_await put_and_claim(q, "b");
+  events->clear();
+  co_await q.abort(id2, cancelled(), asio::use_awaitable);
+  auto got8 = co_await wait_until([&] { return cap->msgs.size() == 1; });
+  CHECK(got8);
+  co_await settle();
+  CHECK(events->empty());
+  CHECK(cap->msgs.front().second == id2);
+  (void)job2;
+  f.raw.stop();
 }
 
 TEST_CASE("abort: a user who may not PUBLISH on job.abort gets no_channel_permission",
@@ -353,29 +344,26 @@ TEST_CASE("abort: a user who may not PUBLISH on job.abort gets no_channel_permis
   });
 }
 
-TEST_CASE("subscribe_aborts: an empty message is ignored and counted; errors",
-          "[job][control][subscribe_aborts]") {
-  fixture f("abort");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto seen = std::make_shared<std::vector<std::string>>();
-    auto sub = co_await q.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
-                                           asio::use_awaitable);
-    co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "");
-    co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "some-id");
-    auto got11 = co_await wait_until([&] { return seen->size() == 1; });
-    CHECK(got11);
-    CHECK(seen->front() == "some-id");
-    CHECK(q.malformed_finish_events() == 1);
-    // Destroying the subscription unsubscribes.
-    sub = thoonk::subscription{};
-    co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "later");
-    co_await settle();
-    CHECK(seen->size() == 1);
-    thoonk::job_queue bad(f.c, "");
-    auto [ec, none] = co_await bad.subscribe_aborts([](const std::string&) {}, nothrow);
-    CHECK(ec == E::invalid_name);
-  });
+FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and counted; errors",
+                  "[job][control][subscribe_aborts]") {
+  auto q = co_await engine_queue(f);
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto sub = co_await q.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
+                                         asio::use_awaitable);
+  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "");
+  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "some-id");
+  auto got11 = co_await wait_until([&] { return seen->size() == 1; });
+  CHECK(got11);
+  CHECK(seen->front() == "some-id");
+  CHECK(q.malformed_finish_events() == 1);
+  // Destroying the subscription unsubscribes.
+  sub = thoonk::subscription{};
+  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + f.name, "later");
+  co_await settle();
+  CHECK(seen->size() == 1);
+  thoonk::job_queue bad(f.c, "");
+  auto [ec, none] = co_await bad.subscribe_aborts([](const std::string&) {}, nothrow);
+  CHECK(ec == E::invalid_name);
 }
 
 TEST_CASE("progress: only the claim holder; kept on the job, published as an event",

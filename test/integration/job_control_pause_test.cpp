@@ -98,49 +98,44 @@ TEST_CASE("pause: claims stop for two clients and prefetch; puts go on; resume w
   });
 }
 
-TEST_CASE("pause: the claim script answers a paused queue with no job and no due time",
-          "[job][control][pause][scheduled]") {
-  fixture f("pause");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    co_await q.put("now", asio::use_awaitable);
-    co_await put_at(q, "later", thoonk::now_epoch_ms() + 3600000);
-    co_await q.pause(asio::use_awaitable);
-    // Nothing set for sleepers (a put then sends no useless wake-up), no
-    // claim recorded.
-    co_await cmd(f.c.conn(), "DEL", key("sleepers", f.name));
-    auto got8 = co_await try_claim(q);
-    CHECK(!got8);
-    auto got9 = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
-    CHECK(got9.integer == 0);
-    auto got10 = co_await cmd(f.c.conn(), "ZCARD", key("claimed", f.name));
-    CHECK(got10.integer == 0);
-    // A scheduled job that became due is still promoted while paused (it
-    // becomes waiting), but not claimed.
-    const auto soon = co_await put_at(q, "soon", thoonk::now_epoch_ms() + 100);
-    co_await sleep_for(200ms);
-    auto got11 = co_await try_claim(q);
-    CHECK(!got11);
-    auto got12 = co_await job_of(q, soon);
-    CHECK(got12.state == thoonk::job_state::waiting);
-    co_await q.resume(asio::use_awaitable);
-    auto j = co_await try_claim(q);
-    REQUIRE(j);
-    CHECK(j->item == "now");
-  });
+FIXTURE_TEST_CASE("pause",
+                  "pause: the claim script answers a paused queue with no job and no due time",
+                  "[job][control][pause][scheduled]") {
+  auto q = co_await engine_queue(f);
+  co_await q.put("now", asio::use_awaitable);
+  co_await put_at(q, "later", thoonk::now_epoch_ms() + 3600000);
+  co_await q.pause(asio::use_awaitable);
+  // Nothing set for sleepers (a put then sends no useless wake-up), no
+  // claim recorded.
+  co_await cmd(f.c.conn(), "DEL", key("sleepers", f.name));
+  auto got8 = co_await try_claim(q);
+  CHECK(!got8);
+  auto got9 = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
+  CHECK(got9.integer == 0);
+  auto got10 = co_await cmd(f.c.conn(), "ZCARD", key("claimed", f.name));
+  CHECK(got10.integer == 0);
+  // A scheduled job that became due is still promoted while paused (it
+  // becomes waiting), but not claimed.
+  const auto soon = co_await put_at(q, "soon", thoonk::now_epoch_ms() + 100);
+  co_await sleep_for(200ms);
+  auto got11 = co_await try_claim(q);
+  CHECK(!got11);
+  auto got12 = co_await job_of(q, soon);
+  CHECK(got12.state == thoonk::job_state::waiting);
+  co_await q.resume(asio::use_awaitable);
+  auto j = co_await try_claim(q);
+  REQUIRE(j);
+  CHECK(j->item == "now");
 }
 
-TEST_CASE("pause: contract clients' plain claims are not stopped",
-          "[job][control][pause][interop]") {
-  fixture f("pause");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    co_await q.pause(asio::use_awaitable);
-    // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
-    auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
-    CHECK(popped.str == id);
-  });
+FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stopped",
+                  "[job][control][pause][interop]") {
+  auto q = co_await engine_queue(f);
+  auto id = co_await q.put("x", asio::use_awaitable);
+  co_await q.pause(asio::use_awaitable);
+  // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
+  auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  CHECK(popped.str == id);
 }
 
 TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl]") {
@@ -151,18 +146,14 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     auto q = co_await engine_queue(f);
     const auto feed = co_await make_feed(f.c, "pause-feed", thoonk::feed_type::feed);
     thoonk::job_queue on_feed(f.c, feed), missing(f.c, unique_name("pause-none")), bad(f.c, "");
-    auto [p1] = co_await on_feed.pause(nothrow);
-    CHECK(p1 == E::wrong_feed_type);
-    auto [r1] = co_await on_feed.resume(nothrow);
-    CHECK(r1 == E::wrong_feed_type);
-    auto [p2] = co_await missing.pause(nothrow);
-    CHECK(p2 == E::feed_not_found);
-    auto [r2] = co_await missing.resume(nothrow);
-    CHECK(r2 == E::feed_not_found);
-    auto [p3] = co_await bad.pause(nothrow);
-    CHECK(p3 == E::invalid_name);
-    auto [r3] = co_await bad.resume(nothrow);
-    CHECK(r3 == E::invalid_name);
+    // Pause and resume each fail with the error of what the name is.
+    const std::pair<thoonk::job_queue*, boost::system::error_code> refused[] = {
+        {&on_feed, E::wrong_feed_type}, {&missing, E::feed_not_found}, {&bad, E::invalid_name}};
+    for (const auto& [target, error] : refused) {
+      INFO(target->name());
+      co_await expect_each_fails(
+          error, [&] { return target->pause(nothrow); }, [&] { return target->resume(nothrow); });
+    }
     auto got13 = co_await cmd(f.c.conn(), "EXISTS", key("config", feed));
     CHECK(got13.integer == 1);
     auto got14 = co_await f.c.get_config(feed, "paused", asio::use_awaitable);
@@ -185,74 +176,71 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
   });
 }
 
-TEST_CASE("control config: rate_limit and paused are validated; settings round-trip",
-          "[job][control][config][create_or_open][read_settings][set_config]") {
-  fixture f("control-config");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    struct field_case {
-      std::string field;
-      std::vector<std::string> bad;
-      std::string good;
-    };
-    const std::vector<field_case> cases{
-        {"rate_limit", {"banana", "-1", "1000001", "1.5", " 10", "1e3"}, "1000000"},
-        {"paused", {"2", "yes", "true", ""}, "1"},
-    };
-    for (const auto& fc : cases) {
-      for (const auto& bad : fc.bad) {
-        INFO(fc.field << " = '" << bad << "'");
-        const auto name = unique_name("control-config");
-        const thoonk::feed_config cfg{{fc.field, bad}};
-        auto [ec] = co_await f.c.create_feed(name, thoonk::feed_type::job, cfg, nothrow);
-        CHECK(ec == E::invalid_argument);
-        auto got16 = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", name);
-        CHECK(got16.integer == 0);
-        auto why = thoonk::config_field_problem(fc.field, bad);
-        CHECK(why.find(fc.field) != std::string::npos);
-      }
-      CHECK(thoonk::config_field_problem(fc.field, fc.good).empty());
+FIXTURE_TEST_CASE("control-config",
+                  "control config: rate_limit and paused are validated; settings round-trip",
+                  "[job][control][config][create_or_open][read_settings][set_config]") {
+  co_await f.c.connect(asio::use_awaitable);
+  struct field_case {
+    std::string field;
+    std::vector<std::string> bad;
+    std::string good;
+  };
+  const std::vector<field_case> cases{
+      {"rate_limit", {"banana", "-1", "1000001", "1.5", " 10", "1e3"}, "1000000"},
+      {"paused", {"2", "yes", "true", ""}, "1"},
+  };
+  for (const auto& fc : cases) {
+    for (const auto& bad : fc.bad) {
+      INFO(fc.field << " = '" << bad << "'");
       const auto name = unique_name("control-config");
-      const thoonk::feed_config no_fields;
-      co_await f.c.create_feed(name, thoonk::feed_type::job, no_fields, asio::use_awaitable);
-      co_await f.c.set_config(name, fc.field, fc.good, asio::use_awaitable);
-      for (const auto& bad : fc.bad) {
-        auto [ec] = co_await f.c.set_config(name, fc.field, bad, nothrow);
-        CHECK(ec == E::invalid_argument);
-        auto got17 = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
-        CHECK(got17 == fc.good);
-      }
-      auto [je] = co_await f.c.set_config_json(name, fc.field, boost::json::value("1"), nothrow);
-      CHECK(je == E::invalid_argument);
-      co_await f.c.delete_feed(name, asio::use_awaitable);
+      const thoonk::feed_config cfg{{fc.field, bad}};
+      auto [ec] = co_await f.c.create_feed(name, thoonk::feed_type::job, cfg, nothrow);
+      CHECK(ec == E::invalid_argument);
+      auto got16 = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", name);
+      CHECK(got16.integer == 0);
+      auto why = thoonk::config_field_problem(fc.field, bad);
+      CHECK(why.find(fc.field) != std::string::npos);
     }
-    CHECK(thoonk::config_field_problem("rate_limit", "1000001").find("1000000") !=
-          std::string::npos);
+    CHECK(thoonk::config_field_problem(fc.field, fc.good).empty());
+    const auto name = unique_name("control-config");
+    const thoonk::feed_config no_fields;
+    co_await f.c.create_feed(name, thoonk::feed_type::job, no_fields, asio::use_awaitable);
+    co_await f.c.set_config(name, fc.field, fc.good, asio::use_awaitable);
+    for (const auto& bad : fc.bad) {
+      auto [ec] = co_await f.c.set_config(name, fc.field, bad, nothrow);
+      CHECK(ec == E::invalid_argument);
+      auto got17 = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
+      CHECK(got17 == fc.good);
+    }
+    auto [je] = co_await f.c.set_config_json(name, fc.field, boost::json::value("1"), nothrow);
+    CHECK(je == E::invalid_argument);
+    co_await f.c.delete_feed(name, asio::use_awaitable);
+  }
+  CHECK(thoonk::config_field_problem("rate_limit", "1000001").find("1000000") != std::string::npos);
 
-    // Typed settings: refused before any I/O; valid ones round-trip.
-    thoonk::job_queue::settings bad;
-    bad.rate_limit = 2000000;
-    CHECK(!bad.problem().empty());
-    auto [ce, none] = co_await thoonk::job_queue::create_or_open(f.c, f.name, bad, nothrow);
-    CHECK(ce == E::invalid_argument);
-    auto got18 = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
-    CHECK(got18.integer == 0);
-    bad.rate_limit = -1;
-    CHECK(!bad.problem().empty());
-    thoonk::job_queue::settings good;
-    good.rate_limit = 250;
-    good.paused = true;
-    auto q = co_await thoonk::job_queue::create_or_open(f.c, f.name, good, asio::use_awaitable);
-    auto back = co_await q.read_settings(asio::use_awaitable);
-    CHECK(back.rate_limit == 250);
-    CHECK(back.paused == true);
-    // Created paused: nothing is claimed until resume.
-    co_await q.put("x", asio::use_awaitable);
-    auto got19 = co_await try_claim(q);
-    CHECK(!got19);
-    co_await q.resume(asio::use_awaitable);
-    auto got = co_await try_claim(q);
-    CHECK(got.has_value());
-    co_await f.c.delete_feed(f.name, asio::use_awaitable);
-  });
+  // Typed settings: refused before any I/O; valid ones round-trip.
+  thoonk::job_queue::settings bad;
+  bad.rate_limit = 2000000;
+  CHECK(!bad.problem().empty());
+  auto [ce, none] = co_await thoonk::job_queue::create_or_open(f.c, f.name, bad, nothrow);
+  CHECK(ce == E::invalid_argument);
+  auto got18 = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
+  CHECK(got18.integer == 0);
+  bad.rate_limit = -1;
+  CHECK(!bad.problem().empty());
+  thoonk::job_queue::settings good;
+  good.rate_limit = 250;
+  good.paused = true;
+  auto q = co_await thoonk::job_queue::create_or_open(f.c, f.name, good, asio::use_awaitable);
+  auto back = co_await q.read_settings(asio::use_awaitable);
+  CHECK(back.rate_limit == 250);
+  CHECK(back.paused == true);
+  // Created paused: nothing is claimed until resume.
+  co_await q.put("x", asio::use_awaitable);
+  auto got19 = co_await try_claim(q);
+  CHECK(!got19);
+  co_await q.resume(asio::use_awaitable);
+  auto got = co_await try_claim(q);
+  CHECK(got.has_value());
+  co_await f.c.delete_feed(f.name, asio::use_awaitable);
 }

@@ -25,6 +25,21 @@ flags keep_data() {
 
 constexpr thoonk::epoch_ms hour = 3600000;
 
+// Claims the next job and checks that it holds `item`.
+asio::awaitable<thoonk::claimed_job> claim_expecting(thoonk::job_queue& q, std::string item) {
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.item == item);
+  co_return j;
+}
+
+// Puts job `id` (put_id) and claims it: a job a next put finds claimed.
+asio::awaitable<thoonk::claimed_job> put_id_and_claim(thoonk::job_queue& q, std::string id,
+                                                      std::string item, thoonk::epoch_ms run_at) {
+  co_await put_id(q, std::move(id), std::move(item), run_at);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_return j;
+}
+
 }  // namespace
 
 FIXTURE_TEST_CASE("dedupe", "dedupe: a put with an existing id updates it; data replace and keep",
@@ -45,8 +60,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a put with an existing id updates it; data 
   CHECK(c.waiting == 1);  // one job, one place in the line
   CHECK(c.items == 1);
   CHECK(c.puts == 1);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  CHECK(j.item == "v2");
+  co_await claim_expecting(q, "v2");
   auto claimed = co_await try_claim(q);
   CHECK(!claimed);
 }
@@ -89,23 +103,26 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every run_at mode on a scheduled and on a w
   auto due_job = co_await job_of(q, "due");
   CHECK(due_job.state == state::waiting);
   // A waiting job counts as run_at 0: if_later to the future schedules
-  // it, if_earlier leaves it waiting, never too.
-  co_await put_id(q, "w1", "w", now);
-  co_await put_id(q, "w1", "w", later, with_run_at(flags::run_at_mode::if_later));
-  auto w1_job = co_await job_of(q, "w1");
-  CHECK(w1_job.state == state::scheduled);
-  co_await put_id(q, "w2", "w", now);
-  co_await put_id(q, "w2", "w", later, with_run_at(flags::run_at_mode::if_earlier));
-  auto w2_job = co_await job_of(q, "w2");
-  CHECK(w2_job.state == state::waiting);
-  co_await put_id(q, "w3", "w", now);
-  co_await put_id(q, "w3", "w", later, with_run_at(flags::run_at_mode::never));
-  auto w3_job = co_await job_of(q, "w3");
-  CHECK(w3_job.state == state::waiting);
-  co_await put_id(q, "w4", "w", now);
-  co_await put_id(q, "w4", "w", later);
-  auto w4_job = co_await job_of(q, "w4");
-  CHECK(w4_job.state == state::scheduled);
+  // it, if_earlier leaves it waiting, never too; the default (always)
+  // schedules it.
+  struct waiting_row {
+    const char* id;
+    flags::run_at_mode mode;
+    state want;
+  };
+  const waiting_row waiting_rows[] = {
+      {"w1", flags::run_at_mode::if_later, state::scheduled},
+      {"w2", flags::run_at_mode::if_earlier, state::waiting},
+      {"w3", flags::run_at_mode::never, state::waiting},
+      {"w4", flags{}.run_at, state::scheduled},
+  };
+  for (const auto& w : waiting_rows) {
+    co_await put_id(q, w.id, "w", now);
+    co_await put_id(q, w.id, "w", later, with_run_at(w.mode));
+    auto w_job = co_await job_of(q, w.id);
+    INFO(w.id);
+    CHECK(w_job.state == w.want);
+  }
   // Moved out of the line: not claimable, nothing left behind in feed.ids.
   auto c = co_await q.counts(asio::use_awaitable);
   CHECK(c.waiting == 3);  // due, w2, w3
@@ -127,10 +144,15 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: strategy replace and keep; counters reset a
   co_await q.put("v", o, asio::use_awaitable);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   co_await q.fail(j, "one", asio::use_awaitable);
-  auto info = co_await job_of(q, "k");
-  CHECK(info.retry.max_retries == 7);
-  CHECK(info.retry_count == 1);
-  CHECK(info.failures == 1);
+  // The job's own strategy and its one failure: after the failure, and
+  // again after a put that keeps both.
+  auto expect_first_strategy = [&]() -> asio::awaitable<void> {
+    auto info = co_await job_of(q, "k");
+    CHECK(info.retry.max_retries == 7);
+    CHECK(info.retry_count == 1);
+    CHECK(info.failures == 1);
+  };
+  co_await expect_first_strategy();
 
   // keep strategy, keep counters.
   thoonk::put_options keep;
@@ -139,17 +161,14 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: strategy replace and keep; counters reset a
   keep.retry = thoonk::retry_strategy{};
   keep.retry->max_retries = 2;
   co_await q.put("v2", keep, asio::use_awaitable);
-  info = co_await job_of(q, "k");
-  CHECK(info.retry.max_retries == 7);
-  CHECK(info.retry_count == 1);
-  CHECK(info.failures == 1);
+  co_await expect_first_strategy();
 
   // replace strategy (with none: the queue's), reset counters.
   thoonk::put_options reset;
   reset.id = "k";
   reset.update.counters = flags::counters_mode::reset;
   co_await q.put("v3", reset, asio::use_awaitable);
-  info = co_await job_of(q, "k");
+  auto info = co_await job_of(q, "k");
   CHECK(info.retry == thoonk::retry_strategy{});
   CHECK(info.retry_count == 0);
   CHECK(info.stall_count == 0);
@@ -164,8 +183,7 @@ FIXTURE_TEST_CASE(
     "[job][dedupe][held][put][claim][finish][get_job][counts]") {
   auto q = co_await engine_queue(f);
   const auto now = thoonk::now_epoch_ms();
-  co_await put_id(q, "h", "first", now);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await put_id_and_claim(q, "h", "first", now);
   auto r = co_await put_id(q, "h", "second", now);
   CHECK(r.outcome == put_outcome::held);
   auto info = co_await job_of(q, "h");
@@ -190,8 +208,7 @@ FIXTURE_TEST_CASE(
   CHECK(!info.held);
   counts = co_await q.counts(asio::use_awaitable);
   CHECK(counts.held == 0);
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
-  CHECK(j2.item == "second");
+  auto j2 = co_await claim_expecting(q, "second");
   // The first claim's token can never finish the new job.
   auto [ec] = co_await q.finish(j, nothrow);
   CHECK(ec == E::lost_claim);
@@ -207,8 +224,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a held put is applied however the claim end
   auto q = co_await engine_queue(f, s);
   const auto now = thoonk::now_epoch_ms();
   auto hold = [&](std::string id) -> asio::awaitable<thoonk::claimed_job> {
-    co_await put_id(q, id, "old", now);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto j = co_await put_id_and_claim(q, id, "old", now);
     REQUIRE(j.id == id);
     auto r = co_await put_id(q, id, "new", now);
     CHECK(r.outcome == put_outcome::held);
@@ -248,8 +264,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a held put is applied however the claim end
   (void)co_await q.claim(1s, asio::use_awaitable);
 
   // Dead letter: the held put revives the job.
-  co_await put_id(q, "by-dead", "old", now);
-  auto j5 = co_await q.claim(1s, asio::use_awaitable);
+  auto j5 = co_await put_id_and_claim(q, "by-dead", "old", now);
   thoonk::fail_options perm;
   perm.permanent = true;
   co_await put_id(q, "by-dead", "new", now);
@@ -262,8 +277,7 @@ FIXTURE_TEST_CASE("dedupe",
                   "dedupe: reference bug 1: a held put with run_at 0 or in the past stays held",
                   "[job][dedupe][held][put][claim]") {
   auto q = co_await engine_queue(f);
-  co_await put_id(q, "b1", "running", thoonk::now_epoch_ms());
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await put_id_and_claim(q, "b1", "running", thoonk::now_epoch_ms());
   for (thoonk::epoch_ms at : {thoonk::epoch_ms{0}, thoonk::now_epoch_ms() - 60000}) {
     auto r = co_await put_id(q, "b1", "next", at);
     CHECK(r.outcome == put_outcome::held);
@@ -274,8 +288,7 @@ FIXTURE_TEST_CASE("dedupe",
     CHECK(counts.waiting == 0);
   }
   co_await q.finish(j, asio::use_awaitable);
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
-  CHECK(j2.item == "next");
+  co_await claim_expecting(q, "next");
 }
 
 FIXTURE_TEST_CASE("dedupe",
@@ -284,8 +297,7 @@ FIXTURE_TEST_CASE("dedupe",
   auto q = co_await engine_queue(f);
   for (auto mode : {flags::run_at_mode::never, flags::run_at_mode::if_earlier}) {
     const std::string id = mode == flags::run_at_mode::never ? "never" : "if_earlier";
-    co_await put_id(q, id, "running", thoonk::now_epoch_ms());
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto j = co_await put_id_and_claim(q, id, "running", thoonk::now_epoch_ms());
     auto r = co_await put_id(q, id, "held", thoonk::now_epoch_ms(), with_run_at(mode));
     CHECK(r.outcome == put_outcome::held);
     co_await q.finish(j, asio::use_awaitable);
@@ -308,8 +320,7 @@ FIXTURE_TEST_CASE(
   thoonk::job_queue::settings s;
   s.retry.min_backoff = 0ms;
   auto q = co_await engine_queue(f, s);
-  co_await put_id(q, "b3", "v1", thoonk::now_epoch_ms());
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await put_id_and_claim(q, "b3", "v1", thoonk::now_epoch_ms());
   flags keep_run_at;
   keep_run_at.run_at = flags::run_at_mode::never;
   co_await put_id(q, "b3", "v2", thoonk::now_epoch_ms() + hour, keep_run_at);
@@ -320,8 +331,7 @@ FIXTURE_TEST_CASE(
   CHECK(info.retry_count == 1);
   CHECK(!info.held);
   CHECK(info.state == state::waiting);  // run_at never: the retry's time stands
-  auto again = co_await q.claim(1s, asio::use_awaitable);
-  CHECK(again.item == "v2");
+  co_await claim_expecting(q, "v2");
 }
 
 FIXTURE_TEST_CASE("dedupe",
@@ -329,8 +339,7 @@ FIXTURE_TEST_CASE("dedupe",
                   "[job][dedupe][held][put][retract][stall]") {
   auto q = co_await engine_queue(f);
   const auto now = thoonk::now_epoch_ms();
-  co_await put_id(q, "dead", "v1", now);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await put_id_and_claim(q, "dead", "v1", now);
   co_await q.stall(j, asio::use_awaitable);
   auto dead_job = co_await job_of(q, "dead");
   CHECK(dead_job.state == state::stalled);
@@ -340,8 +349,7 @@ FIXTURE_TEST_CASE("dedupe",
   CHECK(dead_job.state == state::waiting);
   auto stalled = co_await cmd(f.c.conn(), "SCARD", key("stalled", f.name));
   CHECK(stalled.integer == 0);
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
-  CHECK(j2.item == "v2");
+  auto j2 = co_await claim_expecting(q, "v2");
 
   co_await put_id(q, "dead", "held", now);
   co_await q.retract("dead", asio::use_awaitable);
@@ -358,8 +366,7 @@ FIXTURE_TEST_CASE("dedupe",
                   "dedupe: maintenance applies a held put whose claim ended through plain commands",
                   "[job][dedupe][held][maintain][interop]") {
   auto q = co_await engine_queue(f);
-  co_await put_id(q, "c1", "v1", thoonk::now_epoch_ms());
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await put_id_and_claim(q, "c1", "v1", thoonk::now_epoch_ms());
   co_await put_id(q, "c1", "v2", thoonk::now_epoch_ms());
   // A contract client's Finish: ZREM claimed, HDEL items, INCR finishes.
   co_await cmd(f.c.conn(), "ZREM", key("claimed", f.name), "c1");

@@ -15,6 +15,24 @@ thoonk::job_queue::settings fast_retries(std::int64_t max_retries) {
   return retries(max_retries, 20ms, 200ms);
 }
 
+// A job queue and the fresh queue its dead letters go to.
+struct dead_lettering {
+  thoonk::job_queue q;
+  thoonk::job_queue dead;
+  std::string dead_name;
+};
+
+// Connects f's client, creates a dead-letter queue with a fresh name and
+// the job queue f.name with settings `s` sending its dead letters there.
+asio::awaitable<dead_lettering> with_dead_letters(fixture& f, thoonk::job_queue::settings s) {
+  const auto dead_name = unique_name("retry-dead");
+  co_await f.c.connect(asio::use_awaitable);
+  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
+  s.dead_letter_queue = dead_name;
+  auto q = co_await engine_queue(f, s);
+  co_return dead_lettering{std::move(q), std::move(dead), dead_name};
+}
+
 }  // namespace
 
 FIXTURE_TEST_CASE("retry",
@@ -109,12 +127,8 @@ FIXTURE_TEST_CASE("retry",
 FIXTURE_TEST_CASE("retry",
                   "retry: the dead-letter record is valid JSON [id, data, error], bytes included",
                   "[job][retry][fail][dead_letter][claim]") {
-  const auto dead_name = unique_name("retry-dead");
-  co_await f.c.connect(asio::use_awaitable);
-  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
-  auto s = fast_retries(1);
-  s.dead_letter_queue = dead_name;
-  auto q = co_await engine_queue(f, s);
+  const auto s = fast_retries(1);
+  auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
 
   const std::string texts[] = {"plain \"quoted\" \\ text\n", std::string("bin\0\xff\xfe", 6),
                                "caf\xc3\xa9 \xe2\x82\xac"};
@@ -204,13 +218,9 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
 FIXTURE_TEST_CASE("retry",
                   "retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
                   "[job][retry][maintain][claim][get_job][dead_letter]") {
-  const auto dead_name = unique_name("retry-dead");
-  co_await f.c.connect(asio::use_awaitable);
-  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
   thoonk::job_queue::settings s;
   s.retry.max_stalls = 2;
-  s.dead_letter_queue = dead_name;
-  auto q = co_await engine_queue(f, s);
+  auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
   auto id = co_await q.put("sleepy", asio::use_awaitable);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   co_await lapse(f, id);

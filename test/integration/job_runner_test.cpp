@@ -43,87 +43,78 @@ thoonk::job_queue::settings quick_retries(std::int64_t max_retries) {
 
 }  // namespace
 
-TEST_CASE("run: every job finished once with its handler's result; the stop removes the worker",
-          "[job][run][get_result][get_workers]") {
-  fixture f("run");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    std::vector<std::string> items;
-    for (int i = 0; i < 200; ++i) items.push_back("item" + std::to_string(i));
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    thoonk::run_options o;
-    o.concurrency = 4;
-    auto run = start_run(q, waiting_handler(0ms), o);
-    auto all = co_await wait_finishes(q, 200);
-    CHECK(all);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(!run->ec);
-    CHECK(run->report.started == 200);
-    CHECK(run->report.finished == 200);
-    CHECK(run->report.lost == 0);
-    CHECK(run->report.released == 0);
-    CHECK(run->report.registrations == 1);
-    CHECK(!run->report.worker_name.empty());
-    for (int i : {0, 77, 199}) {
-      auto r = co_await q.get_result(ids[static_cast<std::size_t>(i)], 1s, asio::use_awaitable);
-      CHECK(r == "ok:item" + std::to_string(i));
-    }
-    auto c = co_await counts_of(q);
-    CHECK(c.items == 0);
-    CHECK(c.claimed == 0);
-    auto ws = co_await q.get_workers(asio::use_awaitable);
-    CHECK(ws.empty());
-    // One field is no claim record: the encoding keeper.
-    auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
-    CHECK(left.integer == 1);
-  });
+FIXTURE_TEST_CASE(
+    "run", "run: every job finished once with its handler's result; the stop removes the worker",
+    "[job][run][get_result][get_workers]") {
+  auto q = co_await engine_queue(f);
+  std::vector<std::string> items;
+  for (int i = 0; i < 200; ++i) items.push_back("item" + std::to_string(i));
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  thoonk::run_options o;
+  o.concurrency = 4;
+  auto run = start_run(q, waiting_handler(0ms), o);
+  auto all = co_await wait_finishes(q, 200);
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.started == 200);
+  CHECK(run->report.finished == 200);
+  CHECK(run->report.lost == 0);
+  CHECK(run->report.released == 0);
+  CHECK(run->report.registrations == 1);
+  CHECK(!run->report.worker_name.empty());
+  for (int i : {0, 77, 199}) {
+    auto r = co_await q.get_result(ids[static_cast<std::size_t>(i)], 1s, asio::use_awaitable);
+    CHECK(r == "ok:item" + std::to_string(i));
+  }
+  auto c = co_await counts_of(q);
+  CHECK(c.items == 0);
+  CHECK(c.claimed == 0);
+  auto ws = co_await q.get_workers(asio::use_awaitable);
+  CHECK(ws.empty());
+  // One field is no claim record: the encoding keeper.
+  auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
+  CHECK(left.integer == 1);
 }
 
-TEST_CASE(
+FIXTURE_TEST_CASE(
+    "runfail",
     "run: an exception fails the job with its retry strategy; permanent_job_error makes a "
     "dead letter at once",
     "[job][run][fail][dead_letter]") {
-  fixture f("runfail");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f, quick_retries(3));
-    auto flaky = co_await q.put("flaky", asio::use_awaitable);
-    auto fatal = co_await q.put("fatal", asio::use_awaitable);
-    thoonk::job_coroutine h =
-        [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-      if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
-      throw std::runtime_error("upstream unavailable");
-      co_return std::nullopt;
-    };
-    auto run = start_run(q, h, thoonk::run_options{});
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    thoonk::job_counts c;
-    while (std::chrono::steady_clock::now() < until) {
-      c = co_await counts_of(q);
-      if (c.stalled == 2) break;
-      co_await sleep_for(10ms);
-    }
-    CHECK(c.stalled == 2);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    INFO(run->ec.message());
-    CHECK(!run->ec);
-    CHECK(run->report.failed == 2);         // flaky's first two attempts
-    CHECK(run->report.dead_lettered == 2);  // flaky's third, fatal's first
-    CHECK(run->report.finished == 0);
-    auto jf = co_await job_of(q, flaky);
-    CHECK(jf.state == thoonk::job_state::stalled);
-    CHECK(jf.retry_count == 3);
-    CHECK(jf.last_error == "upstream unavailable");
-    auto jp = co_await job_of(q, fatal);
-    CHECK(jp.state == thoonk::job_state::stalled);
-    CHECK(jp.retry_count == 1);
-    CHECK(jp.last_error == "bad input: cannot parse");
-    // The failed claims' records under the worker went with them.
-    // One field is no claim record: the encoding keeper.
-    auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
-    CHECK(left.integer == 1);
-  });
+  auto q = co_await engine_queue(f, quick_retries(3));
+  auto flaky = co_await q.put("flaky", asio::use_awaitable);
+  auto fatal = co_await q.put("fatal", asio::use_awaitable);
+  thoonk::job_coroutine h =
+      [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
+    throw std::runtime_error("upstream unavailable");
+    co_return std::nullopt;
+  };
+  auto run = start_run(q, h, thoonk::run_options{});
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  thoonk::job_counts c;
+  while (std::chrono::steady_clock::now() < until) {
+    c = co_await counts_of(q);
+    if (c.stalled == 2) break;
+    co_await sleep_for(10ms);
+  }
+  CHECK(c.stalled == 2);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.failed == 2);         // flaky's first two attempts
+  CHECK(run->report.dead_lettered == 2);  // flaky's third, fatal's first
+  CHECK(run->report.finished == 0);
+  auto jf = co_await job_of(q, flaky);
+  CHECK(jf.state == thoonk::job_state::stalled);
+  CHECK(jf.retry_count == 3);
+  CHECK(jf.last_error == "upstream unavailable");
+  auto jp = co_await job_of(q, fatal);
+  CHECK(jp.state == thoonk::job_state::stalled);
+  CHECK(jp.retry_count == 1);
+  CHECK(jp.last_error == "bad input: cannot parse");
+  // The failed claims' records under the worker went with them.
+  // One field is no claim record: the encoding keeper.
+  auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
+  CHECK(left.integer == 1);
 }
 
 TEST_CASE(
@@ -160,9 +151,7 @@ TEST_CASE(
             break;
           co_await sleep_for(50ms);
         }
-        auto stopped = co_await stop_run(*run);
-        REQUIRE(stopped);
-        CHECK(!run->ec);
+        co_await stop_run_cleanly(*run);
         INFO("finishes " << c.finishes << ", dead letters " << c.stalled << ", report: finished "
                          << run->report.finished << ", failed " << run->report.failed << ", dead "
                          << run->report.dead_lettered);
@@ -236,9 +225,7 @@ TEST_CASE("run: an abort from another client reaches the handler's cancellation 
     INFO("abort completion to handler cancellation (ms): " << all_delays.str());
     REQUIRE(delays.size() == n);
     CHECK(delays[n / 2] < 100);  // the median: one pub/sub hop
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(!run->ec);
+    co_await stop_run_cleanly(*run);
     CHECK(run->report.cancelled == n);
     CHECK(run->report.finished == 0);
     auto c = co_await counts_of(q);
@@ -248,32 +235,29 @@ TEST_CASE("run: an abort from another client reaches the handler's cancellation 
   });
 }
 
-TEST_CASE("run: pause holds the runner's claims, resume wakes it at once",
-          "[job][run][pause][resume]") {
-  fixture f("runpause");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue_options slow;
-    slow.poll_interval = 60s;  // served sooner only by a wake-up
-    const thoonk::job_queue::settings defaults;
-    auto q = co_await engine_queue(f, defaults, slow);
-    auto run = start_run(q, waiting_handler(0ms), thoonk::run_options{});
-    co_await q.put("first", asio::use_awaitable);
-    auto one = co_await wait_finishes(q, 1, 5s);
-    CHECK(one);
-    co_await q.pause(asio::use_awaitable);
-    std::vector<std::string> items(10, "held");
-    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    co_await sleep_for(300ms);
-    auto paused = co_await counts_of(q);
-    CHECK(paused.finishes == 1);
-    CHECK(paused.waiting == 10);
-    co_await q.resume(asio::use_awaitable);
-    auto rest = co_await wait_finishes(q, 11, 5s);
-    CHECK(rest);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(run->report.finished == 11);
-  });
+FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wakes it at once",
+                  "[job][run][pause][resume]") {
+  thoonk::job_queue_options slow;
+  slow.poll_interval = 60s;  // served sooner only by a wake-up
+  const thoonk::job_queue::settings defaults;
+  auto q = co_await engine_queue(f, defaults, slow);
+  auto run = start_run(q, waiting_handler(0ms), thoonk::run_options{});
+  co_await q.put("first", asio::use_awaitable);
+  auto one = co_await wait_finishes(q, 1, 5s);
+  CHECK(one);
+  co_await q.pause(asio::use_awaitable);
+  std::vector<std::string> items(10, "held");
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await sleep_for(300ms);
+  auto paused = co_await counts_of(q);
+  CHECK(paused.finishes == 1);
+  CHECK(paused.waiting == 10);
+  co_await q.resume(asio::use_awaitable);
+  auto rest = co_await wait_finishes(q, 11, 5s);
+  CHECK(rest);
+  auto stopped = co_await stop_run(*run);
+  REQUIRE(stopped);
+  CHECK(run->report.finished == 11);
 }
 
 TEST_CASE(
@@ -316,9 +300,7 @@ TEST_CASE(
     auto back = co_await wait_finishes(q, 3, 10s);
     CHECK(back);
     CHECK(cancelled == 3);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(!run->ec);
+    co_await stop_run_cleanly(*run);
     CHECK(run->report.registrations == 2);
     CHECK(run->report.finished == 3);
     CHECK(run->report.cancelled == 3);
@@ -333,150 +315,142 @@ TEST_CASE(
   });
 }
 
-TEST_CASE(
+FIXTURE_TEST_CASE(
+    "runstop",
     "run: graceful stop lets jobs in flight finish within the stop timeout, and gives the "
     "rest back with no failure counted",
     "[job][run][stop]") {
-  fixture f("runstop");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    std::vector<std::string> items{"quick", "quick", "stuck", "stuck"};
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    int started = 0;
-    thoonk::job_coroutine h =
-        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-      ++started;
-      const auto d = ctx.job().item == "quick" ? 200ms : 30s;
-      asio::steady_timer t(co_await asio::this_coro::executor, d);
-      co_await t.async_wait(asio::use_awaitable);
-      co_return std::string("done");
-    };
-    thoonk::run_options o;
-    o.concurrency = 4;
-    o.stop_timeout = 1s;
-    auto run = start_run(q, h, o);
-    auto all = co_await wait_until([&] { return started == 4; });
-    REQUIRE(all);
-    const auto t0 = std::chrono::steady_clock::now();
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    const auto took = ms_since(t0);
-    INFO("the stop took " << took << " ms (stop timeout 1000 ms)");
-    CHECK(took >= 900);
-    CHECK(took < 5000);
-    CHECK(!run->ec);
-    CHECK(run->report.finished == 2);
-    CHECK(run->report.released == 2);
-    auto c = co_await counts_of(q);
-    CHECK(c.finishes == 2);
-    CHECK(c.waiting == 2);
-    CHECK(c.claimed == 0);
-    for (std::size_t i = 2; i < 4; ++i) {
-      auto j = co_await job_of(q, ids[i]);
-      CHECK(j.state == thoonk::job_state::waiting);
-      CHECK(j.failures == 0);
-    }
-    auto ws = co_await q.get_workers(asio::use_awaitable);
-    CHECK(ws.empty());
-  });
+  auto q = co_await engine_queue(f);
+  std::vector<std::string> items{"quick", "quick", "stuck", "stuck"};
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  int started = 0;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    ++started;
+    const auto d = ctx.job().item == "quick" ? 200ms : 30s;
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return std::string("done");
+  };
+  thoonk::run_options o;
+  o.concurrency = 4;
+  o.stop_timeout = 1s;
+  auto run = start_run(q, h, o);
+  auto all = co_await wait_until([&] { return started == 4; });
+  REQUIRE(all);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto stopped = co_await stop_run(*run);
+  REQUIRE(stopped);
+  const auto took = ms_since(t0);
+  INFO("the stop took " << took << " ms (stop timeout 1000 ms)");
+  CHECK(took >= 900);
+  CHECK(took < 5000);
+  CHECK(!run->ec);
+  CHECK(run->report.finished == 2);
+  CHECK(run->report.released == 2);
+  auto c = co_await counts_of(q);
+  CHECK(c.finishes == 2);
+  CHECK(c.waiting == 2);
+  CHECK(c.claimed == 0);
+  for (std::size_t i = 2; i < 4; ++i) {
+    auto j = co_await job_of(q, ids[i]);
+    CHECK(j.state == thoonk::job_state::waiting);
+    CHECK(j.failures == 0);
+  }
+  auto ws = co_await q.get_workers(asio::use_awaitable);
+  CHECK(ws.empty());
 }
 
-TEST_CASE("run: bad options, a bad worker name and a live worker's name are refused",
-          "[job][run][errors]") {
-  fixture f("runbad");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto h = waiting_handler(30s);
-    auto expect = [&](thoonk::run_options o, thoonk::job_coroutine handler, E want) {
-      return expect_refused(q, std::move(o), std::move(handler), want);
-    };
-    thoonk::run_options zero;
-    zero.concurrency = 0;
-    co_await expect(zero, h, E::invalid_argument);
-    thoonk::run_options short_ttl;
-    short_ttl.worker_ttl = 50ms;
-    co_await expect(short_ttl, h, E::invalid_argument);
-    thoonk::run_options slow_beat;
-    slow_beat.worker_ttl = 1s;
-    slow_beat.heartbeat_interval = 1s;
-    co_await expect(slow_beat, h, E::invalid_argument);
-    thoonk::run_options big_batch;
-    big_batch.max_claim_batch = 1001;
-    co_await expect(big_batch, h, E::invalid_argument);
-    // (Named arguments: g++ 12 mishandles class temporaries in a co_await
-    // expression.)
-    const thoonk::run_options defaults;
-    const thoonk::job_coroutine no_handler;
-    co_await expect(defaults, no_handler, E::invalid_argument);
-    thoonk::run_options nul;
-    nul.worker_name = std::string("a\0b", 3);
-    co_await expect(nul, h, E::invalid_name);
-    thoonk::run_options longname;
-    longname.worker_name = std::string(201, 'w');
-    co_await expect(longname, h, E::invalid_name);
-    // Nothing was registered by any of them.
-    auto none = co_await q.get_workers(asio::use_awaitable);
-    CHECK(none.empty());
+FIXTURE_TEST_CASE("runbad",
+                  "run: bad options, a bad worker name and a live worker's name are refused",
+                  "[job][run][errors]") {
+  auto q = co_await engine_queue(f);
+  auto h = waiting_handler(30s);
+  auto expect = [&](thoonk::run_options o, thoonk::job_coroutine handler, E want) {
+    return expect_refused(q, std::move(o), std::move(handler), want);
+  };
+  thoonk::run_options zero;
+  zero.concurrency = 0;
+  co_await expect(zero, h, E::invalid_argument);
+  thoonk::run_options short_ttl;
+  short_ttl.worker_ttl = 50ms;
+  co_await expect(short_ttl, h, E::invalid_argument);
+  thoonk::run_options slow_beat;
+  slow_beat.worker_ttl = 1s;
+  slow_beat.heartbeat_interval = 1s;
+  co_await expect(slow_beat, h, E::invalid_argument);
+  thoonk::run_options big_batch;
+  big_batch.max_claim_batch = 1001;
+  co_await expect(big_batch, h, E::invalid_argument);
+  // (Named arguments: g++ 12 mishandles class temporaries in a co_await
+  // expression.)
+  const thoonk::run_options defaults;
+  const thoonk::job_coroutine no_handler;
+  co_await expect(defaults, no_handler, E::invalid_argument);
+  thoonk::run_options nul;
+  nul.worker_name = std::string("a\0b", 3);
+  co_await expect(nul, h, E::invalid_name);
+  thoonk::run_options longname;
+  longname.worker_name = std::string(201, 'w');
+  co_await expect(longname, h, E::invalid_name);
+  // Nothing was registered by any of them.
+  auto none = co_await q.get_workers(asio::use_awaitable);
+  CHECK(none.empty());
 
-    thoonk::run_options named;
-    named.worker_name = "only-one";
-    auto first = start_run(q, h, named);
-    auto up = co_await wait_until([&]() -> bool { return false; }, 200ms);  // let it register
-    CHECK(!up);
-    co_await expect(named, h, E::worker_exists);
-    auto ws = co_await q.get_workers(asio::use_awaitable);
-    REQUIRE(ws.size() == 1);
-    CHECK(ws[0].name == "only-one");
-    CHECK(ws[0].description.find("\"queue\":\"" + f.name + "\"") != std::string::npos);
-    CHECK(ws[0].last_heartbeat <= ws[0].server_now);
-    CHECK(ws[0].server_now <= ws[0].lapses_at);
-    CHECK(ws[0].lapses_at - ws[0].last_heartbeat == 10000);
-    auto stopped = co_await stop_run(*first);
-    REQUIRE(stopped);
-    CHECK(!first->ec);
+  thoonk::run_options named;
+  named.worker_name = "only-one";
+  auto first = start_run(q, h, named);
+  auto up = co_await wait_until([&]() -> bool { return false; }, 200ms);  // let it register
+  CHECK(!up);
+  co_await expect(named, h, E::worker_exists);
+  auto ws = co_await q.get_workers(asio::use_awaitable);
+  REQUIRE(ws.size() == 1);
+  CHECK(ws[0].name == "only-one");
+  CHECK(ws[0].description.find("\"queue\":\"" + f.name + "\"") != std::string::npos);
+  CHECK(ws[0].last_heartbeat <= ws[0].server_now);
+  CHECK(ws[0].server_now <= ws[0].lapses_at);
+  CHECK(ws[0].lapses_at - ws[0].last_heartbeat == 10000);
+  co_await stop_run_cleanly(*first);
 
-    // A queue that does not exist.
-    thoonk::job_queue missing(f.c, f.name + ".missing");
-    auto [mec, mrep] = co_await missing.run(h, defaults, nothrow);
-    CHECK(mec == E::feed_not_found);
-  });
+  // A queue that does not exist.
+  thoonk::job_queue missing(f.c, f.name + ".missing");
+  auto [mec, mrep] = co_await missing.run(h, defaults, nothrow);
+  CHECK(mec == E::feed_not_found);
 }
 
-TEST_CASE("run: a handler's progress is kept on the job and refused once the claim is lost",
-          "[job][run][progress][get_job]") {
-  fixture f("runprog");
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto id = co_await q.put("report", asio::use_awaitable);
-    bool reported = false, release = false;
-    std::optional<thoonk::job_context> held;
-    thoonk::job_coroutine h =
-        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-      ctx.progress("halfway");
-      held = ctx;
-      reported = true;
-      while (!release) co_await sleep_for(5ms);
-      co_return std::nullopt;
-    };
-    auto run = start_run(q, h, thoonk::run_options{});
-    auto started = co_await wait_until([&] { return reported; });
-    REQUIRE(started);
-    std::string seen;
-    for (int i = 0; i < 200 && seen != "halfway"; ++i) {
-      auto j = co_await job_of(q, id);
-      seen = j.progress;
-      if (seen != "halfway") co_await sleep_for(10ms);
-    }
-    CHECK(seen == "halfway");
-    release = true;
-    auto done = co_await wait_finishes(q, 1);
-    CHECK(done);
-    // The job ended: a later report from its context is refused (and counted).
-    held->progress("too late");
-    co_await sleep_for(200ms);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(run->report.progress_refused == 1);
-    CHECK(run->report.finished == 1);
-  });
+FIXTURE_TEST_CASE("runprog",
+                  "run: a handler's progress is kept on the job and refused once the claim is lost",
+                  "[job][run][progress][get_job]") {
+  auto q = co_await engine_queue(f);
+  auto id = co_await q.put("report", asio::use_awaitable);
+  bool reported = false, release = false;
+  std::optional<thoonk::job_context> held;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    ctx.progress("halfway");
+    held = ctx;
+    reported = true;
+    while (!release) co_await sleep_for(5ms);
+    co_return std::nullopt;
+  };
+  auto run = start_run(q, h, thoonk::run_options{});
+  auto started = co_await wait_until([&] { return reported; });
+  REQUIRE(started);
+  std::string seen;
+  for (int i = 0; i < 200 && seen != "halfway"; ++i) {
+    auto j = co_await job_of(q, id);
+    seen = j.progress;
+    if (seen != "halfway") co_await sleep_for(10ms);
+  }
+  CHECK(seen == "halfway");
+  release = true;
+  auto done = co_await wait_finishes(q, 1);
+  CHECK(done);
+  // The job ended: a later report from its context is refused (and counted).
+  held->progress("too late");
+  co_await sleep_for(200ms);
+  auto stopped = co_await stop_run(*run);
+  REQUIRE(stopped);
+  CHECK(run->report.progress_refused == 1);
+  CHECK(run->report.finished == 1);
 }

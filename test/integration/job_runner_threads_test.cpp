@@ -35,9 +35,7 @@ TEST_CASE("run: a plain function handler on a thread pool; nullopt finishes with
     auto run = start_run(q, fn, o);
     auto all = co_await wait_finishes(q, 2);
     CHECK(all);
-    auto stopped = co_await stop_run(*run);
-    REQUIRE(stopped);
-    CHECK(!run->ec);
+    co_await stop_run_cleanly(*run);
     CHECK(run->report.finished == 2);
     CHECK(on_pool == 2);
     auto r = co_await q.get_result(with, 1s, asio::use_awaitable);

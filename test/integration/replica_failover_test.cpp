@@ -100,6 +100,83 @@ struct feed_recorder {
   clock_type::time_point since{};  // set by the test: connects after it are timed
 };
 
+// A catch-up feed subscription through a failover: both servers, a
+// subscriber and a publisher (two clients, both configured with both
+// addresses), a connection to each server, and the record of what came.
+struct subscription_through_failover {
+  static constexpr int total = 1500;  // items the publisher publishes
+
+  replica_pair servers;
+  asio::io_context ioc;
+  thoonk::client c{ioc.get_executor(), both(servers)};
+  thoonk::client pub{ioc.get_executor(), both(servers)};
+  thoonk::connection pa{ioc.get_executor(), replica_pair::config_for(servers.primary)};
+  thoonk::connection pb{ioc.get_executor(), replica_pair::config_for(servers.replica)};
+  std::string name;
+  feed_recorder rec;
+  feed_publisher p;
+  thoonk::subscription events;
+  thoonk::feed_subscription sub;
+
+  // Connects everyone, creates a feed (its name from `prefix`) and
+  // subscribes `c` to it with catch-up, recording into `rec`; starts the
+  // publisher (`total` items, 1 ms apart) and returns once `seen` items
+  // have come.
+  asio::awaitable<void> start(std::string_view prefix, std::size_t seen) {
+    co_await connect_all(c, pub, pa, pb);
+    auto online = co_await replicas_online(pa, 1);
+    REQUIRE(online);
+    name = co_await make_feed(pub, prefix, feed_type::feed);
+    events = c.sub().on_event([this](const thoonk::subscriber_event& e) {
+      if (e.kind == thoonk::subscriber_event::connected) {
+        ++rec.connected;
+        if (rec.since != clock_type::time_point{} &&
+            rec.first_connected_after == clock_type::time_point{})
+          rec.first_connected_after = clock_type::now();
+      } else {
+        ++rec.disconnected;
+      }
+    });
+    thoonk::feed_subscribe_options opts;
+    opts.catch_up = true;
+    opts.on_catch_up = [this](const thoonk::catch_up_info& i) { rec.infos.push_back(i); };
+    thoonk::feed f(c, name);
+    sub = co_await f.subscribe(
+        [this](const feed_event& e) {
+          if (e.kind == feed_event::publish) rec.got.emplace_back(e.id);
+        },
+        opts, asio::use_awaitable);
+    asio::co_spawn(ioc, p.run(pub, name, total, 1ms), asio::detached);
+    bool reached = co_await wait_until([&] { return rec.got.size() >= seen; }, 30s);
+    REQUIRE(reached);
+  }
+
+  // Stops every party and ends the subscriptions.
+  void stop() {
+    c.stop();
+    pub.stop();
+    pa.stop();
+    pb.stop();
+    sub.reset();
+    events.reset();
+  }
+};
+
+// Runs `body(t)` (a coroutine) on a fresh subscription_through_failover `t`
+// under run_coro's deadline, between t.start(prefix, seen) and t.stop().
+template <class Body>
+void through_failover(std::string_view prefix, std::size_t seen, Body body) {
+  subscription_through_failover t;
+  run_coro(
+      t.ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await t.start(prefix, seen);
+        co_await body(t);
+        t.stop();
+      },
+      90s);
+}
+
 }  // namespace
 
 TEST_CASE("failover: a client with both addresses skips the replica and finds the primary",
@@ -325,71 +402,36 @@ TEST_CASE(
   // replicates PUBLISH to it, so the subscription is not interrupted
   // (docs/reliability.md); whatever happens to the connection, no item may
   // be missed, repeated or reordered.
-  replica_pair servers;
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), both(servers));
-  thoonk::client pub(ioc.get_executor(), both(servers));
-  thoonk::connection pa(ioc.get_executor(), replica_pair::config_for(servers.primary));
-  thoonk::connection pb(ioc.get_executor(), replica_pair::config_for(servers.replica));
-  run_coro(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        co_await connect_all(c, pub, pa, pb);
-        auto online = co_await replicas_online(pa, 1);
-        REQUIRE(online);
-        auto name = co_await make_feed(pub, "failover-sub", feed_type::feed);
-        thoonk::feed f(c, name);
-        feed_recorder rec;
-        auto ev = c.sub().on_event([&](const thoonk::subscriber_event& e) {
-          if (e.kind == thoonk::subscriber_event::connected) ++rec.connected;
-          else ++rec.disconnected;
-        });
-        thoonk::feed_subscribe_options opts;
-        opts.catch_up = true;
-        opts.on_catch_up = [&](const thoonk::catch_up_info& i) { rec.infos.push_back(i); };
-        auto s = co_await f.subscribe(
-            [&](const feed_event& e) {
-              if (e.kind == feed_event::publish) rec.got.emplace_back(e.id);
-            },
-            opts, asio::use_awaitable);
-
-        constexpr int total = 1500;
-        feed_publisher p;
-        asio::co_spawn(ioc, p.run(pub, name, total, 1ms), asio::detached);
-        bool reached = co_await wait_until([&] { return rec.got.size() >= 300; }, 30s);
-        REQUIRE(reached);
-        co_await fail_over(pa, pb, servers.replica);
-        bool published = co_await wait_until([&] { return p.done; }, 60s);
+  through_failover(
+      "failover-sub", 300, [&](subscription_through_failover& t) -> asio::awaitable<void> {
+        co_await fail_over(t.pa, t.pb, t.servers.replica);
+        bool published = co_await wait_until([&] { return t.p.done; }, 60s);
         REQUIRE(published);
-        bool all = co_await wait_until([&] { return rec.got.size() >= p.acked.size(); }, 30s);
+        bool all = co_await wait_until([&] { return t.rec.got.size() >= t.p.acked.size(); }, 30s);
         CHECK(all);
         co_await settle();
 
-        for (auto& [what, n] : p.failures) {
+        for (auto& [what, n] : t.p.failures) {
           INFO(what << " x" << n);
           CHECK(n == 0);
         }
-        REQUIRE(p.acked.size() == total);
+        REQUIRE(t.p.acked.size() == t.total);
         // Exactly the published items, in publish order.
-        CHECK(rec.got == p.acked);
-        auto role = co_await role_of(pb);
+        CHECK(t.rec.got == t.p.acked);
+        auto role = co_await role_of(t.pb);
         CHECK(role == "master");
         // The new primary has them all, in the same order.
+        thoonk::feed f(t.c, t.name);
         auto ids = co_await f.get_ids(asio::use_awaitable);
-        CHECK(ids == p.acked);
-        for (auto& i : rec.infos) CHECK(!i.error);
-        INFO("subscriber connected " << rec.connected << " / disconnected " << rec.disconnected
-                                     << " times; catch-up rounds " << rec.infos.size());
-        CHECK(rec.connected == rec.disconnected);
-        std::cout << "{\"bench\": \"failover_subscriber_planned\", \"items\": " << rec.got.size()
-                  << ", \"subscriber_disconnects\": " << rec.disconnected
-                  << ", \"catch_up_rounds\": " << rec.infos.size() << "}\n";
-        c.stop();
-        pub.stop();
-        pa.stop();
-        pb.stop();
-      },
-      90s);
+        CHECK(ids == t.p.acked);
+        for (auto& i : t.rec.infos) CHECK(!i.error);
+        INFO("subscriber connected " << t.rec.connected << " / disconnected " << t.rec.disconnected
+                                     << " times; catch-up rounds " << t.rec.infos.size());
+        CHECK(t.rec.connected == t.rec.disconnected);
+        std::cout << "{\"bench\": \"failover_subscriber_planned\", \"items\": " << t.rec.got.size()
+                  << ", \"subscriber_disconnects\": " << t.rec.disconnected
+                  << ", \"catch_up_rounds\": " << t.rec.infos.size() << "}\n";
+      });
 }
 
 TEST_CASE(
@@ -403,46 +445,8 @@ TEST_CASE(
   // in the feed's order. Items the subscriber saw from the old primary
   // that never reached the replica (replication is asynchronous) are lost
   // with the old primary; they may only be items published before the kill.
-  replica_pair servers;
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), both(servers));
-  thoonk::client pub(ioc.get_executor(), both(servers));
-  thoonk::connection pa(ioc.get_executor(), replica_pair::config_for(servers.primary));
-  thoonk::connection pb(ioc.get_executor(), replica_pair::config_for(servers.replica));
-  run_coro(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        co_await connect_all(c, pub, pa, pb);
-        auto online = co_await replicas_online(pa, 1);
-        REQUIRE(online);
-        auto name = co_await make_feed(pub, "failover-kill", feed_type::feed);
-        thoonk::feed f(c, name);
-        feed_recorder rec;
-        auto ev = c.sub().on_event([&](const thoonk::subscriber_event& e) {
-          if (e.kind == thoonk::subscriber_event::connected) {
-            ++rec.connected;
-            if (rec.since != clock_type::time_point{} &&
-                rec.first_connected_after == clock_type::time_point{})
-              rec.first_connected_after = clock_type::now();
-          } else {
-            ++rec.disconnected;
-          }
-        });
-        thoonk::feed_subscribe_options opts;
-        opts.catch_up = true;
-        opts.on_catch_up = [&](const thoonk::catch_up_info& i) { rec.infos.push_back(i); };
-        auto s = co_await f.subscribe(
-            [&](const feed_event& e) {
-              if (e.kind == feed_event::publish) rec.got.emplace_back(e.id);
-            },
-            opts, asio::use_awaitable);
-
-        constexpr int total = 1500;
-        feed_publisher p;
-        asio::co_spawn(ioc, p.run(pub, name, total, 1ms), asio::detached);
-        bool reached = co_await wait_until([&] { return rec.got.size() >= 400; }, 30s);
-        REQUIRE(reached);
-
+  through_failover(
+      "failover-kill", 400, [&](subscription_through_failover& t) -> asio::awaitable<void> {
         // The crash, then the promotion a little later (a Sentinel's
         // detection time, shortened). Or, the worst case, the replica
         // promoted first while the old primary goes on taking writes that
@@ -452,30 +456,31 @@ TEST_CASE(
         INFO("replica promoted before the kill: " << promote_first);
         clock_type::time_point promoted{};
         if (promote_first) {
-          co_await cmd(pb, "REPLICAOF", "NO", "ONE");
+          co_await cmd(t.pb, "REPLICAOF", "NO", "ONE");
           promoted = clock_type::now();
-          const auto seen = rec.got.size();
-          bool more = co_await wait_until([&] { return rec.got.size() >= seen + 100; }, 30s);
+          const auto seen = t.rec.got.size();
+          bool more = co_await wait_until([&] { return t.rec.got.size() >= seen + 100; }, 30s);
           REQUIRE(more);
         }
-        const auto published_before_kill = p.acked.size() + p.unknown.size();
-        rec.since = clock_type::now();
-        ::kill(servers.primary.pid(), SIGKILL);
-        servers.primary.stop();  // reaps it
+        const auto published_before_kill = t.p.acked.size() + t.p.unknown.size();
+        t.rec.since = clock_type::now();
+        ::kill(t.servers.primary.pid(), SIGKILL);
+        t.servers.primary.stop();  // reaps it
         if (!promote_first) {
           co_await sleep_for(200ms);
-          co_await cmd(pb, "REPLICAOF", "NO", "ONE");
+          co_await cmd(t.pb, "REPLICAOF", "NO", "ONE");
           promoted = clock_type::now();
         }
 
-        bool published = co_await wait_until([&] { return p.done; }, 60s);
+        bool published = co_await wait_until([&] { return t.p.done; }, 60s);
         REQUIRE(published);
-        REQUIRE(rec.first_connected_after != clock_type::time_point{});
+        REQUIRE(t.rec.first_connected_after != clock_type::time_point{});
+        thoonk::feed f(t.c, t.name);
         auto ids = co_await f.get_ids(asio::use_awaitable);
         // Every item on the new primary arrives.
         const std::set<std::string> held(ids.begin(), ids.end());
         auto has_all = [&] {
-          std::set<std::string> got(rec.got.begin(), rec.got.end());
+          std::set<std::string> got(t.rec.got.begin(), t.rec.got.end());
           return std::includes(got.begin(), got.end(), held.begin(), held.end());
         };
         bool all = co_await wait_until(has_all, 30s);
@@ -484,12 +489,12 @@ TEST_CASE(
 
         // Failures only around the crash: at most the publish in flight,
         // and none of them after the promotion is lost for good.
-        for (auto& [what, n] : p.failures) INFO(what << " x" << n);
-        CHECK(p.unknown.size() <= 1);
-        CHECK(p.acked.size() + p.unknown.size() == total);
+        for (auto& [what, n] : t.p.failures) INFO(what << " x" << n);
+        CHECK(t.p.unknown.size() <= 1);
+        CHECK(t.p.acked.size() + t.p.unknown.size() == t.total);
         // Every acknowledged publish after the kill is on the new primary.
         int acked_after_missing = 0;
-        for (const auto& id : p.acked)
+        for (const auto& id : t.p.acked)
           if (id >= feed_publisher::id_of(static_cast<int>(published_before_kill)) &&
               !held.count(id))
             ++acked_after_missing;
@@ -498,13 +503,13 @@ TEST_CASE(
         // Delivered: each held item once, in the feed's order; the rest are
         // items from before the kill that the replica never got.
         bool reset = false;
-        for (auto& i : rec.infos) {
+        for (auto& i : t.rec.infos) {
           CHECK(!i.error);
           reset = reset || i.counter_reset;
         }
         std::vector<std::string> delivered_held;
         std::size_t lost_seen = 0;
-        for (const auto& id : rec.got) {
+        for (const auto& id : t.rec.got) {
           if (held.count(id)) delivered_held.push_back(id);
           else {
             ++lost_seen;
@@ -524,32 +529,26 @@ TEST_CASE(
           // last occurrence of each item, is in the feed's order.
           std::vector<std::string> last;
           std::set<std::string> seen;
-          for (auto it = rec.got.rbegin(); it != rec.got.rend(); ++it)
+          for (auto it = t.rec.got.rbegin(); it != t.rec.got.rend(); ++it)
             if (held.count(*it) && seen.insert(*it).second) last.insert(last.begin(), *it);
           CHECK(last == ids);
         }
-        CHECK(rec.disconnected >= 1);
-        CHECK(rec.connected >= rec.disconnected);
+        CHECK(t.rec.disconnected >= 1);
+        CHECK(t.rec.connected >= t.rec.disconnected);
         // The subscriber is connected to the new primary.
-        auto clients = co_await cmd(pb, "CLIENT", "LIST", "TYPE", "pubsub");
+        auto clients = co_await cmd(t.pb, "CLIENT", "LIST", "TYPE", "pubsub");
         CHECK(clients.str.find("sub=") != std::string::npos);
-        std::cout << "{\"bench\": \"failover_subscriber_kill\", \"items_held\": " << ids.size()
-                  << ", \"delivered\": " << rec.got.size()
-                  << ", \"seen_then_lost\": " << lost_seen << ", \"promoted_first\": "
-                  << (promote_first ? "true" : "false") << ", \"counter_reset\": "
-                  << (reset ? "true" : "false") << ", \"kill_to_subscriber_connected_ms\": "
-                  << std::chrono::duration<double, std::milli>(rec.first_connected_after -
-                                                               rec.since)
-                         .count()
-                  << ", \"promotion_to_subscriber_connected_ms\": "
-                  << std::chrono::duration<double, std::milli>(rec.first_connected_after -
-                                                               promoted)
-                         .count()
-                  << "}\n";
-        c.stop();
-        pub.stop();
-        pa.stop();
-        pb.stop();
-      },
-      90s);
+        std::cout
+            << "{\"bench\": \"failover_subscriber_kill\", \"items_held\": " << ids.size()
+            << ", \"delivered\": " << t.rec.got.size() << ", \"seen_then_lost\": " << lost_seen
+            << ", \"promoted_first\": " << (promote_first ? "true" : "false")
+            << ", \"counter_reset\": " << (reset ? "true" : "false")
+            << ", \"kill_to_subscriber_connected_ms\": "
+            << std::chrono::duration<double, std::milli>(t.rec.first_connected_after - t.rec.since)
+                   .count()
+            << ", \"promotion_to_subscriber_connected_ms\": "
+            << std::chrono::duration<double, std::milli>(t.rec.first_connected_after - promoted)
+                   .count()
+            << "}\n";
+      });
 }

@@ -1,5 +1,8 @@
 #include "support/redis_server.hpp"
 
+#include "support/forked_child.hpp"
+#include "support/temp_dir.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -196,13 +199,6 @@ std::string find_redis_server() {
       "redis-server not found on PATH: run scripts/run-tests.sh, which installs it");
 }
 
-std::string make_temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thoonk-redis-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) throw_errno("mkdtemp " + pattern);
-  return pattern;
-}
-
 std::uintmax_t file_size_or_zero(const std::string& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
@@ -231,11 +227,6 @@ std::string last_lines(const std::string& text, std::size_t n) {
   for (std::size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i)
     out.append(lines[i]).append("\n");
   return out;
-}
-
-bool keep_dirs() {
-  const char* keep = std::getenv("THOONK_KEEP_REDIS_DIR");
-  return keep && *keep && std::string_view(keep) != "0";
 }
 
 // Whether the child has exited, without reaping it: a zombie keeps its pid, so
@@ -275,7 +266,7 @@ redis_server::redis_server(redis_server_options options)
     : extra_args_(std::move(options.extra_args)), tls_(std::move(options.tls)) {
   // Fail before creating anything when the binary is missing.
   binary_ = find_redis_server();
-  dir_ = make_temp_dir();
+  dir_ = make_temp_dir("thoonk-redis");
   try {
     for (std::size_t i = 0; i + 1 < extra_args_.size(); ++i)
       if (extra_args_[i] == "--unixsocket") unix_socket_ = extra_args_[i + 1];
@@ -291,20 +282,14 @@ redis_server::redis_server(redis_server_options options)
     start_on_free_port();
   } catch (...) {
     stop();
-    if (!keep_dirs()) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
+    remove_temp_dir(dir_);
     throw;
   }
 }
 
 redis_server::~redis_server() {
   stop();
-  if (!keep_dirs()) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  remove_temp_dir(dir_);
 }
 
 std::string redis_server::url() const { return "redis://" + host_ + ":" + std::to_string(port_); }
@@ -389,17 +374,8 @@ bool redis_server::try_start(unsigned short port) {
   const pid_t child = ::fork();
   if (child < 0) throw_errno("fork");
   if (child == 0) {
-    // Die with the parent even if it is SIGKILLed or crashes, so no server is
-    // left behind on a CI machine. If the parent already died before prctl,
-    // the signal would never come: check and bail out.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::dup2(devnull.fd, STDIN_FILENO);
-    ::dup2(output.fd, STDOUT_FILENO);
-    ::dup2(output.fd, STDERR_FILENO);
+    // Dies with the parent, so no server is left behind on a CI machine.
+    set_up_forked_child(parent, SIGTERM, devnull.fd, output.fd);
     // Do not let the server inherit the test's sockets: a client socket kept
     // open by the child would hide disconnects from restart tests. Asio does
     // not open sockets with CLOEXEC, so mark every other fd now.

@@ -43,6 +43,15 @@ inline asio::awaitable<bool> stop_run(background_run& br, std::chrono::milliseco
   co_return co_await wait_until([&] { return br.done; }, max);
 }
 
+/// stop_run, which must complete, then the run's outcome, which must be
+/// no error.
+inline asio::awaitable<void> stop_run_cleanly(background_run& br) {
+  auto stopped = co_await stop_run(br);
+  REQUIRE(stopped);
+  INFO(br.ec.message());
+  CHECK(!br.ec);
+}
+
 /// The queue's counts.
 inline asio::awaitable<thoonk::job_counts> counts_of(thoonk::job_queue& q) {
   auto c = co_await q.counts(asio::use_awaitable);

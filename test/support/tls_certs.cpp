@@ -15,16 +15,6 @@
 namespace thoonk::test {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string make_temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thoonk-tls-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
-  return pattern;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream out;
@@ -32,38 +22,23 @@ std::string read_file(const std::string& path) {
   return out.str();
 }
 
-bool keep_dirs() {
-  const char* keep = std::getenv("THOONK_KEEP_REDIS_DIR");
-  return keep && *keep && std::string(keep) != "0";
-}
-
 constexpr const char* curve = "ec_paramgen_curve:prime256v1";
 
 }  // namespace
 
-tls_certs::tls_certs() : dir_(make_temp_dir()) {
-  try {
-    make_ca("ca", "/CN=thoonk test CA");
-    make_ca("other-ca", "/CN=thoonk other CA");
-    const std::string server_names = "subjectAltName=DNS:localhost,IP:127.0.0.1";
-    make_signed("server", "ca", "/CN=localhost", server_names, 1);
-    make_signed("expired", "ca", "/CN=localhost", server_names, -1);
-    make_signed("wrong-host", "ca", "/CN=elsewhere.example", "subjectAltName=DNS:elsewhere.example",
-                1);
-    make_signed("foreign", "other-ca", "/CN=localhost", server_names, 1);
-    make_signed("client", "ca", "/CN=thoonk test client", "extendedKeyUsage=clientAuth", 1);
-    make_signed("foreign-client", "other-ca", "/CN=thoonk foreign client",
-                "extendedKeyUsage=clientAuth", 1);
-  } catch (...) {
-    std::error_code ec;
-    if (!keep_dirs()) fs::remove_all(dir_, ec);
-    throw;
-  }
-}
-
-tls_certs::~tls_certs() {
-  std::error_code ec;
-  if (!keep_dirs()) fs::remove_all(dir_, ec);
+tls_certs::tls_certs() : dir_("thoonk-tls") {
+  // A step that throws leaves the directory to dir_'s destructor.
+  make_ca("ca", "/CN=thoonk test CA");
+  make_ca("other-ca", "/CN=thoonk other CA");
+  const std::string server_names = "subjectAltName=DNS:localhost,IP:127.0.0.1";
+  make_signed("server", "ca", "/CN=localhost", server_names, 1);
+  make_signed("expired", "ca", "/CN=localhost", server_names, -1);
+  make_signed("wrong-host", "ca", "/CN=elsewhere.example", "subjectAltName=DNS:elsewhere.example",
+              1);
+  make_signed("foreign", "other-ca", "/CN=localhost", server_names, 1);
+  make_signed("client", "ca", "/CN=thoonk test client", "extendedKeyUsage=clientAuth", 1);
+  make_signed("foreign-client", "other-ca", "/CN=thoonk foreign client",
+              "extendedKeyUsage=clientAuth", 1);
 }
 
 // Runs `openssl args...` (no shell), its output into openssl.log; throws
@@ -74,7 +49,7 @@ void tls_certs::run(const std::vector<std::string>& args) const {
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const std::string log = dir_ + "/openssl.log";
+  const std::string log = dir() + "/openssl.log";
   const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (out < 0) throw std::runtime_error("open " + log + ": " + std::strerror(errno));
   const pid_t child = ::fork();
@@ -118,8 +93,8 @@ void tls_certs::make_signed(const std::string& name, const std::string& ca,
                             int days) const {
   const auto p = pair(name);
   const auto signer = pair(ca);
-  const std::string csr = dir_ + "/" + name + ".csr";
-  const std::string ext = dir_ + "/" + name + ".ext";
+  const std::string csr = dir() + "/" + name + ".csr";
+  const std::string ext = dir() + "/" + name + ".ext";
   {
     std::ofstream out(ext);
     out << extensions << "\n";

@@ -5,6 +5,8 @@
 // repository, so nothing expires there.
 #pragma once
 
+#include "support/temp_dir.hpp"
+
 #include <string>
 #include <vector>
 
@@ -18,21 +20,18 @@ struct cert_pair {
 
 /// Makes every certificate at construction (throws std::runtime_error with
 /// openssl's output when a step fails; a missing `openssl` binary is an
-/// error, never a skip) and removes the directory on destruction (kept with
+/// error, never a skip) into a temp_dir, removed on destruction (kept with
 /// THOONK_KEEP_REDIS_DIR=1). EC P-256 keys: quick to make.
 class tls_certs {
  public:
   tls_certs();
-  ~tls_certs();
-  tls_certs(const tls_certs&) = delete;
-  tls_certs& operator=(const tls_certs&) = delete;
 
-  const std::string& dir() const noexcept { return dir_; }
+  const std::string& dir() const noexcept { return dir_.path(); }
 
   /// The test CA (PEM certificate): what clients trust.
-  std::string ca_file() const { return dir_ + "/ca.crt"; }
+  std::string ca_file() const { return dir() + "/ca.crt"; }
   /// Another CA, trusted by nobody here.
-  std::string other_ca_file() const { return dir_ + "/other-ca.crt"; }
+  std::string other_ca_file() const { return dir() + "/other-ca.crt"; }
 
   /// Signed by the CA, for CN=localhost with the names localhost and
   /// 127.0.0.1, valid for a day.
@@ -50,14 +49,14 @@ class tls_certs {
 
  private:
   cert_pair pair(const std::string& name) const {
-    return {dir_ + "/" + name + ".crt", dir_ + "/" + name + ".key"};
+    return {dir() + "/" + name + ".crt", dir() + "/" + name + ".key"};
   }
   void run(const std::vector<std::string>& args) const;
   void make_ca(const std::string& name, const std::string& subject) const;
   void make_signed(const std::string& name, const std::string& ca, const std::string& subject,
                    const std::string& extensions, int days) const;
 
-  std::string dir_;
+  temp_dir dir_;
 };
 
 }  // namespace thoonk::test

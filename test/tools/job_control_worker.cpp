@@ -53,27 +53,18 @@ asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <redis url> <queue> <claimers> <max seconds>\n", argv[0]);
-    return 2;
-  }
-  auto parsed = thoonk::test::worker_config(argv[1]);
-  if (!parsed) return 2;
-  auto cfg = *parsed;
-  const std::string name = argv[2];
-  const int claimers = std::atoi(argv[3]);
-  const int max_seconds = std::atoi(argv[4]);
-  if (claimers < 1 || claimers > 1000 || max_seconds < 1 || max_seconds > 600) {
-    std::fprintf(stderr, "claimers 1..1000, max seconds 1..600\n");
-    return 2;
-  }
+  const auto args = thoonk::test::parse_worker_args(argc, argv, 2, "<claimers> <max seconds>");
+  if (!args) return 2;
+  const auto claimers = args->number(0, "claimers", 1, 1000);
+  const auto max_seconds = args->number(1, "max seconds", 1, 600);
+  if (!claimers || !max_seconds) return 2;
 
   asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), cfg);
+  thoonk::client client(ioc.get_executor(), args->cfg);
   auto st = std::make_shared<state>();
   asio::steady_timer grace(ioc);
   std::function<void()> stop;
-  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(max_seconds), [&] { stop(); });
+  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(*max_seconds), [&] { stop(); });
   stop = [&] {
     st->stopping = true;
     trigger.cancel();
@@ -96,18 +87,15 @@ int main(int argc, char** argv) {
     if (st->stopping) ioc.stop();
   };
   int exit_code = 0;
-  asio::co_spawn(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        co_await client.connect(asio::use_awaitable);
-        auto q = co_await thoonk::job_queue::open(client, name, asio::use_awaitable);
-        st->claimers = claimers;
-        for (int i = 0; i < claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
+  thoonk::test::start_worker(
+      ioc, client, args->queue, exit_code, [&] { stop(); },
+      [&](thoonk::job_queue& q) {
+        st->claimers = static_cast<int>(*claimers);
+        for (long i = 0; i < *claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
         // Ready: the test waits for this line before it measures.
         std::printf("ready\n");
         std::fflush(stdout);
-      },
-      thoonk::test::on_setup_failure(exit_code, [&] { stop(); }));
+      });
   ioc.run();
   std::printf("finished %llu\n", static_cast<unsigned long long>(st->finished));
   return exit_code;

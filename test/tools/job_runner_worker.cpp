@@ -18,6 +18,7 @@
 
 #include <boost/asio.hpp>
 
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -26,30 +27,19 @@
 namespace asio = boost::asio;
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr,
-                 "usage: %s <redis url> <queue> <concurrency> <handler ms> <worker ttl ms> "
-                 "<max seconds>\n",
-                 argv[0]);
-    return 2;
-  }
-  auto cfg = thoonk::test::worker_config(argv[1]);
-  if (!cfg) return 2;
-  const std::string name = argv[2];
-  const long concurrency = std::atol(argv[3]);
-  const long handler_ms = std::atol(argv[4]);
-  const long ttl_ms = std::atol(argv[5]);
-  const long max_seconds = std::atol(argv[6]);
-  if (concurrency < 1 || concurrency > 1000 || handler_ms < 0 || ttl_ms < 100 || max_seconds < 1 ||
-      max_seconds > 600) {
-    std::fprintf(stderr, "concurrency 1..1000, handler ms >= 0, ttl ms >= 100, seconds 1..600\n");
-    return 2;
-  }
+  const auto args = thoonk::test::parse_worker_args(
+      argc, argv, 4, "<concurrency> <handler ms> <worker ttl ms> <max seconds>");
+  if (!args) return 2;
+  const auto concurrency = args->number(0, "concurrency", 1, 1000);
+  const auto handler_ms = args->number(1, "handler ms", 0, LONG_MAX);
+  const auto ttl_ms = args->number(2, "worker ttl ms", 100, LONG_MAX);
+  const auto max_seconds = args->number(3, "max seconds", 1, 600);
+  if (!concurrency || !handler_ms || !ttl_ms || !max_seconds) return 2;
 
   asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), *cfg);
+  thoonk::client client(ioc.get_executor(), args->cfg);
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
-  asio::steady_timer limit(ioc, std::chrono::seconds(max_seconds));
+  asio::steady_timer limit(ioc, std::chrono::seconds(*max_seconds));
   limit.async_wait([](boost::system::error_code e) {
     if (!e) std::raise(SIGTERM);
   });
@@ -58,18 +48,17 @@ int main(int argc, char** argv) {
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await client.connect(asio::use_awaitable);
-        thoonk::job_queue q(client, name);
+        thoonk::job_queue q(client, args->queue);
         thoonk::run_options o;
-        o.concurrency = static_cast<std::size_t>(concurrency);
-        o.worker_ttl = std::chrono::milliseconds(ttl_ms);
+        o.concurrency = static_cast<std::size_t>(*concurrency);
+        o.worker_ttl = std::chrono::milliseconds(*ttl_ms);
         o.stop_signals = &signals;
         o.stop_timeout = std::chrono::seconds(2);
-        auto handler =
-            [handler_ms](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+        auto handler = [wait = *handler_ms](
+                           thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
           std::printf("start %s\n", ctx.job().id.c_str());
           std::fflush(stdout);
-          asio::steady_timer t(co_await asio::this_coro::executor,
-                               std::chrono::milliseconds(handler_ms));
+          asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(wait));
           co_await t.async_wait(asio::use_awaitable);
           co_return std::string("done");
         };

@@ -1,23 +1,34 @@
 // The first steps of a worker process that a test starts and stops by pid
-// (tools/job_control_worker.cpp, faults/worker/fault_worker.cpp).
+// (tools/job_control_worker.cpp, tools/job_runner_worker.cpp,
+// faults/worker/fault_worker.cpp).
 #pragma once
 
+#include <thoonk/client.hpp>
 #include <thoonk/config.hpp>
+#include <thoonk/job_queue.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <sys/prctl.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace thoonk::test {
 
@@ -33,6 +44,44 @@ inline std::optional<thoonk::config> worker_config(const char* url) {
     return std::nullopt;
   }
   return cfg;
+}
+
+/// A worker's command line, `<redis url> <queue>` and then its own
+/// arguments (`rest`), with the config worker_config made of the URL.
+struct worker_args {
+  thoonk::config cfg;
+  std::string queue;
+  std::vector<std::string> rest;
+
+  /// rest[i] as a whole number within min..max; prints why and returns
+  /// nullopt when it is not one.
+  std::optional<long> number(std::size_t i, const char* what, long min, long max) const {
+    const std::string& text = rest.at(i);
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < min || v > max) {
+      std::fprintf(stderr, "%s: '%s' is not a number from %ld to %ld\n", what, text.c_str(), min,
+                   max);
+      return std::nullopt;
+    }
+    return v;
+  }
+};
+
+/// Parses the command line of a worker whose arguments after `<redis url>
+/// <queue>` are the `count` that `usage` names (worker_config for the URL);
+/// prints the usage, or why the URL does not parse, and returns nullopt
+/// when they do not fit.
+inline std::optional<worker_args> parse_worker_args(int argc, char** argv, std::size_t count,
+                                                    const char* usage) {
+  if (argc < 1 || static_cast<std::size_t>(argc) != count + 3) {
+    std::fprintf(stderr, "usage: %s <redis url> <queue> %s\n", argc > 0 ? argv[0] : "worker",
+                 usage);
+    return std::nullopt;
+  }
+  auto cfg = worker_config(argv[1]);
+  if (!cfg) return std::nullopt;
+  return worker_args{std::move(*cfg), argv[2], std::vector<std::string>(argv + 3, argv + argc)};
 }
 
 /// Calls `on_stop` on SIGTERM or SIGINT, or once `limit` has passed,
@@ -74,6 +123,25 @@ inline auto on_setup_failure(int& exit_code, std::function<void()> stop) {
     exit_code = 1;
     stop();
   };
+}
+
+/// Connects `client`, opens the job queue `name` and calls `setup(q)`.
+template <class Setup>
+boost::asio::awaitable<void> open_queue_then(thoonk::client& client, std::string name,
+                                             Setup setup) {
+  co_await client.connect(boost::asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::open(client, std::move(name), boost::asio::use_awaitable);
+  setup(q);
+}
+
+/// Starts a worker on `ioc`: connects `client`, opens the job queue `name`
+/// and hands it to `setup` (a plain function of thoonk::job_queue&); a
+/// failure on the way ends the worker (on_setup_failure).
+template <class Setup>
+void start_worker(boost::asio::io_context& ioc, thoonk::client& client, std::string name,
+                  int& exit_code, std::function<void()> stop, Setup setup) {
+  boost::asio::co_spawn(ioc, open_queue_then(client, std::move(name), std::move(setup)),
+                        on_setup_failure(exit_code, std::move(stop)));
 }
 
 }  // namespace thoonk::test

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -96,35 +97,23 @@ asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 8) {
-    std::fprintf(stderr,
-                 "usage: %s <redis url> <queue> <claimers> <log file> <max seconds> <max work ms> "
-                 "<maintenance interval ms>\n",
-                 argv[0]);
-    return 2;
-  }
-  auto parsed = thoonk::test::worker_config(argv[1]);
-  if (!parsed) return 2;
-  auto cfg = *parsed;
-  const std::string name = argv[2];
-  const int claimers = std::atoi(argv[3]);
-  const int max_seconds = std::atoi(argv[5]);
-  const int max_work = std::atoi(argv[6]);
-  const int maintenance_ms = std::atoi(argv[7]);
-  if (claimers < 1 || claimers > 100 || max_seconds < 1 || max_seconds > 900 || max_work < 0 ||
-      max_work > 10000 || maintenance_ms < 1) {
-    std::fprintf(stderr,
-                 "claimers 1..100, max seconds 1..900, max work ms 0..10000, "
-                 "maintenance interval >= 1\n");
-    return 2;
-  }
+  const auto args = thoonk::test::parse_worker_args(
+      argc, argv, 5, "<claimers> <log file> <max seconds> <max work ms> <maintenance interval ms>");
+  if (!args) return 2;
+  const auto claimers = args->number(0, "claimers", 1, 100);
+  const auto max_seconds = args->number(2, "max seconds", 1, 900);
+  const auto max_work = args->number(3, "max work ms", 0, 10000);
+  const auto maintenance_ms = args->number(4, "maintenance interval ms", 1, LONG_MAX);
+  if (!claimers || !max_seconds || !max_work || !maintenance_ms) return 2;
+  const std::string& log_file = args->rest[1];
   auto st = std::make_shared<state>();
-  st->max_work = std::chrono::milliseconds(max_work);
-  st->log.fd = ::open(argv[4], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  st->max_work = std::chrono::milliseconds(*max_work);
+  st->log.fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (st->log.fd < 0) {
-    std::perror(argv[4]);
+    std::perror(log_file.c_str());
     return 2;
   }
+  auto cfg = args->cfg;
   cfg.reconnect_min_delay = 10ms;
   cfg.reconnect_max_delay = 200ms;
 
@@ -132,7 +121,7 @@ int main(int argc, char** argv) {
   thoonk::client client(ioc.get_executor(), cfg);
   asio::cancellation_signal stop_maintenance;
   std::function<void()> stop;
-  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(max_seconds), [&] { stop(); });
+  thoonk::test::stop_trigger trigger(ioc, std::chrono::seconds(*max_seconds), [&] { stop(); });
   stop = [&] {
     st->stopping = true;
     trigger.cancel();
@@ -143,23 +132,20 @@ int main(int argc, char** argv) {
     asio::post(ioc, [&] { ioc.stop(); });
   };
   int exit_code = 0;
-  asio::co_spawn(
-      ioc,
-      [&]() -> asio::awaitable<void> {
-        co_await client.connect(asio::use_awaitable);
-        auto q = co_await thoonk::job_queue::open(client, name, asio::use_awaitable);
+  thoonk::test::start_worker(
+      ioc, client, args->queue, exit_code, [&] { stop(); },
+      [&](thoonk::job_queue& q) {
         thoonk::maintenance_options mo;
         mo.publish_stats = false;
         mo.check_unaccounted = false;
         // A worker killed while it holds the lock delays the next run by
         // this much at most.
         mo.lock_ttl = 1s;
-        q.run_maintenance(std::chrono::milliseconds(maintenance_ms), mo,
+        q.run_maintenance(std::chrono::milliseconds(*maintenance_ms), mo,
                           asio::bind_cancellation_slot(stop_maintenance.slot(),
                                                        [](boost::system::error_code) {}));
-        for (int i = 0; i < claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
-      },
-      thoonk::test::on_setup_failure(exit_code, [&] { stop(); }));
+        for (long i = 0; i < *claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
+      });
   ioc.run();
   ::close(st->log.fd);
   return exit_code;
