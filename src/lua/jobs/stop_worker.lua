@@ -5,21 +5,14 @@
 -- registration, description and claim records go. Returns how many jobs
 -- went back.
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
-local w = ARGV[1]
-local cs = worker_claims(w)
-local back, gone = {}, {}
-for i = 1, #cs do
-  local c = cs[i]
-  if claim_current(c[1], c[2]) then
-    redis.call('ZREM', K_CLAIMED, c[1])
-    redis.call('HSET', K_ATTEMPTS, c[1], '-' .. c[2])
-    back[#back + 1] = c[1]
-  end
-  gone[#gone + 1] = c[1]
+local held = remove_worker(ARGV[1])
+local back = {}
+for i = 1, #held do
+  local c = held[i]
+  redis.call('ZREM', K_CLAIMED, c[1])
+  redis.call('HSET', K_ATTEMPTS, c[1], '-' .. c[2])
+  back[i] = c[1]
 end
-if #gone > 0 then redis.call('HDEL', K_WORKER_JOBS, unpack(gone)) end
-redis.call('ZREM', K_WORKERS, w)
-redis.call('HDEL', K_WORKER_INFO, w)
 if #back > 0 then
   redis.call('RPUSH', K_IDS, unpack(back))
   Q.woken = Q.woken + #back

@@ -588,25 +588,33 @@ local function claim_current(id, token)
              redis.call('HGET', K_ATTEMPTS, id) == token
 end
 
--- Fails worker `w` (spec 003 failWorker): every claim it still holds ends
--- as a lapse (a stall counted; requeued or dead-lettered), and its
--- registration, description and claim records go. use_dlq first. Returns
--- requeued, dead-lettered.
-local function fail_worker(w, now)
-  local rq, dl = 0, 0
+-- A worker leaves the registry (stopped or failed): its registration,
+-- description and claim records go. Returns the ids of the claims it still
+-- held (current: claimed under the recorded token), for the caller to end.
+local function remove_worker(w)
   local cs = worker_claims(w)
-  local gone = {}
+  local held, gone = {}, {}
   for i = 1, #cs do
     local c = cs[i]
-    if claim_current(c[1], c[2]) then
-      local r = lapse(c[1], now, 'worker ' .. w .. ' lapsed')
-      if r == 'requeued' then rq = rq + 1 elseif r == 'dead' then dl = dl + 1 end
-    end
+    if claim_current(c[1], c[2]) then held[#held + 1] = c end
     gone[#gone + 1] = c[1]
   end
   if #gone > 0 then redis.call('HDEL', K_WORKER_JOBS, unpack(gone)) end
   redis.call('ZREM', K_WORKERS, w)
   redis.call('HDEL', K_WORKER_INFO, w)
+  return held
+end
+
+-- Fails worker `w` (spec 003 failWorker): every claim it still holds ends
+-- as a lapse (a stall counted; requeued or dead-lettered) and it leaves the
+-- registry. use_dlq first. Returns requeued, dead-lettered.
+local function fail_worker(w, now)
+  local rq, dl = 0, 0
+  local held = remove_worker(w)
+  for i = 1, #held do
+    local r = lapse(held[i][1], now, 'worker ' .. w .. ' lapsed')
+    if r == 'requeued' then rq = rq + 1 elseif r == 'dead' then dl = dl + 1 end
+  end
   return rq, dl
 end
 
