@@ -315,6 +315,56 @@ TEST_CASE(
   });
 }
 
+TEST_CASE(
+    "run: a claim that lapsed and went to another claimer is reported by the next heartbeat: "
+    "its handler is cancelled and the new claim keeps its place",
+    "[job][run][heartbeat][maintain]") {
+  fixture f("runlost");
+  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runlost-other"));
+  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
+    thoonk::job_queue::settings s;
+    s.claim_timeout = 200ms;
+    auto q = co_await engine_queue(f, s);
+    auto q2 = co_await open_on(other, f.name);
+    auto id = co_await q.put("slow", asio::use_awaitable);
+    bool started = false, cancelled = false;
+    thoonk::job_coroutine h =
+        [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+      started = true;
+      asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+      auto [ec] = co_await t.async_wait(nothrow);
+      cancelled = static_cast<bool>(ec);
+      co_return std::nullopt;
+    };
+    thoonk::run_options o;
+    o.worker_ttl = 5s;
+    // Longer than the lease: the claim lapses before the first heartbeat.
+    o.heartbeat_interval = 1500ms;
+    auto run = start_run(q, h, o);
+    auto began = co_await wait_until([&] { return started; });
+    REQUIRE(began);
+    co_await sleep_for(300ms);
+    auto rep = co_await q2.maintain(no_stats(), asio::use_awaitable);
+    CHECK(rep.requeued == 1);
+    // Another claimer takes the job (the runner's one slot is busy): the
+    // runner's claim is gone for good, and only its heartbeat can say so.
+    auto j = co_await q2.claim(1s, asio::use_awaitable);
+    CHECK(j.id == id);
+    auto told = co_await wait_until([&] { return cancelled; }, 10s);
+    CHECK(told);
+    // The new claim was not disturbed by the old one's report.
+    auto [fec] = co_await q2.finish(j, nothrow);
+    CHECK(!fec);
+    co_await stop_run_cleanly(*run);
+    CHECK(run->report.cancelled == 1);
+    CHECK(run->report.finished == 0);
+    // One field is no claim record: the encoding keeper.
+    auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
+    CHECK(left.integer == 1);
+    other.stop();
+  });
+}
+
 FIXTURE_TEST_CASE(
     "runstop",
     "run: graceful stop lets jobs in flight finish within the stop timeout, and gives the "
