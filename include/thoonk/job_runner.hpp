@@ -60,7 +60,10 @@ class job_context {
   /// Reports progress on the job (job_queue::progress: kept on the job and
   /// published as a `progress` event when the queue's events are on). Does
   /// not wait; a report the server refuses (the claim was lost, a text too
-  /// large) is dropped and counted in run_report::progress_refused.
+  /// large) is dropped and counted in run_report::progress_refused. A
+  /// report made after the run has completed (a context kept past its
+  /// handler) is dropped without a count: there is no report left to count
+  /// it in, and the claim has ended anyway.
   void progress(std::string text) const;
 
   /// Made by the runner.
