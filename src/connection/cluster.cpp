@@ -221,6 +221,48 @@ redirect parse_redirect(const resp3::value& reply) {
   return r;
 }
 
+namespace {
+
+// Reads `<prefix><digits>\r\n` at the front of `p`.
+bool read_header(std::string_view& p, char prefix, std::size_t& n) {
+  if (p.empty() || p.front() != prefix) return false;
+  auto end = p.find("\r\n");
+  if (end == std::string_view::npos) return false;
+  auto [q, ec] = std::from_chars(p.data() + 1, p.data() + end, n);
+  if (ec != std::errc{} || q != p.data() + end) return false;
+  p.remove_prefix(end + 2);
+  return true;
+}
+
+}  // namespace
+
+request asking_request(const request& req) {
+  request out;
+  std::string_view p = req.payload();
+  std::vector<std::string_view> args;
+  while (!p.empty()) {
+    std::size_t argc = 0;
+    if (!read_header(p, '*', argc) || argc == 0) break;  // never: the library serialized it
+    args.clear();
+    for (std::size_t i = 0; i < argc; ++i) {
+      std::size_t len = 0;
+      if (!read_header(p, '$', len) || p.size() < len + 2) return out;
+      args.push_back(p.substr(0, len));
+      p.remove_prefix(len + 2);
+    }
+    out.push("ASKING");
+    out.begin_command(argc, args.front());
+    for (auto a : args) out.append_arg(a);
+  }
+  return out;
+}
+
+void drop_asking_replies(response& replies) {
+  std::size_t w = 0;
+  for (std::size_t r = 1; r < replies.size(); r += 2) replies[w++] = std::move(replies[r]);
+  replies.resize(w);
+}
+
 redirect_policy::redirect_policy(unsigned max_redirects, unsigned max_retries,
                                  std::chrono::milliseconds min_delay,
                                  std::chrono::milliseconds max_delay) noexcept

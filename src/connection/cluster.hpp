@@ -6,6 +6,7 @@
 
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
+#include <thoonk/request.hpp>
 #include <thoonk/resp3/value.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -101,6 +102,13 @@ struct redirect {
 /// without a host (`:6380`, Redis's "unknown endpoint") keeps an empty
 /// host: the caller puts in the host of the node that answered.
 redirect parse_redirect(const resp3::value& reply);
+
+/// `req` with ASKING before each of its commands: the flag ASKING sets
+/// lasts for one command only, and a request may hold several (SCRIPT LOAD
+/// and EVALSHA). Replies come as [OK, r1, OK, r2, ...]; drop_asking_replies
+/// takes the OKs out.
+request asking_request(const request& req);
+void drop_asking_replies(response& replies);
 
 /// What the router does with a request's replies.
 struct redirect_action {

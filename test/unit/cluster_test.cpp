@@ -285,3 +285,26 @@ TEST_CASE("cluster: the URL option", "[unit][cluster]") {
   CHECK_FALSE(
       thoonk::make_error_code(thoonk::error::cluster_topology_unavailable).message().empty());
 }
+
+TEST_CASE("cluster: ASKING goes before every command of a redirected request",
+          "[unit][cluster]") {
+  thoonk::request req;
+  req.push("SCRIPT", "LOAD", "return 1");
+  req.push("EVALSHA", "abc", 1, std::string("k\0ey\r\n", 7));
+  auto out = thoonk::detail::asking_request(req);
+  CHECK(out.commands() == 4);
+  CHECK(out.expected_replies() == 4);
+  thoonk::request want;
+  want.push("ASKING");
+  want.push("SCRIPT", "LOAD", "return 1");
+  want.push("ASKING");
+  want.push("EVALSHA", "abc", 1, std::string("k\0ey\r\n", 7));
+  CHECK(out.payload() == want.payload());
+
+  thoonk::response replies{string_reply("OK"), string_reply("sha"), string_reply("OK"),
+                           error_reply("ERR x")};
+  thoonk::detail::drop_asking_replies(replies);
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0].str == "sha");
+  CHECK(replies[1].str == "ERR x");
+}
