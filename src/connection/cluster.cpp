@@ -176,6 +176,48 @@ slot_map slot_map::from_slots(const resp3::value& reply, const cluster_node& see
   return m;
 }
 
+// ---- slot_order -------------------------------------------------------------------
+
+void slot_order::on_send(ticket& t) noexcept {
+  if (t.draining || t.sent) return;
+  t.sent = true;
+  t.epoch = epoch_;
+  ++inflight_;
+}
+
+void slot_order::on_answer(ticket& t) noexcept {
+  if (!t.sent) return;
+  t.sent = false;
+  if (t.draining) return;
+  if (t.epoch == epoch_) {
+    --inflight_;
+  } else {
+    t.draining = true;  // counted among the draining by the route change
+  }
+}
+
+void slot_order::hold(ticket& t) noexcept {
+  if (t.draining) return;
+  if (t.sent) on_answer(t);
+  if (t.draining) return;
+  t.draining = true;
+  ++draining_;
+}
+
+bool slot_order::release(ticket& t) noexcept {
+  if (t.sent) on_answer(t);
+  if (!t.draining) return false;
+  t.draining = false;
+  --draining_;
+  return draining_ == 0;
+}
+
+void slot_order::on_route_change() noexcept {
+  ++epoch_;
+  draining_ += inflight_;
+  inflight_ = 0;
+}
+
 // ---- redirects ------------------------------------------------------------------
 
 redirect parse_redirect(const resp3::value& reply) {

@@ -103,6 +103,46 @@ struct redirect {
 /// host: the caller puts in the host of the node that answered.
 redirect parse_redirect(const resp3::value& reply);
 
+/// Keeps one slot's requests in their order across a change of the slot's
+/// route (a MOVED, a refresh that moves it, a node that is down).
+///
+/// Requests in flight when the route changes, and requests that must be
+/// sent again (redirected, deferred, not written), *drain*: while any
+/// drains, a new request of the slot waits (the router queues it) instead
+/// of overtaking them on the new route. A request that drains passes.
+class slot_order {
+ public:
+  /// One request's place.
+  struct ticket {
+    std::uint64_t epoch = 0;
+    bool sent = false;      ///< counted in flight on the route of `epoch`
+    bool draining = false;  ///< counted among the draining
+  };
+
+  /// A new request may be sent: nothing of this slot drains.
+  bool open() const noexcept { return draining_ == 0; }
+  /// The request is written on the current route.
+  void on_send(ticket& t) noexcept;
+  /// Its replies came (or its connection failed): it is no longer in flight.
+  void on_answer(ticket& t) noexcept;
+  /// It will be sent again (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, not
+  /// written): it drains, so newer requests wait for it.
+  void hold(ticket& t) noexcept;
+  /// It completed for good. True when this opened the slot: wake the
+  /// requests that wait, in order.
+  bool release(ticket& t) noexcept;
+  /// The slot's route changed: every request in flight on the old route
+  /// drains.
+  void on_route_change() noexcept;
+
+  std::size_t in_flight() const noexcept { return inflight_; }
+  std::size_t draining() const noexcept { return draining_; }
+
+ private:
+  std::uint64_t epoch_ = 0;
+  std::size_t inflight_ = 0, draining_ = 0;
+};
+
 /// `req` with ASKING before each of its commands: the flag ASKING sets
 /// lasts for one command only, and a request may hold several (SCRIPT LOAD
 /// and EVALSHA). Replies come as [OK, r1, OK, r2, ...]; drop_asking_replies

@@ -15,7 +15,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <deque>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <variant>
 
@@ -64,6 +66,24 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   slot_map map_;
   bool have_map_ = false;
   std::map<std::string, node_conn> nodes_;
+  // Per slot with traffic: the order keeper, the node its current route
+  // goes to, and the requests waiting for it to open (FIFO).
+  struct slot_gate {
+    slot_order order;
+    std::optional<cluster_node> node;
+    std::deque<std::shared_ptr<asio::steady_timer>> waiting;
+  };
+  std::unordered_map<std::uint16_t, slot_gate> gates_;
+  void wake(slot_gate& g);
+  // Releases a request's ticket whatever way exec ends.
+  struct ticket_guard {
+    cluster_router* self;
+    slot_gate* gate;
+    slot_order::ticket t;
+    ~ticket_guard() {
+      if (gate->order.release(t)) self->wake(*gate);
+    }
+  };
   std::vector<std::unique_ptr<connection>> retired_;
   bool refreshing_ = false, again_ = false, stopped_ = false, periodic_started_ = false;
   asio::steady_timer refreshed_;  // cancelled when a refresh ends: wakes its waiters
@@ -101,8 +121,25 @@ asio::awaitable<error_code> cluster_router::connect_node(connection& conn) {
   co_return std::get<0>(std::get<0>(r));
 }
 
+void cluster_router::wake(slot_gate& g) {
+  // In order: each waiter resumes and sends before the next one runs.
+  auto waiting = std::move(g.waiting);
+  g.waiting.clear();
+  for (auto& t : waiting) t->cancel();
+}
+
 void cluster_router::install(slot_map m) {
   map_ = std::move(m);
+  // Slots with requests in flight on a route the new map changed: those
+  // requests drain (MOVED) before newer ones go.
+  for (auto& [slot, g] : gates_) {
+    if (!g.node || g.order.in_flight() == 0) continue;
+    const auto* p = map_.primary_for(slot);
+    if (!p || !(*p == *g.node)) {
+      g.order.on_route_change();
+      g.node.reset();
+    }
+  }
   have_map_ = true;
   ++stats_.refreshes;
   stats_.primaries = map_.primaries().size();
@@ -224,6 +261,20 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
     co_return std::tuple{ec, std::move(resp)};
   }
   const std::uint16_t slot = hash_slot(key);
+  ticket_guard guard{this, &gates_[slot], {}};
+  auto& gate = *guard.gate;
+  if (!gate.order.open() || !gate.waiting.empty()) {
+    // Older requests of this slot are being sent again: go after them.
+    auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
+    gate.waiting.push_back(t);
+    auto [wec] = co_await t->async_wait(use_nothrow);
+    (void)wec;  // cancelled by wake(), or by the caller's cancellation
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) {
+      std::erase(gate.waiting, t);
+      co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
+    }
+  }
   redirect_policy policy(cfg_);
   std::optional<cluster_node> ask_to;
   unsigned unreachable = 0;
@@ -245,6 +296,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       node = *p;
     } else {
       // No primary serves the slot (yet): read the map again after a pause.
+      gate.order.hold(guard.t);
       if (give_up_or_wait(++unreachable))
         co_return std::tuple{error_code(error::cluster_topology_unavailable), response{}};
       asio::steady_timer t(ex_, pause_for(unreachable - 1));
@@ -266,13 +318,17 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       request asking;
       if (ask_to) asking = asking_request(req);
       const request& out = ask_to ? asking : req;
+      if (!ask_to) gate.node = node;
+      gate.order.on_send(guard.t);
       std::tie(ec, resp) = co_await conn.exec(out, eo, use_nothrow);
+      gate.order.on_answer(guard.t);
       unwritten = ec == error::not_connected || ec == error::client_stopped;
     }
     if (unwritten) {
       // The node is down or was dropped from the map. Read the map again
       // (a replica may have taken over) and send it where it says.
       if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
+      gate.order.hold(guard.t);
       ++stats_.resent_unwritten;
       if (give_up_or_wait(++unreachable)) co_return std::tuple{ec, response{}};
       ask_to.reset();
@@ -295,16 +351,23 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
         co_return std::tuple{error_code{}, std::move(resp)};
       case redirect_action::resend:
         ++stats_.moved;
+        if (a.slot == slot && gate.node && !(*gate.node == a.target)) {
+          gate.order.on_route_change();
+          gate.node.reset();
+        }
+        gate.order.hold(guard.t);
         map_.assign(a.slot, a.target);
         ask_to.reset();
         request_refresh();
         continue;
       case redirect_action::ask:
         ++stats_.asked;
+        gate.order.hold(guard.t);
         ask_to = a.target;
         continue;
       case redirect_action::retry_later: {
         ++stats_.retried;
+        gate.order.hold(guard.t);
         ask_to.reset();
         asio::steady_timer t(ex_, a.delay);
         auto [tec] = co_await t.async_wait(use_nothrow);
@@ -324,6 +387,7 @@ void cluster_router::stop() {
   refreshed_.cancel();
   for (auto& [name, n] : nodes_) n.conn->stop();
   for (auto& c : retired_) c->stop();
+  for (auto& [slot, g] : gates_) wake(g);  // they see stopped_ and complete
 }
 
 // ---- router -----------------------------------------------------------------------

@@ -308,3 +308,54 @@ TEST_CASE("cluster: ASKING goes before every command of a redirected request",
   CHECK(replies[0].str == "sha");
   CHECK(replies[1].str == "ERR x");
 }
+
+TEST_CASE("cluster: a slot's requests keep their order across a change of route",
+          "[unit][cluster]") {
+  using thoonk::detail::slot_order;
+  slot_order o;
+  slot_order::ticket a, b, c;
+  CHECK(o.open());
+  o.on_send(a);
+  o.on_send(b);
+  CHECK(o.in_flight() == 2);
+
+  SECTION("a MOVED reply: the requests in flight drain before a new one goes") {
+    o.on_answer(a);  // a: MOVED, and the map now says another node
+    o.on_route_change();
+    o.hold(a);
+    CHECK_FALSE(o.open());  // c must wait
+    CHECK(o.draining() == 2);
+    o.on_send(a);  // sent again on the new route: still draining
+    CHECK(o.in_flight() == 0);
+    CHECK_FALSE(o.release(a));  // a done; b still to come
+    CHECK_FALSE(o.open());
+    o.on_answer(b);             // b ran on the old route before the move
+    CHECK(o.release(b));        // the slot opens: wake c
+    CHECK(o.open());
+    o.on_send(c);
+    CHECK(o.in_flight() == 1);
+    CHECK_FALSE(o.release(c));
+    CHECK(o.in_flight() == 0);
+  }
+  SECTION("a request sent again without a route change (ASK, TRYAGAIN, node down)") {
+    o.hold(a);  // answered and held at once
+    CHECK(o.in_flight() == 1);
+    CHECK_FALSE(o.open());
+    o.on_send(a);
+    CHECK(o.release(a));
+    CHECK(o.open());
+    CHECK_FALSE(o.release(b));  // b completed normally
+    CHECK(o.in_flight() == 0);
+    CHECK(o.draining() == 0);
+  }
+  SECTION("a refresh moves the slot while requests are in flight") {
+    o.on_route_change();
+    CHECK_FALSE(o.open());
+    o.on_answer(a);
+    o.hold(a);  // MOVED on the old route
+    CHECK(o.draining() == 2);
+    CHECK_FALSE(o.release(a));
+    CHECK(o.release(b));
+    CHECK(o.open());
+  }
+}
