@@ -15,6 +15,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -72,6 +73,7 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
     slot_order order;
     std::optional<cluster_node> node;
     std::deque<std::shared_ptr<asio::steady_timer>> waiting;
+    std::size_t woken = 0;  // woken by wake(), not yet resumed: still ahead of newcomers
   };
   std::unordered_map<std::uint16_t, slot_gate> gates_;
   void wake(slot_gate& g);
@@ -110,6 +112,11 @@ connection& cluster_router::connection_for(const cluster_node& node) {
   auto& n = nodes_[name];
   n.node = node;
   n.conn = std::make_unique<connection>(ex_, std::move(c));
+  // A primary's connection lost: a failover may have begun; read the map.
+  n.conn->on_event([weak = weak_from_this()](const connection_event& e) {
+    if (e.kind != connection_event::disconnected) return;
+    if (auto self = weak.lock()) self->request_refresh();
+  });
   return *n.conn;
 }
 
@@ -125,6 +132,7 @@ void cluster_router::wake(slot_gate& g) {
   // In order: each waiter resumes and sends before the next one runs.
   auto waiting = std::move(g.waiting);
   g.waiting.clear();
+  g.woken += waiting.size();
   for (auto& t : waiting) t->cancel();
 }
 
@@ -263,17 +271,19 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
   const std::uint16_t slot = hash_slot(key);
   ticket_guard guard{this, &gates_[slot], {}};
   auto& gate = *guard.gate;
-  if (!gate.order.open() || !gate.waiting.empty()) {
+  if (!gate.order.open() || !gate.waiting.empty() || gate.woken > 0) {
     // Older requests of this slot are being sent again: go after them.
     auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
     gate.waiting.push_back(t);
     auto [wec] = co_await t->async_wait(use_nothrow);
     (void)wec;  // cancelled by wake(), or by the caller's cancellation
+    const bool was_woken = std::find(gate.waiting.begin(), gate.waiting.end(), t) ==
+                           gate.waiting.end();
+    if (was_woken) --gate.woken;
+    else std::erase(gate.waiting, t);
     auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none) {
-      std::erase(gate.waiting, t);
+    if (!was_woken || cs.cancelled() != asio::cancellation_type::none)
       co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
-    }
   }
   redirect_policy policy(cfg_);
   std::optional<cluster_node> ask_to;
