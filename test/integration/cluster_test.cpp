@@ -228,6 +228,27 @@ asio::awaitable<void> push_one(thoonk::client* c, const std::string* key, int i,
   else if (resp[0].is_error()) errors->push_back(resp[0].str);
 }
 
+// Puts on `q` until `*stop`, each followed by WAIT 1 on the same primary
+// connection (routed by the queue's key): `confirmed` holds the items a
+// replica had when WAIT answered, `acked` every acknowledged put.
+asio::awaitable<void> waited_puts(thoonk::client* c, thoonk::queue* q, const bool* stop,
+                                  std::vector<std::string>* acked,
+                                  std::vector<std::string>* confirmed, bool* done) {
+  const std::string route = "feed.config:{" + q->name() + "}";
+  thoonk::request wait;
+  wait.push("WAIT", 1, 500);
+  thoonk::exec_options eo;
+  for (int i = 0; !*stop; ++i) {
+    auto item = "waited-" + std::to_string(i);
+    auto [ec, id] = co_await q->put(item, nothrow);
+    if (ec) continue;
+    acked->push_back(item);
+    auto [wec, wresp] = co_await router_of(*c).exec(wait, route, eo);
+    if (!wec && wresp[0].integer >= 1) confirmed->push_back(item);
+  }
+  *done = true;
+}
+
 // Another primary than `port`.
 unsigned short other_primary(const redis_cluster& cl, unsigned short port) {
   for (auto p : primary_ports(cl))
@@ -339,6 +360,25 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         for (int i = 0; i < 200; ++i) want.push_back(std::to_string(i));
         CHECK(got == want);
         CHECK(router_of(c).stats().moved > moved_before);
+
+        // The periodic refresh learns a move without any MOVED.
+        auto watch_cfg = cl.client_config();
+        watch_cfg.cluster_refresh_interval = 100ms;
+        thoonk::client watcher(ioc.get_executor(), watch_cfg);
+        co_await watcher.connect(asio::use_awaitable);
+        const std::string wk = "watched-key";
+        const auto wfrom = cl.primary_of(hash_slot(wk), cl.any_live_port());
+        cl.migrate_slot(hash_slot(wk), other_primary(cl, wfrom), 10, 0ms);
+        const auto reads = router_of(watcher).stats().refreshes;
+        bool refreshed =
+            co_await wait_until([&] { return router_of(watcher).stats().refreshes >= reads + 2; });
+        CHECK(refreshed);
+        thoonk::request wset;
+        wset.push("SET", wk, "x");
+        auto [wec, wresp] = co_await router_of(watcher).exec(wset, wk, eo);
+        CHECK_FALSE(wec);
+        CHECK(router_of(watcher).stats().moved == 0);
+        watcher.stop();
         c.stop();
       },
       60s);
@@ -415,22 +455,32 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
   const auto any = cl.any_live_port();
   const auto victim = primary_ports(cl).front();
   const auto name = name_on(cl, victim, "failing-");
+  const auto waited_name = name_on(cl, victim, "waited-");
   const auto slot = hash_slot(name);
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), cl.client_config());
-  std::vector<std::string> acked, unknown;
+  std::vector<std::string> acked, unknown, waited_acked, waited_confirmed;
   std::map<std::string, int> failures;
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await c.connect(asio::use_awaitable);
         auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        // Beside it, on the same primary, puts confirmed by WAIT 1 until
+        // the kill.
+        auto wq = co_await thoonk::queue::create_or_open(c, waited_name, asio::use_awaitable);
+        bool stop_waited = false, waited_done = false;
+        asio::co_spawn(ioc,
+                       waited_puts(&c, &wq, &stop_waited, &waited_acked, &waited_confirmed,
+                                   &waited_done),
+                       asio::detached);
         int n = 0;
         std::size_t acked_at_kill = 0;
         bool killed = false;
         while (!killed || acked.size() < acked_at_kill + 100) {
           if (!killed && acked.size() == 100) {
             cl.server_on(victim)->kill();
+            stop_waited = true;
             killed = true;
             acked_at_kill = acked.size();
           }
@@ -440,6 +490,8 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
           else if (ec == thoonk::error::unknown_outcome) unknown.push_back(item);
           else ++failures[ec.message()];
         }
+        bool finished = co_await wait_until([&] { return waited_done; }, 30s);
+        REQUIRE(finished);
         std::set<std::string> got;
         for (;;) {
           auto [ec, it] = co_await q.get(0ms, nothrow);
@@ -449,6 +501,22 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
         }
         std::size_t lost = 0;
         for (const auto& a : acked) lost += got.count(a) == 0;
+        std::set<std::string> waited_got;
+        for (;;) {
+          auto [ec, it] = co_await wq.get(0ms, nothrow);
+          if (ec == thoonk::error::queue_empty) break;
+          REQUIRE_FALSE(ec);
+          waited_got.insert(it.item);
+        }
+        std::size_t waited_lost = 0, confirmed_lost = 0;
+        for (const auto& a : waited_acked) waited_lost += waited_got.count(a) == 0;
+        for (const auto& a : waited_confirmed) confirmed_lost += waited_got.count(a) == 0;
+        std::cout << "cluster failover with WAIT 1 after each put: " << waited_acked.size()
+                  << " acknowledged (" << waited_lost << " lost), " << waited_confirmed.size()
+                  << " confirmed by WAIT (" << confirmed_lost << " lost)\n";
+        // A write the replica had (WAIT said so) survives its promotion.
+        CHECK(confirmed_lost == 0);
+        CHECK_FALSE(waited_confirmed.empty());
         std::size_t unknown_ran = 0;
         for (const auto& u : unknown) unknown_ran += got.count(u);
         auto st = router_of(c).stats();
