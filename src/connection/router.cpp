@@ -249,14 +249,17 @@ asio::awaitable<error_code> cluster_router::connect() {
   if (!have_map_) co_await refresh_wait();
   if (stopped_) co_return error_code(error::client_stopped);
   if (!have_map_) co_return error_code(error::cluster_topology_unavailable);
+  // Connect to every primary now, so the first requests find them ready.
+  // A primary that does not answer is not an error of connect(): a
+  // failover may be under way, and requests for its slots retry it and
+  // read the map again (exec).
   std::vector<connection*> conns;
   for (const auto& p : map_.primaries()) conns.push_back(&connection_for(p));
-  error_code first;
   for (auto* c : conns) {
     auto ec = co_await connect_node(*c);
-    if (ec && !first) first = ec;
+    if (ec == asio::error::operation_aborted) co_return ec;
   }
-  co_return first;
+  co_return error_code{};
 }
 
 asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const request& req,

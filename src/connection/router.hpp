@@ -67,7 +67,10 @@ class router {
       const request& req, std::string_view key, exec_options opts);
 
   /// Reads the slot map and connects to every primary (cluster mode; a
-  /// no-op on one server). client::connect awaits it.
+  /// no-op on one server). client::connect awaits it. Fails with
+  /// error::cluster_topology_unavailable when no seed answers with a map;
+  /// a primary that cannot be reached is not a failure here (its requests
+  /// retry it and read the map again).
   boost::asio::awaitable<boost::system::error_code> connect();
 
   /// The seed connection: keyless commands, and everything on one server.

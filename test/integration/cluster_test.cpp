@@ -529,7 +529,25 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
         for (const auto& g : got)
           CHECK((std::count(acked.begin(), acked.end(), g) +
                  std::count(unknown.begin(), unknown.end(), g)) == 1);
-        CHECK(cl.primary_of(slot, cl.any_live_port()) != victim);
+        const auto promoted = cl.primary_of(slot, cl.any_live_port());
+        CHECK(promoted != victim);
+
+        // The promoted primary killed too: nobody serves the slot. A
+        // client still connects (the map is read from the other nodes); a
+        // put there fails, after its retries, with an error saying it did
+        // not run (not unknown_outcome).
+        cl.server_on(promoted)->kill();
+        auto strict_cfg = cl.client_config();
+        strict_cfg.unavailable_retries = 1;
+        strict_cfg.connect_timeout = 500ms;
+        thoonk::client strict(ioc.get_executor(), strict_cfg);
+        auto [sec] = co_await strict.connect(nothrow);
+        CHECK_FALSE(sec);
+        thoonk::queue sq(strict, name);
+        auto [pec, pid] = co_await sq.put("never", nothrow);
+        CHECK(pec);
+        CHECK(pec != thoonk::error::unknown_outcome);
+        strict.stop();
         c.stop();
       },
       120s);
