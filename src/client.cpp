@@ -38,6 +38,7 @@ client::client(executor_type ex, config cfg)
 client::~client() = default;
 
 void client::stop() {
+  router_->stop();
   conn_.stop();
   sub_.stop();
 }
@@ -46,6 +47,9 @@ void client::start_connect(handler<> h) {
   auto op = [](client* self) -> asio::awaitable<std::tuple<error_code>> {
     auto [ec] = co_await self->conn_.connect(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return std::tuple{ec};
+    // Cluster mode: the slot map and a connection to each primary.
+    auto rec = co_await self->router_->connect();
+    if (rec) co_return std::tuple{rec};
     auto [ec2] = co_await self->sub_.connect(asio::as_tuple(asio::use_awaitable));
     co_return std::tuple{ec2};
   };
@@ -62,8 +66,7 @@ void client::start_eval(script s, std::vector<std::string> keys, std::vector<std
       [](client* self, script s, std::vector<std::string> keys,
          std::vector<std::string> args) -> asio::awaitable<std::tuple<error_code, resp3::value>> {
     std::vector<std::string_view> k(keys.begin(), keys.end()), a(args.begin(), args.end());
-    auto& conn = k.empty() ? self->router_->any() : self->router_->for_key(k.front());
-    co_return co_await detail::eval_script(conn, s, k, a);
+    co_return co_await detail::eval_script(*self, s, k, a);
   };
   detail::spawn_op(get_executor(), op(this, std::move(s), std::move(keys), std::move(args)),
                    std::move(h));

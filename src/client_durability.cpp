@@ -16,6 +16,10 @@ using boost::system::error_code;
 
 error_code check_durability(const client& c, const durability& ack) noexcept {
   if (ack.replicas < 1 || ack.timeout.count() <= 0) return error::invalid_argument;
+  // WAIT counts the replicas of the connection it is sent on; in cluster
+  // mode an operation's writes go to its feed's primary, which this
+  // completion does not know (docs/cluster.md, "Durability").
+  if (c.get_config().cluster) return error::invalid_argument;
   // WAIT holds the connection silent until it answers; the health check
   // closes a connection silent for health_check_timeout (every request on
   // it would then end with unknown_outcome).

@@ -162,6 +162,15 @@ class thoonk_category final : public boost::system::error_category {
         return "the server is a replica, not the primary (ROLE, or a READONLY reply): the "
                "connection tries the other addresses in config::endpoints; list the primary "
                "and its replicas there";
+      case error::cluster_redirect_limit:
+        return "the cluster kept redirecting the request (MOVED, ASK) or deferring it "
+               "(TRYAGAIN, CLUSTERDOWN) beyond config::cluster_max_redirects / "
+               "unavailable_retries; it did not run: check that the cluster is healthy "
+               "(redis-cli --cluster check) and retry";
+      case error::cluster_topology_unavailable:
+        return "no cluster node answered CLUSTER SHARDS or CLUSTER SLOTS, or no primary "
+               "serves the request's hash slot: check config::endpoints (seed nodes) and "
+               "that every slot is covered (redis-cli --cluster check)";
     }
     return "unknown thoonk error " + std::to_string(ev);
   }

@@ -128,8 +128,24 @@ struct config {
   std::size_t max_item_size = 64u << 20;  ///< item/job payload/result, bytes
 
   // ---- Redis Cluster ---------------------------------------------------------
+  /// Talk to a Redis Cluster (docs/cluster.md): `host`:`port`, or each of
+  /// `endpoints`, is a seed node the slot map is read from (CLUSTER SHARDS,
+  /// CLUSTER SLOTS before Redis 7.0); commands go over one multiplexed
+  /// connection per primary, chosen by the hash slot of the feed's keys;
+  /// MOVED and ASK are followed, TRYAGAIN and CLUSTERDOWN retried after a
+  /// pause. Implies cluster_hash_tags. `database` must be 0. A URL's
+  /// `?cluster=yes` sets it.
+  bool cluster = false;
+  /// Cluster mode: how many MOVED/ASK hops one request may take before it
+  /// fails with error::cluster_redirect_limit (it did not run). TRYAGAIN
+  /// and CLUSTERDOWN pauses are bounded by unavailable_retries instead.
+  unsigned cluster_max_redirects = 16;
+  /// Cluster mode: the slot map is read again this often, besides after a
+  /// MOVED reply and a lost connection. 0: only on those events.
+  std::chrono::milliseconds cluster_refresh_interval{30000};
   /// When true, feed names are wrapped as a hash tag inside keys
   /// (`feed.ids:{orders}`), so every script's keys hash to one slot.
+  /// `cluster` implies it.
   bool cluster_hash_tags = false;
   /// Feed names may contain '{' and '}' (a hash tag of the user's own, e.g.
   /// `orders.{eu}`). Off by default: braces change key slots in a cluster.
@@ -141,7 +157,7 @@ struct config {
   /// `redis://[user[:password]@][host][:port]?db=N` or
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and
-  /// password. `rediss://` (same form) turns TLS on and also takes the query
+  /// password. `?cluster=yes` (or `no`) sets `cluster`. `rediss://` (same form) turns TLS on and also takes the query
   /// parameters `tls_ca_file`, `tls_ca_dir`, `tls_cert_file`,
   /// `tls_key_file`, `tls_server_name` (percent-decoded) and
   /// `tls_verify=none` (UNSAFE: no verification at all); `redis://` turns

@@ -91,6 +91,12 @@ enum class error {
 
   // ---- replicas and failover ---------------------------------------------
   not_primary,  ///< the server is a replica (ROLE, or a READONLY reply): another address is tried
+
+  // ---- Redis Cluster (docs/cluster.md) --------------------------------------
+  cluster_redirect_limit,  ///< a request was redirected (MOVED/ASK) or deferred (TRYAGAIN,
+                           ///< CLUSTERDOWN) more times than allowed; it did not run
+  cluster_topology_unavailable,  ///< no node answered CLUSTER SHARDS / CLUSTER SLOTS, or the
+                                 ///< map left the request's slot without a primary
 };
 
 /// The category of thoonk::error codes ("thoonk").

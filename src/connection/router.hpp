@@ -4,36 +4,86 @@
 
 #include <thoonk/connection.hpp>
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <memory>
 #include <string_view>
+#include <tuple>
 
 namespace thoonk::detail {
 
-/// Chooses the connection that serves a command. A command of the library
-/// touches keys of one feed only (every script's keys share the feed's
-/// name, and with config::cluster_hash_tags its hash slot), so the first
-/// key decides.
+/// Counters of cluster routing (all zero on a single server).
+struct cluster_stats {
+  std::uint64_t moved = 0;            ///< MOVED replies followed
+  std::uint64_t asked = 0;            ///< ASK replies followed (ASKING sent)
+  std::uint64_t retried = 0;          ///< TRYAGAIN / CLUSTERDOWN pauses
+  std::uint64_t resent_unwritten = 0; ///< requests sent again after their node was not connected
+  std::uint64_t refreshes = 0;        ///< slot maps read
+  std::uint64_t refresh_failures = 0; ///< refreshes no node answered
+  std::uint64_t primaries = 0;        ///< primaries in the current map
+};
+
+class cluster_router;
+
+/// Chooses the connection that serves a command, and in cluster mode
+/// follows the cluster's redirects. A command of the library touches keys
+/// of one feed only (every script's keys share the feed's name, and in
+/// cluster mode its hash slot: config::cluster implies cluster_hash_tags),
+/// so the first key decides.
 ///
-/// Today the client talks to one server and every key is served by its one
-/// multiplexed command connection. Redis Cluster plugs in here: a
-/// connection per primary, chosen by the key's hash slot, and MOVED / ASK
-/// replies handled below the feed and job code, which does not change.
+/// On one server every key is served by the client's one multiplexed
+/// command connection. In cluster mode (config::cluster) the client's
+/// connection is the seed: the slot map is read through it (CLUSTER
+/// SHARDS, else CLUSTER SLOTS) and keyless commands go there; keyed
+/// commands go over one multiplexed connection per primary, chosen by the
+/// key's hash slot. The decisions live in cluster.hpp (no I/O); the rules
+/// are in docs/cluster.md.
+///
 /// Not thread-safe: used on the client's executor, like the connection.
 class router {
  public:
-  explicit router(connection& single) noexcept : single_(&single) {}
+  /// One server: everything goes to `single`.
+  explicit router(connection& single);
+  /// Cluster mode when `single.get_config().cluster`.
+  ~router();
+  router(const router&) = delete;
+  router& operator=(const router&) = delete;
 
-  /// The connection that serves commands on `key`.
-  connection& for_key(std::string_view key) noexcept {
-    (void)key;  // one server: every slot is here
-    return *single_;
-  }
+  bool clustered() const noexcept { return cluster_ != nullptr; }
 
-  /// A connection for a command that touches no key (or the feeds index
-  /// `feeds`, which every node of a single server holds).
+  /// Sends `req` to the node serving `key` (the seed for an empty key) and
+  /// completes with its replies. In cluster mode: MOVED updates the map and
+  /// sends again (the map is read again in the background), ASK sends
+  /// ASKING plus the request to the node named (the map unchanged),
+  /// TRYAGAIN and CLUSTERDOWN send again after a pause; a request whose
+  /// node was not connected (never written) is sent again after the map is
+  /// read again. A request written and then cut off completes with
+  /// error::unknown_outcome, as on one server. Every command of `req` must
+  /// touch the slot of `key` or no key. `req` must stay valid until the
+  /// awaitable completes.
+  boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec(
+      const request& req, std::string_view key, exec_options opts);
+
+  /// Reads the slot map and connects to every primary (cluster mode; a
+  /// no-op on one server). client::connect awaits it. Fails with
+  /// error::cluster_topology_unavailable when no seed answers with a map;
+  /// a primary that cannot be reached is not a failure here (its requests
+  /// retry it and read the map again).
+  boost::asio::awaitable<boost::system::error_code> connect();
+
+  /// The seed connection: keyless commands, and everything on one server.
   connection& any() noexcept { return *single_; }
+
+  /// Stops the per-primary connections and the periodic refresh.
+  void stop();
+
+  cluster_stats stats() const noexcept;
 
  private:
   connection* single_;
+  std::shared_ptr<cluster_router> cluster_;
 };
 
 }  // namespace thoonk::detail

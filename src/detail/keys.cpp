@@ -6,7 +6,7 @@ namespace thoonk::detail {
 
 feed_names::feed_names(const config& cfg, std::string_view name) : name_(name) {
   bool has_tag = name.find('{') != std::string_view::npos;
-  in_key_ = cfg.cluster_hash_tags && !has_tag ? "{" + name_ + "}" : name_;
+  in_key_ = (cfg.cluster_hash_tags || cfg.cluster) && !has_tag ? "{" + name_ + "}" : name_;
 }
 
 std::string feed_names::key(std::string_view what) const {

@@ -62,25 +62,31 @@ asio::awaitable<std::tuple<error_code, response>> exec_co(connection& conn, cons
 asio::awaitable<std::tuple<error_code, response>> exec_co(client& c, const request& req,
                                                           std::string_view routing_key,
                                                           exec_options opts) {
-  auto& r = router_of(c);
-  auto& conn = routing_key.empty() ? r.any() : r.for_key(routing_key);
-  co_return co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  co_return co_await router_of(c).exec(req, routing_key, opts);
 }
 
-asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
-    client& c, const script& s, std::span<const std::string_view> keys,
-    std::span<const std::string_view> args, exec_options opts) {
-  auto& r = router_of(c);
-  auto& conn = keys.empty() ? r.any() : r.for_key(keys.front());
-  co_return co_await eval_script(conn, s, keys, args, opts);
-}
+namespace {
 
-asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
-    connection& conn, const script& s, std::span<const std::string_view> keys,
+// Where eval_script's requests go: one connection, or the client's router
+// (which follows cluster redirects) with the script's first key.
+struct exec_target {
+  connection* conn = nullptr;
+  router* r = nullptr;
+  std::string_view key;
+
+  asio::awaitable<std::tuple<error_code, response>> exec(const request& req,
+                                                         exec_options opts) const {
+    if (r) co_return co_await r->exec(req, key, opts);
+    co_return co_await conn->exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  }
+};
+
+asio::awaitable<std::tuple<error_code, resp3::value>> eval_on(
+    const exec_target& target, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts) {
   request req;
   push_evalsha(req, s, keys, args);
-  auto [ec, resp] = co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  auto [ec, resp] = co_await target.exec(req, opts);
   if (ec) co_return std::tuple{ec, resp3::value{}};
   if (!(resp[0].is_error() && resp[0].str.starts_with("NOSCRIPT")))
     co_return std::tuple{error_code{}, std::move(resp[0])};
@@ -89,7 +95,7 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
   req.clear();
   req.push("SCRIPT", "LOAD", s.source());
   push_evalsha(req, s, keys, args);
-  auto [ec2, resp2] = co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  auto [ec2, resp2] = co_await target.exec(req, opts);
   if (ec2) co_return std::tuple{ec2, resp3::value{}};
   const auto step = after_reload(resp2[0], resp2[1]);
   if (step == reload_step::done) co_return std::tuple{error_code{}, std::move(resp2[1])};
@@ -99,9 +105,28 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
   // the EVALSHA behind it found no script, so nothing ran: send the source.
   req.clear();
   push_script_call(req, "EVAL", s.source(), keys, args);
-  auto [ec3, resp_eval] = co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  auto [ec3, resp_eval] = co_await target.exec(req, opts);
   if (ec3) co_return std::tuple{ec3, resp3::value{}};
   co_return std::tuple{error_code{}, after_eval(std::move(resp2[0]), std::move(resp_eval[0]))};
+}
+
+}  // namespace
+
+asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
+    client& c, const script& s, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args, exec_options opts) {
+  exec_target target;
+  target.r = &router_of(c);
+  if (!keys.empty()) target.key = keys.front();
+  co_return co_await eval_on(target, s, keys, args, opts);
+}
+
+asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
+    connection& conn, const script& s, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args, exec_options opts) {
+  exec_target target;
+  target.conn = &conn;
+  co_return co_await eval_on(target, s, keys, args, opts);
 }
 
 namespace {

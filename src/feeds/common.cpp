@@ -117,6 +117,11 @@ std::vector<std::string> admin_keys(const feed_names& n, bool every_key) {
   return keys;
 }
 
+std::vector<std::string> feed_admin_keys(const feed_names& n, bool every_key) {
+  if (every_key) return all_keys(n);  // config first
+  return {n.key("config")};
+}
+
 std::optional<std::string> as_opt_string(const resp3::value& v) {
   if (v.is_null() || !v.is_string()) return std::nullopt;
   return v.str;

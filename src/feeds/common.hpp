@@ -85,6 +85,10 @@ std::vector<std::string> data_keys(const feed_names& n);
 /// set, feed.config:[f], then, when `every_key`, every other key of the feed
 /// (detail::all_keys order, config excluded as it is already second).
 std::vector<std::string> admin_keys(const feed_names& n, bool every_key);
+/// The KEYS of the `feed_admin` layout (src/lua/layouts/feed_admin.lua,
+/// cluster mode): feed.config:[f], then, when `every_key`, every other key
+/// of the feed. All in the feed's hash slot; the `feeds` set is not among them.
+std::vector<std::string> feed_admin_keys(const feed_names& n, bool every_key);
 
 /// Typed access to script replies (all throw nothing; bad shapes yield
 /// error::unexpected_type through `ec`).

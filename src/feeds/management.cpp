@@ -32,6 +32,31 @@ namespace {
 //                   key, PUBLISH delfeed.
 //   set_config.lua  Set Config Value: HSET feed.config, PUBLISH conffeed
 //                   (fail if no feed).
+//
+// In cluster mode the `feeds` set and the feed's keys live in different
+// hash slots, so no script may touch both. Each operation is two steps
+// that keep one rule: a feed whose config has a type is listed in `feeds`.
+// Create lists the name first (SADD, idempotent), then runs
+// cluster_create.lua on the feed's slot; delete runs cluster_delete.lua
+// first, then unlists (SREM). Between the steps, or after a crash there,
+// the name is listed without a type: the state a partial delete leaves on
+// one server too, which every operation reports as feed_not_found and
+// which the next create repairs. Existence checks read the config's type.
+// docs/cluster.md, "Feed management".
+
+bool clustered(const client* c) { return c->get_config().cluster; }
+
+// SADD / SREM of `name` in the feeds set (cluster mode's second step).
+asio::awaitable<std::tuple<detail::op_status, std::int64_t>> feeds_set_op(client* c,
+                                                                          std::string_view command,
+                                                                          std::string_view name) {
+  request req;
+  req.push(command, detail::feeds_key, name);
+  auto [ec, resp] = co_await detail::exec_co(*c, req, detail::feeds_key);
+  if (ec) co_return std::tuple{detail::op_status(ec), std::int64_t{0}};
+  if (auto st = detail::reply_status(resp[0])) co_return std::tuple{std::move(st), std::int64_t{0}};
+  co_return std::tuple{detail::op_status{}, resp[0].integer};
+}
 
 // Config fields the library interprets must hold what its scripts expect
 // (detail::validate_config_field: type and range, by field name); `type` is
@@ -49,7 +74,12 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
   for (const auto& [f, v] : cfg)
     if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec, false};
   detail::feed_names n(c->get_config(), name);
-  auto keys = detail::admin_keys(n, true);
+  const bool cl = clustered(c);
+  if (cl) {
+    auto [lst, added] = co_await feeds_set_op(c, "SADD", name);
+    if (lst) co_return std::tuple{std::move(lst), false};
+  }
+  auto keys = cl ? detail::feed_admin_keys(n, true) : detail::admin_keys(n, true);
   std::vector<std::string> args;
   args.push_back(name);
   args.emplace_back(to_string(type));
@@ -60,8 +90,9 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
     args.push_back(std::move(f));
     args.push_back(std::move(v));
   }
-  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_create(),
-                                             std::move(keys), std::move(args));
+  const auto& s = cl ? detail::scripts::management_cluster_create()
+                     : detail::scripts::management_create();
+  auto [st, v] = co_await detail::run_script(*c, s, std::move(keys), std::move(args));
   co_return std::tuple{std::move(st), v.integer == 1};
 }
 
@@ -75,14 +106,21 @@ asio::awaitable<detail::op_result<>> create_only_op(client* c, std::string name,
 asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
-  auto keys = detail::admin_keys(n, true);
+  const bool cl = clustered(c);
+  auto keys = cl ? detail::feed_admin_keys(n, true) : detail::admin_keys(n, true);
   std::vector<std::string> args;
   args.push_back(name);
   args.push_back(c->instance_id());
   args.emplace_back(detail::delfeed_channel);
-  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_delete(),
-                                             std::move(keys), std::move(args));
-  co_return std::tuple{std::move(st)};
+  const auto& s = cl ? detail::scripts::management_cluster_delete()
+                     : detail::scripts::management_delete();
+  auto [st, v] = co_await detail::run_script(*c, s, std::move(keys), std::move(args));
+  if (!cl || st) co_return std::tuple{std::move(st)};
+  const bool had_type = v.integer == 1;
+  auto [lst, removed] = co_await feeds_set_op(c, "SREM", name);
+  if (lst) co_return std::tuple{std::move(lst)};
+  if (!had_type && removed == 0) co_return std::tuple{detail::op_status(error::feed_not_found)};
+  co_return std::tuple{detail::op_status{}};
 }
 
 asio::awaitable<detail::op_result<bool>> exists_op(client* c, std::string name) {
@@ -112,15 +150,17 @@ asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name, 
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   if (auto ec = validate_field(c->get_config(), field, value)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
-  auto keys = detail::admin_keys(n, false);
+  const bool cl = clustered(c);
+  auto keys = cl ? detail::feed_admin_keys(n, false) : detail::admin_keys(n, false);
   std::vector<std::string> args;
   args.push_back(name);
   args.push_back(std::move(field));
   args.push_back(std::move(value));
   args.push_back(c->instance_id());
   args.emplace_back(detail::conffeed_channel);
-  auto [st, v] = co_await detail::run_script(*c, detail::scripts::management_set_config(),
-                                             std::move(keys), std::move(args));
+  const auto& s = cl ? detail::scripts::management_cluster_set_config()
+                     : detail::scripts::management_set_config();
+  auto [st, v] = co_await detail::run_script(*c, s, std::move(keys), std::move(args));
   co_return std::tuple{std::move(st)};
 }
 
@@ -131,7 +171,10 @@ asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(cli
     co_return std::tuple{ec, std::optional<std::string>{}};
   detail::feed_names n(c->get_config(), name);
   request req;
-  req.push("SISMEMBER", detail::feeds_key, name);
+  // One server: listed in feeds. Cluster mode: the config has a type (the
+  // feeds set is in another slot; docs/cluster.md).
+  if (clustered(c)) req.push("HEXISTS", n.key("config"), "type");
+  else req.push("SISMEMBER", detail::feeds_key, name);
   req.push("HGET", n.key("config"), field);
   auto [ec, resp] = co_await detail::exec_co(*c, req, n.key("config"));
   detail::op_status st(ec);

@@ -5,6 +5,7 @@
 #include "thoonk_lua_scripts.hpp"
 
 #include "connection/router.hpp"
+#include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
 
 #include <thoonk/feed.hpp>
@@ -102,9 +103,12 @@ asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
     // the server, with nobody left to release it. Bounded by lock_ttl.
     exec_options eo;
     eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
-    auto& conn = router_of(self->cl).for_key(self->lock_key);
-    auto [ec, resp] = co_await conn.exec(
-        req, eo, asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
+    auto set_op = router_of(self->cl).exec(req, self->lock_key, eo);
+    auto [ep, set_result] = co_await asio::co_spawn(
+        self->cl.get_executor(), std::move(set_op),
+        asio::bind_cancellation_slot(asio::cancellation_slot(), use_nothrow));
+    auto [ec, resp] = std::move(set_result);
+    if (ep) ec = exception_to_code(ep);
     if (ec) {
       // The SET may have run (unknown outcome, timeout): release what may
       // be ours; the unlock deletes the lock only if it holds our owner.

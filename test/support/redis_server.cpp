@@ -430,6 +430,14 @@ void redis_server::resume() noexcept {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
+void redis_server::kill() noexcept {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  has_exited(pid_, true);
+  forget_child(pid_);
+  pid_ = -1;
+}
+
 void redis_server::stop() noexcept {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);

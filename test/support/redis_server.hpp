@@ -81,6 +81,9 @@ class redis_server {
 
   /// SIGTERM, wait up to 5 s, then SIGKILL. Idempotent; never throws.
   void stop() noexcept;
+  /// SIGKILL (a crash: nothing is flushed, no goodbye to peers), reaped
+  /// at once. Idempotent; never throws.
+  void kill() noexcept;
   /// SIGSTOP / SIGCONT: the process stays alive but silent (its sockets
   /// stay open, nothing is read or answered), as a stalled peer or a
   /// replica whose link hangs. A server still suspended at stop() cannot

@@ -1,0 +1,351 @@
+#include "connection/cluster.hpp"
+
+#include <thoonk/error.hpp>
+
+#include <charconv>
+
+namespace thoonk::detail {
+
+using boost::system::error_code;
+
+std::uint16_t crc16(std::string_view data) noexcept {
+  std::uint16_t crc = 0;
+  for (unsigned char byte : data) {
+    crc = static_cast<std::uint16_t>(crc ^ (static_cast<std::uint16_t>(byte) << 8));
+    for (int i = 0; i < 8; ++i)
+      crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<std::uint16_t>(crc << 1);
+  }
+  return crc;
+}
+
+std::uint16_t hash_slot(std::string_view key) noexcept {
+  if (auto open = key.find('{'); open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1)
+      key = key.substr(open + 1, close - open - 1);
+  }
+  return static_cast<std::uint16_t>(crc16(key) & (cluster_slots - 1));
+}
+
+std::string to_string(const cluster_node& n) { return n.host + ":" + std::to_string(n.port); }
+
+// ---- slot_map -------------------------------------------------------------------
+
+slot_map::slot_map() { owner_.fill(none); }
+
+std::size_t slot_map::index_of(const cluster_node& node) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i] == node) return i;
+  nodes_.push_back(node);
+  return nodes_.size() - 1;
+}
+
+void slot_map::assign(std::uint16_t slot, const cluster_node& node) {
+  if (slot >= cluster_slots) return;
+  owner_[slot] = static_cast<std::uint16_t>(index_of(node));
+}
+
+void slot_map::assign_range(std::uint16_t first, std::uint16_t last, const cluster_node& node) {
+  if (first > last || last >= cluster_slots) return;
+  auto i = static_cast<std::uint16_t>(index_of(node));
+  for (std::size_t s = first; s <= last; ++s) owner_[s] = i;
+}
+
+const cluster_node* slot_map::primary_for(std::uint16_t slot) const noexcept {
+  if (slot >= cluster_slots || owner_[slot] == none) return nullptr;
+  return &nodes_[owner_[slot]];
+}
+
+std::size_t slot_map::covered() const noexcept {
+  std::size_t n = 0;
+  for (auto o : owner_) n += o != none;
+  return n;
+}
+
+bool slot_map::covers_all() const noexcept { return covered() == cluster_slots; }
+
+namespace {
+
+// A field of a CLUSTER SHARDS entry: RESP3 maps and RESP2 flat arrays both
+// hold key, value, key, value ...
+const resp3::value* field(const resp3::value& entry, std::string_view name) {
+  if (entry.type != resp3::type::map && entry.type != resp3::type::array) return nullptr;
+  for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2)
+    if (entry.elements[i].is_string() && entry.elements[i].str == name)
+      return &entry.elements[i + 1];
+  return nullptr;
+}
+
+std::optional<std::int64_t> as_int(const resp3::value* v) {
+  if (!v) return std::nullopt;
+  if (v->type == resp3::type::number) return v->integer;
+  if (v->is_string()) {
+    std::int64_t n = 0;
+    auto [p, ec] = std::from_chars(v->str.data(), v->str.data() + v->str.size(), n);
+    if (ec == std::errc{} && p == v->str.data() + v->str.size()) return n;
+  }
+  return std::nullopt;
+}
+
+std::string as_str(const resp3::value* v) { return v && v->is_string() ? v->str : std::string{}; }
+
+bool valid_port(std::optional<std::int64_t> p) { return p && *p > 0 && *p <= 65535; }
+
+bool valid_range(std::optional<std::int64_t> a, std::optional<std::int64_t> b) {
+  return a && b && *a >= 0 && *a <= *b && *b < static_cast<std::int64_t>(cluster_slots);
+}
+
+std::string host_or_seed(std::string host, const cluster_node& seed) {
+  if (host.empty() || host == "?") return seed.host;
+  return host;
+}
+
+}  // namespace
+
+slot_map slot_map::from_shards(const resp3::value& reply, const cluster_node& seed,
+                               error_code& ec) {
+  slot_map m;
+  ec = {};
+  if (reply.type != resp3::type::array) {
+    ec = error::unexpected_type;
+    return m;
+  }
+  for (const auto& shard : reply.elements) {
+    const auto* slots = field(shard, "slots");
+    const auto* nodes = field(shard, "nodes");
+    if (!slots || !nodes || slots->type != resp3::type::array ||
+        nodes->type != resp3::type::array) {
+      ec = error::unexpected_type;
+      return slot_map{};
+    }
+    std::optional<cluster_node> primary;
+    for (const auto& node : nodes->elements) {
+      if (as_str(field(node, "role")) != "master") continue;
+      auto port = as_int(field(node, "port"));
+      if (!valid_port(port)) port = as_int(field(node, "tls-port"));
+      if (!valid_port(port)) continue;
+      auto host = as_str(field(node, "endpoint"));
+      if (host.empty() || host == "?") host = as_str(field(node, "ip"));
+      primary = cluster_node{host_or_seed(std::move(host), seed), static_cast<std::uint16_t>(*port)};
+      break;
+    }
+    if (!primary) continue;
+    const auto& r = slots->elements;
+    for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
+      auto a = as_int(&r[i]), b = as_int(&r[i + 1]);
+      if (!valid_range(a, b)) {
+        ec = error::unexpected_type;
+        return slot_map{};
+      }
+      m.assign_range(static_cast<std::uint16_t>(*a), static_cast<std::uint16_t>(*b), *primary);
+    }
+  }
+  return m;
+}
+
+slot_map slot_map::from_slots(const resp3::value& reply, const cluster_node& seed,
+                              error_code& ec) {
+  slot_map m;
+  ec = {};
+  if (reply.type != resp3::type::array) {
+    ec = error::unexpected_type;
+    return m;
+  }
+  for (const auto& range : reply.elements) {
+    if (range.type != resp3::type::array || range.elements.size() < 3) {
+      ec = error::unexpected_type;
+      return slot_map{};
+    }
+    const auto& e = range.elements;
+    auto a = as_int(&e[0]), b = as_int(&e[1]);
+    const auto& primary = e[2];
+    if (!valid_range(a, b) || primary.type != resp3::type::array || primary.elements.size() < 2) {
+      ec = error::unexpected_type;
+      return slot_map{};
+    }
+    auto port = as_int(&primary.elements[1]);
+    if (!valid_port(port)) {
+      ec = error::unexpected_type;
+      return slot_map{};
+    }
+    cluster_node node{host_or_seed(as_str(&primary.elements[0]), seed),
+                      static_cast<std::uint16_t>(*port)};
+    m.assign_range(static_cast<std::uint16_t>(*a), static_cast<std::uint16_t>(*b), node);
+  }
+  return m;
+}
+
+// ---- slot_order -------------------------------------------------------------------
+
+void slot_order::on_send(ticket& t) noexcept {
+  if (t.draining || t.sent) return;
+  t.sent = true;
+  t.epoch = epoch_;
+  ++inflight_;
+}
+
+void slot_order::on_answer(ticket& t) noexcept {
+  if (!t.sent) return;
+  t.sent = false;
+  if (t.draining) return;
+  if (t.epoch == epoch_) {
+    --inflight_;
+  } else {
+    t.draining = true;  // counted among the draining by the route change
+  }
+}
+
+void slot_order::hold(ticket& t) noexcept {
+  if (t.draining) return;
+  if (t.sent) on_answer(t);
+  if (t.draining) return;
+  t.draining = true;
+  ++draining_;
+}
+
+bool slot_order::release(ticket& t) noexcept {
+  if (t.sent) on_answer(t);
+  if (!t.draining) return false;
+  t.draining = false;
+  --draining_;
+  return draining_ == 0;
+}
+
+void slot_order::on_route_change() noexcept {
+  ++epoch_;
+  draining_ += inflight_;
+  inflight_ = 0;
+}
+
+// ---- redirects ------------------------------------------------------------------
+
+redirect parse_redirect(const resp3::value& reply) {
+  redirect r;
+  if (!reply.is_error()) return r;
+  std::string_view s = reply.str;
+  auto word = s.substr(0, s.find(' '));
+  if (word == "TRYAGAIN") {
+    r.kind = redirect::tryagain;
+    return r;
+  }
+  if (word == "CLUSTERDOWN") {
+    r.kind = redirect::clusterdown;
+    return r;
+  }
+  if (word != "MOVED" && word != "ASK") return r;
+  // MOVED <slot> <host>:<port>; the host may be an IPv6 address (the last
+  // ':' separates the port) or empty (an endpoint the server does not know).
+  auto rest = s.substr(word.size());
+  if (rest.empty() || rest.front() != ' ') return r;
+  rest.remove_prefix(1);
+  auto sp = rest.find(' ');
+  if (sp == std::string_view::npos) return r;
+  auto slot_text = rest.substr(0, sp);
+  auto addr = rest.substr(sp + 1);
+  addr = addr.substr(0, addr.find_first_of(" \r\n"));
+  unsigned slot = 0;
+  auto [p, ec] = std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
+  if (ec != std::errc{} || p != slot_text.data() + slot_text.size() || slot >= cluster_slots)
+    return r;
+  auto colon = addr.rfind(':');
+  if (colon == std::string_view::npos) return r;
+  auto port_text = addr.substr(colon + 1);
+  unsigned port = 0;
+  auto [pp, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (pec != std::errc{} || pp != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535)
+    return r;
+  r.kind = word == "MOVED" ? redirect::moved : redirect::ask;
+  r.slot = static_cast<std::uint16_t>(slot);
+  r.target.host = std::string(addr.substr(0, colon));
+  r.target.port = static_cast<std::uint16_t>(port);
+  return r;
+}
+
+namespace {
+
+// Reads `<prefix><digits>\r\n` at the front of `p`.
+bool read_header(std::string_view& p, char prefix, std::size_t& n) {
+  if (p.empty() || p.front() != prefix) return false;
+  auto end = p.find("\r\n");
+  if (end == std::string_view::npos) return false;
+  auto [q, ec] = std::from_chars(p.data() + 1, p.data() + end, n);
+  if (ec != std::errc{} || q != p.data() + end) return false;
+  p.remove_prefix(end + 2);
+  return true;
+}
+
+}  // namespace
+
+request asking_request(const request& req) {
+  request out;
+  std::string_view p = req.payload();
+  std::vector<std::string_view> args;
+  while (!p.empty()) {
+    std::size_t argc = 0;
+    if (!read_header(p, '*', argc) || argc == 0) break;  // never: the library serialized it
+    args.clear();
+    for (std::size_t i = 0; i < argc; ++i) {
+      std::size_t len = 0;
+      if (!read_header(p, '$', len) || p.size() < len + 2) return out;
+      args.push_back(p.substr(0, len));
+      p.remove_prefix(len + 2);
+    }
+    out.push("ASKING");
+    out.begin_command(argc, args.front());
+    for (auto a : args) out.append_arg(a);
+  }
+  return out;
+}
+
+void drop_asking_replies(response& replies) {
+  std::size_t w = 0;
+  for (std::size_t r = 1; r < replies.size(); r += 2) replies[w++] = std::move(replies[r]);
+  replies.resize(w);
+}
+
+redirect_policy::redirect_policy(unsigned max_redirects, unsigned max_retries,
+                                 std::chrono::milliseconds min_delay,
+                                 std::chrono::milliseconds max_delay) noexcept
+    : max_redirects_(max_redirects),
+      max_retries_(max_retries),
+      min_delay_(min_delay),
+      max_delay_(max_delay) {}
+
+redirect_policy::redirect_policy(const config& cfg) noexcept
+    : redirect_policy(cfg.cluster_max_redirects, cfg.unavailable_retries, cfg.reconnect_min_delay,
+                      cfg.reconnect_max_delay) {}
+
+redirect_action redirect_policy::decide(const response& replies, const cluster_node& answered_by) {
+  redirect_action a;
+  for (const auto& v : replies) {
+    auto r = parse_redirect(v);
+    if (r.kind == redirect::none) continue;
+    if (r.kind == redirect::tryagain || r.kind == redirect::clusterdown) {
+      if (retries_ >= max_retries_) {
+        a.kind = redirect_action::give_up;
+        return a;
+      }
+      auto d = min_delay_;
+      for (unsigned i = 0; i < retries_ && d < max_delay_; ++i) d *= 2;
+      a.delay = d < max_delay_ ? d : max_delay_;
+      ++retries_;
+      a.kind = redirect_action::retry_later;
+      return a;
+    }
+    if (redirects_ >= max_redirects_) {
+      a.kind = redirect_action::give_up;
+      return a;
+    }
+    ++redirects_;
+    a.kind = r.kind == redirect::moved ? redirect_action::resend : redirect_action::ask;
+    a.slot = r.slot;
+    a.target = std::move(r.target);
+    if (a.target.host.empty()) a.target.host = answered_by.host;
+    return a;
+  }
+  return a;
+}
+
+}  // namespace thoonk::detail

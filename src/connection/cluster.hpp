@@ -1,0 +1,197 @@
+// Redis Cluster without I/O: the hash slot of a key, the slot map read from
+// CLUSTER SHARDS or CLUSTER SLOTS, and what an error reply that redirects
+// (MOVED, ASK) or defers (TRYAGAIN, CLUSTERDOWN) a command asks the client
+// to do. The router (router.hpp) asks; test/unit/cluster_test.cpp tests.
+#pragma once
+
+#include <thoonk/config.hpp>
+#include <thoonk/connection.hpp>
+#include <thoonk/request.hpp>
+#include <thoonk/resp3/value.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace thoonk::detail {
+
+/// Number of hash slots of a Redis Cluster.
+inline constexpr std::size_t cluster_slots = 16384;
+
+/// CRC16-XMODEM (polynomial 0x1021, initial 0), the checksum Redis Cluster
+/// hashes keys with.
+std::uint16_t crc16(std::string_view data) noexcept;
+
+/// The hash slot of `key`, as Redis computes it: CRC16 of the key modulo
+/// 16384, or of its hash tag when it has one: the bytes between the first
+/// '{' and the first '}' after it, when there is at least one byte between.
+std::uint16_t hash_slot(std::string_view key) noexcept;
+
+/// One server of a cluster, as a `host:port` address.
+struct cluster_node {
+  std::string host;
+  std::uint16_t port = 0;
+  friend bool operator==(const cluster_node&, const cluster_node&) = default;
+};
+std::string to_string(const cluster_node& n);
+
+/// Which primary serves each slot: the map a client routes by.
+class slot_map {
+ public:
+  /// No slot has a primary.
+  slot_map();
+
+  /// Reads a CLUSTER SHARDS reply (RESP3 maps or RESP2 flat arrays): for
+  /// each shard, its slot ranges and the node whose role is "master" (its
+  /// `endpoint`, else its `ip`; a shard whose primary is marked failed
+  /// still counts: the cluster moves its slots when it fails over). Shards
+  /// without a primary or slots are skipped. `seed` replaces an endpoint
+  /// the server does not know ("?" or empty). Sets ec =
+  /// error::unexpected_type on a reply of another shape (an error reply
+  /// included: CLUSTER SHARDS unknown before Redis 7.0).
+  static slot_map from_shards(const resp3::value& reply, const cluster_node& seed,
+                              boost::system::error_code& ec);
+  /// Reads a CLUSTER SLOTS reply: [start, end, [host, port, id, ...],
+  /// replicas...] per range. Same rules as from_shards.
+  static slot_map from_slots(const resp3::value& reply, const cluster_node& seed,
+                             boost::system::error_code& ec);
+
+  /// The primaries named by the map, each once, in first-seen order.
+  const std::vector<cluster_node>& primaries() const noexcept { return nodes_; }
+  /// The primary serving `slot`, or none while no primary serves it.
+  const cluster_node* primary_for(std::uint16_t slot) const noexcept;
+  /// Every slot has a primary.
+  bool covers_all() const noexcept;
+  /// How many slots have a primary.
+  std::size_t covered() const noexcept;
+
+  /// A MOVED reply said that `node` serves `slot` now: the map says so at
+  /// once, until the next refresh replaces the whole map.
+  void assign(std::uint16_t slot, const cluster_node& node);
+  /// Assigns every slot of [first, last] to `node`.
+  void assign_range(std::uint16_t first, std::uint16_t last, const cluster_node& node);
+
+ private:
+  std::size_t index_of(const cluster_node& node);
+  static constexpr std::uint16_t none = 0xFFFF;
+  std::vector<cluster_node> nodes_;
+  std::array<std::uint16_t, cluster_slots> owner_;
+};
+
+/// What an error reply says about where its command must go.
+struct redirect {
+  enum kind_t : unsigned char {
+    none,         ///< not a cluster redirect: the reply is the command's
+    moved,        ///< MOVED <slot> <host:port>: the slot lives there now
+    ask,          ///< ASK <slot> <host:port>: this once, ASKING there
+    tryagain,     ///< TRYAGAIN: the slot is being migrated; send again later
+    clusterdown,  ///< CLUSTERDOWN: the cluster (or this slot) is not served
+  } kind = none;
+  std::uint16_t slot = 0;
+  cluster_node target;  ///< moved and ask
+};
+
+/// Parses an error reply; `none` for anything else (a success, another
+/// error, a MOVED or ASK whose slot or address does not parse). An address
+/// without a host (`:6380`, Redis's "unknown endpoint") keeps an empty
+/// host: the caller puts in the host of the node that answered.
+redirect parse_redirect(const resp3::value& reply);
+
+/// Keeps one slot's requests in their order across a change of the slot's
+/// route (a MOVED, a refresh that moves it, a node that is down).
+///
+/// Requests in flight when the route changes, and requests that must be
+/// sent again (redirected, deferred, not written), *drain*: while any
+/// drains, a new request of the slot waits (the router queues it) instead
+/// of overtaking them on the new route. A request that drains passes.
+class slot_order {
+ public:
+  /// One request's place.
+  struct ticket {
+    std::uint64_t epoch = 0;
+    bool sent = false;      ///< counted in flight on the route of `epoch`
+    bool draining = false;  ///< counted among the draining
+  };
+
+  /// A new request may be sent: nothing of this slot drains.
+  bool open() const noexcept { return draining_ == 0; }
+  /// The request is written on the current route.
+  void on_send(ticket& t) noexcept;
+  /// Its replies came (or its connection failed): it is no longer in flight.
+  void on_answer(ticket& t) noexcept;
+  /// It will be sent again (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, not
+  /// written): it drains, so newer requests wait for it.
+  void hold(ticket& t) noexcept;
+  /// It completed for good. True when this opened the slot: wake the
+  /// requests that wait, in order.
+  bool release(ticket& t) noexcept;
+  /// The slot's route changed: every request in flight on the old route
+  /// drains.
+  void on_route_change() noexcept;
+
+  std::size_t in_flight() const noexcept { return inflight_; }
+  std::size_t draining() const noexcept { return draining_; }
+
+ private:
+  std::uint64_t epoch_ = 0;
+  std::size_t inflight_ = 0, draining_ = 0;
+};
+
+/// `req` with ASKING before each of its commands: the flag ASKING sets
+/// lasts for one command only, and a request may hold several (SCRIPT LOAD
+/// and EVALSHA). Replies come as [OK, r1, OK, r2, ...]; drop_asking_replies
+/// takes the OKs out.
+request asking_request(const request& req);
+void drop_asking_replies(response& replies);
+
+/// What the router does with a request's replies.
+struct redirect_action {
+  enum kind_t : unsigned char {
+    done,        ///< hand the replies to the caller
+    resend,      ///< MOVED: update the map, send again to target, refresh the map
+    ask,         ///< ASK: send ASKING + the request to target, map unchanged
+    retry_later, ///< TRYAGAIN / CLUSTERDOWN: wait `delay`, send again
+    give_up,     ///< too many redirects: the caller gets error::cluster_redirect_limit
+  } kind = done;
+  cluster_node target;
+  std::uint16_t slot = 0;
+  std::chrono::milliseconds delay{0};
+};
+
+/// The redirect decisions of one request, sent again and again while the
+/// cluster answers with redirects.
+///
+/// One request's commands all touch one slot (the library's rule: a
+/// request touches one feed's keys, and in cluster mode they share the
+/// feed's hash tag), so the first redirecting reply decides for the whole
+/// request. A MOVED or CLUSTERDOWN applies to the slot, so every keyed
+/// command of the request got it; keyless commands the library puts beside
+/// them (SCRIPT LOAD) may run twice, harmlessly.
+class redirect_policy {
+ public:
+  /// At most `max_redirects` MOVED/ASK hops and `max_retries` TRYAGAIN /
+  /// CLUSTERDOWN pauses, the pauses doubling from `min_delay` to `max_delay`.
+  redirect_policy(unsigned max_redirects, unsigned max_retries, std::chrono::milliseconds min_delay,
+                  std::chrono::milliseconds max_delay) noexcept;
+  explicit redirect_policy(const config& cfg) noexcept;
+
+  /// The decision on the replies of the latest attempt. `answered_by` is
+  /// the node that sent them (fills in a redirect's empty host).
+  redirect_action decide(const response& replies, const cluster_node& answered_by);
+
+  unsigned redirects() const noexcept { return redirects_; }
+  unsigned retries() const noexcept { return retries_; }
+
+ private:
+  unsigned max_redirects_, max_retries_;
+  std::chrono::milliseconds min_delay_, max_delay_;
+  unsigned redirects_ = 0, retries_ = 0;
+};
+
+}  // namespace thoonk::detail

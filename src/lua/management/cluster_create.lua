@@ -1,0 +1,28 @@
+-- layout: feed_admin (src/lua/layouts/feed_admin.lua). client::create_feed
+-- and client::create_or_open_feed in cluster mode, after SADD feeds.
+-- A feed exists when its config hash has a type (cluster mode keeps the
+-- rule: a feed with a type is listed in `feeds`, since create lists it
+-- first and delete unlists it last).
+-- KEYS: K_CONFIG, then every other key of the feed.
+-- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
+-- ARGV[5] 'create' or 'create_or_open'
+-- ARGV[6..] config field, value, field, value, ...
+-- Returns 1 when the feed was created, 0 when an existing one was opened.
+local perm = check_publish(ARGV[4])
+if perm then return perm end
+local t = redis.call('HGET', K_CONFIG, 'type')
+if t then
+  if ARGV[5] ~= 'create_or_open' then
+    return fail('feed_exists', 'the feed already exists')
+  end
+  if t ~= ARGV[2] then
+    return fail('wrong_feed_type', 'the feed exists with type ' .. t)
+  end
+  return 0
+end
+-- Leftovers of a feed deleted only partly.
+for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
+redis.call('HSET', K_CONFIG, 'type', ARGV[2])
+for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
+redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
+return 1

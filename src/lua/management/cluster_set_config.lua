@@ -1,0 +1,14 @@
+-- layout: feed_admin (src/lua/layouts/feed_admin.lua). client::set_config,
+-- set_config_json in cluster mode.
+-- Set Config Value: HSET feed.config, PUBLISH conffeed; fails when the feed
+-- has no type (cluster mode's existence rule, see cluster_create.lua).
+-- KEYS: K_CONFIG only.
+-- ARGV[1] name  ARGV[2] field  ARGV[3] value  ARGV[4] instance uuid  ARGV[5] conffeed channel
+local perm = check_publish(ARGV[5])
+if perm then return perm end
+if redis.call('HEXISTS', K_CONFIG, 'type') == 0 then
+  return fail('feed_not_found', 'no such feed')
+end
+redis.call('HSET', K_CONFIG, ARGV[2], ARGV[3])
+redis.call('PUBLISH', ARGV[5], ARGV[1] .. '\0' .. ARGV[4])
+return 1

@@ -1,0 +1,607 @@
+// Redis Cluster (docs/cluster.md): each test case starts a private local
+// cluster of 3 primaries and 3 replicas (support/redis_cluster.hpp) and
+// runs a client in cluster mode against it. Tagged [cluster]: their own
+// ctest entry (`cluster`), outside `integration`.
+#include "support/helpers.hpp"
+#include "support/redis_cluster.hpp"
+
+#include "connection/cluster.hpp"
+#include "connection/router.hpp"
+
+#include <thoonk/script.hpp>
+
+#include <iostream>
+#include <set>
+#include <thread>
+
+using namespace thoonk::test;
+using thoonk::detail::hash_slot;
+using thoonk::detail::router_of;
+
+namespace {
+
+// A name whose hash slot the primary on `port` serves (as `cl` sees it),
+// so that a test covers every shard.
+std::string name_on(const redis_cluster& cl, unsigned short port, const std::string& prefix) {
+  for (int i = 0;; ++i) {
+    auto n = prefix + std::to_string(i);
+    if (cl.primary_of(hash_slot(n), port) == port) return n;
+  }
+}
+
+std::vector<unsigned short> primary_ports(const redis_cluster& cl) {
+  std::vector<unsigned short> out;
+  for (const auto& n : cl.nodes(cl.any_live_port()))
+    if (n.primary && !n.failed) out.push_back(n.port);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Keys stored on the server on `port` whose names start with `prefix`.
+std::size_t keys_on(const redis_cluster& cl, unsigned short port, const std::string& pattern) {
+  auto out = cl.cli(port, {"--scan", "--pattern", pattern});
+  return static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("cluster: the harness starts 3 primaries and 3 replicas covering every slot",
+          "[cluster][harness]") {
+  redis_cluster cl;
+  REQUIRE(cl.servers().size() == 6);
+  auto nodes = cl.nodes(cl.servers().front()->port());
+  REQUIRE(nodes.size() == 6);
+  int primaries = 0;
+  std::size_t slots = 0;
+  for (const auto& n : nodes) {
+    if (!n.primary) continue;
+    ++primaries;
+    for (auto [a, b] : n.slots) slots += static_cast<std::size_t>(b - a + 1);
+  }
+  CHECK(primaries == 3);
+  CHECK(slots == 16384);
+  for (const auto& s : cl.servers()) CHECK(s->pid() > 0);
+}
+
+TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name as a hash tag",
+          "[cluster][feed][queue][job]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  REQUIRE(ports.size() == 3);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        CHECK(router_of(c).stats().primaries == 3);
+        for (auto port : ports) {
+          // A feed, a queue and a job queue whose slots this primary serves.
+          auto fname = name_on(cl, port, "feed-");
+          auto f = co_await thoonk::feed::create_or_open(c, fname, asio::use_awaitable);
+          thoonk::item_id id1("one");
+          co_await f.publish(id1, std::string("first"), asio::use_awaitable);
+          co_await f.publish(std::string("second"), asio::use_awaitable);
+          auto all = co_await f.get_all(asio::use_awaitable);
+          CHECK(all.size() == 2);
+          auto one = co_await f.get_item("one", asio::use_awaitable);
+          REQUIRE(one.has_value());
+          CHECK(*one == "first");
+
+          auto qname = name_on(cl, port, "queue-");
+          auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
+          co_await q.put("a", asio::use_awaitable);
+          co_await q.put("b", asio::use_awaitable);
+          auto got = co_await q.get(1s, asio::use_awaitable);
+          CHECK(got.item == "a");
+          got = co_await q.get(1s, asio::use_awaitable);
+          CHECK(got.item == "b");
+
+          auto jname = name_on(cl, port, "jobs-");
+          auto jq = co_await thoonk::job_queue::create_or_open(c, jname, asio::use_awaitable);
+          auto jid = co_await jq.put("work", asio::use_awaitable);
+          auto job = co_await jq.claim(1s, asio::use_awaitable);
+          CHECK(job.id == jid);
+          co_await jq.finish(job, std::string("done"), asio::use_awaitable);
+          auto result = co_await jq.get_result(jid, 1s, asio::use_awaitable);
+          CHECK(result == "done");
+          auto counts = co_await jq.counts(asio::use_awaitable);
+          CHECK(counts.finishes == 1);
+          CHECK(counts.claimed == 0);
+
+          // Every key of these lives on this primary, named with the tag.
+          CHECK(keys_on(cl, port, "feed.*:{" + fname + "}") >= 3);
+          CHECK(keys_on(cl, port, "feed.*:{" + qname + "}") >= 2);
+          CHECK(keys_on(cl, port, "feed.*:{" + jname + "}") >= 2);
+        }
+        auto stats = router_of(c).stats();
+        CHECK(stats.moved == 0);
+        CHECK(stats.asked == 0);
+
+        // with_durability (WAIT) is refused in cluster mode, before any I/O.
+        auto qname = name_on(cl, ports.front(), "durable-");
+        auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
+        thoonk::durability ack;
+        ack.replicas = 1;
+        ack.timeout = 500ms;
+        auto [dec, did] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
+        CHECK(dec == thoonk::error::invalid_argument);
+        auto len = co_await q.length(asio::use_awaitable);
+        CHECK(len == 0);
+        c.stop();
+      },
+      60s);
+}
+
+TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)",
+          "[cluster][create_feed][delete_feed][set_config]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  const auto feeds_port = cl.primary_of(hash_slot("feeds"), ports.front());
+  // A feed on another shard than the `feeds` set: no script may touch both.
+  unsigned short other = ports.front() == feeds_port ? ports.back() : ports.front();
+  const auto name = name_on(cl, other, "managed-");
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        thoonk::feed_config fc{{"max_length", "5"}};
+        co_await c.create_feed(name, thoonk::feed_type::feed, fc, asio::use_awaitable);
+        auto exists = co_await c.feed_exists(name, asio::use_awaitable);
+        CHECK(exists);
+        auto names = co_await c.list_feeds(asio::use_awaitable);
+        CHECK(std::count(names.begin(), names.end(), name) == 1);
+        thoonk::feed_config no_cfg;
+        auto [ec_again] = co_await c.create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
+        CHECK(ec_again == thoonk::error::feed_exists);
+        auto [ec_type, created] = co_await c.create_or_open_feed(
+            name, thoonk::feed_type::queue, no_cfg, nothrow);
+        CHECK(ec_type == thoonk::error::wrong_feed_type);
+        auto [ec_open, created2] =
+            co_await c.create_or_open_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
+        CHECK_FALSE(ec_open);
+        CHECK_FALSE(created2);
+
+        co_await c.set_config(name, "max_length", "7", asio::use_awaitable);
+        auto v = co_await c.get_config(name, "max_length", asio::use_awaitable);
+        REQUIRE(v.has_value());
+        CHECK(*v == "7");
+        auto [ec_missing, none] = co_await c.get_config("no-such-feed", "type", nothrow);
+        CHECK(ec_missing == thoonk::error::feed_not_found);
+        auto [ec_set_missing] = co_await c.set_config("no-such-feed", "max_length", "1", nothrow);
+        CHECK(ec_set_missing == thoonk::error::feed_not_found);
+
+        co_await c.delete_feed(name, asio::use_awaitable);
+        exists = co_await c.feed_exists(name, asio::use_awaitable);
+        CHECK_FALSE(exists);
+        auto [ec_del] = co_await c.delete_feed(name, nothrow);
+        CHECK(ec_del == thoonk::error::feed_not_found);
+        CHECK(keys_on(cl, other, "feed.*:{" + name + "}") == 0);
+
+        // A create cut after its first step (the name listed, no type):
+        // operations report the feed missing; delete and create repair it.
+        co_await c.create_feed(name, thoonk::feed_type::queue, no_cfg, asio::use_awaitable);
+        const std::string config_key = "feed.config:{" + name + "}";
+        thoonk::request del_config;
+        del_config.push("DEL", config_key);
+        thoonk::exec_options eo;
+        auto [ec_raw, r_raw] = co_await router_of(c).exec(del_config, config_key, eo);
+        REQUIRE_FALSE(ec_raw);
+        auto [ec_open_q, q] = co_await thoonk::queue::open(c, name, nothrow);
+        CHECK(ec_open_q == thoonk::error::feed_not_found);
+        auto [ec_cfg, cfgv] = co_await c.get_config(name, "type", nothrow);
+        CHECK(ec_cfg == thoonk::error::feed_not_found);
+        auto [ec_repair, made] =
+            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        CHECK_FALSE(ec_repair);
+        CHECK(made);
+        co_await c.delete_feed(name, asio::use_awaitable);
+        // A delete cut after its first step (keys gone, still listed).
+        co_await c.create_feed(name, thoonk::feed_type::feed, no_cfg, asio::use_awaitable);
+        co_await router_of(c).exec(del_config, config_key, eo);
+        auto [ec_del2] = co_await c.delete_feed(name, nothrow);
+        CHECK_FALSE(ec_del2);
+        names = co_await c.list_feeds(asio::use_awaitable);
+        CHECK(std::count(names.begin(), names.end(), name) == 0);
+        c.stop();
+      },
+      60s);
+}
+
+namespace {
+
+std::string node_id(const redis_cluster& cl, unsigned short port) {
+  auto s = cl.cli(port, {"CLUSTER", "MYID"});
+  return s.substr(0, s.find_first_of("\r\n"));
+}
+
+// RPUSH `key` `i` through the client's router.
+asio::awaitable<void> push_one(thoonk::client* c, const std::string* key, int i,
+                               std::vector<std::string>* errors) {
+  thoonk::request req;
+  req.push("RPUSH", *key, i);
+  thoonk::exec_options eo;
+  auto [ec, resp] = co_await router_of(*c).exec(req, *key, eo);
+  if (ec) errors->push_back(ec.message());
+  else if (resp[0].is_error()) errors->push_back(resp[0].str);
+}
+
+// Puts on `q` until `*stop`, each followed by WAIT 1 on the same primary
+// connection (routed by the queue's key): `confirmed` holds the items a
+// replica had when WAIT answered, `acked` every acknowledged put.
+asio::awaitable<void> waited_puts(thoonk::client* c, thoonk::queue* q, const bool* stop,
+                                  std::vector<std::string>* acked,
+                                  std::vector<std::string>* confirmed, bool* done) {
+  const std::string route = "feed.config:{" + q->name() + "}";
+  thoonk::request wait;
+  wait.push("WAIT", 1, 500);
+  thoonk::exec_options eo;
+  for (int i = 0; !*stop; ++i) {
+    auto item = "waited-" + std::to_string(i);
+    auto [ec, id] = co_await q->put(item, nothrow);
+    if (ec) continue;
+    acked->push_back(item);
+    auto [wec, wresp] = co_await router_of(*c).exec(wait, route, eo);
+    if (!wec && wresp[0].integer >= 1) confirmed->push_back(item);
+  }
+  *done = true;
+}
+
+// Another primary than `port`.
+unsigned short other_primary(const redis_cluster& cl, unsigned short port) {
+  for (auto p : primary_ports(cl))
+    if (p != port) return p;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED after the move",
+          "[cluster][ask][moved]") {
+  redis_cluster cl;
+  const std::string k = "ask-key";
+  const auto slot = hash_slot(k);
+  const auto from = cl.primary_of(slot, cl.any_live_port());
+  const auto to = other_primary(cl, from);
+  REQUIRE(to != 0);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        thoonk::request set1;
+        set1.push("SET", "{ask-key}.one", "present");
+        thoonk::exec_options eo;
+        auto [sec, sresp] = co_await router_of(c).exec(set1, "{ask-key}.one", eo);
+        REQUIRE_FALSE(sec);
+        // The slot half migrated by hand: the source no longer holds a key
+        // it does not have; it sends the client to the target with ASK.
+        const auto slot_s = std::to_string(slot);
+        cl.cli(to, {"CLUSTER", "SETSLOT", slot_s, "IMPORTING", node_id(cl, from)});
+        cl.cli(from, {"CLUSTER", "SETSLOT", slot_s, "MIGRATING", node_id(cl, to)});
+        thoonk::script set_script("return redis.call('SET', KEYS[1], ARGV[1])");
+        std::vector<std::string> keys{k}, args{"v1"};
+        auto r = co_await c.eval(set_script, keys, args, asio::use_awaitable);
+        CHECK(r.str == "OK");
+        // ASK, then NOSCRIPT on the target (the script was never loaded
+        // there) and SCRIPT LOAD + EVALSHA, asked again: two ASKs.
+        auto st = router_of(c).stats();
+        CHECK(st.asked == 2);
+        CHECK(st.moved == 0);
+        // The map did not change: a second key of the slot goes to the
+        // source first and is asked again.
+        args = {"v2"};
+        r = co_await c.eval(set_script, keys, args, asio::use_awaitable);
+        CHECK(r.str == "OK");
+        CHECK(router_of(c).stats().asked == 3);
+
+        // Limits: a client allowed no redirect fails with
+        // cluster_redirect_limit, and so does a script whose keys are half
+        // moved (TRYAGAIN) when no pause is allowed. Neither ran.
+        auto strict_cfg = cl.client_config();
+        strict_cfg.cluster_max_redirects = 0;
+        strict_cfg.unavailable_retries = 0;
+        thoonk::client strict(ioc.get_executor(), strict_cfg);
+        co_await strict.connect(asio::use_awaitable);
+        args = {"v3"};
+        auto [lec, lv] = co_await strict.eval(set_script, keys, args, nothrow);
+        CHECK(lec == thoonk::error::cluster_redirect_limit);
+        // Two keys of the slot, one on the source (set before the
+        // migration began), one not: TRYAGAIN.
+        const std::string k2 = "{ask-key}.two";
+        thoonk::script two_keys("return redis.call('GET', KEYS[1])");
+        std::vector<std::string> both{"{ask-key}.one", k2}, no_args;
+        auto [tec, tv] = co_await strict.eval(two_keys, both, no_args, nothrow);
+        CHECK(tec == thoonk::error::cluster_redirect_limit);
+        strict.stop();
+
+        // The move completed: the source answers MOVED, the map follows.
+        for (auto p : primary_ports(cl))
+          cl.cli(p, {"CLUSTER", "SETSLOT", slot_s, "NODE", node_id(cl, to)});
+        thoonk::request get;
+        get.push("GET", k);
+        auto [ec, resp] = co_await router_of(c).exec(get, k, eo);
+        REQUIRE_FALSE(ec);
+        CHECK(resp[0].str == "v2");
+        CHECK(router_of(c).stats().moved == 1);
+        auto [ec2, resp2] = co_await router_of(c).exec(get, k, eo);
+        REQUIRE_FALSE(ec2);
+        CHECK(resp2[0].str == "v2");
+        CHECK(router_of(c).stats().moved == 1);  // the map knows now
+
+        // Order across a MOVED: 200 RPUSHes issued together to a slot that
+        // moved behind the client's back all get MOVED and arrive, in the
+        // order issued, on the new primary.
+        const std::string lk = "order-list";
+        const auto lfrom = cl.primary_of(hash_slot(lk), cl.any_live_port());
+        cl.migrate_slot(hash_slot(lk), other_primary(cl, lfrom), 10, 0ms);
+        std::vector<std::string> errors;
+        const auto moved_before = router_of(c).stats().moved;
+        for (int i = 0; i < 200; ++i)
+          asio::co_spawn(ioc, push_one(&c, &lk, i, &errors), asio::detached);
+        thoonk::request len;
+        len.push("LLEN", lk);
+        std::int64_t n = 0;
+        for (int tries = 0; tries < 500 && n < 200; ++tries) {
+          auto [lec, lresp] = co_await router_of(c).exec(len, lk, eo);
+          if (!lec) n = lresp[0].integer;
+          co_await sleep_for(10ms);
+        }
+        CHECK(errors.empty());
+        thoonk::request range;
+        range.push("LRANGE", lk, 0, -1);
+        auto [rec, rresp] = co_await router_of(c).exec(range, lk, eo);
+        REQUIRE_FALSE(rec);
+        std::vector<std::string> got, want;
+        for (const auto& v : rresp[0].elements) got.push_back(v.str);
+        for (int i = 0; i < 200; ++i) want.push_back(std::to_string(i));
+        CHECK(got == want);
+        CHECK(router_of(c).stats().moved > moved_before);
+
+        // The periodic refresh learns a move without any MOVED.
+        auto watch_cfg = cl.client_config();
+        watch_cfg.cluster_refresh_interval = 100ms;
+        thoonk::client watcher(ioc.get_executor(), watch_cfg);
+        co_await watcher.connect(asio::use_awaitable);
+        const std::string wk = "watched-key";
+        const auto wfrom = cl.primary_of(hash_slot(wk), cl.any_live_port());
+        cl.migrate_slot(hash_slot(wk), other_primary(cl, wfrom), 10, 0ms);
+        const auto reads = router_of(watcher).stats().refreshes;
+        bool refreshed =
+            co_await wait_until([&] { return router_of(watcher).stats().refreshes >= reads + 2; });
+        CHECK(refreshed);
+        thoonk::request wset;
+        wset.push("SET", wk, "x");
+        auto [wec, wresp] = co_await router_of(watcher).exec(wset, wk, eo);
+        CHECK_FALSE(wec);
+        CHECK(router_of(watcher).stats().moved == 0);
+        watcher.stop();
+        c.stop();
+      },
+      60s);
+}
+
+TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, nothing is lost",
+          "[cluster][migrate][queue]") {
+  redis_cluster cl;
+  const auto any = cl.any_live_port();
+  const auto name = name_on(cl, primary_ports(cl).front(), "moving-");
+  const auto slot = hash_slot(name);
+  const auto from = cl.primary_of(slot, any);
+  const auto to = other_primary(cl, from);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  std::atomic<bool> migrated{false};
+  std::exception_ptr migration_error;
+  std::thread mover;
+  std::vector<std::string> acked;
+  std::map<std::string, int> failures;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        for (int i = 0; i < 20; ++i) {
+          auto item = "item-" + std::to_string(acked.size());
+          co_await q.put(item, asio::use_awaitable);
+          acked.push_back(item);
+        }
+        // The migration runs on its own thread (redis-cli), one key per
+        // batch with pauses, while the puts go on here.
+        mover = std::thread([&] {
+          try {
+            cl.migrate_slot(slot, to, 1, 30ms);
+          } catch (...) {
+            migration_error = std::current_exception();
+          }
+          migrated = true;
+        });
+        while (!migrated || acked.size() < 60) {
+          auto item = "item-" + std::to_string(acked.size() + failures.size());
+          auto [ec, id] = co_await q.put(item, nothrow);
+          if (ec) ++failures[ec.message()];
+          else acked.push_back(item);
+        }
+        mover.join();
+        std::set<std::string> got;
+        for (;;) {
+          auto [ec, it] = co_await q.get(0ms, nothrow);
+          if (ec == thoonk::error::queue_empty) break;
+          REQUIRE_FALSE(ec);
+          got.insert(it.item);
+        }
+        CHECK(got == std::set<std::string>(acked.begin(), acked.end()));
+        auto st = router_of(c).stats();
+        std::cout << "cluster migration under load: " << acked.size() << " puts acknowledged, "
+                  << st.moved << " MOVED, " << st.asked << " ASK, " << st.retried
+                  << " TRYAGAIN/CLUSTERDOWN pauses\n";
+        CHECK(st.moved >= 1);  // after the move, the first put to the source
+        c.stop();
+      },
+      120s);
+  if (mover.joinable()) mover.join();
+  if (migration_error) std::rethrow_exception(migration_error);
+  CHECK(failures.empty());
+  CHECK(cl.primary_of(slot, any) == to);
+}
+
+TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; lost "
+          "acknowledged writes are counted",
+          "[cluster][failover][queue]") {
+  redis_cluster cl;
+  const auto any = cl.any_live_port();
+  const auto victim = primary_ports(cl).front();
+  const auto name = name_on(cl, victim, "failing-");
+  const auto waited_name = name_on(cl, victim, "waited-");
+  const auto slot = hash_slot(name);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  std::vector<std::string> acked, unknown, waited_acked, waited_confirmed;
+  std::map<std::string, int> failures;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        // Beside it, on the same primary, puts confirmed by WAIT 1 until
+        // the kill.
+        auto wq = co_await thoonk::queue::create_or_open(c, waited_name, asio::use_awaitable);
+        bool stop_waited = false, waited_done = false;
+        asio::co_spawn(ioc,
+                       waited_puts(&c, &wq, &stop_waited, &waited_acked, &waited_confirmed,
+                                   &waited_done),
+                       asio::detached);
+        int n = 0;
+        std::size_t acked_at_kill = 0;
+        bool killed = false;
+        while (!killed || acked.size() < acked_at_kill + 100) {
+          if (!killed && acked.size() == 100) {
+            cl.server_on(victim)->kill();
+            stop_waited = true;
+            killed = true;
+            acked_at_kill = acked.size();
+          }
+          auto item = "item-" + std::to_string(n++);
+          auto [ec, id] = co_await q.put(item, nothrow);
+          if (!ec) acked.push_back(item);
+          else if (ec == thoonk::error::unknown_outcome) unknown.push_back(item);
+          else ++failures[ec.message()];
+        }
+        bool finished = co_await wait_until([&] { return waited_done; }, 30s);
+        REQUIRE(finished);
+        std::set<std::string> got;
+        for (;;) {
+          auto [ec, it] = co_await q.get(0ms, nothrow);
+          if (ec == thoonk::error::queue_empty) break;
+          REQUIRE_FALSE(ec);
+          got.insert(it.item);
+        }
+        std::size_t lost = 0;
+        for (const auto& a : acked) lost += got.count(a) == 0;
+        std::set<std::string> waited_got;
+        for (;;) {
+          auto [ec, it] = co_await wq.get(0ms, nothrow);
+          if (ec == thoonk::error::queue_empty) break;
+          REQUIRE_FALSE(ec);
+          waited_got.insert(it.item);
+        }
+        std::size_t waited_lost = 0, confirmed_lost = 0;
+        for (const auto& a : waited_acked) waited_lost += waited_got.count(a) == 0;
+        for (const auto& a : waited_confirmed) confirmed_lost += waited_got.count(a) == 0;
+        std::cout << "cluster failover with WAIT 1 after each put: " << waited_acked.size()
+                  << " acknowledged (" << waited_lost << " lost), " << waited_confirmed.size()
+                  << " confirmed by WAIT (" << confirmed_lost << " lost)\n";
+        // A write the replica had (WAIT said so) survives its promotion.
+        CHECK(confirmed_lost == 0);
+        CHECK_FALSE(waited_confirmed.empty());
+        std::size_t unknown_ran = 0;
+        for (const auto& u : unknown) unknown_ran += got.count(u);
+        auto st = router_of(c).stats();
+        std::cout << "cluster failover: " << acked.size() << " puts acknowledged, " << lost
+                  << " of them lost with the killed primary (asynchronous replication), "
+                  << unknown.size() << " unknown outcomes (" << unknown_ran << " of them ran), "
+                  << st.resent_unwritten << " requests sent again unwritten, " << st.refreshes
+                  << " slot map reads\n";
+        // Nothing is in the queue that was not put.
+        for (const auto& g : got)
+          CHECK((std::count(acked.begin(), acked.end(), g) +
+                 std::count(unknown.begin(), unknown.end(), g)) == 1);
+        const auto promoted = cl.primary_of(slot, cl.any_live_port());
+        CHECK(promoted != victim);
+
+        // The promoted primary killed too: nobody serves the slot. A
+        // client still connects (the map is read from the other nodes); a
+        // put there fails, after its retries, with an error saying it did
+        // not run (not unknown_outcome).
+        cl.server_on(promoted)->kill();
+        auto strict_cfg = cl.client_config();
+        strict_cfg.unavailable_retries = 1;
+        strict_cfg.connect_timeout = 500ms;
+        thoonk::client strict(ioc.get_executor(), strict_cfg);
+        auto [sec] = co_await strict.connect(nothrow);
+        CHECK_FALSE(sec);
+        thoonk::queue sq(strict, name);
+        auto [pec, pid] = co_await sq.put("never", nothrow);
+        CHECK(pec);
+        CHECK(pec != thoonk::error::unknown_outcome);
+        strict.stop();
+        c.stop();
+      },
+      120s);
+  CHECK(failures.empty());
+  (void)any;
+}
+
+TEST_CASE("cluster: a seed that is no cluster node: cluster_topology_unavailable",
+          "[cluster][connect]") {
+  asio::io_context ioc;
+  boost::system::error_code uec;
+  auto cfg = thoonk::config::from_url(shared_redis_url(), uec);
+  REQUIRE_FALSE(uec);
+  cfg.cluster = true;
+  cfg.connect_timeout = 1s;
+  cfg.unavailable_retries = 2;
+  cfg.reconnect_min_delay = 10ms;
+  cfg.reconnect_max_delay = 50ms;
+  thoonk::client c(ioc.get_executor(), cfg);
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    auto [ec] = co_await c.connect(nothrow);
+    CHECK(ec == thoonk::error::cluster_topology_unavailable);
+    auto q = thoonk::queue(c, "nowhere");
+    auto [pec, id] = co_await q.put("x", nothrow);
+    CHECK(pec == thoonk::error::cluster_topology_unavailable);
+    c.stop();
+  });
+}
+
+TEST_CASE("cluster: the subscriber hears every shard's feed events and management events",
+          "[cluster][subscriber]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        auto cap = co_await capture_patterns(c.sub(), std::string("feed.publish:*"),
+                                             std::string("newfeed"));
+        std::vector<std::string> names;
+        for (auto port : ports) names.push_back(name_on(cl, port, "heard-"));
+        for (const auto& n : names) {
+          auto f = co_await thoonk::feed::create_or_open(c, n, asio::use_awaitable);
+          co_await f.publish(std::string("hello"), asio::use_awaitable);
+        }
+        bool all = co_await wait_until([&] {
+          for (const auto& n : names)
+            if (cap->on("feed.publish:" + n).empty()) return false;
+          return cap->on("newfeed").size() >= names.size();
+        });
+        CHECK(all);
+        c.stop();
+      },
+      60s);
+}
