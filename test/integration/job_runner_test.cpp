@@ -337,9 +337,11 @@ TEST_CASE(
       co_return std::nullopt;
     };
     thoonk::run_options o;
-    o.worker_ttl = 5s;
-    // Longer than the lease: the claim lapses before the first heartbeat.
-    o.heartbeat_interval = 1500ms;
+    o.worker_ttl = 20s;
+    // Far longer than the lease (200 ms) and the 300 ms wait below, so the
+    // claim has lapsed and been taken before the first heartbeat even on a
+    // machine that stalls for seconds.
+    o.heartbeat_interval = 5s;
     auto run = start_run(q, h, o);
     auto began = co_await wait_until([&] { return started; });
     REQUIRE(began);
@@ -350,7 +352,7 @@ TEST_CASE(
     // runner's claim is gone for good, and only its heartbeat can say so.
     auto j = co_await q2.claim(1s, asio::use_awaitable);
     CHECK(j.id == id);
-    auto told = co_await wait_until([&] { return cancelled; }, 10s);
+    auto told = co_await wait_until([&] { return cancelled; }, 20s);
     CHECK(told);
     // The new claim was not disturbed by the old one's report.
     auto [fec] = co_await q2.finish(j, nothrow);
