@@ -6,8 +6,8 @@
 #   --old      commit to compare against (default a5ce862)
 #   --rounds   rounds of old/new runs (default 3); the order alternates
 #              (old-new, new-old, ...) so a drifting machine hits both alike
-#   --only     comma list of core, feed, job: build and run only those
-#              benchmarks (default all three)
+#   --only     comma list of core, feed, job, worker: build and run only
+#              those benchmarks (default core,feed,job)
 #   --quick    feed_bench --quick (smaller counts): a smoke run, not figures
 #   --json     also write every run's output and the medians to FILE
 #
@@ -21,6 +21,10 @@
 #   core_bench --coroutines 1,256     SET and EVALSHA, with their ceilings
 #   feed_bench                        publish throughput, ceiling, latency
 #   job_bench --e2e 64 200000         jobs end to end, server CPU per job
+#   peer_scenarios (worker)           a backlog of 20,000 jobs worked at
+#                                     concurrency 1 by the raw claim/finish
+#                                     loop and, where the build has it, by
+#                                     the runner (job_queue::run)
 #
 # and the script prints a markdown table of the medians over the rounds of
 # every headline figure both sides report, with new/old. Machine noise on a
@@ -64,10 +68,12 @@ IFS=, read -r -a only_list <<<"$only"
 for b in "${only_list[@]}"; do
   case "$b" in
     core|feed|job) benches+=("${b}_bench") ;;
-    *) thoonk_die "--only takes core, feed and job, not: $b" ;;
+    worker) benches+=(peer_scenarios) ;;
+    *) thoonk_die "--only takes core, feed, job and worker, not: $b" ;;
   esac
 done
 has_bench() { [[ " ${benches[*]} " == *" $1_bench "* ]]; }
+has_worker() { [[ " ${benches[*]} " == *" peer_scenarios "* ]]; }
 
 # Runs "$@" holding the lock (if any).
 locked() {
@@ -129,6 +135,38 @@ run_side() {  # side, round
   fi
   if has_bench job; then
     locked "$bin/job_bench" --e2e 64 200000 >"$work/$side.$round.job.json"
+  fi
+  if has_worker; then
+    locked bash -c "$(declare -f worker_c1); worker_c1 '$bin/peer_scenarios' '$side$round'" \
+      >"$work/$side.$round.worker.json"
+  fi
+}
+
+# A backlog of 20,000 jobs worked at concurrency 1 against a private
+# redis-server: the raw claim/finish loop, and the runner when the binary
+# has it (peer_scenarios has-runner). Prints one JSON object of jobs/s.
+worker_c1() {  # binary, queue-name tag
+  local bin="$1" tag="$2" n=20000 port dir pid out raw runner=
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  dir="$(mktemp -d)"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    >"$dir/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  rate() {  # extra work arguments...
+    "$bin" enqueue --mode bulk --jobs $n --queue "c1-$tag-$#" --url "redis://127.0.0.1:$port" >/dev/null
+    out="$("$bin" work --jobs $n --concurrency 1 --queue "c1-$tag-$#" \
+      --url "redis://127.0.0.1:$port" "$@" | tail -n 1)"
+    python3 -c 'import json, sys; w = json.loads(sys.argv[1]); print(int(sys.argv[2]) / ((w["t_last_ns"] - w["t_start_ns"]) / 1e9))' "$out" "$n"
+  }
+  raw="$(rate)"
+  if "$bin" has-runner >/dev/null 2>&1; then runner="$(rate --runner)"; fi
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -rf "$dir"
+  if [ -n "$runner" ]; then
+    printf '{"c1_raw_per_s": %s, "c1_runner_per_s": %s}\n' "$raw" "$runner"
+  else
+    printf '{"c1_raw_per_s": %s}\n' "$raw"
   fi
 }
 
@@ -201,6 +239,14 @@ print("|---|---|---|---|---|")
 for row in rows:
     print(f"| {row['bench']} | {row['figure']} | {fmt(row['old_median'])} | "
           f"{fmt(row['new_median'])} | {fmt(row['new_over_old'])} |")
+# The runner finishes a job and claims the next in one call where the raw
+# loop needs two: its rate at concurrency 1 against the old build's raw loop.
+runner = runs.get(("worker", "c1_runner_per_s"), {}).get("new")
+old_raw = runs.get(("worker", "c1_raw_per_s"), {}).get("old")
+if runner and old_raw:
+    r, o = statistics.median(runner), statistics.median(old_raw)
+    print(f"\nconcurrency 1: runner (new) {fmt(r)} jobs/s against raw claim/finish (old) "
+          f"{fmt(o)} jobs/s: {r / o:.2f}x")
 if json_out:
     with open(json_out, "w") as f:
         json.dump({"old": old_sha, "rounds": rounds, "rows": rows}, f, indent=1)
