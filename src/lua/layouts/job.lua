@@ -40,7 +40,7 @@ end
 -- nil when `id` is claimed under `token`, else the error code.
 local function claim_check(id, token)
   if not redis.call('ZSCORE', K_CLAIMED, id) then
-    if was_aborted(id, token) then return 'lost_claim' end
+    if cold.was_aborted(id, token) then return 'lost_claim' end
     if redis.call('HEXISTS', K_ITEMS, id) == 1 then return 'job_not_claimed' end
     return 'job_not_found'
   end

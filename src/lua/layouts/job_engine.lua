@@ -140,36 +140,36 @@ end
 -- Up to `limit` due scheduled jobs join the end of the line, earliest
 -- run_at first (ties in put order). Returns how many.
 local function promote(now, limit)
-  local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', int(now), 'LIMIT', '0', int(limit))
   local n = #due
   if n == 0 then return 0 end
   local ids = {}
   for i = 1, n do ids[i] = string.sub(due[i], SEQ_WIDTH + 1) end
   local vals = redis.call('HMGET', K_SCHED_ITEMS, unpack(ids))
-  local h, push = {}, {}
+  local h, moved = {}, {}
   for i = 1, n do
     local v = vals[i]
     if v and string.sub(v, 1, SEQ_WIDTH) == string.sub(due[i], 1, SEQ_WIDTH) then
       h[#h + 1] = ids[i]
       h[#h + 1] = string.sub(v, SEQ_WIDTH + 1)
-      push[#push + 1] = ids[i]
+      moved[#moved + 1] = ids[i]
     end
   end
   redis.call('ZREM', K_SCHEDULED, unpack(due))
-  if #push == 0 then return 0 end
-  redis.call('HDEL', K_SCHED_ITEMS, unpack(push))
+  if #moved == 0 then return 0 end
+  redis.call('HDEL', K_SCHED_ITEMS, unpack(moved))
   redis.call('HSET', K_ITEMS, unpack(h))
-  redis.call('LPUSH', K_IDS, unpack(push))
-  Q.woken = Q.woken + #push
+  redis.call('LPUSH', K_IDS, unpack(moved))
+  Q.woken = Q.woken + #moved
   if Q.events then
-    for i = 1, #push do emit('promoted', push[i]) end
+    for i = 1, #moved do emit('promoted', moved[i]) end
   end
-  return #push
+  return #moved
 end
 
 -- The earliest run_at of a scheduled job, or nil.
 local function next_due()
-  local r = redis.call('ZRANGE', K_SCHEDULED, 0, 0, 'WITHSCORES')
+  local r = redis.call('ZRANGE', K_SCHEDULED, '0', '0', 'WITHSCORES')
   if r[2] then return tonumber(r[2]) end
   return nil
 end
@@ -634,7 +634,7 @@ local function claim_jobs(now, want, worker)
     if not later then redis.call('SET', K_SLEEPERS, '1') end
     return {later or next_due() or 0}
   end
-  local ids = redis.call('RPOP', K_IDS, n)
+  local ids = redis.call('RPOP', K_IDS, int(n))
   if not ids then
     redis.call('SET', K_SLEEPERS, '1')
     return {next_due() or 0}
@@ -682,8 +682,12 @@ local function claim_jobs(now, want, worker)
     end
     ids, its, m = ki, kt, #ki
   end
+  -- Q.cancelled is false when finish_jobs, earlier in the same call, found
+  -- no failure counts.
   local fails = {}
-  if redis.call('EXISTS', K_CANCELLED) == 1 then fails = redis.call('HMGET', K_CANCELLED, unpack(ids)) end
+  if Q.cancelled ~= false and redis.call('EXISTS', K_CANCELLED) == 1 then
+    fails = redis.call('HMGET', K_CANCELLED, unpack(ids))
+  end
   local att = redis.call('HMGET', K_ATTEMPTS, KEEP_FIELD, unpack(ids))
   if not att[1] then redis.call('HSET', K_ATTEMPTS, KEEP_FIELD, KEEP_VALUE) end
   local h, out, wc = {}, {}, {}
@@ -750,7 +754,7 @@ local function finish_jobs(channel, base, m, ttl, worker)
       seen[id] = true
       ok[#ok + 1] = j
       o[#o + 1] = id
-    elseif redis.call('ZSCORE', K_CLAIMED, id) or was_aborted(id, tok) then
+    elseif redis.call('ZSCORE', K_CLAIMED, id) or cold.was_aborted(id, tok) then
       st[j] = 3
     elseif redis.call('HEXISTS', K_ITEMS, id) == 1 then
       st[j] = 2
@@ -762,20 +766,26 @@ local function finish_jobs(channel, base, m, ttl, worker)
     -- A worker's finished claims take their records along (another
     -- worker's claim of a job this one lost keeps its record).
     if worker then redis.call('HDEL', K_WORKER_JOBS, unpack(o)) end
-    if redis.call('EXISTS', K_CANCELLED) == 1 then redis.call('HDEL', K_CANCELLED, unpack(o)) end
     redis.call('HDEL', K_ITEMS, unpack(o))
     redis.call('HDEL', K_ATTEMPTS, unpack(o))
-    if redis.call('EXISTS', K_PUBLISHED) == 1 then redis.call('ZREM', K_PUBLISHED, unpack(o)) end
-    redis.call('INCRBY', K_FINISHES, #o)
-    -- Job records and held puts are rare: one EXISTS for both.
-    local extras = redis.call('EXISTS', K_META, K_HELD) > 0
+    redis.call('INCRBY', K_FINISHES, int(#o))
+    -- Failure counts, the put-time index, job records and held puts are
+    -- rare: one EXISTS for the four, and none more when it finds none (a
+    -- claim in the same call then knows there are no failure counts:
+    -- nothing here creates them). Each script call costs about 10,000
+    -- instructions per redis.call on Redis 7.0, so at one job a round the
+    -- calls, not the data, are the cost.
+    local extras = redis.call('EXISTS', K_CANCELLED, K_PUBLISHED, K_META, K_HELD) > 0
+    if not extras then Q.cancelled = false end
+    if extras and redis.call('EXISTS', K_CANCELLED) == 1 then redis.call('HDEL', K_CANCELLED, unpack(o)) end
+    if extras and redis.call('EXISTS', K_PUBLISHED) == 1 then redis.call('ZREM', K_PUBLISHED, unpack(o)) end
     if extras then redis.call('HDEL', K_META, unpack(o)) end
     if extras and redis.call('EXISTS', K_HELD) == 1 then
       -- The server's clock: a finish carries no time (a held put's run_at
       -- is compared with it).
       local now = server_ms()
-      for i = 1, #o do release_held(o[i], now) end
-      wake_woken('feed.wake:' .. string.sub(channel, 12))
+      for i = 1, #o do cold.release_held(o[i], now) end
+      cold.wake_woken('feed.wake:' .. string.sub(channel, 12))
     end
     if Q.events then
       for i = 1, #o do emit('finished', o[i]) end
