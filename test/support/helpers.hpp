@@ -506,6 +506,33 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
   }                                                                                              \
   static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f)
 
+/// FIXTURE_TEST_CASE with a second client in scope: `other`, on f's
+/// io_context with the client name "thoonk-<prefix>-other", not connected
+/// before the body and stopped after it, for the tests of what one client
+/// sees of another's calls:
+///
+///     TWO_CLIENT_TEST_CASE("abort", "abort: from another client", "[job][abort]") {
+///       auto worker = co_await engine_queue(f);
+///       auto boss = co_await open_on(other, f.name);
+///       ...
+///     }
+#define TWO_CLIENT_TEST_CASE(prefix, ...)                                                   \
+  THOONK_TWO_CLIENT_TEST_CASE_(THOONK_TEST_CAT_(thoonk_two_client_test_, __LINE__), prefix, \
+                               __VA_ARGS__)
+#define THOONK_TWO_CLIENT_TEST_CASE_(fn, prefix, ...)                                              \
+  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& f, ::thoonk::client& other);   \
+  TEST_CASE(__VA_ARGS__) {                                                                         \
+    ::thoonk::test::fixture f(prefix);                                                             \
+    ::thoonk::client other(f.ioc.get_executor(), ::thoonk::test::named_config(                     \
+                                                     std::string("thoonk-") + prefix + "-other")); \
+    ::thoonk::test::run_coro(f.ioc, [&]() -> ::boost::asio::awaitable<void> {                      \
+      co_await fn(f, other);                                                                       \
+      other.stop();                                                                                \
+    });                                                                                            \
+  }                                                                                                \
+  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f,            \
+                                           ::thoonk::client& other)
+
 /// A test case whose body is a coroutine on a fresh fixture `fx(prefix)`
 /// whose client `c` is connected before the body; after it, the client and
 /// the raw subscriber are stopped:
