@@ -87,12 +87,7 @@ TEST_CASE("job: stall, retry, claim, finish with a result",
 
     auto [id, j1] = co_await put_and_claim(q, "work");
     co_await q.stall(j1, asio::use_awaitable);
-    auto c1 = co_await q.counts(asio::use_awaitable);
-    CHECK(c1.stalled == 1);
-    CHECK(c1.claimed == 0);
-    CHECK(c1.waiting == 0);
-    auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
-    CHECK(member.integer == 1);
+    co_await expect_only_stalled(f, q, id);
     // Nothing to claim while it is stalled.
     auto [eec, none] = co_await q.claim(0ms, nothrow);
     CHECK(eec == thoonk::error::queue_empty);

@@ -74,8 +74,7 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
   CHECK(r2.counts.stalled == 1);
   CHECK(r2.counts.claimed == 0);
   CHECK(r2.counts.waiting == 0);
-  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
-  CHECK(member.integer == 1);
+  co_await expect_only_stalled(f, q, id);
   // The dead letter can be retried.
   co_await q.retry(id, asio::use_awaitable);
   auto j3 = co_await q.claim(1s, asio::use_awaitable);

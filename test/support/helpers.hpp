@@ -470,6 +470,19 @@ inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::strin
   co_return put_claim{std::move(id), std::move(job)};
 }
 
+/// Checks that `id` is the one stalled job of f's queue `q` (stalled, or a
+/// dead letter: in feed.stalled:[f], where a contract client looks for it)
+/// and that no job is claimed, waiting or scheduled.
+inline asio::awaitable<void> expect_only_stalled(fixture& f, thoonk::job_queue& q, std::string id) {
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.stalled == 1);
+  CHECK(counts.claimed == 0);
+  CHECK(counts.waiting == 0);
+  CHECK(counts.scheduled == 0);
+  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+  CHECK(member.integer == 1);
+}
+
 /// contract_job_queue for a queue.
 inline asio::awaitable<thoonk::queue> contract_queue(fixture& f, thoonk::queue_options o = {}) {
   co_await f.c.connect(asio::use_awaitable);
