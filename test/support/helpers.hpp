@@ -593,6 +593,27 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
                                            [[maybe_unused]] ::thoonk::client& c,                  \
                                            const std::string& name)
 
+/// A test case whose body is a coroutine run by run_with_job_queue on a
+/// fresh fixture `f(prefix)`; in scope are `f` (its client connected) and
+/// `q`, f.name made a job queue with the contract's plain commands
+/// (contract_job_queue):
+///
+///     JOB_QUEUE_TEST_CASE("jobs-flow", "job: put then claim", "[job][put][claim]") {
+///       auto [id, j] = co_await put_and_claim(q, "x");
+///       ...
+///     }
+#define JOB_QUEUE_TEST_CASE(prefix, ...)                                                  \
+  THOONK_JOB_QUEUE_TEST_CASE_(THOONK_TEST_CAT_(thoonk_job_queue_test_, __LINE__), prefix, \
+                              __VA_ARGS__)
+#define THOONK_JOB_QUEUE_TEST_CASE_(fn, prefix, ...)                                            \
+  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& f, ::thoonk::job_queue& q); \
+  TEST_CASE(__VA_ARGS__) {                                                                      \
+    ::thoonk::test::fixture f(prefix);                                                          \
+    ::thoonk::test::run_with_job_queue(f, [&f](::thoonk::job_queue& q) { return fn(f, q); });   \
+  }                                                                                             \
+  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f,         \
+                                           ::thoonk::job_queue& q)
+
 namespace Catch {
 template <>
 struct StringMaker<thoonk::test::rec> {
