@@ -25,7 +25,7 @@ const queue_kind job_layout{feed_type::job, [](const feed_names& n) { return job
 }  // namespace
 
 job_queue_impl::job_queue_impl(client& c, std::string_view name, job_queue_options o)
-    : queue_core(c, name, job_layout, o.max_put_batch, o.max_puts_in_flight),
+    : queue_core(c, name, job_layout, o),
       lock_key(names.key("maintenance")),
       finish_channel(names.job_finish_channel()),
       opts(std::move(o)) {}
