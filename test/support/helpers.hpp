@@ -524,11 +524,21 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///
 /// The body is a coroutine function taking `fixture& f`; SECTIONs work in it
 /// as in any test case.
-#define FIXTURE_TEST_CASE(prefix, ...)                                                        \
-  THOONK_CORO_TEST_CASE_(                                                                     \
-      ([[maybe_unused]] ::thoonk::test::fixture & f), f, prefix,                              \
-      (::thoonk::test::run_coro(                                                              \
-           f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return THOONK_TEST_FN_(f); });), \
+#define FIXTURE_TEST_CASE(prefix, ...) \
+  FIXTURE_TEST_CASE_WITHIN(::std::chrono::seconds(20), prefix, __VA_ARGS__)
+
+/// FIXTURE_TEST_CASE under a deadline of its own (a std::chrono duration),
+/// for the slow tests:
+///
+///     FIXTURE_TEST_CASE_WITHIN(60s, "runkill", "run: ...", "[job][run][process]") {
+///       ...
+///     }
+#define FIXTURE_TEST_CASE_WITHIN(deadline, prefix, ...)                                    \
+  THOONK_CORO_TEST_CASE_(                                                                  \
+      ([[maybe_unused]] ::thoonk::test::fixture & f), f, prefix,                           \
+      (::thoonk::test::run_coro(                                                           \
+           f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return THOONK_TEST_FN_(f); }, \
+           deadline);),                                                                    \
       __VA_ARGS__)
 
 /// FIXTURE_TEST_CASE with a second client in scope: `other`, on f's
