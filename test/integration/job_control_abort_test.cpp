@@ -16,6 +16,14 @@ using thoonk::abort_options;
 
 namespace {
 
+// A client config allowing items of at most 64 bytes: an error or a
+// progress text of 65 is item_too_large.
+thoonk::config small_items() {
+  auto cfg = named_config();
+  cfg.max_item_size = 64;
+  return cfg;
+}
+
 // The default outcome (as cancel()). A function, not `abort_options{}`:
 // g++ 12 rejects braced lists inside co_await expressions.
 abort_options cancelled() { return abort_options{}; }
@@ -204,9 +212,7 @@ FIXTURE_TEST_CASE("abort", "abort: a put held for the job is applied after the a
 
 TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments change nothing",
           "[job][control][abort][errors]") {
-  auto cfg = named_config();
-  cfg.max_item_size = 64;
-  fixture f("abort", cfg);
+  fixture f("abort", small_items());
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
     auto [stalled, sj] = co_await put_and_claim(q, "x");
@@ -364,9 +370,7 @@ FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and co
 
 TEST_CASE("progress: only the claim holder; kept on the job, published as an event",
           "[job][control][progress][get_job][events][subscribe_events]") {
-  auto cfg = named_config();
-  cfg.max_item_size = 64;
-  fixture f("progress", cfg);
+  fixture f("progress", small_items());
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     thoonk::job_queue::settings s;
     s.events = true;
