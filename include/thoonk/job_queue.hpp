@@ -67,28 +67,20 @@ inline constexpr std::string_view rate_limit = "rate_limit";
 inline constexpr std::string_view paused = "paused";
 }  // namespace job_config
 
-/// Tuning of a job_queue object (client side only).
-struct job_queue_options {
-  /// Waiting claimers and get_result re-check the server this often even
-  /// without a notification (puts made with plain commands do not notify).
-  std::chrono::milliseconds poll_interval{1000};
+/// Tuning of a job_queue object (client side only). poll_interval,
+/// max_put_batch and max_puts_in_flight: see detail::queue_options_base.
+struct job_queue_options : detail::queue_options_base {
   /// Most jobs one claim script takes for this object's waiting claimers
   /// (clamped to 1..1000).
   std::size_t max_claim_batch = 256;
   /// Most finishes one finish script applies; finishes issued while one is
   /// in flight (or in the same tick) share the next call. Clamped 1..1000.
   std::size_t max_finish_batch = 512;
-  /// Most jobs one put script stores (puts issued in the same tick share
-  /// one script call; put_many is split into chunks of this size).
-  /// Clamped to 1..1000.
-  std::size_t max_put_batch = 1000;
   /// Claim scripts in flight at once for this object's claimers (1..8).
   /// More overlap server work with round trips; each call takes fewer jobs.
   std::size_t max_claims_in_flight = 2;
   /// Finish scripts in flight at once (1..8).
   std::size_t max_finishes_in_flight = 2;
-  /// Put scripts in flight at once per priority (1..8).
-  std::size_t max_puts_in_flight = 2;
   /// Claim ahead: once claims are being served from a busy queue, keep up
   /// to this many jobs claimed for this object before any worker asks
   /// (capped at max_claim_batch). A worker loop then gets its next job

@@ -18,21 +18,14 @@
 namespace thoonk {
 
 /// Tuning of a queue object (client side only). The defaults suit most uses.
-struct queue_options {
-  /// Waiting getters re-check the server this often even without a wake-up
-  /// notification (puts made with plain commands do not notify).
-  std::chrono::milliseconds poll_interval{1000};
+/// poll_interval, max_put_batch and max_puts_in_flight: see
+/// detail::queue_options_base.
+struct queue_options : detail::queue_options_base {
   /// Most items one get script takes for the waiting coroutines of this
   /// object (clamped to 1..1000).
   std::size_t max_fetch_batch = 256;
-  /// Most items one put script stores (puts issued in the same tick are
-  /// coalesced into one script call; put_many is split into chunks of
-  /// this size). Clamped to 1..1000.
-  std::size_t max_put_batch = 1000;
   /// Get scripts in flight at once for this object's getters (1..8).
   std::size_t max_fetches_in_flight = 2;
-  /// Put scripts in flight at once per priority (1..8).
-  std::size_t max_puts_in_flight = 2;
 };
 
 /// One item taken from a queue.

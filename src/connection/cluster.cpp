@@ -3,6 +3,7 @@
 #include <thoonk/error.hpp>
 
 #include <charconv>
+#include <span>
 
 namespace thoonk::detail {
 
@@ -101,25 +102,47 @@ std::string host_or_seed(std::string host, const cluster_node& seed) {
   return host;
 }
 
-}  // namespace
+// Assigns the slot ranges [a, b] of `r`, taken two at a time from its
+// elements. False when a range is no valid one.
+bool assign_ranges(slot_map& m, std::span<const resp3::value> r, const cluster_node& node) {
+  for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
+    auto a = as_int(&r[i]), b = as_int(&r[i + 1]);
+    if (!valid_range(a, b)) return false;
+    m.assign_range(static_cast<std::uint16_t>(*a), static_cast<std::uint16_t>(*b), node);
+  }
+  return true;
+}
 
-slot_map slot_map::from_shards(const resp3::value& reply, const cluster_node& seed,
-                               error_code& ec) {
+// The map of a reply that is an array of entries (shards, slot ranges):
+// `read_entry(entry, m)` assigns the entry's slots in `m` and returns false
+// when the entry is malformed. A reply of another type or with a malformed
+// entry gives ec = unexpected_type and an empty map.
+template <class ReadEntry>
+slot_map read_entries(const resp3::value& reply, error_code& ec, ReadEntry read_entry) {
   slot_map m;
   ec = {};
   if (reply.type != resp3::type::array) {
     ec = error::unexpected_type;
     return m;
   }
-  for (const auto& shard : reply.elements) {
-    const auto* slots = field(shard, "slots");
-    const auto* nodes = field(shard, "nodes");
-    if (!slots || !nodes || slots->type != resp3::type::array ||
-        nodes->type != resp3::type::array) {
+  for (const auto& entry : reply.elements) {
+    if (!read_entry(entry, m)) {
       ec = error::unexpected_type;
       return slot_map{};
     }
-    std::optional<cluster_node> primary;
+  }
+  return m;
+}
+
+}  // namespace
+
+slot_map slot_map::from_shards(const resp3::value& reply, const cluster_node& seed,
+                               error_code& ec) {
+  return read_entries(reply, ec, [&](const resp3::value& shard, slot_map& m) {
+    const auto* slots = field(shard, "slots");
+    const auto* nodes = field(shard, "nodes");
+    if (!slots || !nodes || slots->type != resp3::type::array || nodes->type != resp3::type::array)
+      return false;
     for (const auto& node : nodes->elements) {
       if (as_str(field(node, "role")) != "master") continue;
       auto port = as_int(field(node, "port"));
@@ -127,53 +150,26 @@ slot_map slot_map::from_shards(const resp3::value& reply, const cluster_node& se
       if (!valid_port(port)) continue;
       auto host = as_str(field(node, "endpoint"));
       if (host.empty() || host == "?") host = as_str(field(node, "ip"));
-      primary = cluster_node{host_or_seed(std::move(host), seed), static_cast<std::uint16_t>(*port)};
-      break;
+      cluster_node primary{host_or_seed(std::move(host), seed), static_cast<std::uint16_t>(*port)};
+      return assign_ranges(m, slots->elements, primary);
     }
-    if (!primary) continue;
-    const auto& r = slots->elements;
-    for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
-      auto a = as_int(&r[i]), b = as_int(&r[i + 1]);
-      if (!valid_range(a, b)) {
-        ec = error::unexpected_type;
-        return slot_map{};
-      }
-      m.assign_range(static_cast<std::uint16_t>(*a), static_cast<std::uint16_t>(*b), *primary);
-    }
-  }
-  return m;
+    return true;  // no primary: skipped
+  });
 }
 
 slot_map slot_map::from_slots(const resp3::value& reply, const cluster_node& seed,
                               error_code& ec) {
-  slot_map m;
-  ec = {};
-  if (reply.type != resp3::type::array) {
-    ec = error::unexpected_type;
-    return m;
-  }
-  for (const auto& range : reply.elements) {
-    if (range.type != resp3::type::array || range.elements.size() < 3) {
-      ec = error::unexpected_type;
-      return slot_map{};
-    }
+  return read_entries(reply, ec, [&](const resp3::value& range, slot_map& m) {
+    if (range.type != resp3::type::array || range.elements.size() < 3) return false;
     const auto& e = range.elements;
-    auto a = as_int(&e[0]), b = as_int(&e[1]);
     const auto& primary = e[2];
-    if (!valid_range(a, b) || primary.type != resp3::type::array || primary.elements.size() < 2) {
-      ec = error::unexpected_type;
-      return slot_map{};
-    }
+    if (primary.type != resp3::type::array || primary.elements.size() < 2) return false;
     auto port = as_int(&primary.elements[1]);
-    if (!valid_port(port)) {
-      ec = error::unexpected_type;
-      return slot_map{};
-    }
+    if (!valid_port(port)) return false;
     cluster_node node{host_or_seed(as_str(&primary.elements[0]), seed),
                       static_cast<std::uint16_t>(*port)};
-    m.assign_range(static_cast<std::uint16_t>(*a), static_cast<std::uint16_t>(*b), node);
-  }
-  return m;
+    return assign_ranges(m, std::span(e).first(2), node);
+  });
 }
 
 // ---- slot_order -------------------------------------------------------------------

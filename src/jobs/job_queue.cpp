@@ -25,7 +25,7 @@ const queue_kind job_layout{feed_type::job, [](const feed_names& n) { return job
 }  // namespace
 
 job_queue_impl::job_queue_impl(client& c, std::string_view name, job_queue_options o)
-    : queue_core(c, name, job_layout, o.max_put_batch, o.max_puts_in_flight),
+    : queue_core(c, name, job_layout, o),
       lock_key(names.key("maintenance")),
       finish_channel(names.job_finish_channel()),
       opts(std::move(o)) {}
@@ -291,6 +291,20 @@ std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first) {
   auto& e = v.elements;
   for (std::size_t i = first; i + 13 < e.size(); i += 14) out.push_back(parse_job(&e[i]));
   return out;
+}
+
+bool parse_counts(const resp3::value& v, job_counts& out) {
+  if (v.elements.size() < 8) return false;
+  const auto& e = v.elements;
+  out.waiting = as_int(e[0]);
+  out.claimed = as_int(e[1]);
+  out.stalled = as_int(e[2]);
+  out.items = as_int(e[3]);
+  out.puts = as_int(e[4]);
+  out.finishes = as_int(e[5]);
+  out.scheduled = as_int(e[6]);
+  out.held = as_int(e[7]);
+  return true;
 }
 
 namespace {
@@ -574,15 +588,7 @@ void job_queue::start_counts(handler<job_counts> h) {
     auto [st, v] = co_await detail::read_query(std::move(impl), "counts");
     job_counts c;
     if (st) co_return std::tuple{std::move(st), c};
-    if (v.elements.size() < 8) co_return std::tuple{op_status(error::unexpected_type), c};
-    c.waiting = as_int(v.elements[0]);
-    c.claimed = as_int(v.elements[1]);
-    c.stalled = as_int(v.elements[2]);
-    c.items = as_int(v.elements[3]);
-    c.puts = as_int(v.elements[4]);
-    c.finishes = as_int(v.elements[5]);
-    c.scheduled = as_int(v.elements[6]);
-    c.held = as_int(v.elements[7]);
+    if (!detail::parse_counts(v, c)) co_return std::tuple{op_status(error::unexpected_type), c};
     co_return std::tuple{op_status{}, c};
   };
   detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));

@@ -181,5 +181,9 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
 job_info parse_job(resp3::value* g);
 /// The jobs of an inspect or list reply, from element `first`.
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first = 0);
+/// The counts of jobs/read.lua's 'counts' query (waiting, claimed, stalled,
+/// items, puts, finishes, scheduled, held) into `out`; false, and `out`
+/// unchanged, when the reply has fewer than 8 elements.
+bool parse_counts(const resp3::value& v, job_counts& out);
 
 }  // namespace thoonk::detail

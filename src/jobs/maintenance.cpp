@@ -283,16 +283,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     std::vector<std::string> args{"counts"};
     auto [ec, v] = co_await self->call(scripts::jobs_read(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
-    if (v.elements.size() >= 8) {
-      rep.counts.scheduled = as_int(v.elements[6]);
-      rep.counts.held = as_int(v.elements[7]);
-      rep.counts.waiting = as_int(v.elements[0]);
-      rep.counts.claimed = as_int(v.elements[1]);
-      rep.counts.stalled = as_int(v.elements[2]);
-      rep.counts.items = as_int(v.elements[3]);
-      rep.counts.puts = as_int(v.elements[4]);
-      rep.counts.finishes = as_int(v.elements[5]);
-    }
+    parse_counts(v, rep.counts);  // a shorter reply leaves the counts at 0
   }
   if (opts.publish_stats) {
     std::string name = opts.stats_feed.empty() ? self->names.name() + ".stats" : opts.stats_feed;

@@ -21,7 +21,7 @@ const queue_kind queue_layout{
 class queue_impl final : public queue_core {
  public:
   queue_impl(client& c, std::string_view name, const queue_options& o)
-      : queue_core(c, name, queue_layout, o.max_put_batch, o.max_puts_in_flight), opts(o) {}
+      : queue_core(c, name, queue_layout, o), opts(o) {}
 
   void init() {
     std::weak_ptr<queue_impl> weak = std::static_pointer_cast<queue_impl>(shared_from_this());

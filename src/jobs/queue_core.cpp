@@ -14,7 +14,7 @@ namespace thoonk::detail {
 using namespace jobs;  // NOLINT
 
 queue_core::queue_core(client& c, std::string_view name, const queue_kind& kind,
-                       std::size_t max_put, std::size_t max_puts)
+                       const queue_options_base& o)
     : cl(c),
       name_ec(validate_name(c.get_config(), name)),
       names(c.get_config(), name),
@@ -22,8 +22,8 @@ queue_core::queue_core(client& c, std::string_view name, const queue_kind& kind,
       keys(kind.layout(names)),
       wake_channel(names.channel("wake")),
       put_script(kind.put_script()),
-      max_put_batch(clamp_batch(max_put)),
-      max_puts_in_flight(max_puts) {}
+      max_put_batch(clamp_batch(o.max_put_batch)),
+      max_puts_in_flight(o.max_puts_in_flight) {}
 
 void queue_core::init_puts() {
   std::weak_ptr<queue_core> weak = weak_from_this();

@@ -35,8 +35,7 @@ class queue_core : public std::enable_shared_from_this<queue_core> {
  public:
   using error_code = boost::system::error_code;
 
-  queue_core(client& c, std::string_view name, const queue_kind& kind, std::size_t max_put_batch,
-             std::size_t max_puts_in_flight);
+  queue_core(client& c, std::string_view name, const queue_kind& kind, const queue_options_base& o);
   virtual ~queue_core() = default;
   queue_core(const queue_core&) = delete;
   queue_core& operator=(const queue_core&) = delete;

@@ -49,6 +49,19 @@ local function check_publish(...)
   return nil
 end
 
+-- The last step of the create scripts (layouts admin and feed_admin, ARGV
+-- as theirs: name, type, instance uuid, newfeed channel, create mode,
+-- config fields): unlinks the leftovers of a feed deleted only partly (the
+-- keys from K_FEED_FIRST), writes the type and the config fields, and
+-- announces the feed on the newfeed channel. Returns 1 (created).
+local function write_new_feed()
+  for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
+  redis.call('HSET', K_CONFIG, 'type', ARGV[2])
+  for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
+  redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
+  return 1
+end
+
 local function int(n) return string.format('%d', n) end
 
 -- A config number as the scripts need it: an integer >= lo, else the

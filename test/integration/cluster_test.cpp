@@ -43,6 +43,39 @@ std::size_t keys_on(const redis_cluster& cl, unsigned short port, const std::str
   return static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n'));
 }
 
+// Every item left on `q`, got without waiting until it is empty.
+asio::awaitable<std::set<std::string>> drain(thoonk::queue& q) {
+  std::set<std::string> got;
+  for (;;) {
+    auto [ec, it] = co_await q.get(0ms, nothrow);
+    if (ec == thoonk::error::queue_empty) break;
+    REQUIRE_FALSE(ec);
+    got.insert(it.item);
+  }
+  co_return got;
+}
+
+// How many of `items` are not in `got`.
+std::size_t missing(const std::vector<std::string>& items, const std::set<std::string>& got) {
+  std::size_t n = 0;
+  for (const auto& i : items) n += got.count(i) == 0;
+  return n;
+}
+
+// A client in cluster mode with every node of `cl` as a seed, and its
+// io_context: `auto& [ioc, c] = cc;` names them in a test.
+struct cluster_client {
+  explicit cluster_client(const redis_cluster& cl) : c(ioc.get_executor(), cl.client_config()) {}
+  asio::io_context ioc;
+  thoonk::client c;
+
+  // Connects the client, runs `body` under `deadline`, then stops the
+  // client.
+  void run(coro_fn body, std::chrono::milliseconds deadline) {
+    run_connected(ioc, c, std::move(body), deadline);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("cluster: the harness starts 3 primaries and 3 replicas covering every slot",
@@ -68,12 +101,10 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
   redis_cluster cl;
   const auto ports = primary_ports(cl);
   REQUIRE(ports.size() == 3);
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
-  run_coro(
-      ioc,
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         CHECK(router_of(c).stats().primaries == 3);
         for (auto port : ports) {
           // A feed, a queue and a job queue whose slots this primary serves.
@@ -128,7 +159,6 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         CHECK(dec == thoonk::error::invalid_argument);
         auto len = co_await q.length(asio::use_awaitable);
         CHECK(len == 0);
-        c.stop();
       },
       60s);
 }
@@ -141,12 +171,10 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
   // A feed on another shard than the `feeds` set: no script may touch both.
   unsigned short other = ports.front() == feeds_port ? ports.back() : ports.front();
   const auto name = name_on(cl, other, "managed-");
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
-  run_coro(
-      ioc,
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         thoonk::feed_config fc{{"max_length", "5"}};
         co_await c.create_feed(name, thoonk::feed_type::feed, fc, asio::use_awaitable);
         auto exists = co_await c.feed_exists(name, asio::use_awaitable);
@@ -205,7 +233,6 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         CHECK_FALSE(ec_del2);
         names = co_await c.list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 0);
-        c.stop();
       },
       60s);
 }
@@ -266,12 +293,10 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
   const auto from = cl.primary_of(slot, cl.any_live_port());
   const auto to = other_primary(cl, from);
   REQUIRE(to != 0);
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
-  run_coro(
-      ioc,
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         thoonk::request set1;
         set1.push("SET", "{ask-key}.one", "present");
         thoonk::exec_options eo;
@@ -379,7 +404,6 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         CHECK_FALSE(wec);
         CHECK(router_of(watcher).stats().moved == 0);
         watcher.stop();
-        c.stop();
       },
       60s);
 }
@@ -392,17 +416,15 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
   const auto slot = hash_slot(name);
   const auto from = cl.primary_of(slot, any);
   const auto to = other_primary(cl, from);
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
   std::atomic<bool> migrated{false};
   std::exception_ptr migration_error;
   std::thread mover;
   std::vector<std::string> acked;
   std::map<std::string, int> failures;
-  run_coro(
-      ioc,
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
         for (int i = 0; i < 20; ++i) {
           auto item = "item-" + std::to_string(acked.size());
@@ -426,20 +448,13 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
           else acked.push_back(item);
         }
         mover.join();
-        std::set<std::string> got;
-        for (;;) {
-          auto [ec, it] = co_await q.get(0ms, nothrow);
-          if (ec == thoonk::error::queue_empty) break;
-          REQUIRE_FALSE(ec);
-          got.insert(it.item);
-        }
+        auto got = co_await drain(q);
         CHECK(got == std::set<std::string>(acked.begin(), acked.end()));
         auto st = router_of(c).stats();
         std::cout << "cluster migration under load: " << acked.size() << " puts acknowledged, "
                   << st.moved << " MOVED, " << st.asked << " ASK, " << st.retried
                   << " TRYAGAIN/CLUSTERDOWN pauses\n";
         CHECK(st.moved >= 1);  // after the move, the first put to the source
-        c.stop();
       },
       120s);
   if (mover.joinable()) mover.join();
@@ -457,14 +472,12 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
   const auto name = name_on(cl, victim, "failing-");
   const auto waited_name = name_on(cl, victim, "waited-");
   const auto slot = hash_slot(name);
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
   std::vector<std::string> acked, unknown, waited_acked, waited_confirmed;
   std::map<std::string, int> failures;
-  run_coro(
-      ioc,
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
         // Beside it, on the same primary, puts confirmed by WAIT 1 until
         // the kill.
@@ -492,25 +505,11 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
         }
         bool finished = co_await wait_until([&] { return waited_done; }, 30s);
         REQUIRE(finished);
-        std::set<std::string> got;
-        for (;;) {
-          auto [ec, it] = co_await q.get(0ms, nothrow);
-          if (ec == thoonk::error::queue_empty) break;
-          REQUIRE_FALSE(ec);
-          got.insert(it.item);
-        }
-        std::size_t lost = 0;
-        for (const auto& a : acked) lost += got.count(a) == 0;
-        std::set<std::string> waited_got;
-        for (;;) {
-          auto [ec, it] = co_await wq.get(0ms, nothrow);
-          if (ec == thoonk::error::queue_empty) break;
-          REQUIRE_FALSE(ec);
-          waited_got.insert(it.item);
-        }
-        std::size_t waited_lost = 0, confirmed_lost = 0;
-        for (const auto& a : waited_acked) waited_lost += waited_got.count(a) == 0;
-        for (const auto& a : waited_confirmed) confirmed_lost += waited_got.count(a) == 0;
+        auto got = co_await drain(q);
+        const auto lost = missing(acked, got);
+        auto waited_got = co_await drain(wq);
+        const auto waited_lost = missing(waited_acked, waited_got);
+        const auto confirmed_lost = missing(waited_confirmed, waited_got);
         std::cout << "cluster failover with WAIT 1 after each put: " << waited_acked.size()
                   << " acknowledged (" << waited_lost << " lost), " << waited_confirmed.size()
                   << " confirmed by WAIT (" << confirmed_lost << " lost)\n";
@@ -548,7 +547,6 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
         CHECK(pec);
         CHECK(pec != thoonk::error::unknown_outcome);
         strict.stop();
-        c.stop();
       },
       120s);
   CHECK(failures.empty());
@@ -581,12 +579,10 @@ TEST_CASE("cluster: the subscriber hears every shard's feed events and managemen
           "[cluster][subscriber]") {
   redis_cluster cl;
   const auto ports = primary_ports(cl);
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), cl.client_config());
-  run_coro(
-      ioc,
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
         auto cap = co_await capture_patterns(c.sub(), std::string("feed.publish:*"),
                                              std::string("newfeed"));
         std::vector<std::string> names;
@@ -601,7 +597,6 @@ TEST_CASE("cluster: the subscriber hears every shard's feed events and managemen
           return cap->on("newfeed").size() >= names.size();
         });
         CHECK(all);
-        c.stop();
       },
       60s);
 }

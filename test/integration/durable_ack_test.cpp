@@ -99,8 +99,7 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
 TEST_CASE("durability: with the replica stalled the count is 0 after the timeout",
           "[durability][put]") {
   with_replica([](replica_pair& servers, thoonk::client& c) -> asio::awaitable<void> {
-    const auto name = unique_name("dur-stalled");
-    co_await c.create_feed(name, thoonk::feed_type::queue, {}, asio::use_awaitable);
+    const auto name = co_await make_feed(c, "dur-stalled", thoonk::feed_type::queue);
     thoonk::queue q(c, name);
     servers.replica.suspend();
     thoonk::durability ack;
@@ -132,8 +131,7 @@ TEST_CASE("durability: with the replica stalled the count is 0 after the timeout
 TEST_CASE("durability: a killed replica gives 0, and more replicas than exist give the count",
           "[durability][publish]") {
   with_replica([](replica_pair& servers, thoonk::client& c) -> asio::awaitable<void> {
-    const auto name = unique_name("dur-killed");
-    co_await c.create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
+    const auto name = co_await make_feed(c, "dur-killed", thoonk::feed_type::feed);
     thoonk::feed f(c, name);
     thoonk::durability two;
     two.replicas = 2;
@@ -160,8 +158,7 @@ TEST_CASE("durability: bad parameters fail before any I/O", "[durability][put]")
   thoonk::client c(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
-    const auto name = unique_name("dur-bad");
-    co_await c.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    const auto name = co_await make_feed(c, "dur-bad", thoonk::feed_type::job);
     thoonk::job_queue q(c, name);
     for (auto [replicas, timeout] : std::vector<std::pair<int, std::chrono::milliseconds>>{
              {0, 100ms}, {-1, 100ms}, {1, 0ms}, {1, -5ms}, {1, 3s}, {1, 10s}}) {
@@ -181,24 +178,18 @@ TEST_CASE("durability: bad parameters fail before any I/O", "[durability][put]")
   });
 }
 
-TEST_CASE("durability: without a replica WAIT answers 0 and the put stands", "[durability][put]") {
-  // The shared server has no replica.
-  asio::io_context ioc;
-  thoonk::client c(ioc.get_executor(), named_config("thoonk-durability"));
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    const auto name = unique_name("dur-none");
-    co_await c.create_feed(name, thoonk::feed_type::queue, {}, asio::use_awaitable);
-    thoonk::queue q(c, name);
-    thoonk::durability ack;
-    ack.timeout = 50ms;
-    auto id = co_await q.put("x", thoonk::with_durability(ack, asio::use_awaitable));
-    CHECK(!id.empty());
-    CHECK(ack.acknowledged == 0);
-    CHECK(!ack.error);
-    co_await c.delete_feed(name, asio::use_awaitable);
-    c.stop();
-  });
+// The shared server has no replica.
+CLIENT_TEST_CASE("dur-none", "durability: without a replica WAIT answers 0 and the put stands",
+                 "[durability][put]") {
+  const auto name = co_await make_feed(c, "dur-none", thoonk::feed_type::queue);
+  thoonk::queue q(c, name);
+  thoonk::durability ack;
+  ack.timeout = 50ms;
+  auto id = co_await q.put("x", thoonk::with_durability(ack, asio::use_awaitable));
+  CHECK(!id.empty());
+  CHECK(ack.acknowledged == 0);
+  CHECK(!ack.error);
+  co_await c.delete_feed(name, asio::use_awaitable);
 }
 
 // Not a speed assertion: prints what WAIT costs the other callers of the
@@ -207,8 +198,7 @@ TEST_CASE("durability: without a replica WAIT answers 0 and the put stands", "[d
 TEST_CASE("durability: what a WAIT costs requests behind it on the connection",
           "[durability][measure]") {
   with_replica([](replica_pair& servers, thoonk::client& c) -> asio::awaitable<void> {
-    const auto name = unique_name("dur-cost");
-    co_await c.create_feed(name, thoonk::feed_type::queue, {}, asio::use_awaitable);
+    const auto name = co_await make_feed(c, "dur-cost", thoonk::feed_type::queue);
     thoonk::queue q(c, name);
     struct figures {
       double mean_us = 0, max_us = 0;

@@ -16,6 +16,14 @@ using thoonk::abort_options;
 
 namespace {
 
+// A client config allowing items of at most 64 bytes: an error or a
+// progress text of 65 is item_too_large.
+thoonk::config small_items() {
+  auto cfg = named_config();
+  cfg.max_item_size = 64;
+  return cfg;
+}
+
 // The default outcome (as cancel()). A function, not `abort_options{}`:
 // g++ 12 rejects braced lists inside co_await expressions.
 abort_options cancelled() { return abort_options{}; }
@@ -48,62 +56,58 @@ asio::awaitable<std::string> engine_snapshot(thoonk::connection& c, std::string 
 
 }  // namespace
 
-TEST_CASE("abort: from another client, cancelled: the holder's token ends, the job goes back",
-          "[job][control][abort][subscribe_aborts][claim][finish][heartbeat][fail][cancel]["
-          "progress]") {
-  fixture f("abort");
-  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-abort-other"));
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto worker = co_await engine_queue(f);
-    auto boss = co_await open_on(other, f.name);
+TWO_CLIENT_TEST_CASE(
+    "abort", "abort: from another client, cancelled: the holder's token ends, the job goes back",
+    "[job][control][abort][subscribe_aborts][claim][finish][heartbeat][fail][cancel]["
+    "progress]") {
+  auto worker = co_await engine_queue(f);
+  auto boss = co_await open_on(other, f.name);
 
-    auto seen = std::make_shared<std::vector<std::string>>();
-    auto sub = co_await worker.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
-                                                asio::use_awaitable);
-    auto cap = co_await capture_patterns(f.raw, "job.abort:" + f.name);
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto sub = co_await worker.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
+                                              asio::use_awaitable);
+  auto cap = co_await capture_patterns(f.raw, "job.abort:" + f.name);
 
-    auto [id, job] = co_await put_and_claim(worker, "long work");
-    co_await worker.progress(job, "half way", asio::use_awaitable);
-    co_await boss.abort(id, cancelled(), asio::use_awaitable);
+  auto [id, job] = co_await put_and_claim(worker, "long work");
+  co_await worker.progress(job, "half way", asio::use_awaitable);
+  co_await boss.abort(id, cancelled(), asio::use_awaitable);
 
-    // The holder learns it from the channel, and from every call it makes.
-    auto got1 = co_await wait_until([&] { return seen->size() == 1; });
-    CHECK(got1);
-    CHECK(*seen == std::vector<std::string>{id});
-    auto got2 = co_await wait_until([&] { return cap->msgs.size() == 1; });
-    CHECK(got2);
-    CHECK(cap->on("job.abort:" + f.name) == std::vector<msg>{{"job.abort:" + f.name, id}});
-    auto [fec] = co_await worker.finish(job, nothrow);
-    CHECK(fec == E::lost_claim);
-    auto [hec] = co_await worker.heartbeat(job, nothrow);
-    CHECK(hec == E::lost_claim);
-    auto [pec] = co_await worker.progress(job, "still going", nothrow);
-    CHECK(pec == E::lost_claim);
-    auto [aec, ar] = co_await worker.fail(job, "late", nothrow);
-    CHECK(aec == E::lost_claim);
-    auto [cec, cf] = co_await worker.cancel(job, nothrow);
-    CHECK(cec == E::lost_claim);
+  // The holder learns it from the channel, and from every call it makes.
+  auto got1 = co_await wait_until([&] { return seen->size() == 1; });
+  CHECK(got1);
+  CHECK(*seen == std::vector<std::string>{id});
+  auto got2 = co_await wait_until([&] { return cap->msgs.size() == 1; });
+  CHECK(got2);
+  CHECK(cap->on("job.abort:" + f.name) == std::vector<msg>{{"job.abort:" + f.name, id}});
+  auto [fec] = co_await worker.finish(job, nothrow);
+  CHECK(fec == E::lost_claim);
+  auto [hec] = co_await worker.heartbeat(job, nothrow);
+  CHECK(hec == E::lost_claim);
+  auto [pec] = co_await worker.progress(job, "still going", nothrow);
+  CHECK(pec == E::lost_claim);
+  auto [aec, ar] = co_await worker.fail(job, "late", nothrow);
+  CHECK(aec == E::lost_claim);
+  auto [cec, cf] = co_await worker.cancel(job, nothrow);
+  CHECK(cec == E::lost_claim);
 
-    // As cancel(): waiting at the end of the line, failure + 1, no retry
-    // counted; the progress reported before stays readable.
-    auto info = co_await job_of(worker, id);
-    CHECK(info.state == thoonk::job_state::waiting);
-    CHECK(info.failures == 1);
-    CHECK(info.retry_count == 0);
-    CHECK(info.progress == "half way");
-    auto again = co_await worker.claim(1s, asio::use_awaitable);
-    CHECK(again.id == id);
-    CHECK(again.token > job.token);
-    CHECK(again.failures == 1);
-    co_await worker.finish(again, asio::use_awaitable);
-    // A second abort of the finished job: job_not_found.
-    auto [nec] = co_await boss.abort(id, cancelled(), nothrow);
-    CHECK(nec == E::job_not_found);
-    co_await settle();
-    CHECK(seen->size() == 1);
-    other.stop();
-    f.raw.stop();
-  });
+  // As cancel(): waiting at the end of the line, failure + 1, no retry
+  // counted; the progress reported before stays readable.
+  auto info = co_await job_of(worker, id);
+  CHECK(info.state == thoonk::job_state::waiting);
+  CHECK(info.failures == 1);
+  CHECK(info.retry_count == 0);
+  CHECK(info.progress == "half way");
+  auto again = co_await worker.claim(1s, asio::use_awaitable);
+  CHECK(again.id == id);
+  CHECK(again.token > job.token);
+  CHECK(again.failures == 1);
+  co_await worker.finish(again, asio::use_awaitable);
+  // A second abort of the finished job: job_not_found.
+  auto [nec] = co_await boss.abort(id, cancelled(), nothrow);
+  CHECK(nec == E::job_not_found);
+  co_await settle();
+  CHECK(seen->size() == 1);
+  f.raw.stop();
 }
 
 FIXTURE_TEST_CASE(
@@ -208,9 +212,7 @@ FIXTURE_TEST_CASE("abort", "abort: a put held for the job is applied after the a
 
 TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments change nothing",
           "[job][control][abort][errors]") {
-  auto cfg = named_config();
-  cfg.max_item_size = 64;
-  fixture f("abort", cfg);
+  fixture f("abort", small_items());
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
     auto [stalled, sj] = co_await put_and_claim(q, "x");
@@ -368,9 +370,7 @@ FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and co
 
 TEST_CASE("progress: only the claim holder; kept on the job, published as an event",
           "[job][control][progress][get_job][events][subscribe_events]") {
-  auto cfg = named_config();
-  cfg.max_item_size = 64;
-  fixture f("progress", cfg);
+  fixture f("progress", small_items());
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     thoonk::job_queue::settings s;
     s.events = true;

@@ -13,89 +13,85 @@
 using namespace thoonk::test;
 using E = thoonk::error;
 
-TEST_CASE("pause: claims stop for two clients and prefetch; puts go on; resume wakes at once",
-          "[job][control][pause][resume][claim][prefetch][put][read_settings]") {
-  fixture f("pause");
-  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-pause-other"));
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    // Polls only every 60 s: a claim served sooner was woken by a message.
-    thoonk::job_queue_options slow;
-    slow.poll_interval = 60s;
-    const thoonk::job_queue::settings defaults;
-    auto a = co_await engine_queue(f, defaults, slow);
-    co_await other.connect(asio::use_awaitable);
-    thoonk::job_queue_options ahead = slow;
-    ahead.prefetch = 4;
-    auto b = co_await thoonk::job_queue::open(other, f.name, ahead, asio::use_awaitable);
-    auto b_plain = co_await thoonk::job_queue::open(other, f.name, slow, asio::use_awaitable);
+TWO_CLIENT_TEST_CASE(
+    "pause", "pause: claims stop for two clients and prefetch; puts go on; resume wakes at once",
+    "[job][control][pause][resume][claim][prefetch][put][read_settings]") {
+  // Polls only every 60 s: a claim served sooner was woken by a message.
+  thoonk::job_queue_options slow;
+  slow.poll_interval = 60s;
+  const thoonk::job_queue::settings defaults;
+  auto a = co_await engine_queue(f, defaults, slow);
+  co_await other.connect(asio::use_awaitable);
+  thoonk::job_queue_options ahead = slow;
+  ahead.prefetch = 4;
+  auto b = co_await thoonk::job_queue::open(other, f.name, ahead, asio::use_awaitable);
+  auto b_plain = co_await thoonk::job_queue::open(other, f.name, slow, asio::use_awaitable);
 
-    std::vector<std::string> items{"1", "2", "3", "6", "7", "8", "9", "10", "11", "12"};
-    co_await a.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    auto got1 = co_await a.read_settings(asio::use_awaitable);
-    CHECK(!got1.paused.value_or(false));
-    co_await a.pause(asio::use_awaitable);
-    co_await b.pause(asio::use_awaitable);  // idempotent, from the other client
-    auto got2 = co_await b.read_settings(asio::use_awaitable);
-    CHECK(got2.paused == true);
-    auto got3 = co_await f.c.get_config(f.name, "paused", asio::use_awaitable);
-    CHECK(got3 == "1");
+  std::vector<std::string> items{"1", "2", "3", "6", "7", "8", "9", "10", "11", "12"};
+  co_await a.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto got1 = co_await a.read_settings(asio::use_awaitable);
+  CHECK(!got1.paused.value_or(false));
+  co_await a.pause(asio::use_awaitable);
+  co_await b.pause(asio::use_awaitable);  // idempotent, from the other client
+  auto got2 = co_await b.read_settings(asio::use_awaitable);
+  CHECK(got2.paused == true);
+  auto got3 = co_await f.c.get_config(f.name, "paused", asio::use_awaitable);
+  CHECK(got3 == "1");
 
-    // No claim path hands out a job: one attempt, a wait, a prefetching
-    // object, on both clients.
-    auto got4 = co_await try_claim(a);
-    CHECK(!got4);
-    auto got5 = co_await try_claim(b_plain);
-    CHECK(!got5);
-    auto [e1, j1] = co_await a.claim(300ms, nothrow);
-    CHECK(e1 == E::queue_empty);
-    auto [e2, j2] = co_await b.claim(300ms, nothrow);
-    CHECK(e2 == E::queue_empty);
-    // Puts go on, and their wake-ups do not get jobs out either.
-    co_await b.put("4", asio::use_awaitable);
-    co_await a.put("5", thoonk::priority::high, asio::use_awaitable);
-    auto [e3, j3] = co_await b_plain.claim(200ms, nothrow);
-    CHECK(e3 == E::queue_empty);
-    auto counts = co_await a.counts(asio::use_awaitable);
-    CHECK(counts.waiting == 12);
-    CHECK(counts.claimed == 0);
-    CHECK(counts.puts == 12);
+  // No claim path hands out a job: one attempt, a wait, a prefetching
+  // object, on both clients.
+  auto got4 = co_await try_claim(a);
+  CHECK(!got4);
+  auto got5 = co_await try_claim(b_plain);
+  CHECK(!got5);
+  auto [e1, j1] = co_await a.claim(300ms, nothrow);
+  CHECK(e1 == E::queue_empty);
+  auto [e2, j2] = co_await b.claim(300ms, nothrow);
+  CHECK(e2 == E::queue_empty);
+  // Puts go on, and their wake-ups do not get jobs out either.
+  co_await b.put("4", asio::use_awaitable);
+  co_await a.put("5", thoonk::priority::high, asio::use_awaitable);
+  auto [e3, j3] = co_await b_plain.claim(200ms, nothrow);
+  CHECK(e3 == E::queue_empty);
+  auto counts = co_await a.counts(asio::use_awaitable);
+  CHECK(counts.waiting == 12);
+  CHECK(counts.claimed == 0);
+  CHECK(counts.puts == 12);
 
-    // A claimer waits (up to 20 s) on the other client while the queue is
-    // paused; resume wakes it without waiting for its 60 s poll.
-    struct outcome {
-      bool done = false;
-      boost::system::error_code ec;
-      thoonk::claimed_job job;
-    };
-    auto waited = std::make_shared<outcome>();
-    asio::co_spawn(
-        f.ioc,
-        [](thoonk::job_queue q, std::shared_ptr<outcome> out) -> asio::awaitable<void> {
-          auto [ec, job] = co_await q.claim(20s, nothrow);
-          out->ec = ec;
-          out->job = std::move(job);
-          out->done = true;
-        }(b_plain, waited),
-        asio::detached);
-    co_await settle();
-    CHECK(!waited->done);
-    co_await a.resume(asio::use_awaitable);
-    auto got6 = co_await a.read_settings(asio::use_awaitable);
-    CHECK(!got6.paused.value_or(false));
-    auto got7 = co_await wait_until([&] { return waited->done; }, 15s);
-    CHECK(got7);
-    CHECK(!waited->ec);
-    CHECK(waited->job.item == "5");  // high priority: next out
-    co_await b_plain.finish(waited->job, asio::use_awaitable);
+  // A claimer waits (up to 20 s) on the other client while the queue is
+  // paused; resume wakes it without waiting for its 60 s poll.
+  struct outcome {
+    bool done = false;
+    boost::system::error_code ec;
+    thoonk::claimed_job job;
+  };
+  auto waited = std::make_shared<outcome>();
+  asio::co_spawn(
+      f.ioc,
+      [](thoonk::job_queue q, std::shared_ptr<outcome> out) -> asio::awaitable<void> {
+        auto [ec, job] = co_await q.claim(20s, nothrow);
+        out->ec = ec;
+        out->job = std::move(job);
+        out->done = true;
+      }(b_plain, waited),
+      asio::detached);
+  co_await settle();
+  CHECK(!waited->done);
+  co_await a.resume(asio::use_awaitable);
+  auto got6 = co_await a.read_settings(asio::use_awaitable);
+  CHECK(!got6.paused.value_or(false));
+  auto got7 = co_await wait_until([&] { return waited->done; }, 15s);
+  CHECK(got7);
+  CHECK(!waited->ec);
+  CHECK(waited->job.item == "5");  // high priority: next out
+  co_await b_plain.finish(waited->job, asio::use_awaitable);
 
-    // Claims work again everywhere, prefetch included.
-    auto jb = co_await b.claim(1s, asio::use_awaitable);
-    CHECK(jb.item == "1");
-    auto ja = co_await a.claim(1s, asio::use_awaitable);
-    CHECK(!ja.item.empty());
-    co_await a.resume(asio::use_awaitable);  // idempotent
-    other.stop();
-  });
+  // Claims work again everywhere, prefetch included.
+  auto jb = co_await b.claim(1s, asio::use_awaitable);
+  CHECK(jb.item == "1");
+  auto ja = co_await a.claim(1s, asio::use_awaitable);
+  CHECK(!ja.item.empty());
+  co_await a.resume(asio::use_awaitable);  // idempotent
 }
 
 FIXTURE_TEST_CASE("pause",

@@ -131,83 +131,78 @@ void rate_across_processes(int seconds, std::int64_t rate, double lo, double hi)
 
 }  // namespace
 
-TEST_CASE("rate limit: the claim script on a simulated clock keeps the exact bound",
-          "[job][control][rate_limit][claim]") {
-  fixture f("rate");
-  run_coro(
-      f.ioc,
-      [&]() -> asio::awaitable<void> {
-        // 100 jobs/s: a job costs 10 ms of schedule, which may run 100 ms
-        // ahead of now: bursts of at most 10.
-        auto q = co_await engine_queue(f, limited(100));
-        co_await fill(q, 2000);
-        const std::int64_t t0 = thoonk::now_epoch_ms();
+FIXTURE_TEST_CASE_WITHIN(60s, "rate",
+                         "rate limit: the claim script on a simulated clock keeps the exact bound",
+                         "[job][control][rate_limit][claim]") {
+  // 100 jobs/s: a job costs 10 ms of schedule, which may run 100 ms
+  // ahead of now: bursts of at most 10.
+  auto q = co_await engine_queue(f, limited(100));
+  co_await fill(q, 2000);
+  const std::int64_t t0 = thoonk::now_epoch_ms();
 
-        // A full bucket: 10 at once, then the next one 10 ms later, exactly.
-        auto r = co_await claim_at(f, t0, 50);
-        CHECK(r.jobs == 10);
-        CHECK(r.wake_at == t0 + 10);
-        auto early = co_await claim_at(f, t0 + 9, 50);
-        CHECK(early.jobs == 0);
-        CHECK(early.wake_at == t0 + 10);
-        auto on_time = co_await claim_at(f, t0 + 10, 50);
-        CHECK(on_time.jobs == 1);
-        CHECK(on_time.wake_at == t0 + 20);
+  // A full bucket: 10 at once, then the next one 10 ms later, exactly.
+  auto r = co_await claim_at(f, t0, 50);
+  CHECK(r.jobs == 10);
+  CHECK(r.wake_at == t0 + 10);
+  auto early = co_await claim_at(f, t0 + 9, 50);
+  CHECK(early.jobs == 0);
+  CHECK(early.wake_at == t0 + 10);
+  auto on_time = co_await claim_at(f, t0 + 10, 50);
+  CHECK(on_time.jobs == 1);
+  CHECK(on_time.wake_at == t0 + 20);
 
-        // A claimer whose clock lags (its `now` before the schedule's
-        // horizon): nothing, and the same time to try again; no error.
-        auto lagging = co_await claim_at(f, t0 - 500, 50);
-        CHECK(lagging.jobs == 0);
-        CHECK(lagging.wake_at == t0 + 20);
+  // A claimer whose clock lags (its `now` before the schedule's
+  // horizon): nothing, and the same time to try again; no error.
+  auto lagging = co_await claim_at(f, t0 - 500, 50);
+  CHECK(lagging.jobs == 0);
+  CHECK(lagging.wake_at == t0 + 20);
 
-        // Ten simulated seconds of a claimer asking for 7 jobs every 3 ms:
-        // in every window of 1000 ms at most 100 + 10 jobs.
-        std::deque<std::pair<std::int64_t, std::size_t>> window;
-        std::size_t in_window = 0, most = 0, total = 10 + 1;
-        for (std::int64_t now = t0 + 11; now < t0 + 10000; now += 3) {
-          auto got = co_await claim_at(f, now, 7);
-          if (got.jobs < 7) CHECK(got.wake_at > now);
-          total += got.jobs;
-          window.emplace_back(now, got.jobs);
-          in_window += got.jobs;
-          while (window.front().first <= now - 1000) {
-            in_window -= window.front().second;
-            window.pop_front();
-          }
-          most = std::max(most, in_window);
-        }
-        INFO("total " << total << ", most in one second " << most);
-        CHECK(most <= 110);
-        // N·T/1000 + N/10 over [t0, t0 + 10000): at most 1010; the claimer
-        // always asked, so it got nearly that.
-        CHECK(total <= 1010);
-        CHECK(total >= 1000);
+  // Ten simulated seconds of a claimer asking for 7 jobs every 3 ms:
+  // in every window of 1000 ms at most 100 + 10 jobs.
+  std::deque<std::pair<std::int64_t, std::size_t>> window;
+  std::size_t in_window = 0, most = 0, total = 10 + 1;
+  for (std::int64_t now = t0 + 11; now < t0 + 10000; now += 3) {
+    auto got = co_await claim_at(f, now, 7);
+    if (got.jobs < 7) CHECK(got.wake_at > now);
+    total += got.jobs;
+    window.emplace_back(now, got.jobs);
+    in_window += got.jobs;
+    while (window.front().first <= now - 1000) {
+      in_window -= window.front().second;
+      window.pop_front();
+    }
+    most = std::max(most, in_window);
+  }
+  INFO("total " << total << ", most in one second " << most);
+  CHECK(most <= 110);
+  // N·T/1000 + N/10 over [t0, t0 + 10000): at most 1010; the claimer
+  // always asked, so it got nearly that.
+  CHECK(total <= 1010);
+  CHECK(total >= 1000);
 
-        // A claim from a queue with fewer jobs than allowed pays only for
-        // those; the limit changes at once with the config; 0 removes it.
-        co_await f.c.set_config(f.name, "rate_limit", "0", asio::use_awaitable);
-        auto free = co_await claim_at(f, t0 + 10000, 50);
-        CHECK(free.jobs == 50);
-        const auto left = (co_await q.counts(asio::use_awaitable)).waiting;
-        co_await f.c.set_config(f.name, "rate_limit", "1000000", asio::use_awaitable);
-        auto all = co_await claim_at(f, t0 + 20000, 1000);
-        CHECK(static_cast<std::int64_t>(all.jobs) == left);
-        CHECK(all.wake_at == 0);  // short because the queue ran dry: no limit time
-        co_await q.put("one more", asio::use_awaitable);
-        auto one = co_await claim_at(f, t0 + 20000, 1);
-        CHECK(one.jobs == 1);
+  // A claim from a queue with fewer jobs than allowed pays only for
+  // those; the limit changes at once with the config; 0 removes it.
+  co_await f.c.set_config(f.name, "rate_limit", "0", asio::use_awaitable);
+  auto free = co_await claim_at(f, t0 + 10000, 50);
+  CHECK(free.jobs == 50);
+  const auto left = (co_await q.counts(asio::use_awaitable)).waiting;
+  co_await f.c.set_config(f.name, "rate_limit", "1000000", asio::use_awaitable);
+  auto all = co_await claim_at(f, t0 + 20000, 1000);
+  CHECK(static_cast<std::int64_t>(all.jobs) == left);
+  CHECK(all.wake_at == 0);  // short because the queue ran dry: no limit time
+  co_await q.put("one more", asio::use_awaitable);
+  auto one = co_await claim_at(f, t0 + 20000, 1);
+  CHECK(one.jobs == 1);
 
-        // Paused: no job and no due time, whatever the limit.
-        co_await q.put("paused", asio::use_awaitable);
-        co_await q.pause(asio::use_awaitable);
-        auto paused = co_await claim_at(f, t0 + 30000, 5);
-        CHECK(paused.jobs == 0);
-        CHECK(paused.wake_at == 0);
-        co_await q.resume(asio::use_awaitable);
-        auto got5 = co_await claim_at(f, t0 + 30000, 5);
-        CHECK(got5.jobs == 1);
-      },
-      60s);
+  // Paused: no job and no due time, whatever the limit.
+  co_await q.put("paused", asio::use_awaitable);
+  co_await q.pause(asio::use_awaitable);
+  auto paused = co_await claim_at(f, t0 + 30000, 5);
+  CHECK(paused.jobs == 0);
+  CHECK(paused.wake_at == 0);
+  co_await q.resume(asio::use_awaitable);
+  auto got5 = co_await claim_at(f, t0 + 30000, 5);
+  CHECK(got5.jobs == 1);
 }
 
 TEST_CASE("rate limit: a limited claimer sleeps until the script's time, not its poll",

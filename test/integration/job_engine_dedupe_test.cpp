@@ -11,17 +11,9 @@ using state = thoonk::job_state;
 
 namespace {
 
-flags with_run_at(flags::run_at_mode m) {
-  flags f;
-  f.run_at = m;
-  return f;
-}
+flags with_run_at(flags::run_at_mode m) { return {.run_at = m}; }
 
-flags keep_data() {
-  flags f;
-  f.data = flags::data_mode::keep;
-  return f;
-}
+flags keep_data() { return {.data = flags::data_mode::keep}; }
 
 constexpr thoonk::epoch_ms hour = 3600000;
 

@@ -60,109 +60,104 @@ FIXTURE_TEST_CASE("jobs-interop",
   CHECK(got);
 }
 
-TEST_CASE("job interop: jobs put by the library work with the contract's plain commands",
-          "[job][counts][finish][get_result][put]") {
-  fixture f("jobs-interop");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    auto id = co_await q.put("library job", asio::use_awaitable);
+JOB_QUEUE_TEST_CASE("jobs-interop",
+                    "job interop: jobs put by the library work with the contract's plain commands",
+                    "[job][counts][finish][get_result][put]") {
+  auto id = co_await q.put("library job", asio::use_awaitable);
 
-    // Put: in feed.ids and feed.items, counted. feed.published (read by no
-    // contract operation) is written only with the queue config published=1.
-    auto ids = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), 0, -1);
-    REQUIRE(ids.elements.size() == 1);
-    CHECK(ids.elements[0].str == id);
-    auto item = co_await cmd(f.c.conn(), "HGET", key("items", f.name), id);
-    CHECK(item.str == "library job");
-    auto pub = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
-    CHECK(pub.is_null());
-    auto puts = co_await cmd(f.c.conn(), "GET", key("publishes", f.name));
-    CHECK(puts.str == "1");
+  // Put: in feed.ids and feed.items, counted. feed.published (read by no
+  // contract operation) is written only with the queue config published=1.
+  auto ids = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), 0, -1);
+  REQUIRE(ids.elements.size() == 1);
+  CHECK(ids.elements[0].str == id);
+  auto item = co_await cmd(f.c.conn(), "HGET", key("items", f.name), id);
+  CHECK(item.str == "library job");
+  auto pub = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
+  CHECK(pub.is_null());
+  auto puts = co_await cmd(f.c.conn(), "GET", key("publishes", f.name));
+  CHECK(puts.str == "1");
 
-    // Contract "Get" (RPOP for BRPOP: the job is there), then MULTI.
-    auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
-    CHECK(popped.str == id);
-    {
-      auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
-        r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
-        r.push("HGET", key("items", f.name), id);
-      });
-      REQUIRE(resp.back().elements.size() == 2);
-      CHECK(resp.back().elements[1].str == "library job");
-    }
-    auto claimed = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), id);
-    CHECK(!claimed.is_null());
-    auto counts = co_await q.counts(asio::use_awaitable);
-    CHECK(counts.waiting == 0);
-    CHECK(counts.claimed == 1);
-    CHECK(counts.items == 1);
+  // Contract "Get" (RPOP for BRPOP: the job is there), then MULTI.
+  auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  CHECK(popped.str == id);
+  {
+    auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
+      r.push("HGET", key("items", f.name), id);
+    });
+    REQUIRE(resp.back().elements.size() == 2);
+    CHECK(resp.back().elements[1].str == "library job");
+  }
+  auto claimed = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), id);
+  CHECK(!claimed.is_null());
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.waiting == 0);
+  CHECK(counts.claimed == 1);
+  CHECK(counts.items == 1);
 
-    // Its claim carries no token of ours: the library cannot finish it ...
-    const thoonk::claim_ref claim{id, 1};
-    auto [ec] = co_await q.finish(claim, nothrow);
-    CHECK(ec == thoonk::error::lost_claim);
+  // Its claim carries no token of ours: the library cannot finish it ...
+  const thoonk::claim_ref claim{id, 1};
+  auto [ec] = co_await q.finish(claim, nothrow);
+  CHECK(ec == thoonk::error::lost_claim);
 
-    // ... but sees the plain client's "Finish" with a result.
-    auto result = result_in_background(f.ioc, q, id);
-    co_await sleep_for(100ms);
-    {
-      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
-        r.push("ZREM", key("claimed", f.name), id);
-        r.push("HDEL", key("cancelled", f.name), id);
-        r.push("INCR", key("finishes", f.name));
-        r.push("PUBLISH", "job.finish:" + f.name, id + std::string(1, '\0') + "plain result");
-        r.push("HDEL", key("items", f.name), id);
-      });
-    }
-    for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
-    CHECK(result->done);
-    CHECK(result->value == "plain result");
-    counts = co_await q.counts(asio::use_awaitable);
-    CHECK(counts.items == 0);
-    CHECK(counts.finishes == 1);
-  });
+  // ... but sees the plain client's "Finish" with a result.
+  auto result = result_in_background(f.ioc, q, id);
+  co_await sleep_for(100ms);
+  {
+    co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("HDEL", key("cancelled", f.name), id);
+      r.push("INCR", key("finishes", f.name));
+      r.push("PUBLISH", "job.finish:" + f.name, id + std::string(1, '\0') + "plain result");
+      r.push("HDEL", key("items", f.name), id);
+    });
+  }
+  for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
+  CHECK(result->done);
+  CHECK(result->value == "plain result");
+  counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.items == 0);
+  CHECK(counts.finishes == 1);
 }
 
-TEST_CASE("job interop: plain Cancel / Stall / Retry on library claims",
-          "[job][claim][counts][finish][put][retry]") {
-  fixture f("jobs-interop");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    auto [id, j1] = co_await put_and_claim(q, "x");
+JOB_QUEUE_TEST_CASE("jobs-interop", "job interop: plain Cancel / Stall / Retry on library claims",
+                    "[job][claim][counts][finish][put][retry]") {
+  auto [id, j1] = co_await put_and_claim(q, "x");
 
-    // Contract "Cancel" by a plain client.
-    {
-      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
-        r.push("HINCRBY", key("cancelled", f.name), id, 1);
-        r.push("LPUSH", key("ids", f.name), id);
-        r.push("ZREM", key("claimed", f.name), id);
-      });
-    }
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j2.id == id);
-    CHECK(j2.failures == 1);
-    CHECK(j2.token > j1.token);
-    const thoonk::claim_ref claim2{id, j1.token};
-    auto [ec] = co_await q.finish(claim2, nothrow);
-    CHECK(ec == thoonk::error::lost_claim);
+  // Contract "Cancel" by a plain client.
+  {
+    co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("HINCRBY", key("cancelled", f.name), id, 1);
+      r.push("LPUSH", key("ids", f.name), id);
+      r.push("ZREM", key("claimed", f.name), id);
+    });
+  }
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j2.id == id);
+  CHECK(j2.failures == 1);
+  CHECK(j2.token > j1.token);
+  const thoonk::claim_ref claim2{id, j1.token};
+  auto [ec] = co_await q.finish(claim2, nothrow);
+  CHECK(ec == thoonk::error::lost_claim);
 
-    // Contract "Stall", then the library's retry.
-    {
-      co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
-        r.push("ZREM", key("claimed", f.name), id);
-        r.push("HDEL", key("cancelled", f.name), id);
-        r.push("SADD", key("stalled", f.name), id);
-        r.push("ZREM", key("published", f.name), id);
-      });
-    }
-    const thoonk::claim_ref claim3{id, j2.token};
-    auto [ec2] = co_await q.finish(claim3, nothrow);
-    CHECK(ec2 == thoonk::error::job_not_claimed);
-    co_await q.retry(id, asio::use_awaitable);
-    auto j3 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j3.id == id);
-    CHECK(j3.failures == 0);
-    co_await q.finish(j3, asio::use_awaitable);
-    auto counts = co_await q.counts(asio::use_awaitable);
-    CHECK(counts.items == 0);
-    CHECK(counts.finishes == 1);
-  });
+  // Contract "Stall", then the library's retry.
+  {
+    co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+      r.push("ZREM", key("claimed", f.name), id);
+      r.push("HDEL", key("cancelled", f.name), id);
+      r.push("SADD", key("stalled", f.name), id);
+      r.push("ZREM", key("published", f.name), id);
+    });
+  }
+  const thoonk::claim_ref claim3{id, j2.token};
+  auto [ec2] = co_await q.finish(claim3, nothrow);
+  CHECK(ec2 == thoonk::error::job_not_claimed);
+  co_await q.retry(id, asio::use_awaitable);
+  auto j3 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j3.id == id);
+  CHECK(j3.failures == 0);
+  co_await q.finish(j3, asio::use_awaitable);
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.items == 0);
+  CHECK(counts.finishes == 1);
 }

@@ -74,8 +74,7 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
   CHECK(r2.counts.stalled == 1);
   CHECK(r2.counts.claimed == 0);
   CHECK(r2.counts.waiting == 0);
-  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
-  CHECK(member.integer == 1);
+  co_await expect_only_stalled(f, q, id);
   // The dead letter can be retried.
   co_await q.retry(id, asio::use_awaitable);
   auto j3 = co_await q.claim(1s, asio::use_awaitable);
@@ -84,118 +83,110 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
   co_await q.finish(j3, asio::use_awaitable);
 }
 
-TEST_CASE("job: a job in no state is requeued only on the second pass",
-          "[job][claim][maintain][put_many]") {
-  fixture f("jobs-maint");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    std::vector<std::string> items{"a", "b", "c"};
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+JOB_QUEUE_TEST_CASE("jobs-maint", "job: a job in no state is requeued only on the second pass",
+                    "[job][claim][maintain][put_many]") {
+  std::vector<std::string> items{"a", "b", "c"};
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-    // Two contract clients do "Get" (BRPOP, then ZADD claimed) and stop
-    // between the two steps. One of them dies there ...
-    auto lost = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
-    CHECK(lost.str == ids[0]);
-    // ... the other is just slow.
-    auto slow = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
-    CHECK(slow.str == ids[1]);
+  // Two contract clients do "Get" (BRPOP, then ZADD claimed) and stop
+  // between the two steps. One of them dies there ...
+  auto lost = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  CHECK(lost.str == ids[0]);
+  // ... the other is just slow.
+  auto slow = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  CHECK(slow.str == ids[1]);
 
-    auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(r1.unaccounted_suspects == 2);
-    CHECK(r1.unaccounted_requeued == 0);
-    auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
-    CHECK(waiting == 1);
+  auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r1.unaccounted_suspects == 2);
+  CHECK(r1.unaccounted_requeued == 0);
+  auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
+  CHECK(waiting == 1);
 
-    // The slow one completes its claim.
-    co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), slow.str);
+  // The slow one completes its claim.
+  co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), slow.str);
 
-    auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(r2.unaccounted_requeued == 1);
-    CHECK(r2.unaccounted_suspects == 0);
-    auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), lost.str);
-    CHECK(!pos.is_null());
-    auto dup = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), slow.str);
-    CHECK(dup.is_null());
-    // Requeued at the end of the line: c first, then the recovered one.
-    auto j1 = co_await q.claim(1s, asio::use_awaitable);
-    auto j2 = co_await q.claim(1s, asio::use_awaitable);
-    CHECK(j1.id == ids[2]);
-    CHECK(j2.id == lost.str);
-    auto r3 = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(r3.unaccounted_suspects == 0);
-    CHECK(r3.unaccounted_requeued == 0);
-  });
+  auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r2.unaccounted_requeued == 1);
+  CHECK(r2.unaccounted_suspects == 0);
+  auto pos = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), lost.str);
+  CHECK(!pos.is_null());
+  auto dup = co_await cmd(f.c.conn(), "LPOS", key("ids", f.name), slow.str);
+  CHECK(dup.is_null());
+  // Requeued at the end of the line: c first, then the recovered one.
+  auto j1 = co_await q.claim(1s, asio::use_awaitable);
+  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j1.id == ids[2]);
+  CHECK(j2.id == lost.str);
+  auto r3 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(r3.unaccounted_suspects == 0);
+  CHECK(r3.unaccounted_requeued == 0);
 }
 
-TEST_CASE("job: maintenance removes tokens of jobs finished with plain commands",
-          "[job][claim][maintain][put]") {
-  fixture f("jobs-maint");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    auto [id, j] = co_await put_and_claim(q, "x");
-    // Contract "Finish", by hand.
-    co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
-      r.push("ZREM", key("claimed", f.name), id);
-      r.push("HDEL", key("cancelled", f.name), id);
-      r.push("INCR", key("finishes", f.name));
-      r.push("HDEL", key("items", f.name), id);
-    });
-    auto left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
-    CHECK(left.integer == 1);
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.orphans_removed == 1);
-    left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
-    CHECK(left.integer == 0);
-    // The encoding field stays (docs/jobs.md).
-    auto keep =
-        co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), std::string("\0encoding", 9));
-    CHECK(keep.integer == 1);
-    auto enc = co_await cmd(f.c.conn(), "OBJECT", "ENCODING", key("attempts", f.name));
-    CHECK(enc.str == "hashtable");
-    (void)j;
+JOB_QUEUE_TEST_CASE("jobs-maint",
+                    "job: maintenance removes tokens of jobs finished with plain commands",
+                    "[job][claim][maintain][put]") {
+  auto [id, j] = co_await put_and_claim(q, "x");
+  // Contract "Finish", by hand.
+  co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+    r.push("ZREM", key("claimed", f.name), id);
+    r.push("HDEL", key("cancelled", f.name), id);
+    r.push("INCR", key("finishes", f.name));
+    r.push("HDEL", key("items", f.name), id);
   });
+  auto left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
+  CHECK(left.integer == 1);
+  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.orphans_removed == 1);
+  left = co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), id);
+  CHECK(left.integer == 0);
+  // The encoding field stays (docs/jobs.md).
+  auto keep =
+      co_await cmd(f.c.conn(), "HEXISTS", key("attempts", f.name), std::string("\0encoding", 9));
+  CHECK(keep.integer == 1);
+  auto enc = co_await cmd(f.c.conn(), "OBJECT", "ENCODING", key("attempts", f.name));
+  CHECK(enc.str == "hashtable");
+  (void)j;
 }
 
-TEST_CASE("job: maintenance publishes stats to a feed and takes a lock",
-          "[job][claim][finish][maintain][put_many]") {
-  fixture f("jobs-maint");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    std::vector<std::string> items{"a", "b", "c"};
-    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    co_await q.finish(j, asio::use_awaitable);
+JOB_QUEUE_TEST_CASE("jobs-maint", "job: maintenance publishes stats to a feed and takes a lock",
+                    "[job][claim][finish][maintain][put_many]") {
+  std::vector<std::string> items{"a", "b", "c"};
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.finish(j, asio::use_awaitable);
 
-    thoonk::maintenance_options o;
-    o.stats_max_length = 2;
-    auto rep = co_await q.maintain(o, asio::use_awaitable);
-    CHECK(rep.ran);
-    CHECK(rep.stats_published);
-    CHECK(rep.counts.waiting == 2);
-    CHECK(rep.counts.puts == 3);
-    CHECK(rep.counts.finishes == 1);
-    const std::string stats = f.name + ".stats";
-    auto type = co_await cmd(f.c.conn(), "HGET", "feed.config:" + stats, "type");
-    CHECK(type.str == "feed");
-    auto items_now = co_await cmd(f.c.conn(), "HVALS", "feed.items:" + stats);
-    REQUIRE(items_now.elements.size() == 1);
-    auto json = boost::json::parse(items_now.elements[0].str).as_object();
-    CHECK(json.at("waiting").as_int64() == 2);
-    CHECK(json.at("finishes").as_int64() == 1);
-    CHECK(json.at("queue").as_string() == f.name);
-    for (int i = 0; i < 3; ++i) co_await q.maintain(o, asio::use_awaitable);
-    auto n = co_await cmd(f.c.conn(), "ZCARD", "feed.ids:" + stats);
-    CHECK(n.integer == 2);  // max_length
+  thoonk::maintenance_options o;
+  o.stats_max_length = 2;
+  auto rep = co_await q.maintain(o, asio::use_awaitable);
+  CHECK(rep.ran);
+  CHECK(rep.stats_published);
+  CHECK(rep.counts.waiting == 2);
+  CHECK(rep.counts.puts == 3);
+  CHECK(rep.counts.finishes == 1);
+  const std::string stats = f.name + ".stats";
+  auto type = co_await cmd(f.c.conn(), "HGET", "feed.config:" + stats, "type");
+  CHECK(type.str == "feed");
+  auto items_now = co_await cmd(f.c.conn(), "HVALS", "feed.items:" + stats);
+  REQUIRE(items_now.elements.size() == 1);
+  auto json = boost::json::parse(items_now.elements[0].str).as_object();
+  CHECK(json.at("waiting").as_int64() == 2);
+  CHECK(json.at("finishes").as_int64() == 1);
+  CHECK(json.at("queue").as_string() == f.name);
+  for (int i = 0; i < 3; ++i) co_await q.maintain(o, asio::use_awaitable);
+  auto n = co_await cmd(f.c.conn(), "ZCARD", "feed.ids:" + stats);
+  CHECK(n.integer == 2);  // max_length
 
-    // Someone else holds the lock: nothing is done.
-    co_await cmd(f.c.conn(), "SET", key("maintenance", f.name), "someone", "PX", 5000);
-    auto rep2 = co_await q.maintain(o, asio::use_awaitable);
-    CHECK(!rep2.ran);
-    auto holder = co_await cmd(f.c.conn(), "GET", key("maintenance", f.name));
-    CHECK(holder.str == "someone");
-    // Our own lock is released by the time each run completes.
-    co_await cmd(f.c.conn(), "DEL", key("maintenance", f.name));
-    co_await q.maintain(no_stats(), asio::use_awaitable);
-    auto free_now = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
-    CHECK(free_now.integer == 0);
-  });
+  // Someone else holds the lock: nothing is done.
+  co_await cmd(f.c.conn(), "SET", key("maintenance", f.name), "someone", "PX", 5000);
+  auto rep2 = co_await q.maintain(o, asio::use_awaitable);
+  CHECK(!rep2.ran);
+  auto holder = co_await cmd(f.c.conn(), "GET", key("maintenance", f.name));
+  CHECK(holder.str == "someone");
+  // Our own lock is released by the time each run completes.
+  co_await cmd(f.c.conn(), "DEL", key("maintenance", f.name));
+  co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto free_now = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+  CHECK(free_now.integer == 0);
 }
 
 TEST_CASE("job: maintain() releases its lock before it completes (run once and exit)",
@@ -244,34 +235,32 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
   });
 }
 
-TEST_CASE("job: a cancelled maintenance run still releases its lock before completing",
-          "[job][maintain][put_many]") {
-  fixture f("jobs-maint");
-  run_with_job_queue(f, [&](thoonk::job_queue& q) -> asio::awaitable<void> {
-    std::vector<std::string> items(50, "x");
-    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    thoonk::maintenance_options o = no_stats();
-    o.batch = 1;  // many steps: the cancellation lands between two of them
-    asio::cancellation_signal sig;
-    bool done = false;
-    error_code ec;
-    q.maintain(
-        o, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, thoonk::maintenance_report) {
-          ec = e;
-          done = true;
-        }));
-    co_await sleep_for(2ms);
-    sig.emit(asio::cancellation_type::terminal);
-    for (int i = 0; i < 500 && !done; ++i) co_await sleep_for(5ms);
-    REQUIRE(done);
-    CHECK((!ec || ec == asio::error::operation_aborted));
-    // Whether it was cut short or had finished: no lock left behind.
-    auto held = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
-    CHECK(held.integer == 0);
-    // And the next run is not blocked.
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.ran);
-  });
+JOB_QUEUE_TEST_CASE("jobs-maint",
+                    "job: a cancelled maintenance run still releases its lock before completing",
+                    "[job][maintain][put_many]") {
+  std::vector<std::string> items(50, "x");
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  thoonk::maintenance_options o = no_stats();
+  o.batch = 1;  // many steps: the cancellation lands between two of them
+  asio::cancellation_signal sig;
+  bool done = false;
+  error_code ec;
+  q.maintain(
+      o, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, thoonk::maintenance_report) {
+        ec = e;
+        done = true;
+      }));
+  co_await sleep_for(2ms);
+  sig.emit(asio::cancellation_type::terminal);
+  for (int i = 0; i < 500 && !done; ++i) co_await sleep_for(5ms);
+  REQUIRE(done);
+  CHECK((!ec || ec == asio::error::operation_aborted));
+  // Whether it was cut short or had finished: no lock left behind.
+  auto held = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+  CHECK(held.integer == 0);
+  // And the next run is not blocked.
+  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.ran);
 }
 
 FIXTURE_TEST_CASE("jobs-maint",

@@ -71,9 +71,8 @@ FIXTURE_TEST_CASE(
   CHECK(c.claimed == 0);
   auto ws = co_await q.get_workers(asio::use_awaitable);
   CHECK(ws.empty());
-  // One field is no claim record: the encoding keeper.
-  auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
-  CHECK(left.integer == 1);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
 }
 
 FIXTURE_TEST_CASE(
@@ -112,9 +111,8 @@ FIXTURE_TEST_CASE(
   CHECK(jp.retry_count == 1);
   CHECK(jp.last_error == "bad input: cannot parse");
   // The failed claims' records under the worker went with them.
-  // One field is no claim record: the encoding keeper.
-  auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
-  CHECK(left.integer == 1);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
 }
 
 TEST_CASE(
@@ -181,58 +179,54 @@ TEST_CASE(
       120s);
 }
 
-TEST_CASE("run: an abort from another client reaches the handler's cancellation slot at once",
-          "[job][run][abort]") {
-  fixture f("runabort");
-  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runabort-other"));
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto q2 = co_await open_on(other, f.name);
-    constexpr int n = 5;
-    std::vector<std::string> items(n, "long");
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    std::map<std::string, std::chrono::steady_clock::time_point> cancelled_at;
-    std::set<std::string> started;
-    thoonk::job_coroutine h =
-        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-      started.insert(ctx.job().id);
-      asio::steady_timer t(co_await asio::this_coro::executor, 30s);
-      auto [ec] = co_await t.async_wait(nothrow);
-      if (ec) cancelled_at[ctx.job().id] = std::chrono::steady_clock::now();
-      CHECK(ctx.cancelled());
-      co_return std::nullopt;
-    };
-    thoonk::run_options o;
-    o.concurrency = n;
-    auto run = start_run(q, h, o);
-    auto all = co_await wait_until([&] { return started.size() == n; });
-    REQUIRE(all);
-    std::vector<std::int64_t> delays;
-    for (const auto& id : ids) {
-      thoonk::abort_options ao;
-      ao.outcome = thoonk::abort_options::failed;
-      ao.error = "operator abort";
-      ao.permanent = true;
-      co_await q2.abort(id, ao, asio::use_awaitable);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto seen = co_await wait_until([&] { return cancelled_at.count(id) > 0; }, 5s);
-      CHECK(seen);
-      if (seen) delays.push_back(ms_since(t0) - ms_since(cancelled_at[id]));
-    }
-    std::sort(delays.begin(), delays.end());
-    std::ostringstream all_delays;
-    for (auto d : delays) all_delays << d << " ";
-    INFO("abort completion to handler cancellation (ms): " << all_delays.str());
-    REQUIRE(delays.size() == n);
-    CHECK(delays[n / 2] < 100);  // the median: one pub/sub hop
-    co_await stop_run_cleanly(*run);
-    CHECK(run->report.cancelled == n);
-    CHECK(run->report.finished == 0);
-    auto c = co_await counts_of(q);
-    CHECK(c.stalled == n);  // each aborted as a permanent failure: dead letters
-    CHECK(c.claimed == 0);
-    other.stop();
-  });
+TWO_CLIENT_TEST_CASE(
+    "runabort", "run: an abort from another client reaches the handler's cancellation slot at once",
+    "[job][run][abort]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  constexpr int n = 5;
+  std::vector<std::string> items(n, "long");
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  std::map<std::string, std::chrono::steady_clock::time_point> cancelled_at;
+  std::set<std::string> started;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    started.insert(ctx.job().id);
+    asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+    auto [ec] = co_await t.async_wait(nothrow);
+    if (ec) cancelled_at[ctx.job().id] = std::chrono::steady_clock::now();
+    CHECK(ctx.cancelled());
+    co_return std::nullopt;
+  };
+  thoonk::run_options o;
+  o.concurrency = n;
+  auto run = start_run(q, h, o);
+  auto all = co_await wait_until([&] { return started.size() == n; });
+  REQUIRE(all);
+  std::vector<std::int64_t> delays;
+  for (const auto& id : ids) {
+    thoonk::abort_options ao;
+    ao.outcome = thoonk::abort_options::failed;
+    ao.error = "operator abort";
+    ao.permanent = true;
+    co_await q2.abort(id, ao, asio::use_awaitable);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto seen = co_await wait_until([&] { return cancelled_at.count(id) > 0; }, 5s);
+    CHECK(seen);
+    if (seen) delays.push_back(ms_since(t0) - ms_since(cancelled_at[id]));
+  }
+  std::sort(delays.begin(), delays.end());
+  std::ostringstream all_delays;
+  for (auto d : delays) all_delays << d << " ";
+  INFO("abort completion to handler cancellation (ms): " << all_delays.str());
+  REQUIRE(delays.size() == n);
+  CHECK(delays[n / 2] < 100);  // the median: one pub/sub hop
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.cancelled == n);
+  CHECK(run->report.finished == 0);
+  auto c = co_await counts_of(q);
+  CHECK(c.stalled == n);  // each aborted as a permanent failure: dead letters
+  CHECK(c.claimed == 0);
 }
 
 FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wakes it at once",
@@ -260,111 +254,102 @@ FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wake
   CHECK(run->report.finished == 11);
 }
 
-TEST_CASE(
+TWO_CLIENT_TEST_CASE(
+    "runfailw",
     "run: a worker failed from another client loses its claims (handlers cancelled, jobs "
     "back with a stall counted) and registers again",
     "[job][run][fail_worker][get_workers]") {
-  fixture f("runfailw");
-  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runfailw-other"));
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    auto q = co_await engine_queue(f);
-    auto q2 = co_await open_on(other, f.name);
-    std::vector<std::string> items(3, "slow");
-    auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    std::multiset<std::string> starts;
-    int cancelled = 0;
-    thoonk::job_coroutine h =
-        [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-      starts.insert(ctx.job().id);
-      // The first attempt waits to be cancelled; the second is quick.
-      const auto d = starts.count(ctx.job().id) == 1 ? 30s : 0ms;
-      asio::steady_timer t(co_await asio::this_coro::executor, d);
-      auto [ec] = co_await t.async_wait(nothrow);
-      if (ec) ++cancelled;
-      co_return std::string("second");
-    };
-    thoonk::run_options o;
-    o.concurrency = 3;
-    o.worker_name = "fragile";
-    o.heartbeat_interval = 100ms;
-    auto run = start_run(q, h, o);
-    auto all = co_await wait_until([&] { return starts.size() == 3; });
-    REQUIRE(all);
-    auto listed = co_await q2.get_workers(asio::use_awaitable);
-    REQUIRE(listed.size() == 1);
-    CHECK(listed[0].claims.size() == 3);
-    auto returned = co_await q2.fail_worker("fragile", asio::use_awaitable);
-    CHECK(returned == 3);
-    // The next heartbeat tells the runner: its handlers stop, it registers
-    // again and takes the jobs back.
-    auto back = co_await wait_finishes(q, 3, 10s);
-    CHECK(back);
-    CHECK(cancelled == 3);
-    co_await stop_run_cleanly(*run);
-    CHECK(run->report.registrations == 2);
-    CHECK(run->report.finished == 3);
-    CHECK(run->report.cancelled == 3);
-    auto r = co_await q.get_result(ids[0], 1s, asio::use_awaitable);
-    CHECK(r == "second");
-    // Failing an unknown (or already failed) worker changes nothing.
-    auto [ec, n] = co_await q2.fail_worker("fragile", nothrow);
-    CHECK(ec == E::worker_not_found);
-    auto [ec2, n2] = co_await q2.fail_worker(std::string("bad\0name", 8), nothrow);
-    CHECK(ec2 == E::invalid_name);
-    other.stop();
-  });
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  std::vector<std::string> items(3, "slow");
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  std::multiset<std::string> starts;
+  int cancelled = 0;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    starts.insert(ctx.job().id);
+    // The first attempt waits to be cancelled; the second is quick.
+    const auto d = starts.count(ctx.job().id) == 1 ? 30s : 0ms;
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    auto [ec] = co_await t.async_wait(nothrow);
+    if (ec) ++cancelled;
+    co_return std::string("second");
+  };
+  thoonk::run_options o;
+  o.concurrency = 3;
+  o.worker_name = "fragile";
+  o.heartbeat_interval = 100ms;
+  auto run = start_run(q, h, o);
+  auto all = co_await wait_until([&] { return starts.size() == 3; });
+  REQUIRE(all);
+  auto listed = co_await q2.get_workers(asio::use_awaitable);
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].claims.size() == 3);
+  auto returned = co_await q2.fail_worker("fragile", asio::use_awaitable);
+  CHECK(returned == 3);
+  // The next heartbeat tells the runner: its handlers stop, it registers
+  // again and takes the jobs back.
+  auto back = co_await wait_finishes(q, 3, 10s);
+  CHECK(back);
+  CHECK(cancelled == 3);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.registrations == 2);
+  CHECK(run->report.finished == 3);
+  CHECK(run->report.cancelled == 3);
+  auto r = co_await q.get_result(ids[0], 1s, asio::use_awaitable);
+  CHECK(r == "second");
+  // Failing an unknown (or already failed) worker changes nothing.
+  auto [ec, n] = co_await q2.fail_worker("fragile", nothrow);
+  CHECK(ec == E::worker_not_found);
+  auto [ec2, n2] = co_await q2.fail_worker(std::string("bad\0name", 8), nothrow);
+  CHECK(ec2 == E::invalid_name);
 }
 
-TEST_CASE(
+TWO_CLIENT_TEST_CASE(
+    "runlost",
     "run: a claim that lapsed and went to another claimer is reported by the next heartbeat: "
     "its handler is cancelled and the new claim keeps its place",
     "[job][run][heartbeat][maintain]") {
-  fixture f("runlost");
-  thoonk::client other(f.ioc.get_executor(), named_config("thoonk-runlost-other"));
-  run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    thoonk::job_queue::settings s;
-    s.claim_timeout = 200ms;
-    auto q = co_await engine_queue(f, s);
-    auto q2 = co_await open_on(other, f.name);
-    auto id = co_await q.put("slow", asio::use_awaitable);
-    bool started = false, cancelled = false;
-    thoonk::job_coroutine h =
-        [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
-      started = true;
-      asio::steady_timer t(co_await asio::this_coro::executor, 30s);
-      auto [ec] = co_await t.async_wait(nothrow);
-      cancelled = static_cast<bool>(ec);
-      co_return std::nullopt;
-    };
-    thoonk::run_options o;
-    o.worker_ttl = 20s;
-    // Far longer than the lease (200 ms) and the 300 ms wait below, so the
-    // claim has lapsed and been taken before the first heartbeat even on a
-    // machine that stalls for seconds.
-    o.heartbeat_interval = 5s;
-    auto run = start_run(q, h, o);
-    auto began = co_await wait_until([&] { return started; });
-    REQUIRE(began);
-    co_await sleep_for(300ms);
-    auto rep = co_await q2.maintain(no_stats(), asio::use_awaitable);
-    CHECK(rep.requeued == 1);
-    // Another claimer takes the job (the runner's one slot is busy): the
-    // runner's claim is gone for good, and only its heartbeat can say so.
-    auto j = co_await q2.claim(1s, asio::use_awaitable);
-    CHECK(j.id == id);
-    auto told = co_await wait_until([&] { return cancelled; }, 20s);
-    CHECK(told);
-    // The new claim was not disturbed by the old one's report.
-    auto [fec] = co_await q2.finish(j, nothrow);
-    CHECK(!fec);
-    co_await stop_run_cleanly(*run);
-    CHECK(run->report.cancelled == 1);
-    CHECK(run->report.finished == 0);
-    // One field is no claim record: the encoding keeper.
-    auto left = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
-    CHECK(left.integer == 1);
-    other.stop();
-  });
+  thoonk::job_queue::settings s;
+  s.claim_timeout = 200ms;
+  auto q = co_await engine_queue(f, s);
+  auto q2 = co_await open_on(other, f.name);
+  auto id = co_await q.put("slow", asio::use_awaitable);
+  bool started = false, cancelled = false;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+    started = true;
+    asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+    auto [ec] = co_await t.async_wait(nothrow);
+    cancelled = static_cast<bool>(ec);
+    co_return std::nullopt;
+  };
+  thoonk::run_options o;
+  o.worker_ttl = 20s;
+  // Far longer than the lease (200 ms) and the 300 ms wait below, so the
+  // claim has lapsed and been taken before the first heartbeat even on a
+  // machine that stalls for seconds.
+  o.heartbeat_interval = 5s;
+  auto run = start_run(q, h, o);
+  auto began = co_await wait_until([&] { return started; });
+  REQUIRE(began);
+  co_await sleep_for(300ms);
+  auto rep = co_await q2.maintain(no_stats(), asio::use_awaitable);
+  CHECK(rep.requeued == 1);
+  // Another claimer takes the job (the runner's one slot is busy): the
+  // runner's claim is gone for good, and only its heartbeat can say so.
+  auto j = co_await q2.claim(1s, asio::use_awaitable);
+  CHECK(j.id == id);
+  auto told = co_await wait_until([&] { return cancelled; }, 20s);
+  CHECK(told);
+  // The new claim was not disturbed by the old one's report.
+  auto [fec] = co_await q2.finish(j, nothrow);
+  CHECK(!fec);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.cancelled == 1);
+  CHECK(run->report.finished == 0);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
 }
 
 FIXTURE_TEST_CASE(

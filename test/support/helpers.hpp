@@ -470,6 +470,19 @@ inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::strin
   co_return put_claim{std::move(id), std::move(job)};
 }
 
+/// Checks that `id` is the one stalled job of f's queue `q` (stalled, or a
+/// dead letter: in feed.stalled:[f], where a contract client looks for it)
+/// and that no job is claimed, waiting or scheduled.
+inline asio::awaitable<void> expect_only_stalled(fixture& f, thoonk::job_queue& q, std::string id) {
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.stalled == 1);
+  CHECK(counts.claimed == 0);
+  CHECK(counts.waiting == 0);
+  CHECK(counts.scheduled == 0);
+  auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
+  CHECK(member.integer == 1);
+}
+
 /// contract_job_queue for a queue.
 inline asio::awaitable<thoonk::queue> contract_queue(fixture& f, thoonk::queue_options o = {}) {
   co_await f.c.connect(asio::use_awaitable);
@@ -484,6 +497,23 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace thoonk::test
 
+#define THOONK_TEST_CAT2_(a, b) a##b
+#define THOONK_TEST_CAT_(a, b) THOONK_TEST_CAT2_(a, b)
+#define THOONK_TEST_EXPAND_(...) __VA_ARGS__
+// A name for the body of the test case on this line.
+#define THOONK_TEST_FN_ THOONK_TEST_CAT_(thoonk_coro_test_, __LINE__)
+// The frame of the coroutine test-case macros: declares the body
+// THOONK_TEST_FN_ with the parameter list `params`, defines TEST_CASE(...)
+// making `fixture fx(prefix)` and running `run` (a parenthesised statement
+// that calls the body), and opens the body's definition.
+#define THOONK_CORO_TEST_CASE_(params, fx, prefix, run, ...)    \
+  static ::boost::asio::awaitable<void> THOONK_TEST_FN_ params; \
+  TEST_CASE(__VA_ARGS__) {                                      \
+    ::thoonk::test::fixture fx(prefix);                         \
+    THOONK_TEST_EXPAND_ run                                     \
+  }                                                             \
+  static ::boost::asio::awaitable<void> THOONK_TEST_FN_ params
+
 /// A test case whose body is a coroutine with a fresh `fixture f(prefix)`
 /// in scope, run under run_coro's deadline:
 ///
@@ -495,16 +525,44 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 /// The body is a coroutine function taking `fixture& f`; SECTIONs work in it
 /// as in any test case.
 #define FIXTURE_TEST_CASE(prefix, ...) \
-  THOONK_FIXTURE_TEST_CASE_(THOONK_TEST_CAT_(thoonk_fixture_test_, __LINE__), prefix, __VA_ARGS__)
-#define THOONK_TEST_CAT2_(a, b) a##b
-#define THOONK_TEST_CAT_(a, b) THOONK_TEST_CAT2_(a, b)
-#define THOONK_FIXTURE_TEST_CASE_(fn, prefix, ...)                                               \
-  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& f);                          \
-  TEST_CASE(__VA_ARGS__) {                                                                       \
-    ::thoonk::test::fixture f(prefix);                                                           \
-    ::thoonk::test::run_coro(f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return fn(f); }); \
-  }                                                                                              \
-  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& f)
+  FIXTURE_TEST_CASE_WITHIN(::std::chrono::seconds(20), prefix, __VA_ARGS__)
+
+/// FIXTURE_TEST_CASE under a deadline of its own (a std::chrono duration),
+/// for the slow tests:
+///
+///     FIXTURE_TEST_CASE_WITHIN(60s, "runkill", "run: ...", "[job][run][process]") {
+///       ...
+///     }
+#define FIXTURE_TEST_CASE_WITHIN(deadline, prefix, ...)                                    \
+  THOONK_CORO_TEST_CASE_(                                                                  \
+      ([[maybe_unused]] ::thoonk::test::fixture & f), f, prefix,                           \
+      (::thoonk::test::run_coro(                                                           \
+           f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return THOONK_TEST_FN_(f); }, \
+           deadline);),                                                                    \
+      __VA_ARGS__)
+
+/// FIXTURE_TEST_CASE with a second client in scope: `other`, on f's
+/// io_context with the client name "thoonk-<prefix>-other", not connected
+/// before the body and stopped after it, for the tests of what one client
+/// sees of another's calls:
+///
+///     TWO_CLIENT_TEST_CASE("abort", "abort: from another client", "[job][abort]") {
+///       auto worker = co_await engine_queue(f);
+///       auto boss = co_await open_on(other, f.name);
+///       ...
+///     }
+#define TWO_CLIENT_TEST_CASE(prefix, ...)                                                  \
+  THOONK_CORO_TEST_CASE_(                                                                  \
+      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::client & other), f, prefix, \
+      (::thoonk::client other(                                                             \
+           f.ioc.get_executor(),                                                           \
+           ::thoonk::test::named_config(std::string("thoonk-") + prefix + "-other"));      \
+       ::thoonk::test::run_coro(f.ioc,                                                     \
+                                [&]() -> ::boost::asio::awaitable<void> {                  \
+                                  co_await THOONK_TEST_FN_(f, other);                      \
+                                  other.stop();                                            \
+                                });),                                                      \
+      __VA_ARGS__)
 
 /// A test case whose body is a coroutine on a fresh fixture `fx(prefix)`
 /// whose client `c` is connected before the body; after it, the client and
@@ -514,19 +572,14 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///       auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
 ///       ...
 ///     }
-#define CLIENT_TEST_CASE(prefix, ...) \
-  THOONK_CLIENT_TEST_CASE_(THOONK_TEST_CAT_(thoonk_client_test_, __LINE__), prefix, __VA_ARGS__)
-#define THOONK_CLIENT_TEST_CASE_(fn, prefix, ...)                                             \
-  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& fx, ::thoonk::client& c); \
-  TEST_CASE(__VA_ARGS__) {                                                                    \
-    ::thoonk::test::fixture fx(prefix);                                                       \
-    fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                              \
-      co_await fn(fx, fx.c);                                                                  \
-      fx.raw.stop();                                                                          \
-    });                                                                                       \
-  }                                                                                           \
-  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& fx,      \
-                                           [[maybe_unused]] ::thoonk::client& c)
+#define CLIENT_TEST_CASE(prefix, ...)                                                             \
+  THOONK_CORO_TEST_CASE_(                                                                         \
+      ([[maybe_unused]] ::thoonk::test::fixture & fx, [[maybe_unused]] ::thoonk::client & c), fx, \
+      prefix, (fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                       \
+        co_await THOONK_TEST_FN_(fx, fx.c);                                                       \
+        fx.raw.stop();                                                                            \
+      });),                                                                                       \
+      __VA_ARGS__)
 
 /// A test case whose body is a coroutine run by run_with_feed on a fresh
 /// fixture; in scope are `fx` (the fixture), `c` (its client, connected)
@@ -538,20 +591,31 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///       thoonk::feed f(c, name);
 ///       ...
 ///     }
-#define FEED_TEST_CASE(prefix, type, cfg, ...)                                             \
-  THOONK_FEED_TEST_CASE_(THOONK_TEST_CAT_(thoonk_feed_test_, __LINE__), prefix, type, cfg, \
+#define FEED_TEST_CASE(prefix, type, cfg, ...)                                                    \
+  THOONK_CORO_TEST_CASE_(([[maybe_unused]] ::thoonk::test::fixture & fx,                          \
+                          [[maybe_unused]] ::thoonk::client & c, const std::string& name),        \
+                         fx, prefix,                                                              \
+                         (::thoonk::test::run_with_feed(fx, prefix, type, cfg,                    \
+                                                        [&fx](const std::string& name) {          \
+                                                          return THOONK_TEST_FN_(fx, fx.c, name); \
+                                                        });),                                     \
                          __VA_ARGS__)
-#define THOONK_FEED_TEST_CASE_(fn, prefix, type, cfg, ...)                                        \
-  static ::boost::asio::awaitable<void> fn(::thoonk::test::fixture& fx, ::thoonk::client& c,      \
-                                           const std::string& name);                              \
-  TEST_CASE(__VA_ARGS__) {                                                                        \
-    ::thoonk::test::fixture fx(prefix);                                                           \
-    ::thoonk::test::run_with_feed(fx, prefix, type, cfg,                                          \
-                                  [&fx](const std::string& name) { return fn(fx, fx.c, name); }); \
-  }                                                                                               \
-  static ::boost::asio::awaitable<void> fn([[maybe_unused]] ::thoonk::test::fixture& fx,          \
-                                           [[maybe_unused]] ::thoonk::client& c,                  \
-                                           const std::string& name)
+
+/// A test case whose body is a coroutine run by run_with_job_queue on a
+/// fresh fixture `f(prefix)`; in scope are `f` (its client connected) and
+/// `q`, f.name made a job queue with the contract's plain commands
+/// (contract_job_queue):
+///
+///     JOB_QUEUE_TEST_CASE("jobs-flow", "job: put then claim", "[job][put][claim]") {
+///       auto [id, j] = co_await put_and_claim(q, "x");
+///       ...
+///     }
+#define JOB_QUEUE_TEST_CASE(prefix, ...)                                                  \
+  THOONK_CORO_TEST_CASE_(                                                                 \
+      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::job_queue & q), f, prefix, \
+      (::thoonk::test::run_with_job_queue(                                                \
+           f, [&f](::thoonk::job_queue& q) { return THOONK_TEST_FN_(f, q); });),          \
+      __VA_ARGS__)
 
 namespace Catch {
 template <>

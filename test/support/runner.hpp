@@ -70,4 +70,11 @@ inline asio::awaitable<bool> wait_finishes(thoonk::job_queue& q, std::int64_t n,
   }
 }
 
+/// How many claim records of runners are left on f's queue: the fields of
+/// feed.worker_jobs:[name] but one, its encoding keeper (docs/jobs.md).
+inline asio::awaitable<std::int64_t> claim_records_left(fixture& f) {
+  auto fields = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
+  co_return fields.integer - 1;
+}
+
 }  // namespace thoonk::test

@@ -16,48 +16,27 @@
 
 using namespace std::chrono_literals;
 namespace resp3 = thoonk::resp3;
-using thoonk::detail::cluster_node;
-using thoonk::detail::hash_slot;
-using thoonk::detail::parse_redirect;
-using thoonk::detail::redirect;
-using thoonk::detail::redirect_action;
-using thoonk::detail::redirect_policy;
-using thoonk::detail::slot_map;
-using thoonk::test::error_reply;
-using thoonk::test::string_reply;
+using namespace thoonk::detail;  // the slot map, redirects and hash slots under test
+using namespace thoonk::test;
 
 namespace {
-
-resp3::value num(std::int64_t n) {
-  resp3::value v;
-  v.type = resp3::type::number;
-  v.integer = n;
-  return v;
-}
-
-resp3::value agg(resp3::type t, std::vector<resp3::value> e) {
-  resp3::value v;
-  v.type = t;
-  v.elements = std::move(e);
-  return v;
-}
-resp3::value arr(std::vector<resp3::value> e) { return agg(resp3::type::array, std::move(e)); }
 
 // One node of a CLUSTER SHARDS reply, as Redis 7.0 sends it.
 resp3::value shard_node(resp3::type t, std::string ip, std::int64_t port, std::string role,
                         std::string endpoint) {
-  return agg(t, {string_reply("id"), string_reply("abc"), string_reply("port"), num(port),
-                 string_reply("ip"), string_reply(std::move(ip)), string_reply("endpoint"),
-                 string_reply(std::move(endpoint)), string_reply("role"),
-                 string_reply(std::move(role)), string_reply("replication-offset"), num(42),
-                 string_reply("health"), string_reply("online")});
+  return aggregate_reply(
+      t, {string_reply("id"), string_reply("abc"), string_reply("port"), number_reply(port),
+          string_reply("ip"), string_reply(std::move(ip)), string_reply("endpoint"),
+          string_reply(std::move(endpoint)), string_reply("role"), string_reply(std::move(role)),
+          string_reply("replication-offset"), number_reply(42), string_reply("health"),
+          string_reply("online")});
 }
 
 resp3::value shard(resp3::type t, std::vector<std::int64_t> ranges, std::vector<resp3::value> nodes) {
   std::vector<resp3::value> r;
-  for (auto x : ranges) r.push_back(num(x));
-  return agg(t, {string_reply("slots"), arr(std::move(r)), string_reply("nodes"),
-                 arr(std::move(nodes))});
+  for (auto x : ranges) r.push_back(number_reply(x));
+  return aggregate_reply(t, {string_reply("slots"), array_reply(std::move(r)),
+                             string_reply("nodes"), array_reply(std::move(nodes))});
 }
 
 const cluster_node seed{"10.0.0.9", 7009};
@@ -99,7 +78,7 @@ TEST_CASE("cluster: CRC16-XMODEM and hash slots match Redis", "[unit][cluster]")
 
 TEST_CASE("cluster: the slot map from CLUSTER SHARDS, RESP3 and RESP2", "[unit][cluster]") {
   for (auto t : {resp3::type::map, resp3::type::array}) {
-    auto reply = arr({
+    auto reply = array_reply({
         shard(t, {0, 5460},
               {shard_node(t, "127.0.0.1", 7001, "master", "127.0.0.1"),
                shard_node(t, "127.0.0.1", 7004, "replica", "127.0.0.1")}),
@@ -129,7 +108,7 @@ TEST_CASE("cluster: the slot map from CLUSTER SHARDS, RESP3 and RESP2", "[unit][
 TEST_CASE("cluster: an empty ip or endpoint is the seed's; uncovered slots have no primary",
           "[unit][cluster]") {
   auto t = resp3::type::map;
-  auto reply = arr({shard(t, {0, 99}, {shard_node(t, "", 7001, "master", "")})});
+  auto reply = array_reply({shard(t, {0, 99}, {shard_node(t, "", 7001, "master", "")})});
   boost::system::error_code ec;
   auto m = slot_map::from_shards(reply, seed, ec);
   REQUIRE_FALSE(ec);
@@ -147,25 +126,30 @@ TEST_CASE("cluster: malformed CLUSTER SHARDS replies are refused", "[unit][clust
     slot_map::from_shards(error_reply("ERR unknown subcommand 'SHARDS'"), seed, ec);
   }
   SECTION("a shard without nodes") {
-    slot_map::from_shards(arr({agg(t, {string_reply("slots"), arr({num(0), num(1)})})}), seed,
-                          ec);
+    slot_map::from_shards(
+        array_reply({aggregate_reply(
+            t, {string_reply("slots"), array_reply({number_reply(0), number_reply(1)})})}),
+        seed, ec);
   }
   SECTION("a range out of bounds") {
-    slot_map::from_shards(arr({shard(t, {0, 16384}, {shard_node(t, "h", 1, "master", "h")})}),
-                          seed, ec);
+    slot_map::from_shards(
+        array_reply({shard(t, {0, 16384}, {shard_node(t, "h", 1, "master", "h")})}), seed, ec);
   }
   SECTION("a reversed range") {
-    slot_map::from_shards(arr({shard(t, {10, 2}, {shard_node(t, "h", 1, "master", "h")})}), seed,
-                          ec);
+    slot_map::from_shards(array_reply({shard(t, {10, 2}, {shard_node(t, "h", 1, "master", "h")})}),
+                          seed, ec);
   }
   CHECK(ec == thoonk::error::unexpected_type);
 }
 
 TEST_CASE("cluster: the slot map from CLUSTER SLOTS", "[unit][cluster]") {
-  auto reply = arr({
-      arr({num(0), num(8191), arr({string_reply("127.0.0.1"), num(7001), string_reply("id1")}),
-           arr({string_reply("127.0.0.1"), num(7004), string_reply("id4")})}),
-      arr({num(8192), num(16383), arr({string_reply(""), num(7002), string_reply("id2")})}),
+  auto reply = array_reply({
+      array_reply(
+          {number_reply(0), number_reply(8191),
+           array_reply({string_reply("127.0.0.1"), number_reply(7001), string_reply("id1")}),
+           array_reply({string_reply("127.0.0.1"), number_reply(7004), string_reply("id4")})}),
+      array_reply({number_reply(8192), number_reply(16383),
+                   array_reply({string_reply(""), number_reply(7002), string_reply("id2")})}),
   });
   boost::system::error_code ec;
   auto m = slot_map::from_slots(reply, seed, ec);
@@ -175,10 +159,12 @@ TEST_CASE("cluster: the slot map from CLUSTER SLOTS", "[unit][cluster]") {
   CHECK(*m.primary_for(8192) == cluster_node{"10.0.0.9", 7002});
 
   SECTION("malformed") {
-    slot_map::from_slots(arr({arr({num(0), num(10)})}), seed, ec);
+    slot_map::from_slots(array_reply({array_reply({number_reply(0), number_reply(10)})}), seed, ec);
     CHECK(ec == thoonk::error::unexpected_type);
-    slot_map::from_slots(arr({arr({num(0), num(10), arr({string_reply("h"), num(0)})})}), seed,
-                         ec);
+    slot_map::from_slots(
+        array_reply({array_reply({number_reply(0), number_reply(10),
+                                  array_reply({string_reply("h"), number_reply(0)})})}),
+        seed, ec);
     CHECK(ec == thoonk::error::unexpected_type);
     slot_map::from_slots(string_reply("x"), seed, ec);
     CHECK(ec == thoonk::error::unexpected_type);

@@ -12,10 +12,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/resp3_values.hpp"
+
 #include <string>
 #include <vector>
 
 using thoonk::detail::validate_config_field;
+using thoonk::test::error_reply;
 
 namespace {
 
@@ -122,12 +125,9 @@ TEST_CASE("permissions: ACL refusals map to the specific codes, in every Redis w
   using thoonk::detail::permission_error;
   using E = thoonk::error;
   // The library's own check (check_publish) uses the THOONK convention.
-  {
-    thoonk::resp3::value v;
-    v.type = thoonk::resp3::type::simple_error;
-    v.str = "THOONK no_channel_permission the user may not PUBLISH on feed.publish:x";
-    CHECK(thoonk::detail::reply_error(v) == E::no_channel_permission);
-  }
+  CHECK(thoonk::detail::reply_error(error_reply(
+            "THOONK no_channel_permission the user may not PUBLISH on feed.publish:x")) ==
+        E::no_channel_permission);
   // Each code with the refusal texts that map to it.
   struct group {
     boost::system::error_code expected;  // none: not a permission error
@@ -181,12 +181,6 @@ TEST_CASE("permissions: ACL refusals map to the specific codes, in every Redis w
 
 TEST_CASE("permissions: the script error mapper maps ACL refusals and THOONK codes",
           "[unit][acl]") {
-  auto err = [](std::string text) {
-    thoonk::resp3::value v;
-    v.type = thoonk::resp3::type::simple_error;
-    v.str = std::move(text);
-    return v;
-  };
   const char* texts[] = {
       "NOPERM this user has no permissions to run the 'evalsha' command",
       "NOPERM this user has no permissions to access one of the keys used as arguments",
@@ -196,17 +190,20 @@ TEST_CASE("permissions: the script error mapper maps ACL refusals and THOONK cod
   };
   for (const char* t : texts) {
     INFO(t);
-    CHECK(thoonk::detail::reply_error(err(t)) == thoonk::detail::permission_error(t));
+    CHECK(thoonk::detail::reply_error(error_reply(t)) == thoonk::detail::permission_error(t));
   }
   // The scripts' one convention: THOONK <code> <message> (src/lua/prelude.lua).
-  CHECK(thoonk::detail::reply_error(err("THOONK feed_not_found no such feed")) ==
+  CHECK(thoonk::detail::reply_error(error_reply("THOONK feed_not_found no such feed")) ==
         thoonk::error::feed_not_found);
-  CHECK(thoonk::detail::reply_error(err("ERR THOONK lost_claim")) == thoonk::error::lost_claim);
-  CHECK(thoonk::detail::reply_error(err("THOONK id_not_found no such item")) ==
+  CHECK(thoonk::detail::reply_error(error_reply("ERR THOONK lost_claim")) ==
+        thoonk::error::lost_claim);
+  CHECK(thoonk::detail::reply_error(error_reply("THOONK id_not_found no such item")) ==
         thoonk::error::id_not_found);
   CHECK(thoonk::detail::reply_error(
-            err("THOONK no_channel_permission the user may not PUBLISH on feed.wake:q")) ==
+            error_reply("THOONK no_channel_permission the user may not PUBLISH on feed.wake:q")) ==
         thoonk::error::no_channel_permission);
-  CHECK(thoonk::detail::reply_error(err("ERR user_script:1: boom")) == thoonk::error::script_error);
-  CHECK(thoonk::detail::reply_error(err("OOM command not allowed")) == thoonk::error::server_error);
+  CHECK(thoonk::detail::reply_error(error_reply("ERR user_script:1: boom")) ==
+        thoonk::error::script_error);
+  CHECK(thoonk::detail::reply_error(error_reply("OOM command not allowed")) ==
+        thoonk::error::server_error);
 }

@@ -21,17 +21,11 @@ using namespace std::chrono_literals;
 using thoonk::detail::failover;
 using thoonk::detail::unavailable;
 namespace resp3 = thoonk::resp3;
-using thoonk::test::error_reply;
-using thoonk::test::string_reply;
+using namespace thoonk::test;
 
 namespace {
 
-resp3::value role(std::string word) {
-  resp3::value v;
-  v.type = resp3::type::array;
-  v.elements.push_back(string_reply(std::move(word)));
-  return v;
-}
+resp3::value role(std::string word) { return array_reply({string_reply(std::move(word))}); }
 
 thoonk::config two_servers() {
   thoonk::config cfg;

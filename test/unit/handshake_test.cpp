@@ -12,6 +12,8 @@
 #include <boost/asio/error.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/resp3_values.hpp"
+
 #include <string>
 #include <vector>
 
@@ -22,29 +24,14 @@ using thoonk::detail::handshake;
 using thoonk::detail::reconnect_policy;
 using thoonk::detail::setup_step;
 using thoonk::detail::setup_verdict;
+using namespace thoonk::test;
 
 namespace {
 
-thoonk::resp3::value err(std::string text) {
-  thoonk::resp3::value v;
-  v.type = thoonk::resp3::type::simple_error;
-  v.str = std::move(text);
-  return v;
-}
-
-thoonk::resp3::value ok() {
-  thoonk::resp3::value v;
-  v.type = thoonk::resp3::type::simple_string;
-  v.str = "OK";
-  return v;
-}
+thoonk::resp3::value ok() { return simple_reply("OK"); }
 
 // HELLO's reply: a map (its content does not matter to the handshake).
-thoonk::resp3::value hello_map() {
-  thoonk::resp3::value v;
-  v.type = thoonk::resp3::type::map;
-  return v;
-}
+thoonk::resp3::value hello_map() { return aggregate_reply(thoonk::resp3::type::map); }
 
 template <class... Args>
 std::string bytes(std::string_view command, const Args&... args) {
@@ -107,7 +94,7 @@ TEST_CASE("setup replies: credentials, database and ACL refusals are fatal", "[u
       row{setup_step::hello, "ERR Syntax error in HELLO option 'X'",
           thoonk::error::handshake_failed});
   CAPTURE(r.text);
-  auto m = classify_setup_reply(r.step, err(r.text), true);
+  auto m = classify_setup_reply(r.step, error_reply(r.text), true);
   CHECK(m.verdict == setup_verdict::refused);
   CHECK(m.ec == r.expected);
   CHECK(!m.ec.message().empty());
@@ -125,16 +112,16 @@ TEST_CASE("setup replies: a refused client name is not fatal", "[unit][handshake
               thoonk::error::no_permission},
           row{invalid_name_reply, thoonk::error::handshake_failed}}) {
       CAPTURE(r.text);
-      auto m = classify_setup_reply(setup_step::setname, err(r.text));
+      auto m = classify_setup_reply(setup_step::setname, error_reply(r.text));
       CHECK(m.verdict == setup_verdict::name_refused);
       CHECK(m.ec == r.expected);
     }
   }
   SECTION("HELLO refusing the name it carried: HELLO again without it") {
-    auto m = classify_setup_reply(setup_step::hello, err(invalid_name_reply), true);
+    auto m = classify_setup_reply(setup_step::hello, error_reply(invalid_name_reply), true);
     CHECK(m.verdict == setup_verdict::drop_name);
     // Without SETNAME in the HELLO, the same text cannot be about our name.
-    auto m2 = classify_setup_reply(setup_step::hello, err(invalid_name_reply), false);
+    auto m2 = classify_setup_reply(setup_step::hello, error_reply(invalid_name_reply), false);
     CHECK(m2.verdict == setup_verdict::refused);
   }
 }
@@ -147,7 +134,7 @@ TEST_CASE("setup replies: HELLO refusals fall back to RESP2", "[unit][handshake]
                // Redis 6 checks HELLO against the ACL (Redis 7 does not).
                std::string("NOPERM this user has no permissions to run the 'hello' command"));
   CAPTURE(text);
-  auto m = classify_setup_reply(setup_step::hello, err(text), true);
+  auto m = classify_setup_reply(setup_step::hello, error_reply(text), true);
   CHECK(m.verdict == setup_verdict::use_resp2);
   CHECK(!m.ec);
 }
@@ -161,11 +148,12 @@ TEST_CASE("setup replies: a server that cannot serve yet is transient", "[unit][
   auto step =
       GENERATE(setup_step::hello, setup_step::auth, setup_step::setname, setup_step::select);
   CAPTURE(text);
-  auto m = classify_setup_reply(step, err(text), true);
+  auto m = classify_setup_reply(step, error_reply(text), true);
   CHECK(m.verdict == setup_verdict::transient);
   CHECK(m.ec == thoonk::error::handshake_failed);
   // BUSYKEY is not BUSY.
-  CHECK(classify_setup_reply(setup_step::select, err("BUSYKEY Target key name already exists."))
+  CHECK(classify_setup_reply(setup_step::select,
+                             error_reply("BUSYKEY Target key name already exists."))
             .verdict == setup_verdict::refused);
 }
 
@@ -212,14 +200,15 @@ TEST_CASE("handshake: HELLO refused by the ACL, RESP2 SETNAME refused: connected
   handshake hs(user_config("pw", 1));
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
-  hs.on_reply(err("NOPERM this user has no permissions to run the 'hello' command"));
+  hs.on_reply(error_reply("NOPERM this user has no permissions to run the 'hello' command"));
   CHECK(hs.protocol() == 2);
   REQUIRE(hs.next_batch(batch));
   CHECK(batch.payload() ==
         bytes("AUTH", "u", "pw") + bytes("CLIENT", "SETNAME", "app") + bytes("SELECT", 1));
   REQUIRE(hs.replies_due() == 3);
   hs.on_reply(ok());
-  hs.on_reply(err("NOPERM this user has no permissions to run the 'client|setname' command"));
+  hs.on_reply(
+      error_reply("NOPERM this user has no permissions to run the 'client|setname' command"));
   hs.on_reply(ok());
   CHECK(!hs.next_batch(batch));
   CHECK(!hs.error());
@@ -238,7 +227,7 @@ TEST_CASE("handshake: protocol 2 never sends HELLO", "[unit][handshake]") {
   CHECK(hs.final_batch());
   CHECK(batch.payload() == bytes("AUTH", "pw") + bytes("CLIENT", "SETNAME", "app"));
   hs.on_reply(ok());
-  hs.on_reply(err(invalid_name_reply));
+  hs.on_reply(error_reply(invalid_name_reply));
   CHECK(!hs.next_batch(batch));
   CHECK(!hs.error());
   CHECK(hs.protocol() == 2);
@@ -252,7 +241,7 @@ TEST_CASE("handshake: a name HELLO refuses is dropped and HELLO sent again", "[u
   handshake hs(cfg);
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
-  hs.on_reply(err(invalid_name_reply));
+  hs.on_reply(error_reply(invalid_name_reply));
   CHECK(!hs.error());
   REQUIRE(hs.next_batch(batch));
   CHECK(batch.payload() == bytes("HELLO", "3", "AUTH", "default", "pw"));
@@ -274,7 +263,7 @@ TEST_CASE("handshake: the first refusal decides and the rest need not be read",
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
   REQUIRE(hs.replies_due() == 3);
-  hs.on_reply(err("WRONGPASS invalid username-password pair or user is disabled."));
+  hs.on_reply(error_reply("WRONGPASS invalid username-password pair or user is disabled."));
   CHECK(hs.replies_due() == 0);
   CHECK(!hs.next_batch(batch));
   CHECK(hs.error() == thoonk::error::auth_failed);
@@ -286,7 +275,7 @@ TEST_CASE("handshake: a transient failure is not a refusal", "[unit][handshake]"
   handshake hs(base_config());
   thoonk::request batch;
   REQUIRE(hs.next_batch(batch));
-  hs.on_reply(err("LOADING Redis is loading the dataset in memory"));
+  hs.on_reply(error_reply("LOADING Redis is loading the dataset in memory"));
   CHECK(!hs.next_batch(batch));
   CHECK(hs.error() == thoonk::error::handshake_failed);
   CHECK(!hs.refused());

@@ -7,10 +7,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/resp3_values.hpp"
+
 using boost::system::error_code;
 using thoonk::detail::completion;
 using thoonk::detail::exec_handler;
 using thoonk::detail::request_queue;
+using thoonk::test::string_reply;
 
 namespace {
 struct recorder {
@@ -24,13 +27,6 @@ struct recorder {
 void run(std::vector<completion>& out) {
   for (auto& c : out) c.handler.take()(c.ec, std::move(c.replies));
   out.clear();
-}
-
-thoonk::resp3::value str(std::string s) {
-  thoonk::resp3::value v;
-  v.type = thoonk::resp3::type::blob_string;
-  v.str = std::move(s);
-  return v;
 }
 
 std::string cmd_bytes(std::string_view word) {
@@ -51,18 +47,18 @@ TEST_CASE("request_queue: a batch holds every queued request in order", "[unit][
   CHECK(!q.has_unwritten());
   CHECK(q.in_flight() == 2);
   std::vector<completion> out;
-  REQUIRE(q.on_reply(str("a"), out));
+  REQUIRE(q.on_reply(string_reply("a"), out));
   run(out);
   CHECK(rec.calls.size() == 1);
-  REQUIRE(q.on_reply(str("b1"), out));
+  REQUIRE(q.on_reply(string_reply("b1"), out));
   CHECK(out.empty());  // request 2 expects two replies
-  REQUIRE(q.on_reply(str("b2"), out));
+  REQUIRE(q.on_reply(string_reply("b2"), out));
   REQUIRE(out.size() == 1);
   CHECK(out[0].replies.size() == 2);
   run(out);
   CHECK(q.size() == 0);
   // A reply nobody waits for is a desync.
-  CHECK_FALSE(q.on_reply(str("stray"), out));
+  CHECK_FALSE(q.on_reply(string_reply("stray"), out));
 }
 
 TEST_CASE("request_queue: cancelling a queued request removes its bytes", "[unit][queue]") {
@@ -89,14 +85,14 @@ TEST_CASE("request_queue: a cancelled written request's replies are discarded", 
   q.push(cmd_bytes("b"), 1, rec.handler(2), true);
   q.take_batch();
   std::vector<completion> out;
-  REQUIRE(q.on_reply(str("a1"), out));  // one of two replies arrived
+  REQUIRE(q.on_reply(string_reply("a1"), out));  // one of two replies arrived
   q.cancel(s1, boost::asio::error::operation_aborted, out);
   REQUIRE(out.size() == 1);
   CHECK(out[0].ec == boost::asio::error::operation_aborted);
   run(out);
-  REQUIRE(q.on_reply(str("a2"), out));  // discarded: still request 1's
+  REQUIRE(q.on_reply(string_reply("a2"), out));  // discarded: still request 1's
   CHECK(out.empty());
-  REQUIRE(q.on_reply(str("b"), out));
+  REQUIRE(q.on_reply(string_reply("b"), out));
   REQUIRE(out.size() == 1);
   CHECK(out[0].replies.at(0).str == "b");  // aligned
 }
@@ -137,7 +133,7 @@ TEST_CASE("request_queue: requests expecting no reply complete when written", "[
   run(out);
   REQUIRE(rec.calls.size() == 1);
   CHECK(rec.calls[0].first == 1);
-  REQUIRE(q.on_reply(str("a"), out));
+  REQUIRE(q.on_reply(string_reply("a"), out));
   run(out);
   CHECK(rec.calls.size() == 2);
 }

@@ -16,8 +16,7 @@ using thoonk::detail::after_eval;
 using thoonk::detail::after_reload;
 using thoonk::detail::reload_step;
 namespace resp3 = thoonk::resp3;
-using thoonk::test::error_reply;
-using thoonk::test::string_reply;
+using namespace thoonk::test;
 
 namespace {
 

@@ -9,6 +9,8 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,6 +26,20 @@ enum class priority { normal, high };
 namespace detail {
 
 class queue_core;
+
+/// The tuning queue_options and job_queue_options share (client side only).
+struct queue_options_base {
+  /// Waiting getters and claimers (and get_result) re-check the server this
+  /// often even without a wake-up notification (puts made with plain
+  /// commands do not notify).
+  std::chrono::milliseconds poll_interval{1000};
+  /// Most items one put script stores (puts issued in the same tick share
+  /// one script call; put_many is split into chunks of this size).
+  /// Clamped to 1..1000.
+  std::size_t max_put_batch = 1000;
+  /// Put scripts in flight at once per priority (1..8).
+  std::size_t max_puts_in_flight = 2;
+};
 
 /// The shared part of queue and job_queue (not used on its own).
 ///

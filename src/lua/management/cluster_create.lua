@@ -20,9 +20,4 @@ if t then
   end
   return 0
 end
--- Leftovers of a feed deleted only partly.
-for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
-redis.call('HSET', K_CONFIG, 'type', ARGV[2])
-for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
-redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
-return 1
+return write_new_feed()

@@ -24,9 +24,4 @@ if redis.call('SADD', K_FEEDS, ARGV[1]) == 0 then
   -- Listed without a type: every operation reports it missing, so it is
   -- made anew below.
 end
--- Leftovers of a feed that another client deleted only partly.
-for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
-redis.call('HSET', K_CONFIG, 'type', ARGV[2])
-for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
-redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
-return 1
+return write_new_feed()
