@@ -118,16 +118,29 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         CHECK(stats.moved == 0);
         CHECK(stats.asked == 0);
 
-        // with_durability (WAIT) is refused in cluster mode, before any I/O.
-        auto qname = name_on(cl, ports.front(), "durable-");
+        // with_durability: the WAIT goes to the queue's own primary (the
+        // connection its put went through), whose replica acknowledges.
+        auto qname = name_on(cl, ports.back(), "durable-");
         auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
         thoonk::durability ack;
         ack.replicas = 1;
-        ack.timeout = 500ms;
+        ack.timeout = 2s;
         auto [dec, did] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
-        CHECK(dec == thoonk::error::invalid_argument);
+        CHECK_FALSE(dec);
+        CHECK(ack.acknowledged == 1);
+        CHECK(ack.satisfied());
         auto len = co_await q.length(asio::use_awaitable);
-        CHECK(len == 0);
+        CHECK(len == 1);
+        // An operation of the client itself names no primary: refused
+        // before any I/O.
+        thoonk::durability cack;
+        cack.replicas = 1;
+        cack.timeout = 500ms;
+        thoonk::feed_config no_cfg;
+        const auto undurable = name_on(cl, ports.back(), "undurable-");
+        auto [cec] = co_await c.create_feed(undurable, thoonk::feed_type::feed, no_cfg,
+                                            thoonk::with_durability(cack, nothrow));
+        CHECK(cec == thoonk::error::invalid_argument);
         c.stop();
       },
       60s);
