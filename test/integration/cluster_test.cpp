@@ -742,6 +742,27 @@ TEST_CASE("cluster: feed, job and wake-up notifications over sharded pub/sub on 
         CHECK(result == "done");
         CHECK(classic->on("job.finish:{" + jname + "}").empty());
         CHECK(c.sub().stats().shard_connections == 3);
+
+        // A subscriber of its own (no client, so no slot map): each shard
+        // channel goes to its seed first and follows the MOVED reply.
+        thoonk::subscriber lone(ioc.get_executor(), cl.client_config());
+        std::map<std::string, int> heard;
+        std::vector<thoonk::subscription> lone_subs;
+        for (const auto& n : names) {
+          auto ch = "feed.publish:{" + n + "}";
+          auto s = co_await lone.ssubscribe(
+              ch, [&heard](const thoonk::message& m) { ++heard[std::string(m.channel)]; },
+              asio::use_awaitable);
+          lone_subs.push_back(std::move(s));
+        }
+        CHECK(lone.stats().shard_connections == 3);
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          thoonk::item_id id("again");
+          co_await feeds[i].publish(id, std::string("x"), asio::use_awaitable);
+        }
+        bool lone_heard = co_await wait_until([&] { return heard.size() == names.size(); });
+        CHECK(lone_heard);
+        lone.stop();
         producer.stop();
         c.stop();
       },
