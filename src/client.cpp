@@ -1,6 +1,7 @@
 #include <thoonk/client.hpp>
 
 #include "connection/router.hpp"
+#include "subscriber/subscriber_impl.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
@@ -33,7 +34,10 @@ client::client(executor_type ex, config cfg)
     : conn_(ex, cfg),
       sub_(ex, std::move(cfg)),
       router_(std::make_unique<detail::router>(conn_)),
-      instance_id_(detail::make_uuid()) {}
+      instance_id_(detail::make_uuid()) {
+  // Cluster mode: the subscriber's shard channels go where the map says.
+  sub_.impl()->set_slot_source(router_->slots());
+}
 
 client::~client() = default;
 

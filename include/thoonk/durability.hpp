@@ -15,7 +15,9 @@ namespace thoonk {
 /// Pass it with thoonk::with_durability to an operation of a client, feed,
 /// sorted feed, queue or job queue (put, put_many, finish, publish, ...).
 /// When the operation succeeds, the library sends `WAIT replicas timeout`
-/// on the client's command connection, the connection the operation's
+/// on the client's command connection (in cluster mode: the connection of
+/// the feed's primary; operations of the client itself are refused there
+/// with error::invalid_argument), the connection the operation's
 /// writes went through, so the count covers them, and completes the
 /// operation's handler when WAIT answers. **What it guarantees**: when
 /// `acknowledged >= replicas`, that many replicas had received the writes

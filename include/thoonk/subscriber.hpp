@@ -61,7 +61,8 @@ class subscription {
 
  private:
   friend class detail::subscriber_impl;
-  enum class kind : std::uint8_t { channel, pattern, listener };
+  friend class subscriber;
+  enum class kind : std::uint8_t { channel, pattern, listener, shard };
   subscription(std::weak_ptr<detail::subscriber_impl> owner, kind k, std::string name,
                std::uint64_t id)
       : owner_(std::move(owner)), kind_(k), name_(std::move(name)), id_(id) {}
@@ -76,7 +77,10 @@ struct subscriber_stats {
   std::uint64_t messages = 0;         ///< message/pmessage pushes received
   std::uint64_t deliveries = 0;       ///< callback invocations
   std::uint64_t callback_errors = 0;  ///< callbacks that threw
-  connection_stats connection;
+  /// Connections open for shard channels (ssubscribe): one per node that
+  /// serves a subscribed shard channel.
+  std::uint64_t shard_connections = 0;
+  connection_stats connection;  ///< the subscriber's own connection
 };
 
 /// Subscribes to channels and patterns on its own connection and invokes the
@@ -140,6 +144,28 @@ class subscriber {
                               std::forward<CompletionToken>(token));
   }
 
+  /// As subscribe() for a shard channel (SSUBSCRIBE, Redis 7.0; messages
+  /// sent with SPUBLISH). It goes over a connection of its own to the node
+  /// that serves the channel's hash slot: in cluster mode the primary the
+  /// client's slot map names (a subscriber of a client::sub()), else this
+  /// subscriber's own server, following its MOVED replies; one connection
+  /// per node that serves a subscribed shard channel. When the slot moves
+  /// (the server unsubscribes the channel, a MOVED) or its node fails over,
+  /// the subscriber subscribes again where the slot lives now; messages
+  /// published meanwhile are missed, and the gap is reported as on the
+  /// subscriber's own connection: `disconnected` when a subscribed shard
+  /// channel is lost, `connected` when every one is subscribed again (feeds
+  /// catch up then). docs/cluster.md, "Notifications".
+  template <class CompletionToken>
+  auto ssubscribe(std::string channel, callback cb, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, subscription)>(
+        std::forward<CompletionToken>(token),
+        [impl = impl_, n = std::move(channel), cb = std::move(cb)](auto h) mutable {
+          start_subscribe(impl, subscription::kind::shard, std::move(n), std::move(cb),
+                          std::move(h));
+        });
+  }
+
   /// Registers a listener for connected/disconnected events; the handle
   /// removes it. Call on the subscriber's executor.
   subscription on_event(std::function<void(const subscriber_event&)> listener);
@@ -160,14 +186,16 @@ class subscriber {
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using subscribe_handler = detail::op_handler<void(boost::system::error_code, subscription)>;
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);
-  static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, bool pattern,
-                              std::string name, callback cb, subscribe_handler h);
+  static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl,
+                              subscription::kind k, std::string name, callback cb,
+                              subscribe_handler h);
   template <class CompletionToken>
   auto initiate_subscribe(bool pattern, std::string name, callback cb, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token),
         [impl = impl_, pattern, n = std::move(name), cb = std::move(cb)](auto h) mutable {
-          start_subscribe(impl, pattern, std::move(n), std::move(cb), std::move(h));
+          start_subscribe(impl, pattern ? subscription::kind::pattern : subscription::kind::channel,
+                          std::move(n), std::move(cb), std::move(h));
         });
   }
 

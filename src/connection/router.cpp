@@ -28,7 +28,8 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-class cluster_router : public std::enable_shared_from_this<cluster_router> {
+class cluster_router : public slot_source,
+                       public std::enable_shared_from_this<cluster_router> {
  public:
   explicit cluster_router(connection& seed)
       : seed_(&seed),
@@ -44,6 +45,16 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   asio::awaitable<error_code> connect();
   void stop();
   const cluster_stats& stats() const noexcept { return stats_; }
+
+  std::optional<cluster_node> primary_for(std::uint16_t slot) const override {
+    const auto* p = have_map_ ? map_.primary_for(slot) : nullptr;
+    if (!p) return std::nullopt;
+    return *p;
+  }
+  asio::awaitable<void> refresh() override {
+    auto self = shared_from_this();
+    co_await refresh_wait();
+  }
 
  private:
   struct node_conn {
@@ -431,6 +442,8 @@ asio::awaitable<error_code> router::connect() {
   auto c = cluster_;
   co_return co_await c->connect();
 }
+
+std::shared_ptr<slot_source> router::slots() const noexcept { return cluster_; }
 
 cluster_stats router::stats() const noexcept { return cluster_ ? cluster_->stats() : cluster_stats{}; }
 

@@ -2,6 +2,8 @@
 // sends through its client's router and never holds a connection itself.
 #pragma once
 
+#include "connection/cluster.hpp"
+
 #include <thoonk/connection.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -9,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <tuple>
 
@@ -26,6 +29,20 @@ struct cluster_stats {
 };
 
 class cluster_router;
+
+/// The router's slot map as the subscriber reads it (cluster mode): which
+/// primary serves a slot, and a way to read the map again. Used on the
+/// client's executor only.
+class slot_source {
+ public:
+  virtual ~slot_source() = default;
+  /// The primary the current map names for `slot`; none before the first
+  /// map or while no primary serves it.
+  virtual std::optional<cluster_node> primary_for(std::uint16_t slot) const = 0;
+  /// Reads the map again (joining a read under way) and completes when it
+  /// ends, whether or not a node answered.
+  virtual boost::asio::awaitable<void> refresh() = 0;
+};
 
 /// Chooses the connection that serves a command, and in cluster mode
 /// follows the cluster's redirects. A command of the library touches keys
@@ -80,6 +97,10 @@ class router {
   void stop();
 
   cluster_stats stats() const noexcept;
+
+  /// The slot map for the subscriber's shard channels (null on one
+  /// server). It lives as long as the router's cluster state; hold it weakly.
+  std::shared_ptr<slot_source> slots() const noexcept;
 
  private:
   connection* single_;

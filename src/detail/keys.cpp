@@ -7,6 +7,9 @@ namespace thoonk::detail {
 feed_names::feed_names(const config& cfg, std::string_view name) : name_(name) {
   bool has_tag = name.find('{') != std::string_view::npos;
   in_key_ = (cfg.cluster_hash_tags || cfg.cluster) && !has_tag ? "{" + name_ + "}" : name_;
+  // One server keeps the contract's channel names, whatever the keys.
+  sharded_ = cfg.cluster;
+  in_channel_ = sharded_ ? in_key_ : name_;
 }
 
 std::string feed_names::key(std::string_view what) const {
@@ -18,8 +21,8 @@ std::string feed_names::key(std::string_view what) const {
 
 std::string feed_names::channel(std::string_view what) const {
   std::string c;
-  c.reserve(6 + what.size() + name_.size());
-  c.append("feed.").append(what).append(":").append(name_);
+  c.reserve(6 + what.size() + in_channel_.size());
+  c.append("feed.").append(what).append(":").append(in_channel_);
   return c;
 }
 
@@ -89,9 +92,10 @@ std::vector<std::string> all_keys(const feed_names& n) {
   };
 }
 
-std::string catchup_channel(std::string_view instance_id) {
+std::string catchup_channel(std::string_view instance_id, const feed_names& names) {
   std::string c = "thoonk.sync:";
   c.append(instance_id);
+  if (names.sharded()) c.append(":").append(names.in_key());
   return c;
 }
 

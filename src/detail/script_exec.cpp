@@ -7,6 +7,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <mutex>
+#include <unordered_map>
+
 namespace thoonk::detail {
 
 namespace asio = boost::asio;
@@ -112,12 +115,34 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_on(
 
 }  // namespace
 
+script sharded_variant(const script& s) {
+  static constexpr std::string_view classic = "local NOTIFY = 'publish'";
+  static constexpr std::string_view sharded = "local NOTIFY = 'spublish'";
+  const auto at = s.source().find(classic);
+  if (at == std::string::npos) return s;
+  static std::mutex mutex;
+  static std::unordered_map<std::string, script> made;  // by the classic script's SHA1
+  std::lock_guard lock(mutex);
+  auto it = made.find(s.sha1());
+  if (it == made.end()) {
+    std::string text = s.source();
+    text.replace(at, classic.size(), sharded);
+    it = made.emplace(s.sha1(), script(std::move(text))).first;
+  }
+  return it->second;
+}
+
 asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
     client& c, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts) {
   exec_target target;
   target.r = &router_of(c);
   if (!keys.empty()) target.key = keys.front();
+  if (target.r->clustered()) {
+    // Notifications over sharded pub/sub (docs/cluster.md, "Notifications").
+    const script sharded = sharded_variant(s);
+    co_return co_await eval_on(target, sharded, keys, args, opts);
+  }
   co_return co_await eval_on(target, s, keys, args, opts);
 }
 

@@ -88,6 +88,15 @@ op_status reply_status(const resp3::value& v);
 ///    no_script_permission; anything else → no_permission.
 boost::system::error_code permission_error(std::string_view text);
 
+/// The script as cluster mode runs it: every notification with SPUBLISH
+/// (sharded pub/sub) instead of PUBLISH. The prelude defines the command
+/// once (`local NOTIFY = 'publish'`, src/lua/prelude.lua); the variant is
+/// the same source with that definition reading 'spublish'. A script
+/// without it (feed management: newfeed, delfeed and conffeed stay on
+/// classic pub/sub) comes back unchanged. Each variant is made once and
+/// kept (its SHA1 computed then). Thread-safe.
+script sharded_variant(const script& s);
+
 /// The one runner of library scripts: EVALSHA (SCRIPT LOAD on NOSCRIPT)
 /// through the client's router, error replies mapped with reply_status(),
 /// so a successful result is never an error value (on an error the status

@@ -31,6 +31,7 @@
 #include "feeds/catch_up_tracker.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
+#include "subscriber/notify.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -263,7 +264,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     args.push_back(std::to_string(a.rows));
     args.push_back(std::to_string(replay_batch_bytes));
     args.emplace_back(a.retractions ? "1" : "0");
-    args.push_back(a.marker.empty() ? std::string() : catchup_channel(cli->instance_id()));
+    args.push_back(a.marker.empty() ? std::string() : catchup_channel(cli->instance_id(), feed_names(cli->get_config(), name)));
     args.push_back(a.marker);
     args.push_back(a.window_lo);
     args.push_back(std::to_string(a.window_skip));
@@ -529,8 +530,18 @@ asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub
   for (auto& [channel, k] : chans) {
     auto callback = feed_callback_for(st, k);
     diagnostics diag;
-    auto [ec, s] = co_await c->sub().subscribe(channel, std::move(callback),
-                                               with_diagnostics(diag, use_nothrow));
+    // The management channels are classic pub/sub everywhere; the feed's
+    // own (and its catch-up markers) are shard channels in cluster mode.
+    const bool management = k == chan::newfeed || k == chan::delfeed || k == chan::conffeed;
+    error_code ec;
+    subscription s;
+    if (management) {
+      std::tie(ec, s) = co_await c->sub().subscribe(channel, std::move(callback),
+                                                    with_diagnostics(diag, use_nothrow));
+    } else {
+      std::tie(ec, s) = co_await subscribe_notifications(*c, channel, std::move(callback),
+                                                         with_diagnostics(diag, use_nothrow));
+    }
     if (ec) co_return op_status(ec, diag.server_message());
     st->subs.push_back(std::move(s));
   }
@@ -568,7 +579,7 @@ asio::awaitable<op_result<feed_subscription>> subscribe_op(client* c,
   if (st->type == feed_type::feed) chans.emplace_back(n.channel("edit"), chan::edit);
   chans.emplace_back(n.channel("retract"), chan::retract);
   if (st->type == feed_type::sorted_feed) chans.emplace_back(n.channel("position"), chan::position);
-  if (st->opts.catch_up) chans.emplace_back(catchup_channel(c->instance_id()), chan::marker);
+  if (st->opts.catch_up) chans.emplace_back(catchup_channel(c->instance_id(), n), chan::marker);
   if (auto refused = co_await register_channels(c, st, std::move(chans))) {
     st->stop();
     co_return std::tuple{std::move(refused), feed_subscription{}};

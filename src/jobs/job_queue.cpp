@@ -2,6 +2,7 @@
 // tokens, batched finishes, durable results (contract 001 "Get Result").
 #include <thoonk/job_queue.hpp>
 
+#include "subscriber/notify.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
@@ -633,7 +634,8 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       auto soon = clock_type::now() + std::chrono::seconds(1);
       asio::steady_timer limit(impl->cl.get_executor(), std::min(deadline, soon));
       auto r =
-          co_await (impl->cl.sub().subscribe(impl->finish_channel, std::move(cb), use_nothrow) ||
+          co_await (detail::subscribe_notifications(impl->cl, impl->finish_channel, std::move(cb),
+                                                    use_nothrow) ||
                     limit.async_wait(use_nothrow));
       if (r.index() == 0) sub = std::move(std::get<1>(std::get<0>(r)));
     }

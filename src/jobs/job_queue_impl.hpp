@@ -3,6 +3,7 @@
 // dispatcher, the finish batcher and the operations close() must end.
 #pragma once
 
+#include "subscriber/notify.hpp"
 #include "jobs/common.hpp"
 #include "jobs/job_keys.hpp"
 #include "jobs/queue_core.hpp"
@@ -173,8 +174,9 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
     f(*event);
   };
   if (h.diag)
-    c.sub().subscribe(channel, std::move(cb), with_diagnostics(*h.diag, std::move(h.handler)));
-  else c.sub().subscribe(channel, std::move(cb), std::move(h.handler));
+    subscribe_notifications(c, channel, std::move(cb),
+                            with_diagnostics(*h.diag, std::move(h.handler)));
+  else subscribe_notifications(c, channel, std::move(cb), std::move(h.handler));
 }
 
 /// One job as layouts/job_engine.lua `describe` returns it (14 values).

@@ -3,6 +3,7 @@
 // both poking the queue's fetcher (so waiting getters re-check the server).
 #pragma once
 
+#include "subscriber/notify.hpp"
 #include "jobs/common.hpp"
 
 #include <thoonk/client.hpp>
@@ -80,8 +81,8 @@ class wake_subscription {
   static asio::awaitable<void> subscribe(client* c, std::string channel, std::function<void()> poke,
                                          std::shared_ptr<state> st) {
     auto cb = [poke](const message&) { poke(); };
-    auto [ec, s] = co_await c->sub().subscribe(std::move(channel), std::move(cb),
-                                               with_diagnostics(st->diag, use_nothrow));
+    auto [ec, s] = co_await subscribe_notifications(*c, std::move(channel), std::move(cb),
+                                                    with_diagnostics(st->diag, use_nothrow));
     st->done = true;
     st->ec = ec;
     if (!ec && !st->closed) st->channel = std::move(s);  // else `s` unsubscribes

@@ -31,22 +31,39 @@ local function open_feed(want, ...)
   return nil, conf
 end
 
--- check_publish(ch, ...): call it before a script's first write. Returns an
--- error reply `THOONK no_channel_permission ...` when the calling ACL user
--- may not PUBLISH on one of the channels (the command or the channel
--- refused), else nil. Redis does not roll back a script that fails half
--- way, so a PUBLISH refused after the writes would leave them applied under
--- an error. redis.acl_check_cmd exists from Redis 7.0; older servers are
--- not checked.
-local function check_publish(...)
+-- The command that carries feed, job and wake-up notifications: PUBLISH.
+-- In cluster mode the client runs every script with this definition read
+-- as 'spublish' (sharded pub/sub, Redis 7.0: the message stays on the
+-- shard that serves the channel's slot, and the channels carry the feed's
+-- hash tag, so the slot is the script's own). detail::sharded_variant
+-- (src/detail/script_exec.cpp) makes that variant: keep this line as it is.
+local NOTIFY = 'publish'
+
+-- check_channels(cmd, ch, ...): call it before a script's first write.
+-- Returns an error reply `THOONK no_channel_permission ...` when the calling
+-- ACL user may not run `cmd` (publish, spublish) on one of the channels
+-- (the command or the channel refused), else nil. Redis does not roll back
+-- a script that fails half way, so a PUBLISH refused after the writes would
+-- leave them applied under an error. redis.acl_check_cmd exists from Redis
+-- 7.0; older servers are not checked.
+local function check_channels(cmd, ...)
   if not redis.acl_check_cmd then return nil end
   for i = 1, select('#', ...) do
     local ch = select(i, ...)
-    if not redis.acl_check_cmd('publish', ch, '') then
-      return fail('no_channel_permission', 'the user may not PUBLISH on ' .. ch)
+    if not redis.acl_check_cmd(cmd, ch, '') then
+      return fail('no_channel_permission', 'the user may not ' .. string.upper(cmd) .. ' on ' .. ch)
     end
   end
   return nil
+end
+-- The check for notification channels (NOTIFY).
+local function check_publish(...)
+  return check_channels(NOTIFY, ...)
+end
+-- The check for the management channels (newfeed, delfeed, conffeed),
+-- which stay on classic pub/sub in cluster mode too.
+local function check_classic_publish(...)
+  return check_channels('publish', ...)
 end
 
 -- The last step of the create scripts (layouts admin and feed_admin, ARGV
@@ -144,7 +161,7 @@ end
 -- a put deletes it and PUBLISHes a wake-up, so a busy queue pays no
 -- PUBLISH per put.
 local function wake(sleepers, channel, n)
-  if redis.call('DEL', sleepers) == 1 then redis.call('PUBLISH', channel, n) end
+  if redis.call('DEL', sleepers) == 1 then redis.call(NOTIFY, channel, n) end
 end
 -- For scripts that must not fail (give-backs for waiters that went away):
 -- the wake-up is skipped when the user may not PUBLISH it (sleeping

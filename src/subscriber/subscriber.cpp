@@ -62,12 +62,13 @@ void subscriber::start_connect(std::shared_ptr<detail::subscriber_impl> impl, co
   });
 }
 
-void subscriber::start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, bool pattern,
-                                 std::string name, callback cb, subscribe_handler h) {
+void subscriber::start_subscribe(std::shared_ptr<detail::subscriber_impl> impl,
+                                 subscription::kind k, std::string name, callback cb,
+                                 subscribe_handler h) {
   auto& ex = impl->executor();
-  asio::dispatch(ex, [impl = std::move(impl), pattern, n = std::move(name), cb = std::move(cb),
+  asio::dispatch(ex, [impl = std::move(impl), k, n = std::move(name), cb = std::move(cb),
                       h = std::move(h)]() mutable {
-    impl->async_subscribe(pattern, std::move(n), std::move(cb), std::move(h));
+    impl->async_subscribe(k, std::move(n), std::move(cb), std::move(h));
   });
 }
 

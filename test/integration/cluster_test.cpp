@@ -149,16 +149,29 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         CHECK(stats.moved == 0);
         CHECK(stats.asked == 0);
 
-        // with_durability (WAIT) is refused in cluster mode, before any I/O.
-        auto qname = name_on(cl, ports.front(), "durable-");
+        // with_durability: the WAIT goes to the queue's own primary (the
+        // connection its put went through), whose replica acknowledges.
+        auto qname = name_on(cl, ports.back(), "durable-");
         auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
         thoonk::durability ack;
         ack.replicas = 1;
-        ack.timeout = 500ms;
+        ack.timeout = 2s;
         auto [dec, did] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
-        CHECK(dec == thoonk::error::invalid_argument);
+        CHECK_FALSE(dec);
+        CHECK(ack.acknowledged == 1);
+        CHECK(ack.satisfied());
         auto len = co_await q.length(asio::use_awaitable);
-        CHECK(len == 0);
+        CHECK(len == 1);
+        // An operation of the client itself names no primary: refused
+        // before any I/O.
+        thoonk::durability cack;
+        cack.replicas = 1;
+        cack.timeout = 500ms;
+        thoonk::feed_config no_cfg;
+        const auto undurable = name_on(cl, ports.back(), "undurable-");
+        auto [cec] = co_await c.create_feed(undurable, thoonk::feed_type::feed, no_cfg,
+                                            thoonk::with_durability(cack, nothrow));
+        CHECK(cec == thoonk::error::invalid_argument);
       },
       60s);
 }
@@ -453,8 +466,11 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
         auto st = router_of(c).stats();
         std::cout << "cluster migration under load: " << acked.size() << " puts acknowledged, "
                   << st.moved << " MOVED, " << st.asked << " ASK, " << st.retried
-                  << " TRYAGAIN/CLUSTERDOWN pauses\n";
-        CHECK(st.moved >= 1);  // after the move, the first put to the source
+                  << " TRYAGAIN/CLUSTERDOWN pauses, " << st.refreshes << " slot map reads\n";
+        // The client learned the move: from a MOVED (the first put to the
+        // source after it), or from a map read of its subscriber, whose
+        // wake-up shard channel the source dropped when the slot left it.
+        CHECK((st.moved >= 1 || st.refreshes >= 2));
       },
       120s);
   if (mover.joinable()) mover.join();
@@ -575,28 +591,358 @@ TEST_CASE("cluster: a seed that is no cluster node: cluster_topology_unavailable
   });
 }
 
-TEST_CASE("cluster: the subscriber hears every shard's feed events and management events",
-          "[cluster][subscriber]") {
+namespace {
+
+// PUBSUB SHARDCHANNELS of the server on `port`.
+std::set<std::string> shard_channels_on(const redis_cluster& cl, unsigned short port) {
+  auto out = cl.cli(port, {"PUBSUB", "SHARDCHANNELS"});
+  std::set<std::string> got;
+  std::size_t at = 0;
+  while (at < out.size()) {
+    auto nl = out.find('\n', at);
+    if (nl == std::string::npos) nl = out.size();
+    auto line = out.substr(at, nl - at);
+    if (!line.empty()) got.insert(line);
+    at = nl + 1;
+  }
+  return got;
+}
+
+// Every event of one catch-up subscription: how often each id was
+// delivered as published, live or replayed.
+struct feed_log {
+  std::map<std::string, int> published;
+  std::size_t replayed = 0;
+  thoonk::feed_callback callback() {
+    return [this](const thoonk::feed_event& ev) {
+      if (ev.kind != thoonk::feed_event::publish) return;
+      ++published[std::string(ev.id)];
+      if (ev.replayed) ++replayed;
+    };
+  }
+  std::size_t duplicates() const {
+    std::size_t n = 0;
+    for (const auto& [id, count] : published) n += count > 1;
+    return n;
+  }
+};
+
+// Publishes "<prefix>N" for N = 0, 1, ... on `f` every `every` until
+// `*stop`: `acked` gets every publish that succeeded.
+asio::awaitable<void> publish_until(thoonk::feed* f, std::string prefix, const bool* stop,
+                                    std::chrono::milliseconds every,
+                                    std::vector<std::string>* acked, std::size_t* failed,
+                                    bool* done) {
+  for (int i = 0; !*stop; ++i) {
+    thoonk::item_id id(prefix + std::to_string(i));
+    auto [ec, got] = co_await f->publish(id, std::string("x"), nothrow);
+    if (ec) ++*failed;
+    else acked->push_back(prefix + std::to_string(i));
+    co_await sleep_for(every);
+  }
+  *done = true;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: feed, job and wake-up notifications over sharded pub/sub on every shard; "
+          "management events on classic pub/sub",
+          "[cluster][subscriber][sharded]") {
   redis_cluster cl;
   const auto ports = primary_ports(cl);
-  cluster_client cc(cl);
-  auto& [ioc, c] = cc;
-  cc.run(
+  REQUIRE(ports.size() == 3);
+  asio::io_context ioc;
+  thoonk::client c(ioc.get_executor(), cl.client_config());
+  run_coro(
+      ioc,
       [&]() -> asio::awaitable<void> {
-        auto cap = co_await capture_patterns(c.sub(), std::string("feed.publish:*"),
-                                             std::string("newfeed"));
+        co_await c.connect(asio::use_awaitable);
+        // Classic subscribers of the bare and the tagged channel names, and
+        // of the management channel.
+        auto classic = co_await capture_patterns(c.sub(), std::string("feed.*"),
+                                                 std::string("thoonk.sync:*"),
+                                                 std::string("newfeed"));
         std::vector<std::string> names;
         for (auto port : ports) names.push_back(name_on(cl, port, "heard-"));
-        for (const auto& n : names) {
-          auto f = co_await thoonk::feed::create_or_open(c, n, asio::use_awaitable);
-          co_await f.publish(std::string("hello"), asio::use_awaitable);
+        std::vector<thoonk::feed> feeds;
+        std::vector<thoonk::feed_subscription> subs;
+        std::vector<feed_log> logs(names.size());
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          auto f = co_await thoonk::feed::create_or_open(c, names[i], asio::use_awaitable);
+          thoonk::feed_subscribe_options opts;
+          opts.catch_up = true;
+          auto s = co_await f.subscribe(logs[i].callback(), opts, asio::use_awaitable);
+          feeds.push_back(std::move(f));
+          subs.push_back(std::move(s));
+        }
+        // One shard connection per primary, each SSUBSCRIBEd to its own
+        // feed's channels only.
+        CHECK(c.sub().stats().shard_connections == 3);
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          const auto on = shard_channels_on(cl, ports[i]);
+          CHECK(on.count("feed.publish:{" + names[i] + "}") == 1);
+          CHECK(on.count("feed.edit:{" + names[i] + "}") == 1);
+          CHECK(on.count("thoonk.sync:" + c.instance_id() + ":{" + names[i] + "}") == 1);
+          for (std::size_t j = 0; j < names.size(); ++j)
+            if (j != i) CHECK(on.count("feed.publish:{" + names[j] + "}") == 0);
+        }
+        for (auto& f : feeds) {
+          thoonk::item_id id("hello");
+          co_await f.publish(id, std::string("world"), asio::use_awaitable);
         }
         bool all = co_await wait_until([&] {
-          for (const auto& n : names)
-            if (cap->on("feed.publish:" + n).empty()) return false;
-          return cap->on("newfeed").size() >= names.size();
+          for (const auto& l : logs)
+            if (l.published.count("hello") == 0) return false;
+          return classic->on("newfeed").size() >= names.size();
         });
         CHECK(all);
+        // The management events came on classic pub/sub; the feed's events
+        // and markers never did (SPUBLISH reaches shard subscribers only).
+        CHECK(classic->on("newfeed").size() == names.size());
+        for (const auto& m : classic->msgs) CHECK(m.first == "newfeed");
+        for (const auto& l : logs) CHECK(l.duplicates() == 0);
+
+        // A queue getter waiting on an empty queue wakes up at a put (the
+        // wake-up is SPUBLISHed on the queue's shard), and a job's result
+        // waiter hears job.finish.
+        auto qname = name_on(cl, ports[1], "woken-");
+        auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
+        thoonk::client producer(ioc.get_executor(), cl.client_config());
+        co_await producer.connect(asio::use_awaitable);
+        auto pq = co_await thoonk::queue::open(producer, qname, asio::use_awaitable);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              co_await sleep_for(300ms);
+              co_await pq.put("late", asio::use_awaitable);
+            },
+            asio::detached);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto got = co_await q.get(5s, asio::use_awaitable);
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        CHECK(got.item == "late");
+        CHECK(waited < 2s);
+        CHECK(shard_channels_on(cl, ports[1]).count("feed.wake:{" + qname + "}") == 1);
+
+        auto jname = name_on(cl, ports[2], "finished-");
+        auto jq = co_await thoonk::job_queue::create_or_open(c, jname, asio::use_awaitable);
+        auto pjq = co_await thoonk::job_queue::open(producer, jname, asio::use_awaitable);
+        auto jid = co_await jq.put("work", asio::use_awaitable);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+              auto job = co_await pjq.claim(1s, asio::use_awaitable);
+              co_await sleep_for(200ms);
+              co_await pjq.finish(job, std::string("done"), asio::use_awaitable);
+            },
+            asio::detached);
+        auto result = co_await jq.get_result(jid, 5s, asio::use_awaitable);
+        CHECK(result == "done");
+        CHECK(classic->on("job.finish:{" + jname + "}").empty());
+        CHECK(c.sub().stats().shard_connections == 3);
+
+        // A subscriber of its own (no client, so no slot map): each shard
+        // channel goes to its seed first and follows the MOVED reply.
+        thoonk::subscriber lone(ioc.get_executor(), cl.client_config());
+        std::map<std::string, int> heard;
+        std::vector<thoonk::subscription> lone_subs;
+        for (const auto& n : names) {
+          auto ch = "feed.publish:{" + n + "}";
+          auto s = co_await lone.ssubscribe(
+              ch, [&heard](const thoonk::message& m) { ++heard[std::string(m.channel)]; },
+              asio::use_awaitable);
+          lone_subs.push_back(std::move(s));
+        }
+        CHECK(lone.stats().shard_connections == 3);
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          thoonk::item_id id("again");
+          co_await feeds[i].publish(id, std::string("x"), asio::use_awaitable);
+        }
+        bool lone_heard = co_await wait_until([&] { return heard.size() == names.size(); });
+        CHECK(lone_heard);
+        lone.stop();
+        producer.stop();
+        c.stop();
       },
       60s);
 }
+
+TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arriving, each once",
+          "[cluster][subscriber][sharded][migrate]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  const auto name = name_on(cl, ports.front(), "migrating-");
+  const auto slot = hash_slot(name);
+  const auto from = cl.primary_of(slot, cl.any_live_port());
+  const auto to = other_primary(cl, from);
+  asio::io_context ioc;
+  auto cfg = cl.client_config();
+  thoonk::client c(ioc.get_executor(), cfg);
+  thoonk::client producer(ioc.get_executor(), cfg);
+  std::atomic<bool> migrated{false};
+  std::exception_ptr migration_error;
+  std::thread mover;
+  feed_log log;
+  std::vector<std::string> acked;
+  std::size_t failed = 0;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        co_await producer.connect(asio::use_awaitable);
+        auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
+        auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
+        thoonk::feed_subscribe_options opts;
+        opts.catch_up = true;
+        auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
+        CHECK(shard_channels_on(cl, from).count("feed.publish:{" + name + "}") == 1);
+        bool stop = false, done = false;
+        asio::co_spawn(ioc, publish_until(&pf, "m-", &stop, 2ms, &acked, &failed, &done),
+                       asio::detached);
+        co_await sleep_for(200ms);
+        mover = std::thread([&] {
+          try {
+            cl.migrate_slot(slot, to, 1, 30ms);
+          } catch (...) {
+            migration_error = std::current_exception();
+          }
+          migrated = true;
+        });
+        bool moved = co_await wait_until([&] { return migrated.load(); }, 30s);
+        REQUIRE(moved);
+        // Publishing goes on after the move, then stops.
+        co_await sleep_for(300ms);
+        stop = true;
+        co_await wait_until([&] { return done; });
+        bool all = co_await wait_until([&] {
+          for (const auto& a : acked)
+            if (log.published.count(a) == 0) return false;
+          return true;
+        });
+        CHECK(all);
+        CHECK(log.duplicates() == 0);
+        // Nothing delivered that the feed does not hold.
+        auto ids = co_await f.get_ids(asio::use_awaitable);
+        std::set<std::string> in_feed(ids.begin(), ids.end());
+        std::size_t foreign = 0;
+        for (const auto& [id, n] : log.published) foreign += in_feed.count(id) == 0;
+        CHECK(foreign == 0);
+        CHECK(in_feed.size() == acked.size());
+        // The channels followed the slot.
+        CHECK(shard_channels_on(cl, to).count("feed.publish:{" + name + "}") == 1);
+        CHECK(shard_channels_on(cl, from).count("feed.publish:{" + name + "}") == 0);
+        std::cout << "sharded subscriber, slot migrated: " << acked.size() << " published, "
+                  << log.published.size() << " delivered once each (" << log.replayed
+                  << " by catch-up), " << sub.stats().catch_ups << " catch-ups, " << failed
+                  << " publishes failed\n";
+        CHECK(sub.stats().catch_ups >= 1);
+        producer.stop();
+        c.stop();
+      },
+      120s);
+  if (mover.joinable()) mover.join();
+  if (migration_error) std::rethrow_exception(migration_error);
+  CHECK(failed == 0);
+}
+
+TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber follows the "
+          "promoted replica and catch-up covers the gap, each event once",
+          "[cluster][subscriber][sharded][failover]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  const auto victim = ports.front();
+  const auto name = name_on(cl, victim, "failing-feed-");
+  const auto other_name = name_on(cl, ports.back(), "steady-feed-");
+  const auto slot = hash_slot(name);
+  asio::io_context ioc;
+  auto cfg = cl.client_config();
+  // The subscriber's client reads the map again less often than the
+  // producer's: it notices the promotion a few hundred ms after the
+  // producer publishes through the new primary, so there is a gap to
+  // cover.
+  auto slow = cfg;
+  slow.reconnect_min_delay = 400ms;
+  slow.reconnect_max_delay = 800ms;
+  thoonk::client c(ioc.get_executor(), slow);
+  thoonk::client producer(ioc.get_executor(), cfg);
+  feed_log log, other_log;
+  std::vector<std::string> acked, other_acked;
+  std::size_t failed = 0, other_failed = 0;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await c.connect(asio::use_awaitable);
+        co_await producer.connect(asio::use_awaitable);
+        auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
+        auto g = co_await thoonk::feed::create_or_open(c, other_name, asio::use_awaitable);
+        auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
+        auto pg = co_await thoonk::feed::open(producer, other_name, asio::use_awaitable);
+        thoonk::feed_subscribe_options opts;
+        opts.catch_up = true;
+        auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
+        auto other_sub = co_await g.subscribe(other_log.callback(), opts, asio::use_awaitable);
+        // Management events still arrive (classic pub/sub, the subscriber's
+        // own connection).
+        auto classic = co_await capture_patterns(c.sub(), std::string("newfeed"));
+        bool stop = false, done = false, other_done = false;
+        asio::co_spawn(ioc, publish_until(&pf, "f-", &stop, 2ms, &acked, &failed, &done),
+                       asio::detached);
+        asio::co_spawn(ioc,
+                       publish_until(&pg, "g-", &stop, 2ms, &other_acked, &other_failed,
+                                     &other_done),
+                       asio::detached);
+        co_await sleep_for(300ms);
+        cl.server_on(victim)->kill();
+        // Until the replica is promoted and a few publishes went through it.
+        const auto at_kill = acked.size();
+        bool promoted = co_await wait_until(
+            [&] { return acked.size() >= at_kill + 50; }, 30s);
+        REQUIRE(promoted);
+        stop = true;
+        co_await wait_until([&] { return done && other_done; });
+        // Every event the feed holds now was delivered, once.
+        auto ids = co_await f.get_ids(asio::use_awaitable);
+        bool all = co_await wait_until([&] {
+          for (const auto& id : ids)
+            if (log.published.count(id) == 0) return false;
+          for (const auto& a : other_acked)
+            if (other_log.published.count(a) == 0) return false;
+          return true;
+        }, 20s);
+        CHECK(all);
+        CHECK(log.duplicates() == 0);
+        CHECK(other_log.duplicates() == 0);
+        // Delivered but not in the feed: acknowledged publishes the dead
+        // primary had not replicated (asynchronous replication).
+        std::set<std::string> in_feed(ids.begin(), ids.end());
+        std::size_t lost_writes = 0;
+        for (const auto& [id, n] : log.published) lost_writes += in_feed.count(id) == 0;
+        const auto now_primary = cl.primary_of(slot, cl.any_live_port());
+        CHECK(now_primary != victim);
+        CHECK(shard_channels_on(cl, now_primary).count("feed.publish:{" + name + "}") == 1);
+        CHECK(c.sub().stats().shard_connections == 2);  // the dead node's connection went
+        std::cout << "sharded subscriber, primary killed: " << acked.size()
+                  << " published (" << failed << " failed during the failover), "
+                  << log.published.size() << " delivered once each (" << log.replayed
+                  << " by catch-up, " << lost_writes
+                  << " of them lost with the dead primary), " << sub.stats().catch_ups
+                  << " catch-ups\n";
+        CHECK(sub.stats().catch_ups >= 1);
+
+        // Management events after the failover.
+        auto fresh = name_on(cl, ports.back(), "after-failover-");
+        co_await c.create_feed(fresh, thoonk::feed_type::feed, thoonk::feed_config{},
+                               asio::use_awaitable);
+        bool heard = co_await wait_until([&] {
+          for (const auto& m : classic->on("newfeed"))
+            if (m.second.starts_with(fresh + std::string(1, '\0'))) return true;
+          return false;
+        });
+        CHECK(heard);
+        producer.stop();
+        c.stop();
+      },
+      120s);
+  CHECK(other_failed == 0);
+}
+

@@ -241,3 +241,58 @@ TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
     admin.stop();
   });
 }
+
+TEST_CASE("subscriber: ssubscribe on one server: a connection of its own, refusals fail that "
+          "subscribe only, the last handle unsubscribes",
+          "[subscriber][ssubscribe][fault]") {
+  asio::io_context ioc;
+  thoonk::connection admin(ioc.get_executor(), test_config());
+  auto user = unique_name("sacl");
+  auto allowed = user + ":ok";
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
+                 "+@all", "~*");
+    auto cfg = test_config();
+    cfg.username = user;
+    cfg.password = "pw";
+    thoonk::subscriber sub(ioc.get_executor(), cfg);
+    thoonk::diagnostics diag;
+    auto [ec, s1] = co_await sub.ssubscribe(
+        "forbidden-" + user, [](const thoonk::message&) {},
+        thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec == thoonk::error::subscribe_refused);
+    CHECK(diag.server_message().find("NOPERM") != std::string::npos);
+    CHECK(!s1.active());
+    CHECK(sub.stats().shard_connections == 0);  // nothing left to hold it
+    int got = 0;
+    auto s2 = co_await sub.ssubscribe(
+        allowed, [&](const thoonk::message& m) { got += m.payload == "x"; }, asio::use_awaitable);
+    CHECK(sub.stats().shard_connections == 1);
+    co_await cmd(admin, "SPUBLISH", allowed, "x");
+    co_await until([&] { return got == 1; });
+    // A classic PUBLISH does not reach a shard subscriber.
+    co_await cmd(admin, "PUBLISH", allowed, "y");
+    co_await cmd(admin, "SPUBLISH", allowed, "x");
+    co_await until([&] { return got == 2; });
+    CHECK(sub.stats().messages == 2);
+    s2.reset();
+    bool gone = co_await wait_until([&] { return sub.stats().shard_connections == 0; });
+    CHECK(gone);
+    // Closing the idle connection unsubscribed it on the server.
+    std::int64_t left = 1;
+    for (int i = 0; i < 500 && left != 0; ++i) {
+      auto r = co_await cmd(admin, "PUBSUB", "SHARDNUMSUB", allowed);
+      left = r.elements.at(1).integer;
+      if (left != 0) co_await sleep_for(10ms);
+    }
+    CHECK(left == 0);
+    // Subscribed again: a new connection.
+    auto s3 = co_await sub.ssubscribe(
+        allowed, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
+    co_await cmd(admin, "SPUBLISH", allowed, "z");
+    co_await until([&] { return got == 3; });
+    sub.stop();
+    co_await cmd(admin, "ACL", "DELUSER", user);
+    admin.stop();
+  });
+}

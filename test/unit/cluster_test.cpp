@@ -72,8 +72,15 @@ TEST_CASE("cluster: CRC16-XMODEM and hash slots match Redis", "[unit][cluster]")
   thoonk::detail::feed_names tagged(cfg, "orders.{eu}");
   CHECK(tagged.key("ids") == "feed.ids:orders.{eu}");
   CHECK(hash_slot(tagged.key("ids")) == hash_slot("eu"));
-  // Channels keep the bare name, as the contract does.
-  CHECK(n.channel("publish") == "feed.publish:orders");
+  // Channels carry the tag too: the scripts SPUBLISH them, and a shard
+  // channel sent from a script must hash to the script's slot.
+  CHECK(n.channel("publish") == "feed.publish:{orders}");
+  CHECK(n.job_finish_channel() == "job.finish:{orders}");
+  CHECK(tagged.channel("publish") == "feed.publish:orders.{eu}");
+  CHECK(thoonk::detail::catchup_channel("uuid", n) == "thoonk.sync:uuid:{orders}");
+  for (auto what : {"publish", "edit", "retract", "position", "wake"})
+    CHECK(hash_slot(n.channel(what)) == hash_slot("orders"));
+  CHECK(hash_slot(thoonk::detail::catchup_channel("u", tagged)) == hash_slot("eu"));
 }
 
 TEST_CASE("cluster: the slot map from CLUSTER SHARDS, RESP3 and RESP2", "[unit][cluster]") {

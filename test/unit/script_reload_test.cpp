@@ -60,3 +60,18 @@ TEST_CASE("script reload: EVAL's reply stands unless the ACL refused it too", "[
   CHECK(both.str.find("'eval'") != std::string::npos);
   CHECK(thoonk::detail::reply_error(both) == thoonk::error::no_script_permission);
 }
+
+TEST_CASE("sharded_variant: notifications with SPUBLISH, other scripts unchanged",
+          "[unit][script][cluster]") {
+  using thoonk::detail::sharded_variant;
+  const thoonk::script notifying(
+      "local NOTIFY = 'publish' local function f() end redis.call(NOTIFY, KEYS[1], 'm')");
+  const auto v = sharded_variant(notifying);
+  CHECK(v.source() ==
+        "local NOTIFY = 'spublish' local function f() end redis.call(NOTIFY, KEYS[1], 'm')");
+  CHECK(v.sha1() != notifying.sha1());
+  CHECK(sharded_variant(notifying).sha1() == v.sha1());  // made once, kept
+  // Feed management keeps classic PUBLISH (no NOTIFY definition).
+  const thoonk::script management("redis.call('PUBLISH', ARGV[1], ARGV[2])");
+  CHECK(sharded_variant(management).sha1() == management.sha1());
+}

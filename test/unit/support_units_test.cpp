@@ -45,7 +45,10 @@ TEST_CASE("keys: contract names and the cluster hash-tag policy", "[unit][keys]"
   cfg.cluster_hash_tags = true;
   thoonk::detail::feed_names c(cfg, "orders");
   CHECK(c.key("ids") == "feed.ids:{orders}");
-  CHECK(c.channel("publish") == "feed.publish:orders");  // channels keep the bare name
+  // On one server channels keep the contract's bare names.
+  CHECK(c.channel("publish") == "feed.publish:orders");
+  CHECK(c.job_finish_channel() == "job.finish:orders");
+  CHECK(thoonk::detail::catchup_channel("uuid", c) == "thoonk.sync:uuid");
 }
 
 TEST_CASE("keys: names, ids and items are validated", "[unit][keys]") {

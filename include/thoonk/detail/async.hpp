@@ -21,6 +21,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -104,12 +106,25 @@ inline constexpr bool has_client_v<A0, A...> =
     !std::is_same_v<decltype(client_of(std::declval<std::remove_reference_t<A0>&>())),
                     std::nullptr_t>;
 
+// The name of the feed or queue an operation works on (its object's
+// name()), or empty for an operation of the client itself. In cluster mode
+// the WAIT goes to the primary that serves that feed.
+template <class T>
+std::string feed_name_of(const T& x) {
+  if constexpr (std::is_pointer_v<T>) return x ? feed_name_of(*x) : std::string{};
+  else if constexpr (requires { x.name(); }) return std::string(x.name());
+  else return std::string{};
+}
+
 // Out of line (src/client_durability.cpp): the checks before any I/O, the
-// client's executor, and the WAIT itself, which completes `then` (bound to
-// the caller's executor and cancellation slot) after filling `ack`.
-boost::system::error_code check_durability(const client& c, const durability& ack) noexcept;
+// client's executor, and the WAIT itself (on the connection that serves
+// `feed`: the client's one connection, or in cluster mode the feed's
+// primary), which completes `then` (bound to the caller's executor and
+// cancellation slot) after filling `ack`.
+boost::system::error_code check_durability(const client& c, const durability& ack,
+                                           std::string_view feed) noexcept;
 boost::asio::any_io_executor executor_of(client& c) noexcept;
-void wait_for_replicas(client& c, durability& ack,
+void wait_for_replicas(client& c, durability& ack, std::string feed,
                        boost::asio::any_completion_handler<void(boost::system::error_code)> then);
 
 template <class Signature>
@@ -121,19 +136,20 @@ template <class... Ts>
 struct durable<void(boost::system::error_code, Ts...)> {
   using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
 
-  static handler_type wrap(handler_type h, client* c, durability* ack) {
+  static handler_type wrap(handler_type h, client* c, durability* ack, std::string feed) {
     namespace asio = boost::asio;
     auto slot = asio::get_associated_cancellation_slot(h);
     auto ex = asio::get_associated_executor(h, executor_of(*c));
     return asio::bind_cancellation_slot(
-        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex](
-                                          boost::system::error_code ec, Ts... ts) mutable {
+        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex,
+                                       feed = std::move(feed)](boost::system::error_code ec,
+                                                               Ts... ts) mutable {
           if (ec) {
             std::move(h)(ec, std::move(ts)...);
             return;
           }
           wait_for_replicas(
-              *c, *ack,
+              *c, *ack, std::move(feed),
               asio::bind_cancellation_slot(
                   slot, asio::bind_executor(
                             ex, [h = std::move(h), t = std::tuple<Ts...>(std::move(ts)...)](
@@ -169,9 +185,10 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
     if constexpr (has_client_v<decltype(a)...>) {
       if (x.ack) {
         client* c = client_of(std::get<0>(std::tie(a...)));
+        std::string feed = feed_name_of(std::get<0>(std::tie(a...)));
         x.ack->acknowledged = -1;
         x.ack->error = {};
-        if (auto ec = check_durability(*c, *x.ack)) {
+        if (auto ec = check_durability(*c, *x.ack, feed)) {
           diagnostics_access::set(x.diag, {});
           durable<Signature>::refuse(std::move(h), c, ec);
           return;
@@ -179,8 +196,9 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
         // A new handler, not an assignment: Boost 1.81's move assignment of
         // any_completion_handler recurses without end.
         std::invoke(std::move(f), std::move(a)...,
-                    op_handler<Signature>(durable<Signature>::wrap(std::move(h), c, x.ack),
-                                          x.diag));
+                    op_handler<Signature>(
+                        durable<Signature>::wrap(std::move(h), c, x.ack, std::move(feed)),
+                        x.diag));
         return;
       }
     }

@@ -65,7 +65,7 @@ if ARGV[7] ~= '' then
     end
   end
   at_m = redis.call('ZRANGEBYSCORE', K_RETRACTS, m, m)
-  redis.call('PUBLISH', ARGV[7], ARGV[8])
+  redis.call(NOTIFY, ARGV[7], ARGV[8])
 end
 local win, wmore, wnext = {}, 0, {}
 if ARGV[9] ~= '' then

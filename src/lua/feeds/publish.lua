@@ -53,14 +53,14 @@ if #evicted > 0 then
   redis.call('ZREM', K_IDS, unpack(evicted))
   redis.call('HDEL', K_ITEMS, unpack(evicted))
   record_retracts(evicted, seq - 1, log_max, seq % 64 == 0)
-  for i = 1, #evicted do redis.call('PUBLISH', ARGV[6], evicted[i]) end
+  for i = 1, #evicted do redis.call(NOTIFY, ARGV[6], evicted[i]) end
 end
 redis.call('ZADD', K_IDS, score, id)
 redis.call('HSET', K_ITEMS, id, item)
 record_change(id, seq)
 if edited then
-  redis.call('PUBLISH', ARGV[5], id .. '\0' .. item)
+  redis.call(NOTIFY, ARGV[5], id .. '\0' .. item)
 else
-  redis.call('PUBLISH', ARGV[4], id .. '\0' .. item)
+  redis.call(NOTIFY, ARGV[4], id .. '\0' .. item)
 end
 return {edited and 1 or 0, evicted}

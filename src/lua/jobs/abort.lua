@@ -57,5 +57,5 @@ else
 end
 release_held(id, now)
 wake_woken(ARGV[7])
-redis.call('PUBLISH', abort_channel, id)
+redis.call(NOTIFY, abort_channel, id)
 return {'ok'}

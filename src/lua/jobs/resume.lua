@@ -7,5 +7,5 @@
 local e = open_feed('job') or check_publish(ARGV[1]) if e then return e end
 redis.call('HDEL', K_CONFIG, 'paused')
 redis.call('DEL', K_SLEEPERS)
-redis.call('PUBLISH', ARGV[1], 1)
+redis.call(NOTIFY, ARGV[1], 1)
 return 1

@@ -62,7 +62,7 @@ end
 -- Publishes a job event (`kind\0id\0detail`) when the queue's events are on.
 local function emit(kind, id, detail)
   if Q.events then
-    redis.call('PUBLISH', Q.event_channel, kind .. '\0' .. id .. '\0' .. (detail or ''))
+    redis.call(NOTIFY, Q.event_channel, kind .. '\0' .. id .. '\0' .. (detail or ''))
   end
 end
 
@@ -794,7 +794,7 @@ local function finish_jobs(channel, base, m, ttl, worker)
       local k = tonumber(ARGV[base + 4 * j - 2])
       if k > 0 then
         local res = ARGV[base + 4 * j - 1]
-        redis.call('PUBLISH', channel, ids[j] .. '\0' .. res)
+        redis.call(NOTIFY, channel, ids[j] .. '\0' .. res)
         redis.call('LPUSH', KEYS[k], res)
         redis.call('PEXPIRE', KEYS[k], ttl)
       end

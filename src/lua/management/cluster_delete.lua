@@ -5,7 +5,7 @@
 -- ARGV[1] name  ARGV[2] instance uuid  ARGV[3] delfeed channel
 -- Returns 1 when the feed had a type, 0 when not (the caller's SREM then
 -- decides between a name listed without a type and no feed at all).
-local perm = check_publish(ARGV[3])
+local perm = check_classic_publish(ARGV[3])
 if perm then return perm end
 local existed = redis.call('HEXISTS', K_CONFIG, 'type')
 for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end

@@ -4,7 +4,7 @@
 -- has no type (cluster mode's existence rule, see cluster_create.lua).
 -- KEYS: K_CONFIG only.
 -- ARGV[1] name  ARGV[2] field  ARGV[3] value  ARGV[4] instance uuid  ARGV[5] conffeed channel
-local perm = check_publish(ARGV[5])
+local perm = check_classic_publish(ARGV[5])
 if perm then return perm end
 if redis.call('HEXISTS', K_CONFIG, 'type') == 0 then
   return fail('feed_not_found', 'no such feed')

@@ -8,7 +8,7 @@
 -- ARGV[5] 'create' or 'create_or_open'
 -- ARGV[6..] config field, value, field, value, ...
 -- Returns 1 when the feed was created, 0 when an existing one was opened.
-local perm = check_publish(ARGV[4])
+local perm = check_classic_publish(ARGV[4])
 if perm then return perm end
 if redis.call('SADD', K_FEEDS, ARGV[1]) == 0 then
   if ARGV[5] ~= 'create_or_open' then

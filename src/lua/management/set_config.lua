@@ -2,7 +2,7 @@
 -- Set Config Value: HSET feed.config, PUBLISH conffeed (fail if no feed).
 -- KEYS: K_FEEDS, K_CONFIG only.
 -- ARGV[1] name  ARGV[2] field  ARGV[3] value  ARGV[4] instance uuid  ARGV[5] conffeed channel
-local perm = check_publish(ARGV[5])
+local perm = check_classic_publish(ARGV[5])
 if perm then return perm end
 if redis.call('SISMEMBER', K_FEEDS, ARGV[1]) == 0 then
   return fail('feed_not_found', 'no such feed')

@@ -8,5 +8,5 @@ end
 redis.call('HSET', K_ITEMS, ARGV[1], ARGV[2])
 local seq = redis.call('INCR', K_PUBLISHES)
 record_change(ARGV[1], seq)
-redis.call('PUBLISH', ARGV[3], ARGV[1] .. '\0' .. ARGV[2])
+redis.call(NOTIFY, ARGV[3], ARGV[1] .. '\0' .. ARGV[2])
 return 1

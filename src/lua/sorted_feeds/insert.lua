@@ -28,6 +28,6 @@ end
 redis.call('HSET', K_ITEMS, id, item)
 local seq = redis.call('INCR', K_PUBLISHES)
 record_change(id, seq)
-redis.call('PUBLISH', ARGV[4], id .. '\0' .. item)
-redis.call('PUBLISH', ARGV[5], id .. '\0' .. pos)
+redis.call(NOTIFY, ARGV[4], id .. '\0' .. item)
+redis.call(NOTIFY, ARGV[5], id .. '\0' .. pos)
 return id

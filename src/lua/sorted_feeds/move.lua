@@ -29,5 +29,5 @@ else
   redis.call('RPUSH', K_IDS, id)
   pos = ':end'
 end
-redis.call('PUBLISH', ARGV[4], id .. '\0' .. pos)
+redis.call(NOTIFY, ARGV[4], id .. '\0' .. pos)
 return 1

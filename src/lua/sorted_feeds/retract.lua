@@ -8,5 +8,5 @@ if err then return err end
 redis.call('LREM', K_IDS, 1, ARGV[1])
 redis.call('HDEL', K_ITEMS, ARGV[1])
 record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
-redis.call('PUBLISH', ARGV[2], ARGV[1])
+redis.call(NOTIFY, ARGV[2], ARGV[1])
 return 1
