@@ -31,6 +31,15 @@ std::uint16_t hash_slot(std::string_view key) noexcept {
 
 std::string to_string(const cluster_node& n) { return n.host + ":" + std::to_string(n.port); }
 
+config node_config(config base, const cluster_node& node) {
+  base.host = node.host;
+  base.port = node.port;
+  base.endpoints.clear();
+  base.unix_socket.clear();
+  base.cluster = false;
+  return base;
+}
+
 // ---- slot_map -------------------------------------------------------------------
 
 slot_map::slot_map() { owner_.fill(none); }

@@ -41,6 +41,11 @@ struct cluster_node {
 };
 std::string to_string(const cluster_node& n);
 
+/// The config of a direct connection to `node`: `base` (credentials, TLS,
+/// timeouts, protocol) with the node's address in place of the seeds, and
+/// cluster mode off (the connection talks to that node only).
+config node_config(config base, const cluster_node& node);
+
 /// Which primary serves each slot: the map a client routes by.
 class slot_map {
  public:

@@ -114,15 +114,9 @@ connection& cluster_router::connection_for(const cluster_node& node) {
   auto name = to_string(node);
   auto it = nodes_.find(name);
   if (it != nodes_.end()) return *it->second.conn;
-  config c = cfg_;
-  c.host = node.host;
-  c.port = node.port;
-  c.endpoints.clear();
-  c.unix_socket.clear();
-  c.cluster = false;
   auto& n = nodes_[name];
   n.node = node;
-  n.conn = std::make_unique<connection>(ex_, std::move(c));
+  n.conn = std::make_unique<connection>(ex_, node_config(cfg_, node));
   // A primary's connection lost: a failover may have begun; read the map.
   n.conn->on_event([weak = weak_from_this()](const connection_event& e) {
     if (e.kind != connection_event::disconnected) return;

@@ -420,15 +420,9 @@ subscriber_impl::shard_conn& subscriber_impl::shard_conn_for(const cluster_node&
   const std::string key = node.host.empty() ? std::string() : to_string(node);
   auto it = shard_conns_.find(key);
   if (it != shard_conns_.end()) return it->second;
-  config c = cfg_;
-  if (!node.host.empty()) {
-    // A primary of the cluster, as the router connects to it.
-    c.host = node.host;
-    c.port = node.port;
-    c.endpoints.clear();
-    c.unix_socket.clear();
-    c.cluster = false;
-  }
+  // A primary of the cluster, as the router connects to it; on one server
+  // (no node) the subscriber's own address.
+  config c = node.host.empty() ? cfg_ : node_config(cfg_, node);
   auto& sc = shard_conns_[key];
   sc.node = node;
   sc.conn = std::make_shared<connection_impl>(conn_->executor(), std::move(c));

@@ -10,9 +10,13 @@
 
 #include <thoonk/script.hpp>
 
+#include <atomic>
+#include <exception>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
 using namespace thoonk::test;
 using thoonk::detail::hash_slot;
@@ -74,6 +78,39 @@ struct cluster_client {
   void run(coro_fn body, std::chrono::milliseconds deadline) {
     run_connected(ioc, c, std::move(body), deadline);
   }
+};
+
+// Moves `slot` to the primary on `to` on a thread of its own (redis-cli,
+// one key per batch with 30 ms pauses) while the test's coroutines go on.
+// finish() waits for the thread and rethrows what the migration threw.
+class slot_migration {
+ public:
+  slot_migration(const redis_cluster& cl, std::uint16_t slot, unsigned short to)
+      : thread_([this, &cl, slot, to] {
+          try {
+            cl.migrate_slot(slot, to, 1, 30ms);
+          } catch (...) {
+            error_ = std::current_exception();
+          }
+          done_ = true;
+        }) {}
+  slot_migration(const slot_migration&) = delete;
+  slot_migration& operator=(const slot_migration&) = delete;
+  ~slot_migration() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  bool done() const { return done_; }
+
+  void finish() {
+    if (thread_.joinable()) thread_.join();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
+  std::thread thread_;  // last: it starts once the members above exist
 };
 
 }  // namespace
@@ -431,9 +468,7 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
   const auto to = other_primary(cl, from);
   cluster_client cc(cl);
   auto& [ioc, c] = cc;
-  std::atomic<bool> migrated{false};
-  std::exception_ptr migration_error;
-  std::thread mover;
+  std::optional<slot_migration> mover;
   std::vector<std::string> acked;
   std::map<std::string, int> failures;
   cc.run(
@@ -446,21 +481,14 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
         }
         // The migration runs on its own thread (redis-cli), one key per
         // batch with pauses, while the puts go on here.
-        mover = std::thread([&] {
-          try {
-            cl.migrate_slot(slot, to, 1, 30ms);
-          } catch (...) {
-            migration_error = std::current_exception();
-          }
-          migrated = true;
-        });
-        while (!migrated || acked.size() < 60) {
+        mover.emplace(cl, slot, to);
+        while (!mover->done() || acked.size() < 60) {
           auto item = "item-" + std::to_string(acked.size() + failures.size());
           auto [ec, id] = co_await q.put(item, nothrow);
           if (ec) ++failures[ec.message()];
           else acked.push_back(item);
         }
-        mover.join();
+        mover->finish();
         auto got = co_await drain(q);
         CHECK(got == std::set<std::string>(acked.begin(), acked.end()));
         auto st = router_of(c).stats();
@@ -473,8 +501,7 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
         CHECK((st.moved >= 1 || st.refreshes >= 2));
       },
       120s);
-  if (mover.joinable()) mover.join();
-  if (migration_error) std::rethrow_exception(migration_error);
+  if (mover) mover->finish();
   CHECK(failures.empty());
   CHECK(cl.primary_of(slot, any) == to);
 }
@@ -643,6 +670,24 @@ asio::awaitable<void> publish_until(thoonk::feed* f, std::string prefix, const b
   *done = true;
 }
 
+// A feed made by one client and opened by another (the producer), and the
+// first client's catch-up subscription of it recording into a log.
+struct watched_feed {
+  thoonk::feed feed;
+  thoonk::feed producer_feed;
+  thoonk::feed_subscription subscription;
+};
+
+asio::awaitable<watched_feed> watch_feed(thoonk::client& c, thoonk::client& producer,
+                                         const std::string& name, feed_log& log) {
+  auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
+  auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
+  thoonk::feed_subscribe_options opts;
+  opts.catch_up = true;
+  auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
+  co_return watched_feed{std::move(f), std::move(pf), std::move(sub)};
+}
+
 }  // namespace
 
 TEST_CASE("cluster: feed, job and wake-up notifications over sharded pub/sub on every shard; "
@@ -779,9 +824,7 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
   auto cfg = cl.client_config();
   thoonk::client c(ioc.get_executor(), cfg);
   thoonk::client producer(ioc.get_executor(), cfg);
-  std::atomic<bool> migrated{false};
-  std::exception_ptr migration_error;
-  std::thread mover;
+  std::optional<slot_migration> mover;
   feed_log log;
   std::vector<std::string> acked;
   std::size_t failed = 0;
@@ -790,25 +833,15 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
       [&]() -> asio::awaitable<void> {
         co_await c.connect(asio::use_awaitable);
         co_await producer.connect(asio::use_awaitable);
-        auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
-        auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
-        thoonk::feed_subscribe_options opts;
-        opts.catch_up = true;
-        auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
+        auto watched = co_await watch_feed(c, producer, name, log);
+        auto& [f, pf, sub] = watched;
         CHECK(shard_channels_on(cl, from).count("feed.publish:{" + name + "}") == 1);
         bool stop = false, done = false;
         asio::co_spawn(ioc, publish_until(&pf, "m-", &stop, 2ms, &acked, &failed, &done),
                        asio::detached);
         co_await sleep_for(200ms);
-        mover = std::thread([&] {
-          try {
-            cl.migrate_slot(slot, to, 1, 30ms);
-          } catch (...) {
-            migration_error = std::current_exception();
-          }
-          migrated = true;
-        });
-        bool moved = co_await wait_until([&] { return migrated.load(); }, 30s);
+        mover.emplace(cl, slot, to);
+        bool moved = co_await wait_until([&] { return mover->done(); }, 30s);
         REQUIRE(moved);
         // Publishing goes on after the move, then stops.
         co_await sleep_for(300ms);
@@ -840,8 +873,7 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
         c.stop();
       },
       120s);
-  if (mover.joinable()) mover.join();
-  if (migration_error) std::rethrow_exception(migration_error);
+  if (mover) mover->finish();
   CHECK(failed == 0);
 }
 
@@ -873,14 +905,10 @@ TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber fol
       [&]() -> asio::awaitable<void> {
         co_await c.connect(asio::use_awaitable);
         co_await producer.connect(asio::use_awaitable);
-        auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
-        auto g = co_await thoonk::feed::create_or_open(c, other_name, asio::use_awaitable);
-        auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
-        auto pg = co_await thoonk::feed::open(producer, other_name, asio::use_awaitable);
-        thoonk::feed_subscribe_options opts;
-        opts.catch_up = true;
-        auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
-        auto other_sub = co_await g.subscribe(other_log.callback(), opts, asio::use_awaitable);
+        auto watched = co_await watch_feed(c, producer, name, log);
+        auto& [f, pf, sub] = watched;
+        auto other_watched = co_await watch_feed(c, producer, other_name, other_log);
+        auto& [g, pg, other_sub] = other_watched;
         // Management events still arrive (classic pub/sub, the subscriber's
         // own connection).
         auto classic = co_await capture_patterns(c.sub(), std::string("newfeed"));

@@ -212,6 +212,23 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
   }
 }
 
+namespace {
+
+// Makes `user`, who may use every command and key but only the channels
+// starting with `allowed`, and returns a test config that logs in as them.
+asio::awaitable<thoonk::config> channel_limited_user(thoonk::connection& admin,
+                                                    const std::string& user,
+                                                    const std::string& allowed) {
+  co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
+               "+@all", "~*");
+  auto cfg = test_config();
+  cfg.username = user;
+  cfg.password = "pw";
+  co_return cfg;
+}
+
+}  // namespace
+
 TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
           "[subscriber][fault][subscribe]") {
   asio::io_context ioc;
@@ -219,12 +236,7 @@ TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
   auto user = unique_name("acl");
   auto allowed = user + ":ok";
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    // A user that may only use channels starting with "<user>:ok".
-    co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
-                 "+@all", "~*");
-    auto cfg = test_config();
-    cfg.username = user;
-    cfg.password = "pw";
+    auto cfg = co_await channel_limited_user(admin, user, allowed);
     thoonk::subscriber sub(ioc.get_executor(), cfg);
     auto [ec, s1] = co_await sub.subscribe(
         "forbidden-" + user, [](const thoonk::message&) {}, nothrow);
@@ -250,11 +262,7 @@ TEST_CASE("subscriber: ssubscribe on one server: a connection of its own, refusa
   auto user = unique_name("sacl");
   auto allowed = user + ":ok";
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
-                 "+@all", "~*");
-    auto cfg = test_config();
-    cfg.username = user;
-    cfg.password = "pw";
+    auto cfg = co_await channel_limited_user(admin, user, allowed);
     thoonk::subscriber sub(ioc.get_executor(), cfg);
     thoonk::diagnostics diag;
     auto [ec, s1] = co_await sub.ssubscribe(
