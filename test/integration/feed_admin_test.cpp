@@ -88,7 +88,7 @@ CLIENT_TEST_CASE("del", "feed admin: delete removes every key and publishes delf
 
   std::vector<std::string> both{name, sname};
   for (const auto& n : both) {
-    auto keys = co_await cmd(c.conn(), "KEYS", "feed.*:" + n);
+    auto keys = co_await cmd(c.conn(), "KEYS", key("*", n));
     CHECK(!keys.elements.empty());
     auto [ec] = co_await c.delete_feed(n, nothrow);
     CHECK(!ec);
