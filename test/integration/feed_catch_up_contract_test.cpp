@@ -22,17 +22,18 @@ struct contract_publisher {
 
   // WATCH/MULTI/EXEC half: ZADD + INCR + HSET. Returns true for a new id.
   asio::awaitable<bool> exec(const std::string& id, const std::string& item) {
-    co_await cmd(conn, "MULTI");
-    co_await cmd(conn, "ZADD", key("ids", feed), std::to_string(ms_now()), id);
-    co_await cmd(conn, "INCR", key("publishes", feed));
-    co_await cmd(conn, "HSET", key("items", feed), id, item);
-    auto r = co_await cmd(conn, "EXEC");
+    auto resp = co_await plain_transaction(conn, [&](thoonk::request& t) {
+      t.push("ZADD", key("ids", feed), std::to_string(ms_now()), id);
+      t.push("INCR", key("publishes", feed));
+      t.push("HSET", key("items", feed), id, item);
+    });
+    auto& r = resp.back();
     REQUIRE(r.elements.size() == 3);
     co_return r.elements[0].integer == 1;
   }
   // The PUBLISH after EXEC.
   asio::awaitable<void> announce(bool added, const std::string& id, const std::string& item) {
-    co_await cmd(conn, "PUBLISH", key(added ? "publish" : "edit", feed), nul_join(id, item));
+    co_await cmd(conn, "PUBLISH", feed_channel(added ? "publish" : "edit", feed), nul_join(id, item));
   }
   asio::awaitable<void> publish(const std::string& id, const std::string& item) {
     bool added = co_await exec(id, item);

@@ -120,7 +120,7 @@ FIXTURE_TEST_CASE(
   auto j = co_await q.claim(1s, asio::use_awaitable);
   auto [fec] = co_await q.finish(j, std::string("done"), nothrow);
   CHECK(!fec);
-  const std::string rkey = "feed.jobfinished:" + f.name + std::string(1, '\0') + j.id;
+  const std::string rkey = key("jobfinished", f.name) + std::string(1, '\0') + j.id;
   auto ttl = co_await cmd(f.c.conn(), "PTTL", rkey);
   CHECK(ttl.integer > 200000);
   CHECK(ttl.integer <= 300000);

@@ -149,8 +149,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
 
         // Every job's durable result was written exactly once.
         thoonk::request r;
-        for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-        auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
+        for (auto& id : ids) r.push("LLEN", key("jobfinished", name) + std::string(1, '\0') + id);
+        auto lens = co_await raw_exec(admin.conn(), r);
         int once = 0, twice = 0;
         for (auto& v : lens) {
           if (v.integer == 1) ++once;
@@ -164,8 +164,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
         CHECK(dup == 0);
         thoonk::request del;
         for (auto& id : ids)
-          del.push("DEL", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-        co_await admin.conn().exec(del, asio::use_awaitable);
+          del.push("DEL", key("jobfinished", name) + std::string(1, '\0') + id);
+        co_await raw_exec(admin.conn(), del);
       },
       200s);
 }

@@ -119,9 +119,11 @@ FIXTURE_TEST_CASE("retry",
   CHECK(info.last_error == "fatal");
 }
 
+// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
+// slot on a cluster: excluded from the cluster run (docs/cluster.md).
 FIXTURE_TEST_CASE("retry",
                   "retry: the dead-letter record is valid JSON [id, data, error], bytes included",
-                  "[job][retry][fail][dead_letter][claim]") {
+                  "[job][retry][fail][dead_letter][claim][dlq_cross_slot]") {
   const auto s = fast_retries(1);
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
 
@@ -170,8 +172,10 @@ FIXTURE_TEST_CASE("retry",
   co_await f.c.delete_feed(dead_name, asio::use_awaitable);
 }
 
+// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
+// slot on a cluster: excluded from the cluster run (docs/cluster.md).
 FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle was opened is used",
-                  "[job][retry][fail][dead_letter][set_config]") {
+                  "[job][retry][fail][dead_letter][set_config][dlq_cross_slot]") {
   auto q = co_await engine_queue(f, fast_retries(1));
   auto id = co_await q.put("a", asio::use_awaitable);
   auto j = co_await q.claim(1s, asio::use_awaitable);
@@ -210,9 +214,11 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
   co_await f.c.delete_feed(d2, asio::use_awaitable);
 }
 
+// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
+// slot on a cluster: excluded from the cluster run (docs/cluster.md).
 FIXTURE_TEST_CASE("retry",
                   "retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
-                  "[job][retry][maintain][claim][get_job][dead_letter]") {
+                  "[job][retry][maintain][claim][get_job][dead_letter][dlq_cross_slot]") {
   thoonk::job_queue::settings s;
   s.retry.max_stalls = 2;
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);

@@ -52,7 +52,7 @@ FIXTURE_TEST_CASE(
   auto result = co_await qa.get_result(id, 1s, asio::use_awaitable);
   CHECK(result == "from B");
   auto stored =
-      co_await cmd(f.c.conn(), "LLEN", "feed.jobfinished:" + f.name + std::string(1, '\0') + id);
+      co_await cmd(f.c.conn(), "LLEN", key("jobfinished", f.name) + std::string(1, '\0') + id);
   CHECK(stored.integer == 1);
 }
 
@@ -164,16 +164,16 @@ JOB_QUEUE_TEST_CASE("jobs-maint", "job: maintenance publishes stats to a feed an
   CHECK(rep.counts.puts == 3);
   CHECK(rep.counts.finishes == 1);
   const std::string stats = f.name + ".stats";
-  auto type = co_await cmd(f.c.conn(), "HGET", "feed.config:" + stats, "type");
+  auto type = co_await cmd(f.c.conn(), "HGET", key("config", stats), "type");
   CHECK(type.str == "feed");
-  auto items_now = co_await cmd(f.c.conn(), "HVALS", "feed.items:" + stats);
+  auto items_now = co_await cmd(f.c.conn(), "HVALS", key("items", stats));
   REQUIRE(items_now.elements.size() == 1);
   auto json = boost::json::parse(items_now.elements[0].str).as_object();
   CHECK(json.at("waiting").as_int64() == 2);
   CHECK(json.at("finishes").as_int64() == 1);
   CHECK(json.at("queue").as_string() == f.name);
   for (int i = 0; i < 3; ++i) co_await q.maintain(o, asio::use_awaitable);
-  auto n = co_await cmd(f.c.conn(), "ZCARD", "feed.ids:" + stats);
+  auto n = co_await cmd(f.c.conn(), "ZCARD", key("ids", stats));
   CHECK(n.integer == 2);  // max_length
 
   // Someone else holds the lock: nothing is done.

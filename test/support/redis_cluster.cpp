@@ -293,4 +293,33 @@ void redis_cluster::migrate_slot(std::uint16_t slot, unsigned short to_port, int
       cli(n.port, {"CLUSTER", "SETSLOT", slot_s, "NODE", to_id});
 }
 
+namespace {
+
+struct shared_cluster_state {
+  redis_cluster cluster;
+  std::vector<unsigned short> owner;  // slot -> primary port
+  shared_cluster_state() : owner(16384, 0) {
+    for (const auto& n : cluster.nodes(cluster.servers().front()->port())) {
+      if (!n.primary || n.failed) continue;
+      for (auto [a, b] : n.slots)
+        for (int slot = a; slot <= b; ++slot) owner[static_cast<std::size_t>(slot)] = n.port;
+    }
+    for (auto port : owner)
+      if (port == 0) throw std::runtime_error("the shared cluster's map leaves a slot unserved");
+  }
+};
+
+shared_cluster_state& shared_state() {
+  // A function-local static: started on first use, its servers stopped by
+  // the destructor at exit. If starting throws, the next call tries again.
+  static shared_cluster_state state;
+  return state;
+}
+
+}  // namespace
+
+redis_cluster& shared_cluster() { return shared_state().cluster; }
+
+unsigned short shared_slot_owner(std::uint16_t slot) { return shared_state().owner.at(slot); }
+
 }  // namespace thoonk::test

@@ -81,4 +81,15 @@ class redis_cluster {
   std::vector<std::unique_ptr<redis_server>> servers_;
 };
 
+/// The cluster shared by the integration tests under cluster_topology()
+/// (THOONK_TEST_TOPOLOGY=cluster; 3 primaries, 3 replicas): started on
+/// first use on the calling thread (the test runner's main thread), every
+/// server stopped by its pid at process exit. Tests must not change its
+/// topology (no failover, no slot migration): shared_slot_owner() reads the
+/// slot map once.
+redis_cluster& shared_cluster();
+
+/// The port of the primary of shared_cluster() serving `slot`.
+unsigned short shared_slot_owner(std::uint16_t slot);
+
 }  // namespace thoonk::test

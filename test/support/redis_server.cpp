@@ -1,6 +1,7 @@
 #include "support/redis_server.hpp"
 
 #include "support/forked_child.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/temp_dir.hpp"
 
 #include <algorithm>
@@ -473,7 +474,23 @@ std::string redis_server::failure_report(const std::string& what) const {
 // The shared server
 // ---------------------------------------------------------------------------
 
+bool cluster_topology() {
+  static const bool cluster = [] {
+    const char* v = std::getenv("THOONK_TEST_TOPOLOGY");
+    const std::string_view topology = v ? v : "";
+    if (topology.empty() || topology == "single") return false;
+    if (topology == "cluster") return true;
+    throw std::runtime_error("THOONK_TEST_TOPOLOGY=" + std::string(topology) +
+                             ": say \"single\" (or nothing) or \"cluster\"");
+  }();
+  return cluster;
+}
+
 redis_server& shared_redis() {
+  if (cluster_topology())
+    throw std::logic_error(
+        "the shared test server is a cluster (THOONK_TEST_TOPOLOGY=cluster): a test that "
+        "needs one server must be tagged [single]");
   // A function-local static: started on first use, stopped by its destructor
   // at exit. If starting throws, the next call tries again.
   static redis_server server;
@@ -482,6 +499,14 @@ redis_server& shared_redis() {
 
 std::string shared_redis_url() {
   if (const char* url = std::getenv("THOONK_REDIS_URL"); url && *url) return url;
+  if (cluster_topology()) {
+    std::string url = "redis://";
+    for (const auto& s : shared_cluster().servers()) {
+      if (url.size() > 8) url += ",";
+      url += s->host() + ":" + std::to_string(s->port());
+    }
+    return url + "?cluster=yes";
+  }
   return shared_redis().url();
 }
 

@@ -113,14 +113,23 @@ class redis_server {
   unsigned short tls_port_ = 0;
 };
 
+/// THOONK_TEST_TOPOLOGY=cluster: the shared test server is a local Redis
+/// Cluster (shared_cluster(), support/redis_cluster.hpp) instead of one
+/// redis-server. Unset, empty or "single": one server. Any other value
+/// throws std::runtime_error.
+bool cluster_topology();
+
 /// The server shared by the integration tests: started on first use, stopped
 /// at process exit (and killed if the test process gets SIGINT/SIGTERM/SIGHUP).
 /// Tests must not stop or restart it; construct a private redis_server for that.
+/// Under cluster_topology() it throws std::logic_error: a test that needs
+/// the one shared server must be tagged [single] (docs/cluster.md).
 redis_server& shared_redis();
 
 /// The URL integration tests should connect to: $THOONK_REDIS_URL when set
-/// and non-empty (an external server; shared_redis() is then not started),
-/// otherwise shared_redis().url().
+/// and non-empty (an external server; shared_redis() is then not started);
+/// under cluster_topology() the shared cluster's nodes,
+/// "redis://127.0.0.1:P1,...?cluster=yes"; otherwise shared_redis().url().
 std::string shared_redis_url();
 
 }  // namespace thoonk::test

@@ -24,8 +24,21 @@ thoonk::config test_config();
 /// `prefix` + '-' + a random suffix, so tests never collide on a server.
 std::string unique_name(std::string_view prefix);
 
-/// Runs `req` (one command) and returns its reply; throws
-/// boost::system::system_error on a transport error.
+/// Runs `req` as a plain client of the server would and returns its
+/// replies; throws boost::system::system_error on a transport error. On one
+/// server it goes over `c`. Under cluster_topology() it goes to the node
+/// that serves it, over `c` when that is `c`'s node, else over a connection
+/// of its own (made with `c`'s config, its credentials included): a
+/// request goes where its first key says (after a leading MULTI; for
+/// EVAL/EVALSHA/FCALL the first of its keys), every command of it must
+/// touch that key's slot or no key; a keyless command goes over `c`,
+/// except the per-node ones, sent to every node (ACL, CONFIG, SCRIPT,
+/// FUNCTION, CLIENT KILL, CLIENT LIST, PUBSUB NUMSUB: integers summed,
+/// texts and arrays joined) or every primary (KEYS, SLOWLOG, FLUSHALL,
+/// FLUSHDB: arrays joined).
+boost::asio::awaitable<response> raw_exec(connection& c, const request& req);
+
+/// Runs `req` (one command) with raw_exec and returns its reply.
 boost::asio::awaitable<resp3::value> exec_one(connection& c, request req);
 
 /// `co_await cmd(conn, "HGET", key, field)`. Not a coroutine itself: the
