@@ -171,6 +171,11 @@ class thoonk_category final : public boost::system::error_category {
         return "no cluster node answered CLUSTER SHARDS or CLUSTER SLOTS, or no primary "
                "serves the request's hash slot: check config::endpoints (seed nodes) and "
                "that every slot is covered (redis-cli --cluster check)";
+      case error::cluster_cross_slot:
+        return "on Redis Cluster one script call reaches one hash slot, and this job queue's "
+               "dead-letter queue hashes to another one; it did not run: name both with one "
+               "hash tag (orders and {orders}.dead, with config::allow_hash_tag_names) or "
+               "set no dead-letter queue";
     }
     return "unknown thoonk error " + std::to_string(ev);
   }

@@ -97,6 +97,8 @@ enum class error {
                            ///< CLUSTERDOWN) more times than allowed; it did not run
   cluster_topology_unavailable,  ///< no node answered CLUSTER SHARDS / CLUSTER SLOTS, or the
                                  ///< map left the request's slot without a primary
+  cluster_cross_slot,  ///< the operation needs keys of two hash slots (a job queue and a
+                       ///< dead-letter queue of another slot); it did not run
 };
 
 /// The category of thoonk::error codes ("thoonk").

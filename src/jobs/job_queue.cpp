@@ -5,6 +5,7 @@
 #include "subscriber/notify.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
+#include "connection/cluster.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
@@ -71,8 +72,17 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call(
 
 asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_dlq(
     const script& s, std::vector<std::string> args, std::vector<std::string> after) {
+  bool fresh = false;  // dead_letter_queue came from the server in this call
   for (int attempt = 0;; ++attempt) {
-    const std::string name = dead_letter_queue.value_or(std::string{});
+    std::string name = dead_letter_queue.value_or(std::string{});
+    if (other_slot(name)) {
+      // Sent, the script would fail with CROSSSLOT (or, when both slots sit
+      // on one node, run its writes until the first key of the other slot).
+      // A remembered name may be stale: without one, the script reads the
+      // config (the queue's own slot) and names the current one.
+      if (fresh) co_return std::tuple{op_status{error::cluster_cross_slot}, resp3::value{}};
+      name.clear();
+    }
     std::vector<std::string> k = keys;
     std::vector<std::string> a = args;
     a.push_back(name);
@@ -90,10 +100,17 @@ asio::awaitable<std::tuple<op_status, resp3::value>> job_queue_impl::call_with_d
     // was done. Three rounds cover a config that changes meanwhile.
     if (!st && v.elements.size() == 2 && v.elements[0].str == "dlq" && attempt < 3) {
       dead_letter_queue = std::move(v.elements[1].str);
+      fresh = true;
       continue;
     }
     co_return std::tuple{std::move(st), std::move(v)};
   }
+}
+
+bool job_queue_impl::other_slot(std::string_view dlq) const {
+  const auto& cfg = cl.get_config();
+  if (!cfg.cluster || dlq.empty()) return false;
+  return hash_slot(feed_names(cfg, dlq).key("config")) != hash_slot(keys.front());
 }
 
 asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> self) {
@@ -418,6 +435,11 @@ void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
   if (!s.problem().empty()) {
     detail::post_handler(std::move(h), client_->get_executor(), error_code(error::invalid_argument),
                          job_queue{});
+    return;
+  }
+  if (s.dead_letter_queue && detail::impl_of(core_).other_slot(*s.dead_letter_queue)) {
+    detail::post_handler(std::move(h), client_->get_executor(),
+                         error_code(error::cluster_cross_slot), job_queue{});
     return;
   }
   detail::start_create_or_open_handle(*this, core_, s.to_fields(), std::move(h));

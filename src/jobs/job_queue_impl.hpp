@@ -106,6 +106,10 @@ class job_queue_impl final : public queue_core {
                                                 std::chrono::milliseconds interval,
                                                 maintenance_options opts);
 
+  /// In cluster mode: whether queue `dlq`'s keys hash to another slot than
+  /// this queue's, so that no script can reach both (error::cluster_cross_slot).
+  bool other_slot(std::string_view dlq) const;
+
   /// The dead-letter queue as last read from the config; nullopt before
   /// the first call_with_dlq (the first one that meets a configured queue
   /// then costs one more round trip).

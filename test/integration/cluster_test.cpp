@@ -69,7 +69,8 @@ std::size_t missing(const std::vector<std::string>& items, const std::set<std::s
 // A client in cluster mode with every node of `cl` as a seed, and its
 // io_context: `auto& [ioc, c] = cc;` names them in a test.
 struct cluster_client {
-  explicit cluster_client(const redis_cluster& cl) : c(ioc.get_executor(), cl.client_config()) {}
+  explicit cluster_client(const redis_cluster& cl) : cluster_client(cl.client_config()) {}
+  explicit cluster_client(thoonk::config cfg) : c(ioc.get_executor(), std::move(cfg)) {}
   asio::io_context ioc;
   thoonk::client c;
 
@@ -974,3 +975,55 @@ TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber fol
   CHECK(other_failed == 0);
 }
 
+
+TEST_CASE("cluster: a dead-letter queue of another slot is refused with cluster_cross_slot and "
+          "nothing changes; one with the queue's hash tag takes the dead letters",
+          "[cluster][job][dead_letter]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  auto cfg = cl.client_config();
+  cfg.allow_hash_tag_names = true;  // for the tagged dead-letter queue
+  cluster_client cc(cfg);
+  auto& [ioc, c] = cc;
+  cc.run(
+      [&]() -> asio::awaitable<void> {
+        const auto qname = name_on(cl, ports.front(), "lettered-");
+        const auto elsewhere = name_on(cl, ports.back(), "dead-");
+        thoonk::job_queue::settings s;
+        s.retry.max_retries = 1;
+        s.dead_letter_queue = elsewhere;
+        auto [cec, none] = co_await thoonk::job_queue::create_or_open(c, qname, s, nothrow);
+        CHECK(cec == thoonk::error::cluster_cross_slot);
+        auto listed = co_await c.feed_exists(qname, asio::use_awaitable);
+        CHECK_FALSE(listed);  // refused before any I/O
+
+        // The same setting written by another client: the call that would
+        // dead-letter is refused and the job stays claimed, its failure
+        // not counted.
+        s.dead_letter_queue.reset();
+        auto q = co_await thoonk::job_queue::create_or_open(c, qname, s, asio::use_awaitable);
+        co_await c.set_config(qname, "dead_letter_queue", elsewhere, asio::use_awaitable);
+        auto id = co_await q.put("doomed", asio::use_awaitable);
+        auto j = co_await q.claim(1s, asio::use_awaitable);
+        auto [fec, fr] = co_await q.fail(j, "no way out", nothrow);
+        CHECK(fec == thoonk::error::cluster_cross_slot);
+        auto counts = co_await q.counts(asio::use_awaitable);
+        CHECK(counts.claimed == 1);
+        auto info = co_await q.get_job(id, asio::use_awaitable);
+        REQUIRE(info);
+        CHECK(info->failures == 0);
+
+        // A dead-letter queue named with the queue's hash tag shares its
+        // slot: the job goes there.
+        const auto tagged = "{" + qname + "}.dead";
+        auto dead = co_await thoonk::job_queue::create_or_open(c, tagged, asio::use_awaitable);
+        co_await c.set_config(qname, "dead_letter_queue", tagged, asio::use_awaitable);
+        thoonk::fail_options at_once;
+        at_once.permanent = true;
+        auto r = co_await q.fail(j, "to the tagged one", at_once, asio::use_awaitable);
+        CHECK(r.outcome == thoonk::fail_result::outcome_t::dead_lettered);
+        auto rec = co_await dead.claim(1s, asio::use_awaitable);
+        CHECK(rec.item.find("to the tagged one") != std::string::npos);
+      },
+      60s);
+}
