@@ -157,10 +157,11 @@ TEST_CASE(
       std::chrono::seconds(60));
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TEST_CASE(
     "feed catch-up: a contract publish straddling every re-anchor of a long live stream "
     "never makes a later gap skip a change",
-    "[feed][feed_notify][catch_up][subscribe][delete_feed][publish]") {
+    "[feed][feed_notify][catch_up][subscribe][delete_feed][publish][cluster_raw_channels]") {
   parties p;
   p.run(
       "cpub-long",

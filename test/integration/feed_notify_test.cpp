@@ -26,10 +26,11 @@ rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string w
 
 }  // namespace
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 CLIENT_TEST_CASE(
     "notify",
     "feed notify: typed events reach every callback exactly once, one server subscription",
-    "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
+    "[feed][feed_notify][delete_feed][publish][retract][subscribe][cluster_raw_channels]") {
   thoonk::client pub(fx.ioc.get_executor(), test_config());
   co_await pub.connect(asio::use_awaitable);
   auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
@@ -446,8 +447,9 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
   });
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-created, in a gap",
-          "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe]") {
+          "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe][cluster_raw_channels]") {
   gap_parties p;
   auto& [ioc, admin, pub, user, c] = p;
   run_coro(ioc, [&]() -> asio::awaitable<void> {

@@ -25,11 +25,12 @@ using ids_t = std::vector<std::string>;
 
 }  // namespace
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE(
     "sorted", feed_type::sorted_feed, thoonk::feed_config{},
     "sorted feed: append, prepend, publish before/after, move: exact order and payloads",
     "[feed][sorted_feed][append][delete_feed][get_all][get_ids][insert][length][move_after]"
-    "[move_before][move_to_begin][move_to_end][open][prepend][publish_after][publish_before]") {
+    "[move_before][move_to_begin][move_to_end][open][prepend][publish_after][publish_before][cluster_raw_channels]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   auto s = co_await thoonk::sorted_feed::open(c, name, asio::use_awaitable);
   const std::string P = "feed.publish:" + name, Q = "feed.position:" + name;
@@ -104,10 +105,11 @@ FEED_TEST_CASE(
   CHECK(cap->msgs == expected);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE(
     "sorted-edit", feed_type::sorted_feed, thoonk::feed_config{},
     "sorted feed: edit, retract, reads",
-    "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract]") {
+    "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract][cluster_raw_channels]") {
   thoonk::sorted_feed s(c, name);
   co_await s.append("one", asio::use_awaitable);
   co_await s.append("two", asio::use_awaitable);

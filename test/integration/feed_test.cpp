@@ -80,9 +80,10 @@ FEED_TEST_CASE("order-ms", feed_type::feed, thoonk::feed_config{},
   CHECK(all_ids == ids);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
                "feed: raw wire: keys, ms scores, counters and payloads byte for byte",
-               "[feed][delete_feed][publish][retract]") {
+               "[feed][delete_feed][publish][retract][cluster_raw_channels]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   const std::string binary("a\0b\r\n\xff", 6);  // items are arbitrary bytes
@@ -136,9 +137,10 @@ FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
   CHECK(cap->msgs == expected);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
                "feed: edit keeps the length and moves the item to the newest",
-               "[feed][delete_feed][get_ids][get_item][length][publish]") {
+               "[feed][delete_feed][get_ids][get_item][length][publish][cluster_raw_channels]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   std::vector<std::string> abc{"a", "b", "c"};
@@ -164,9 +166,10 @@ FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
   CHECK(cap->msgs[3] == msg{"feed.edit:" + name, nul_join("a", "v-a2")});
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("max", feed_type::feed, max_len(5),
                "feed: max_length 5 with six publishes keeps the newest five, one retract",
-               "[feed][delete_feed][get_ids][publish][set_config]") {
+               "[feed][delete_feed][get_ids][publish][set_config][cluster_raw_channels]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   std::vector<std::string> ids;
@@ -200,9 +203,10 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   }
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("retract", feed_type::feed, thoonk::feed_config{},
                "feed: retract of a missing id is a no-op reported as such",
-               "[feed][delete_feed][length][publish][retract]") {
+               "[feed][delete_feed][length][publish][retract][cluster_raw_channels]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   co_await f.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
@@ -221,8 +225,9 @@ FEED_TEST_CASE("retract", feed_type::feed, thoonk::feed_config{},
                                       {"feed.retract:" + name, "x"}});
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_length items",
-          "[feed][concurrency][delete_feed][get_all][get_ids][publish]") {
+          "[feed][concurrency][delete_feed][get_all][get_ids][publish][cluster_raw_channels]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(

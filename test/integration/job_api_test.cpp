@@ -52,9 +52,10 @@ auto move_only(int& calls) {
 
 }  // namespace
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE(
     "jobapi", "job_queue::create_or_open: creates with settings, opens an existing one as it is",
-    "[job][job_api][create_or_open][read_settings][open]") {
+    "[job][job_api][create_or_open][read_settings][open][cluster_raw_channels]") {
   co_await f.c.connect(asio::use_awaitable);
   jq::settings s;
   s.claim_timeout = 1500ms;
@@ -172,9 +173,10 @@ TEST_CASE("job_queue::settings: fields in the contract's string form",
   CHECK(!p.result_ttl);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("jobapi",
                   "job_queue::subscribe_finished: one typed event per finish with a result",
-                  "[job][job_api][subscribe_finished][finish]") {
+                  "[job][job_api][subscribe_finished][finish][cluster_raw_channels]") {
   auto q = co_await connected_job_queue(f);
   std::vector<thoonk::job_finished> seen;
   auto sub = co_await q.subscribe_finished(

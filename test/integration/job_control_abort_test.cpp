@@ -56,10 +56,11 @@ asio::awaitable<std::string> engine_snapshot(thoonk::connection& c, std::string 
 
 }  // namespace
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TWO_CLIENT_TEST_CASE(
     "abort", "abort: from another client, cancelled: the holder's token ends, the job goes back",
     "[job][control][abort][subscribe_aborts][claim][finish][heartbeat][fail][cancel]["
-    "progress]") {
+    "progress][cluster_raw_channels]") {
   auto worker = co_await engine_queue(f);
   auto boss = co_await open_on(other, f.name);
 
@@ -275,9 +276,10 @@ FIXTURE_TEST_CASE("abort", "abort: a job claimed with the contract's plain comma
   co_await q.finish(j, asio::use_awaitable);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("abort",
                   "abort: typed events with events on; job.abort is published with events off",
-                  "[job][control][abort][events][subscribe_events]") {
+                  "[job][control][abort][events][subscribe_events][cluster_raw_channels]") {
   thoonk::job_queue::settings s;
   s.events = true;
   s.retry.min_backoff = 60000ms;
@@ -349,8 +351,9 @@ TEST_CASE("abort: a user who may not PUBLISH on job.abort gets no_channel_permis
   });
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and counted; errors",
-                  "[job][control][subscribe_aborts]") {
+                  "[job][control][subscribe_aborts][cluster_raw_channels]") {
   auto q = co_await engine_queue(f);
   auto seen = std::make_shared<std::vector<std::string>>();
   auto sub = co_await q.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
@@ -358,7 +361,7 @@ FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and co
   co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + key_name(f.name), "");
   co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + key_name(f.name), "some-id");
   auto got11 = co_await wait_until([&] { return seen->size() == 1; });
-  CHECK(got11);
+  REQUIRE(got11);  // front() below needs it
   CHECK(seen->front() == "some-id");
   CHECK(q.malformed_finish_events() == 1);
   // Destroying the subscription unsubscribes.

@@ -70,8 +70,10 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: cancel puts it back with the failure coun
   CHECK(ec2 == thoonk::error::job_not_found);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 JOB_QUEUE_TEST_CASE("jobs-flow", "job: stall, retry, claim, finish with a result",
-                    "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
+                    "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]"
+                    "[cluster_raw_channels]") {
   std::vector<std::string> events;
   auto sub = co_await f.c.sub().subscribe(
       "job.finish:" + f.name, [&](const thoonk::message& m) { events.emplace_back(m.payload); },

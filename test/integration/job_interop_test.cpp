@@ -60,9 +60,10 @@ FIXTURE_TEST_CASE("jobs-interop",
   CHECK(got);
 }
 
+// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 JOB_QUEUE_TEST_CASE("jobs-interop",
                     "job interop: jobs put by the library work with the contract's plain commands",
-                    "[job][counts][finish][get_result][put]") {
+                    "[job][counts][finish][get_result][put][cluster_raw_channels]") {
   auto id = co_await q.put("library job", asio::use_awaitable);
 
   // Put: in feed.ids and feed.items, counted. feed.published (read by no
