@@ -87,7 +87,7 @@ endfunction()
 
 # Adds to the list `keep` the definitions (indices into def_*) that are not
 # in `keep` or `skip` and whose names the text in `used` references
-# directly (`name`, not a field `x.name`), then what those reference in
+# directly (`name` or `s..name`, not a field `x.name`), then what those reference in
 # turn; appends their code to `used`.
 macro(grow_direct used keep skip)
   set(_changed TRUE)
@@ -101,7 +101,9 @@ macro(grow_direct used keep skip)
         continue()
       endif()
       foreach(_name IN LISTS def_${_i}_names)
-        if(${used} MATCHES "[^A-Za-z0-9_.]${_name}[^A-Za-z0-9_]")
+        # A field `x.name` is no use of the local `name`; a concatenation
+        # `s..name` is.
+        if(${used} MATCHES "([^A-Za-z0-9_.]|\\.\\.)${_name}[^A-Za-z0-9_]")
           list(APPEND ${keep} ${_i})
           string(APPEND ${used} " ${def_${_i}_code} ")
           set(_changed TRUE)
