@@ -261,6 +261,7 @@ asio::awaitable<error_code> cluster_router::connect() {
   std::vector<connection*> conns;
   for (const auto& p : map_.primaries()) conns.push_back(&connection_for(p));
   for (auto* c : conns) {
+    if (stopped_) co_return error_code(error::client_stopped);  // stop() freed them
     auto ec = co_await connect_node(*c);
     if (ec == asio::error::operation_aborted) co_return ec;
   }
@@ -330,6 +331,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
     if (!conn.is_connected()) {
       ec = co_await connect_node(conn);
       if (ec == asio::error::operation_aborted) co_return std::tuple{ec, response{}};
+      if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
       unwritten = static_cast<bool>(ec);
     }
     if (!ec) {
@@ -403,8 +405,21 @@ void cluster_router::stop() {
   stopped_ = true;
   periodic_.cancel();
   refreshed_.cancel();
-  for (auto& [name, n] : nodes_) n.conn->stop();
-  for (auto& c : retired_) c->stop();
+  // Let go of the node connections, not only stop them. A request in
+  // flight on one is a coroutine frame that holds this router (exec's
+  // `self`), and the connection's queue holds that frame: a cycle. When
+  // stop() runs off the executor (a client destroyed after its io_context
+  // stopped), the connection's own stop is only posted and never runs, so
+  // the frames would never be released. Without the router owning them,
+  // the connections go when their run loops and queues go, and with them
+  // the frames. Every coroutine here checks stopped_ after each suspension
+  // before it touches a node connection again.
+  auto nodes = std::move(nodes_);
+  nodes_.clear();
+  auto retired = std::move(retired_);
+  retired_.clear();
+  for (auto& [name, n] : nodes) n.conn->stop();
+  for (auto& c : retired) c->stop();
   for (auto& [slot, g] : gates_) wake(g);  // they see stopped_ and complete
 }
 

@@ -67,11 +67,8 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs claimed ahead are handed 
   CHECK(c2.finishes == 40);
 }
 
-// [cluster_router_leak]: on a cluster, this test's client (destroyed without
-// stop() while the closing queue's release is in flight) leaks its
-// cluster router (LeakSanitizer); excluded from the cluster run until fixed.
 FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs nobody takes are released after the hold",
-                  "[job][claim][failures][finish][put_many][cluster_router_leak]") {
+                  "[job][claim][failures][finish][put_many]") {
   auto q = co_await contract_job_queue(f, prefetching(4, 150ms));
   std::vector<std::string> items(10, "x");
   auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
