@@ -1013,6 +1013,45 @@ TEST_CASE("cluster: a dead-letter queue of another slot is refused with cluster_
         REQUIRE(info);
         CHECK(info->failures == 0);
 
+        // Every other way to a dead letter is refused too, and changes
+        // nothing: abort, a worker failed on demand, a maintenance pass (not
+        // even its promotion of a due scheduled job), and a runner, which
+        // cannot register its worker.
+        thoonk::abort_options ao;
+        ao.outcome = thoonk::abort_options::outcome_t::failed;
+        auto [aec] = co_await q.abort(id, ao, nothrow);
+        CHECK(aec == thoonk::error::cluster_cross_slot);
+        auto [wec, nw] = co_await q.fail_worker("some-worker", nothrow);
+        CHECK(wec == thoonk::error::cluster_cross_slot);
+        thoonk::put_options later;
+        later.delay = 1ms;
+        auto due = co_await q.put("due", later, asio::use_awaitable);
+        co_await sleep_for(20ms);
+        thoonk::maintenance_options mo;
+        mo.publish_stats = false;
+        auto [mec, rep] = co_await q.maintain(mo, nothrow);
+        CHECK(mec == thoonk::error::cluster_cross_slot);
+        auto due_info = co_await q.get_job(due.id, asio::use_awaitable);
+        REQUIRE(due_info);
+        CHECK(due_info->state == thoonk::job_state::scheduled);
+        int handled = 0;
+        thoonk::run_options ro;
+        auto [rec_ec, report] = co_await q.run(
+            thoonk::job_function([&](thoonk::job_context) -> std::optional<std::string> {
+              ++handled;
+              return std::nullopt;
+            }),
+            ro, nothrow);
+        CHECK(rec_ec == thoonk::error::cluster_cross_slot);
+        CHECK(handled == 0);
+        auto after = co_await q.counts(asio::use_awaitable);
+        CHECK(after.claimed == 1);
+        CHECK(after.scheduled == 1);
+        info = co_await q.get_job(id, asio::use_awaitable);
+        REQUIRE(info);
+        CHECK(info->failures == 0);
+        CHECK(info->state == thoonk::job_state::claimed);
+
         // A dead-letter queue named with the queue's hash tag shares its
         // slot: the job goes there.
         const auto tagged = "{" + qname + "}.dead";
