@@ -13,7 +13,9 @@
 
 #include <array>
 #include <chrono>
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -146,6 +148,57 @@ class slot_order {
  private:
   std::uint64_t epoch_ = 0;
   std::size_t inflight_ = 0, draining_ = 0;
+};
+
+/// The requests of one slot that wait for it to open, in arrival order,
+/// beside the slot's slot_order (the router keeps one per slot with
+/// traffic; `Waiter` is what it wakes, a timer there, a number in the
+/// unit tests).
+///
+/// A new request waits while the slot drains, while older ones wait, and
+/// while older ones were woken and have not resumed yet (they go first).
+/// wake_all() wakes every waiter; each one reports resumed() when it runs.
+/// After every resume the router asks should_wake(): requests that came
+/// while the woken ones had not resumed, or behind one that left
+/// (cancelled), would otherwise wait for a release that may never come.
+template <class Waiter>
+class slot_waiters {
+ public:
+  /// A request arriving now must wait (push() it, then wait to be woken).
+  bool must_wait(const slot_order& o) const noexcept {
+    return !o.open() || !waiting_.empty() || woken_ > 0;
+  }
+  void push(Waiter w) { waiting_.push_back(std::move(w)); }
+  /// Takes every waiter, in order, to be woken; they count as woken until
+  /// each reports resumed().
+  std::deque<Waiter> take_all() {
+    auto out = std::move(waiting_);
+    waiting_.clear();
+    woken_ += out.size();
+    return out;
+  }
+  /// `w` runs again. True when it had been woken (it may go); false when
+  /// it had not (its wait was cancelled): it leaves the queue.
+  bool resumed(const Waiter& w) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), w);
+    if (it == waiting_.end()) {
+      --woken_;
+      return true;
+    }
+    waiting_.erase(it);
+    return false;
+  }
+  /// Whether the waiters must be woken now: the slot is open, no woken
+  /// request is still ahead of them, and someone waits.
+  bool should_wake(const slot_order& o) const noexcept {
+    return o.open() && woken_ == 0 && !waiting_.empty();
+  }
+  std::size_t waiting() const noexcept { return waiting_.size(); }
+  std::size_t woken() const noexcept { return woken_; }
+
+ private:
+  std::deque<Waiter> waiting_;
+  std::size_t woken_ = 0;
 };
 
 /// `req` with ASKING before each of its commands: the flag ASKING sets

@@ -83,8 +83,7 @@ class cluster_router : public slot_source,
   struct slot_gate {
     slot_order order;
     std::optional<cluster_node> node;
-    std::deque<std::shared_ptr<asio::steady_timer>> waiting;
-    std::size_t woken = 0;  // woken by wake(), not yet resumed: still ahead of newcomers
+    slot_waiters<std::shared_ptr<asio::steady_timer>> waiters;
   };
   std::unordered_map<std::uint16_t, slot_gate> gates_;
   void wake(slot_gate& g);
@@ -135,10 +134,7 @@ asio::awaitable<error_code> cluster_router::connect_node(connection& conn) {
 
 void cluster_router::wake(slot_gate& g) {
   // In order: each waiter resumes and sends before the next one runs.
-  auto waiting = std::move(g.waiting);
-  g.waiting.clear();
-  g.woken += waiting.size();
-  for (auto& t : waiting) t->cancel();
+  for (auto& t : g.waiters.take_all()) t->cancel();
 }
 
 void cluster_router::install(slot_map m) {
@@ -280,16 +276,14 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
   const std::uint16_t slot = hash_slot(key);
   ticket_guard guard{this, &gates_[slot], {}};
   auto& gate = *guard.gate;
-  if (!gate.order.open() || !gate.waiting.empty() || gate.woken > 0) {
+  if (gate.waiters.must_wait(gate.order)) {
     // Older requests of this slot are being sent again: go after them.
     auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
-    gate.waiting.push_back(t);
+    gate.waiters.push(t);
     auto [wec] = co_await t->async_wait(use_nothrow);
     (void)wec;  // cancelled by wake(), or by the caller's cancellation
-    const bool was_woken = std::find(gate.waiting.begin(), gate.waiting.end(), t) ==
-                           gate.waiting.end();
-    if (was_woken) --gate.woken;
-    else std::erase(gate.waiting, t);
+    const bool was_woken = gate.waiters.resumed(t);
+    if (gate.waiters.should_wake(gate.order)) wake(gate);
     auto cs = co_await asio::this_coro::cancellation_state;
     if (!was_woken || cs.cancelled() != asio::cancellation_type::none)
       co_return std::tuple{error_code(asio::error::operation_aborted), response{}};

@@ -14,7 +14,16 @@ using thoonk::feed_type;
 
 namespace {
 
+// How many connections subscribe to channel `ch`: PUBSUB NUMSUB on one
+// server; under cluster_topology(), where the channel is a shard channel,
+// PUBSUB SHARDNUMSUB on the primary serving its slot.
 asio::awaitable<std::int64_t> numsub(thoonk::connection& c, const std::string& ch) {
+  if (cluster_topology()) {
+    thoonk::request r;
+    r.push("PUBSUB", "SHARDNUMSUB", ch);
+    auto resp = co_await exec_on_node(c, owner_port(ch), r);
+    co_return resp.at(0).elements.at(1).integer;
+  }
   auto v = co_await cmd(c, "PUBSUB", "NUMSUB", ch);
   co_return v.elements.at(1).integer;  // RESP3 map {ch: n} / RESP2 [ch, n]
 }
@@ -26,11 +35,10 @@ rec R(feed_event::kind_t k, std::string id, std::string item = {}, std::string w
 
 }  // namespace
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 CLIENT_TEST_CASE(
     "notify",
     "feed notify: typed events reach every callback exactly once, one server subscription",
-    "[feed][feed_notify][delete_feed][publish][retract][subscribe][cluster_raw_channels]") {
+    "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
   thoonk::client pub(fx.ioc.get_executor(), test_config());
   co_await pub.connect(asio::use_awaitable);
   auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
@@ -51,7 +59,7 @@ CLIENT_TEST_CASE(
                                     asio::use_awaitable);
   std::vector<std::string> kinds{"publish", "edit", "retract"};
   for (const auto& what : kinds) {
-    auto n = co_await numsub(pub.conn(), "feed." + std::string(what) + ":" + name);
+    auto n = co_await numsub(pub.conn(), feed_channel(what, name));
     CHECK(n == 1);  // three subscriptions, one server subscription
   }
 
@@ -93,7 +101,7 @@ CLIENT_TEST_CASE(
   s2.reset();
   s3.reset();
   co_await settle();
-  auto n = co_await numsub(pub.conn(), "feed.publish:" + name);
+  auto n = co_await numsub(pub.conn(), feed_channel("publish", name));
   CHECK(n == 0);
   co_await pub.delete_feed(name, asio::use_awaitable);
   pub.stop();
@@ -447,9 +455,8 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
   });
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-created, in a gap",
-          "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe][cluster_raw_channels]") {
+          "[feed][feed_notify][catch_up][create_feed][delete_feed][publish][subscribe]") {
   gap_parties p;
   auto& [ioc, admin, pub, user, c] = p;
   run_coro(ioc, [&]() -> asio::awaitable<void> {

@@ -25,15 +25,14 @@ using ids_t = std::vector<std::string>;
 
 }  // namespace
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE(
     "sorted", feed_type::sorted_feed, thoonk::feed_config{},
     "sorted feed: append, prepend, publish before/after, move: exact order and payloads",
     "[feed][sorted_feed][append][delete_feed][get_all][get_ids][insert][length][move_after]"
-    "[move_before][move_to_begin][move_to_end][open][prepend][publish_after][publish_before][cluster_raw_channels]") {
+    "[move_before][move_to_begin][move_to_end][open][prepend][publish_after][publish_before]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   auto s = co_await thoonk::sorted_feed::open(c, name, asio::use_awaitable);
-  const std::string P = "feed.publish:" + name, Q = "feed.position:" + name;
+  const std::string P = feed_channel("publish", name), Q = feed_channel("position", name);
   std::vector<msg> expected;
   ids_t order;
 
@@ -105,11 +104,10 @@ FEED_TEST_CASE(
   CHECK(cap->msgs == expected);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE(
     "sorted-edit", feed_type::sorted_feed, thoonk::feed_config{},
     "sorted feed: edit, retract, reads",
-    "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract][cluster_raw_channels]") {
+    "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract]") {
   thoonk::sorted_feed s(c, name);
   co_await s.append("one", asio::use_awaitable);
   co_await s.append("two", asio::use_awaitable);
@@ -148,8 +146,8 @@ FEED_TEST_CASE(
   CHECK(arrived);
   co_await settle();
   // The contract: edit is feed.publish only (no position); retract is the id.
-  CHECK(cap->msgs == std::vector<msg>{{"feed.publish:" + name, nul_join("2", binary)},
-                                      {"feed.retract:" + name, "1"}});
+  CHECK(cap->msgs == std::vector<msg>{{feed_channel("publish", name), nul_join("2", binary)},
+                                      {feed_channel("retract", name), "1"}});
 }
 
 FEED_TEST_CASE("sorted-missing", feed_type::sorted_feed, thoonk::feed_config{},

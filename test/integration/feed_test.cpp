@@ -80,10 +80,9 @@ FEED_TEST_CASE("order-ms", feed_type::feed, thoonk::feed_config{},
   CHECK(all_ids == ids);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
                "feed: raw wire: keys, ms scores, counters and payloads byte for byte",
-               "[feed][delete_feed][publish][retract][cluster_raw_channels]") {
+               "[feed][delete_feed][publish][retract]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   const std::string binary("a\0b\r\n\xff", 6);  // items are arbitrary bytes
@@ -127,20 +126,19 @@ FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
   CHECK(r7_);
   co_await settle();
   std::vector<msg> expected{
-      {"feed.publish:" + name, nul_join("id1", binary)},
-      {"feed.publish:" + name, nul_join("id2", "two")},
-      {"feed.edit:" + name, nul_join("id1", "one-edited")},
-      {"feed.retract:" + name, "id2"},  // eviction, announced before the publish
-      {"feed.publish:" + name, nul_join("id3", "three")},
-      {"feed.retract:" + name, "id1"},
+      {feed_channel("publish", name), nul_join("id1", binary)},
+      {feed_channel("publish", name), nul_join("id2", "two")},
+      {feed_channel("edit", name), nul_join("id1", "one-edited")},
+      {feed_channel("retract", name), "id2"},  // eviction, announced before the publish
+      {feed_channel("publish", name), nul_join("id3", "three")},
+      {feed_channel("retract", name), "id1"},
   };
   CHECK(cap->msgs == expected);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
                "feed: edit keeps the length and moves the item to the newest",
-               "[feed][delete_feed][get_ids][get_item][length][publish][cluster_raw_channels]") {
+               "[feed][delete_feed][get_ids][get_item][length][publish]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   std::vector<std::string> abc{"a", "b", "c"};
@@ -163,13 +161,12 @@ FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
   CHECK(r10_);
   co_await settle();
   REQUIRE(cap->msgs.size() == 4);
-  CHECK(cap->msgs[3] == msg{"feed.edit:" + name, nul_join("a", "v-a2")});
+  CHECK(cap->msgs[3] == msg{feed_channel("edit", name), nul_join("a", "v-a2")});
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("max", feed_type::feed, max_len(5),
                "feed: max_length 5 with six publishes keeps the newest five, one retract",
-               "[feed][delete_feed][get_ids][publish][set_config][cluster_raw_channels]") {
+               "[feed][delete_feed][get_ids][publish][set_config]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   std::vector<std::string> ids;
@@ -189,9 +186,9 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   auto r11_ = co_await wait_until([&] { return cap->msgs.size() >= 7; });
   CHECK(r11_);
   co_await settle();
-  auto retracts = cap->on("feed.retract:" + name);
-  CHECK(retracts == std::vector<msg>{{"feed.retract:" + name, "id0"}});
-  CHECK(cap->on("feed.publish:" + name).size() == 6);
+  auto retracts = cap->on(feed_channel("retract", name));
+  CHECK(retracts == std::vector<msg>{{feed_channel("retract", name), "id0"}});
+  CHECK(cap->on(feed_channel("publish", name)).size() == 6);
 
   // Lowering max_length trims on the next publish of a new id.
   co_await c.set_config(name, "max_length", "2", asio::use_awaitable);
@@ -203,10 +200,9 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   }
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FEED_TEST_CASE("retract", feed_type::feed, thoonk::feed_config{},
                "feed: retract of a missing id is a no-op reported as such",
-               "[feed][delete_feed][length][publish][retract][cluster_raw_channels]") {
+               "[feed][delete_feed][length][publish][retract]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   thoonk::feed f(c, name);
   co_await f.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
@@ -221,13 +217,12 @@ FEED_TEST_CASE("retract", feed_type::feed, thoonk::feed_config{},
   auto r16_ = co_await wait_until([&] { return cap->msgs.size() >= 2; });
   CHECK(r16_);
   co_await settle();
-  CHECK(cap->msgs == std::vector<msg>{{"feed.publish:" + name, nul_join("x", "1")},
-                                      {"feed.retract:" + name, "x"}});
+  CHECK(cap->msgs == std::vector<msg>{{feed_channel("publish", name), nul_join("x", "1")},
+                                      {feed_channel("retract", name), "x"}});
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_length items",
-          "[feed][concurrency][delete_feed][get_all][get_ids][publish][cluster_raw_channels]") {
+          "[feed][concurrency][delete_feed][get_all][get_ids][publish]") {
   fixture fx;
   auto& c = fx.c;
   run_coro(
@@ -272,8 +267,8 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
         auto pubs = co_await cmd(c.conn(), "GET", key("publishes", name));
         CHECK(pubs.str == std::to_string(writers * per_writer));
         bool all_retracts = co_await wait_until([&] {
-          return static_cast<int>(cap->on("feed.retract:" + name).size()) == evictions &&
-                 cap->on("feed.publish:" + name).size() + cap->on("feed.edit:" + name).size() ==
+          return static_cast<int>(cap->on(feed_channel("retract", name)).size()) == evictions &&
+                 cap->on(feed_channel("publish", name)).size() + cap->on(feed_channel("edit", name)).size() ==
                      writers * per_writer;
         });
         CHECK(all_retracts);
@@ -283,9 +278,9 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
         int inconsistent = 0;
         for (auto& [ch, payload] : cap->msgs) {
           auto id = payload.substr(0, payload.find('\0'));
-          if (ch == "feed.publish:" + name) inconsistent += !present.insert(id).second;
-          else if (ch == "feed.edit:" + name) inconsistent += !present.contains(id);
-          else if (ch == "feed.retract:" + name) inconsistent += present.erase(id) != 1;
+          if (ch == feed_channel("publish", name)) inconsistent += !present.insert(id).second;
+          else if (ch == feed_channel("edit", name)) inconsistent += !present.contains(id);
+          else if (ch == feed_channel("retract", name)) inconsistent += present.erase(id) != 1;
         }
         CHECK(inconsistent == 0);
         CHECK(present == in_zset);

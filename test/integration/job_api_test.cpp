@@ -52,16 +52,16 @@ auto move_only(int& calls) {
 
 }  // namespace
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE(
     "jobapi", "job_queue::create_or_open: creates with settings, opens an existing one as it is",
-    "[job][job_api][create_or_open][read_settings][open][cluster_raw_channels]") {
+    "[job][job_api][create_or_open][read_settings][open]") {
   co_await f.c.connect(asio::use_awaitable);
   jq::settings s;
   s.claim_timeout = 1500ms;
   s.retry.max_stalls = 2;
   s.retry.min_backoff = 10ms;
-  s.dead_letter_queue = "dead";
+  const auto dead = dead_letter_name(f.name, "dead");  // in f.name's slot on a cluster
+  s.dead_letter_queue = dead;
   s.events = true;
   s.result_ttl = 60s;
   s.published = true;
@@ -69,7 +69,8 @@ FIXTURE_TEST_CASE(
   CHECK(q.name() == f.name);
   auto config = co_await config_of(f.c.conn(), f.name);
   CHECK(config ==
-        "claim_timeout_ms=1500\ndead_letter_queue=dead\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
+        "claim_timeout_ms=1500\ndead_letter_queue=" + dead +
+            "\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
         "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
   // Round trip: the same values come back typed.
@@ -78,7 +79,7 @@ FIXTURE_TEST_CASE(
   CHECK(back.retry.max_stalls == 2);
   CHECK(back.retry.min_backoff == 10ms);
   CHECK(!back.retry.max_retries);
-  CHECK(back.dead_letter_queue == "dead");
+  CHECK(back.dead_letter_queue == dead);
   CHECK(back.events == true);
   CHECK(back.result_ttl == 60s);
   CHECK(back.published == true);
@@ -173,10 +174,9 @@ TEST_CASE("job_queue::settings: fields in the contract's string form",
   CHECK(!p.result_ttl);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("jobapi",
                   "job_queue::subscribe_finished: one typed event per finish with a result",
-                  "[job][job_api][subscribe_finished][finish][cluster_raw_channels]") {
+                  "[job][job_api][subscribe_finished][finish]") {
   auto q = co_await connected_job_queue(f);
   std::vector<thoonk::job_finished> seen;
   auto sub = co_await q.subscribe_finished(
@@ -192,7 +192,7 @@ FIXTURE_TEST_CASE("jobapi",
   co_await q.finish(j2, asio::use_awaitable);  // no result: no event
   co_await q.finish(j3, nul_result, asio::use_awaitable);
   // Another client's payload without a NUL is ignored and counted.
-  co_await cmd(f.c.conn(), "PUBLISH", "job.finish:" + f.name, "no-separator");
+  co_await raw_notify(f.c.conn(), job_finish_channel(f.name), "no-separator");
   auto arrived = co_await wait_until([&] { return seen.size() >= 2; });
   CHECK(arrived);
   co_await settle();

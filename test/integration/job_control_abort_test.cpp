@@ -56,11 +56,10 @@ asio::awaitable<std::string> engine_snapshot(thoonk::connection& c, std::string 
 
 }  // namespace
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 TWO_CLIENT_TEST_CASE(
     "abort", "abort: from another client, cancelled: the holder's token ends, the job goes back",
     "[job][control][abort][subscribe_aborts][claim][finish][heartbeat][fail][cancel]["
-    "progress][cluster_raw_channels]") {
+    "progress]") {
   auto worker = co_await engine_queue(f);
   auto boss = co_await open_on(other, f.name);
 
@@ -112,14 +111,12 @@ TWO_CLIENT_TEST_CASE(
   f.raw.stop();
 }
 
-// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
-// slot on a cluster: excluded from the cluster run (docs/cluster.md).
-FIXTURE_TEST_CASE(
-    "abort",
+FIXTURE_TEST_CASE_WITH_CONFIG(
+    dead_letter_config(), "abort",
     "abort: failed retries after the backoff; permanent makes a dead letter and its record",
-    "[job][control][abort][fail][dead_letter][claim][get_job][dlq_cross_slot]") {
+    "[job][control][abort][fail][dead_letter][claim][get_job]") {
   co_await f.c.connect(asio::use_awaitable);
-  const auto dead_name = unique_name("abort-dead");
+  const auto dead_name = dead_letter_name(f.name, unique_name("abort-dead"));
   auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
   thoonk::job_queue::settings s;
   s.retry.max_retries = 5;
@@ -276,10 +273,9 @@ FIXTURE_TEST_CASE("abort", "abort: a job claimed with the contract's plain comma
   co_await q.finish(j, asio::use_awaitable);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("abort",
                   "abort: typed events with events on; job.abort is published with events off",
-                  "[job][control][abort][events][subscribe_events][cluster_raw_channels]") {
+                  "[job][control][abort][events][subscribe_events]") {
   thoonk::job_queue::settings s;
   s.events = true;
   s.retry.min_backoff = 60000ms;
@@ -310,7 +306,7 @@ FIXTURE_TEST_CASE("abort",
   events->clear();
   co_await q.abort(id2, cancelled(), asio::use_awaitable);
   auto got8 = co_await wait_until([&] { return cap->msgs.size() == 1; });
-  CHECK(got8);
+  REQUIRE(got8);  // front() below needs it
   co_await settle();
   CHECK(events->empty());
   CHECK(cap->msgs.front().second == id2);
@@ -351,22 +347,21 @@ TEST_CASE("abort: a user who may not PUBLISH on job.abort gets no_channel_permis
   });
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and counted; errors",
-                  "[job][control][subscribe_aborts][cluster_raw_channels]") {
+                  "[job][control][subscribe_aborts]") {
   auto q = co_await engine_queue(f);
   auto seen = std::make_shared<std::vector<std::string>>();
   auto sub = co_await q.subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
                                          asio::use_awaitable);
-  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + key_name(f.name), "");
-  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + key_name(f.name), "some-id");
+  co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "");
+  co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "some-id");
   auto got11 = co_await wait_until([&] { return seen->size() == 1; });
   REQUIRE(got11);  // front() below needs it
   CHECK(seen->front() == "some-id");
   CHECK(q.malformed_finish_events() == 1);
   // Destroying the subscription unsubscribes.
   sub = thoonk::subscription{};
-  co_await cmd(f.c.conn(), "PUBLISH", "job.abort:" + key_name(f.name), "later");
+  co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "later");
   co_await settle();
   CHECK(seen->size() == 1);
   thoonk::job_queue bad(f.c, "");

@@ -22,10 +22,12 @@ struct dead_lettering {
   std::string dead_name;
 };
 
-// Connects f's client, creates a dead-letter queue with a fresh name and
-// the job queue f.name with settings `s` sending its dead letters there.
+// Connects f's client, creates a dead-letter queue with a fresh name
+// (dead_letter_name(): in f.name's slot on a cluster, where f's client must
+// have dead_letter_config()) and the job queue f.name with settings `s`
+// sending its dead letters there.
 asio::awaitable<dead_lettering> with_dead_letters(fixture& f, thoonk::job_queue::settings s) {
-  const auto dead_name = unique_name("retry-dead");
+  const auto dead_name = dead_letter_name(f.name, unique_name("retry-dead"));
   co_await f.c.connect(asio::use_awaitable);
   auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
   s.dead_letter_queue = dead_name;
@@ -119,11 +121,10 @@ FIXTURE_TEST_CASE("retry",
   CHECK(info.last_error == "fatal");
 }
 
-// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
-// slot on a cluster: excluded from the cluster run (docs/cluster.md).
-FIXTURE_TEST_CASE("retry",
-                  "retry: the dead-letter record is valid JSON [id, data, error], bytes included",
-                  "[job][retry][fail][dead_letter][claim][dlq_cross_slot]") {
+FIXTURE_TEST_CASE_WITH_CONFIG(
+    dead_letter_config(), "retry",
+    "retry: the dead-letter record is valid JSON [id, data, error], bytes included",
+    "[job][retry][fail][dead_letter][claim]") {
   const auto s = fast_retries(1);
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
 
@@ -172,16 +173,16 @@ FIXTURE_TEST_CASE("retry",
   co_await f.c.delete_feed(dead_name, asio::use_awaitable);
 }
 
-// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
-// slot on a cluster: excluded from the cluster run (docs/cluster.md).
-FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle was opened is used",
-                  "[job][retry][fail][dead_letter][set_config][dlq_cross_slot]") {
+FIXTURE_TEST_CASE_WITH_CONFIG(dead_letter_config(), "retry",
+                              "retry: a dead-letter queue named after the handle was opened is used",
+                              "[job][retry][fail][dead_letter][set_config]") {
   auto q = co_await engine_queue(f, fast_retries(1));
   auto id = co_await q.put("a", asio::use_awaitable);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   co_await q.fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
 
-  const auto d1 = unique_name("retry-d1"), d2 = unique_name("retry-d2");
+  const auto d1 = dead_letter_name(f.name, unique_name("retry-d1")),
+             d2 = dead_letter_name(f.name, unique_name("retry-d2"));
   auto q1 = co_await thoonk::job_queue::create_or_open(f.c, d1, asio::use_awaitable);
   auto q2 = co_await thoonk::job_queue::create_or_open(f.c, d2, asio::use_awaitable);
   co_await f.c.set_config(f.name, "dead_letter_queue", d1, asio::use_awaitable);
@@ -201,7 +202,8 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
   CHECK(rec1.item.find("to d1") != std::string::npos);
   CHECK(rec2.item.find("to d2") != std::string::npos);
   // A dead-letter queue that does not exist: the job is still kept.
-  co_await f.c.set_config(f.name, "dead_letter_queue", unique_name("nowhere"), asio::use_awaitable);
+  const auto nowhere = dead_letter_name(f.name, unique_name("nowhere"));
+  co_await f.c.set_config(f.name, "dead_letter_queue", nowhere, asio::use_awaitable);
   auto lost = co_await q.put("d", asio::use_awaitable);
   j = co_await q.claim(1s, asio::use_awaitable);
   auto r = co_await q.fail(j, "kept", asio::use_awaitable);
@@ -214,11 +216,10 @@ FIXTURE_TEST_CASE("retry", "retry: a dead-letter queue named after the handle wa
   co_await f.c.delete_feed(d2, asio::use_awaitable);
 }
 
-// [dlq_cross_slot]: a dead-letter queue of its own, whose keys sit in another
-// slot on a cluster: excluded from the cluster run (docs/cluster.md).
-FIXTURE_TEST_CASE("retry",
-                  "retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
-                  "[job][retry][maintain][claim][get_job][dead_letter][dlq_cross_slot]") {
+FIXTURE_TEST_CASE_WITH_CONFIG(
+    dead_letter_config(), "retry",
+    "retry: a lapsed lease is a stall; at max_stalls a dead letter with its error",
+    "[job][retry][maintain][claim][get_job][dead_letter]") {
   thoonk::job_queue::settings s;
   s.retry.max_stalls = 2;
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);

@@ -70,14 +70,12 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: cancel puts it back with the failure coun
   CHECK(ec2 == thoonk::error::job_not_found);
 }
 
-// [cluster_raw_channels]: one server only (docs/cluster.md, Test setup).
 JOB_QUEUE_TEST_CASE("jobs-flow", "job: stall, retry, claim, finish with a result",
-                    "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]"
-                    "[cluster_raw_channels]") {
+                    "[job][claim][counts][finish][get_result][put][retry][stall][subscribe]") {
   std::vector<std::string> events;
-  auto sub = co_await f.c.sub().subscribe(
-      "job.finish:" + f.name, [&](const thoonk::message& m) { events.emplace_back(m.payload); },
-      asio::use_awaitable);
+  auto sub = co_await subscribe_notifications(
+      f.c.sub(), job_finish_channel(f.name),
+      [&](const thoonk::message& m) { events.emplace_back(m.payload); });
 
   auto [id, j1] = co_await put_and_claim(q, "work");
   co_await q.stall(j1, asio::use_awaitable);

@@ -1,5 +1,6 @@
 #include "support/doc_snippet.hpp"
 
+#include "support/redis_server.hpp"
 #include "support/run_coro.hpp"
 #include "support/test_client.hpp"
 
@@ -52,13 +53,17 @@ void check_tutorial_shown(const std::string& source_file, const std::string& doc
   CHECK(snippets.doc == snippets.source);
 }
 
-std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix) {
+std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix, bool tagged_name) {
   boost::asio::io_context ioc;
-  thoonk::client client(ioc.get_executor(), test_config());
+  const bool tag = tagged_name && cluster_topology();
+  auto cfg = test_config();
+  if (tag) cfg.allow_hash_tag_names = true;
+  thoonk::client client(ioc.get_executor(), cfg);
   std::ostringstream out;
+  const auto name = tag ? "{" + unique_name(prefix) + "}" : unique_name(prefix);
   run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
     co_await client.connect(boost::asio::use_awaitable);
-    co_await tutorial(client, unique_name(prefix), out);
+    co_await tutorial(client, name, out);
     client.stop();
   });
   return out.str();

@@ -40,7 +40,12 @@ using tutorial_fn =
     std::function<boost::asio::awaitable<void>(thoonk::client&, std::string, std::ostream&)>;
 
 /// Runs `tutorial` against the test server under run_coro's deadline, with a
-/// fresh name starting with `prefix`, and returns what it wrote.
-std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix);
+/// fresh name starting with `prefix`, and returns what it wrote. With
+/// `tagged_name`, under cluster_topology() the name is a hash tag of its
+/// own (`{<prefix>-...}`) and the client has config::allow_hash_tag_names,
+/// so that the names the tutorial derives from it (`<name>.dead`) share its
+/// slot; on one server nothing changes.
+std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix,
+                         bool tagged_name = false);
 
 }  // namespace thoonk::test

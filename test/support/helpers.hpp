@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,7 +57,49 @@ struct capture {
 /// Lets in-flight pub/sub messages arrive (for "nothing more came" checks).
 inline asio::awaitable<void> settle() { co_await sleep_for(50ms); }
 
-/// Subscribes a raw capture to `patterns` (PSUBSCRIBE) on `sub`.
+/// The management channels (classic pub/sub on a cluster too).
+inline bool management_channel(std::string_view channel) {
+  return channel == "newfeed" || channel == "delfeed" || channel == "conffeed";
+}
+
+/// The kinds of a feed's notification channels `feed.<kind>:<feed>` (every
+/// channel a pattern `feed.*:<feed>` can match).
+inline const std::vector<std::string>& feed_channel_kinds() {
+  static const std::vector<std::string> kinds{"publish", "edit", "retract", "position", "wake"};
+  return kinds;
+}
+
+/// The channels a raw capture of `pattern` subscribes to under
+/// cluster_topology(), where the notifications are shard channels and
+/// sharded pub/sub has no patterns: `feed.*:<feed>` names the feed's
+/// channels, `feed.<kind>:<feed as in keys>` for every kind of
+/// feed_channel_kinds(); a management channel stays as it is (classic);
+/// any other name without glob characters is one shard channel as given.
+/// Any other pattern cannot be heard on a cluster: std::logic_error.
+inline std::vector<std::string> cluster_capture_channels(const std::string& pattern) {
+  static const std::string feed_prefix = "feed.*:";
+  if (pattern.starts_with(feed_prefix)) {
+    const auto feed = pattern.substr(feed_prefix.size());
+    std::vector<std::string> out;
+    const bool tagged = feed.find('{') == std::string::npos;
+    for (const auto& kind : feed_channel_kinds())
+      out.push_back("feed." + kind + ":" + (tagged ? "{" + feed + "}" : feed));
+    return out;
+  }
+  if (pattern.find_first_of("*?[") != std::string::npos)
+    throw std::logic_error("capture_patterns: sharded pub/sub has no patterns; name the channels"
+                           " (or feed.*:<feed>) instead of " + pattern);
+  return {pattern};
+}
+
+/// Subscribes a raw capture to `patterns` on `sub`, as a contract client
+/// listens: on one server with PSUBSCRIBE; under cluster_topology() each
+/// pattern becomes the channels cluster_capture_channels() names, a
+/// management channel with PSUBSCRIBE (classic pub/sub, heard on any node)
+/// and every other with SSUBSCRIBE on the primary serving its slot (`sub`,
+/// a subscriber of test_config(), goes to its seed and follows the MOVED
+/// reply there). One feed's channels share a slot, hence one shard
+/// connection: the capture keeps their order.
 /// (Variadic: g++ 12 rejects braced lists inside co_await expressions.)
 template <class... Patterns>
 asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& sub,
@@ -64,14 +107,24 @@ asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& s
   std::vector<std::string> patterns;
   (patterns.emplace_back(std::move(ps)), ...);
   auto cap = std::make_shared<capture>();
+  auto record = [cap](const thoonk::message& m) {
+    cap->msgs.emplace_back(std::string(m.channel), std::string(m.payload));
+  };
   for (const auto& p : patterns) {
-    auto s = co_await sub.psubscribe(
-        p,
-        [cap](const thoonk::message& m) {
-          cap->msgs.emplace_back(std::string(m.channel), std::string(m.payload));
-        },
-        asio::use_awaitable);
-    cap->subs.push_back(std::move(s));
+    if (!cluster_topology()) {
+      auto s = co_await sub.psubscribe(p, record, asio::use_awaitable);
+      cap->subs.push_back(std::move(s));
+      continue;
+    }
+    for (const auto& ch : cluster_capture_channels(p)) {
+      if (management_channel(ch)) {
+        auto s = co_await sub.psubscribe(ch, record, asio::use_awaitable);
+        cap->subs.push_back(std::move(s));
+      } else {
+        auto s = co_await sub.ssubscribe(ch, record, asio::use_awaitable);
+        cap->subs.push_back(std::move(s));
+      }
+    }
   }
   if (cluster_topology()) {
     // A cluster forwards a PUBLISH to the other nodes over its bus after
@@ -116,10 +169,49 @@ inline std::string key(std::string_view what, std::string_view feed) {
   return "feed." + std::string(what) + ":" + key_name(feed);
 }
 
-/// A feed's channel `feed.<what>:<feed>`: channels keep the bare name, on a
-/// cluster too.
+/// The feed's name as it appears in the library's notification channels:
+/// the bare name on one server (the contract's channels); under
+/// cluster_topology() key_name(), the hash tag, because the channels are
+/// shard channels sent from the scripts (docs/cluster.md, "Notifications").
+inline std::string channel_name(std::string_view feed) {
+  return cluster_topology() ? key_name(feed) : std::string(feed);
+}
+
+/// A feed's channel `feed.<what>:<feed>` (`feed.<what>:{<feed>}` under
+/// cluster_topology(), see channel_name()).
 inline std::string feed_channel(std::string_view what, std::string_view feed) {
-  return "feed." + std::string(what) + ":" + std::string(feed);
+  return "feed." + std::string(what) + ":" + channel_name(feed);
+}
+
+/// A job queue's finish channel `job.finish:<feed>` (tagged on a cluster,
+/// see channel_name()).
+inline std::string job_finish_channel(std::string_view feed) {
+  return "job.finish:" + channel_name(feed);
+}
+
+/// The command a plain client sends a feed, queue or job notification with:
+/// PUBLISH on one server, SPUBLISH under cluster_topology() (shard
+/// channels; raw_exec sends it to the primary serving the channel's slot,
+/// inside a MULTI too when its first key shares that slot).
+inline const char* notify_command() { return cluster_topology() ? "SPUBLISH" : "PUBLISH"; }
+
+/// A raw notification on a feed, queue or job channel (not a management
+/// one), as a contract client sends it: notify_command() through raw_exec.
+inline asio::awaitable<thoonk::resp3::value> raw_notify(thoonk::connection& c,
+                                                        std::string channel,
+                                                        std::string payload) {
+  return cmd(c, notify_command(), channel, payload);
+}
+
+/// Subscribes `cb` to a feed, queue or job channel on `sub` as a contract
+/// client must: SUBSCRIBE on one server, SSUBSCRIBE under
+/// cluster_topology() (shard channels).
+inline asio::awaitable<thoonk::subscription> subscribe_notifications(thoonk::subscriber& sub,
+                                                                     std::string channel,
+                                                                     thoonk::subscriber::callback cb) {
+  if (cluster_topology())
+    co_return co_await sub.ssubscribe(std::move(channel), std::move(cb), asio::use_awaitable);
+  co_return co_await sub.subscribe(std::move(channel), std::move(cb), asio::use_awaitable);
 }
 
 /// A hash (HGETALL `hash_key`) as a map, e.g. hash_of(conn, key("config", name)).
@@ -214,11 +306,23 @@ struct gap_user {
     co_await cmd(admin, "ACL", "SETUSER", name, "reset", "on", ">" + pass, rules...);
   }
   // Disables the user and kills its subscriber connection: it cannot come
-  // back until close().
+  // back until close(). On one server that is one connection; under
+  // cluster_topology() every pubsub connection of the user on every node
+  // (the subscriber keeps one per primary serving a subscribed shard
+  // channel, besides its own once it holds a classic channel), at least one.
   asio::awaitable<void> open_gap(thoonk::connection& admin) const {
     co_await cmd(admin, "ACL", "SETUSER", name, "off");
+    std::int64_t expected = 1;
+    if (cluster_topology()) {
+      auto list = co_await cmd(admin, "CLIENT", "LIST", "TYPE", "pubsub");
+      expected = 0;
+      std::istringstream in(list.str);
+      for (std::string line; std::getline(in, line);)
+        expected += line.find(" user=" + name + " ") != std::string::npos;
+      CHECK(expected >= 1);
+    }
     auto killed = co_await cmd(admin, "CLIENT", "KILL", "USER", name, "TYPE", "pubsub");
-    CHECK(killed.integer == 1);
+    CHECK(killed.integer == expected);
   }
   asio::awaitable<void> close_gap(thoonk::connection& admin) const {
     co_await cmd(admin, "ACL", "SETUSER", name, "on");
@@ -408,6 +512,27 @@ void run_connected(asio::io_context& ioc, Service& service, coro_fn body,
       deadline);
 }
 
+/// The name of a dead-letter queue of job queue `queue`: `name` on one
+/// server; under cluster_topology() `{<queue>}.<name>`, the queue's name as
+/// its hash tag, so that its keys share the queue's slot (a dead-letter
+/// queue of another slot fails with error::cluster_cross_slot there,
+/// docs/cluster.md "Dead-letter queues"). A client opening it needs
+/// config::allow_hash_tag_names on a cluster (dead_letter_config()).
+inline std::string dead_letter_name(std::string_view queue, std::string name) {
+  if (!cluster_topology()) return name;
+  return "{" + std::string(queue) + "}." + name;
+}
+
+/// named_config() for a client that opens dead-letter queues named by
+/// dead_letter_name(): under cluster_topology() with
+/// config::allow_hash_tag_names (their names hold the queue's hash tag);
+/// unchanged on one server.
+inline thoonk::config dead_letter_config() {
+  auto cfg = named_config();
+  if (cluster_topology()) cfg.allow_hash_tag_names = true;
+  return cfg;
+}
+
 /// Maintenance without the stats feed.
 inline thoonk::maintenance_options no_stats() {
   thoonk::maintenance_options o;
@@ -535,12 +660,14 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 #define THOONK_TEST_FN_ THOONK_TEST_CAT_(thoonk_coro_test_, __LINE__)
 // The frame of the coroutine test-case macros: declares the body
 // THOONK_TEST_FN_ with the parameter list `params`, defines TEST_CASE(...)
-// making `fixture fx(prefix)` and running `run` (a parenthesised statement
-// that calls the body), and opens the body's definition.
-#define THOONK_CORO_TEST_CASE_(params, fx, prefix, run, ...)    \
+// making `fixture fx fxargs` (`fxargs` the parenthesised arguments of the
+// fixture's constructor, e.g. `(prefix)`) and running `run` (a
+// parenthesised statement that calls the body), and opens the body's
+// definition.
+#define THOONK_CORO_TEST_CASE_(params, fx, fxargs, run, ...)    \
   static ::boost::asio::awaitable<void> THOONK_TEST_FN_ params; \
   TEST_CASE(__VA_ARGS__) {                                      \
-    ::thoonk::test::fixture fx(prefix);                         \
+    ::thoonk::test::fixture fx fxargs;                          \
     THOONK_TEST_EXPAND_ run                                     \
   }                                                             \
   static ::boost::asio::awaitable<void> THOONK_TEST_FN_ params
@@ -566,10 +693,24 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///     }
 #define FIXTURE_TEST_CASE_WITHIN(deadline, prefix, ...)                                    \
   THOONK_CORO_TEST_CASE_(                                                                  \
-      ([[maybe_unused]] ::thoonk::test::fixture & f), f, prefix,                           \
+      ([[maybe_unused]] ::thoonk::test::fixture & f), f, (prefix),                         \
       (::thoonk::test::run_coro(                                                           \
            f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return THOONK_TEST_FN_(f); }, \
            deadline);),                                                                    \
+      __VA_ARGS__)
+
+/// FIXTURE_TEST_CASE whose fixture's client has config `cfg` (an
+/// expression, e.g. dead_letter_config()):
+///
+///     FIXTURE_TEST_CASE_WITH_CONFIG(dead_letter_config(), "retry", "...", "[job]") {
+///       ...
+///     }
+#define FIXTURE_TEST_CASE_WITH_CONFIG(cfg, prefix, ...)                                    \
+  THOONK_CORO_TEST_CASE_(                                                                  \
+      ([[maybe_unused]] ::thoonk::test::fixture & f), f, (prefix, cfg),                    \
+      (::thoonk::test::run_coro(                                                           \
+           f.ioc, [&f]() -> ::boost::asio::awaitable<void> { return THOONK_TEST_FN_(f); }, \
+           ::std::chrono::seconds(20));),                                                  \
       __VA_ARGS__)
 
 /// FIXTURE_TEST_CASE with a second client in scope: `other`, on f's
@@ -584,7 +725,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///     }
 #define TWO_CLIENT_TEST_CASE(prefix, ...)                                                  \
   THOONK_CORO_TEST_CASE_(                                                                  \
-      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::client & other), f, prefix, \
+      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::client & other), f, (prefix), \
       (::thoonk::client other(                                                             \
            f.ioc.get_executor(),                                                           \
            ::thoonk::test::named_config(std::string("thoonk-") + prefix + "-other"));      \
@@ -606,7 +747,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 #define CLIENT_TEST_CASE(prefix, ...)                                                             \
   THOONK_CORO_TEST_CASE_(                                                                         \
       ([[maybe_unused]] ::thoonk::test::fixture & fx, [[maybe_unused]] ::thoonk::client & c), fx, \
-      prefix, (fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                       \
+      (prefix), (fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                       \
         co_await THOONK_TEST_FN_(fx, fx.c);                                                       \
         fx.raw.stop();                                                                            \
       });),                                                                                       \
@@ -625,7 +766,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 #define FEED_TEST_CASE(prefix, type, cfg, ...)                                                    \
   THOONK_CORO_TEST_CASE_(([[maybe_unused]] ::thoonk::test::fixture & fx,                          \
                           [[maybe_unused]] ::thoonk::client & c, const std::string& name),        \
-                         fx, prefix,                                                              \
+                         fx, (prefix),                                                            \
                          (::thoonk::test::run_with_feed(fx, prefix, type, cfg,                    \
                                                         [&fx](const std::string& name) {          \
                                                           return THOONK_TEST_FN_(fx, fx.c, name); \
@@ -643,7 +784,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///     }
 #define JOB_QUEUE_TEST_CASE(prefix, ...)                                                  \
   THOONK_CORO_TEST_CASE_(                                                                 \
-      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::job_queue & q), f, prefix, \
+      ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::job_queue & q), f, (prefix), \
       (::thoonk::test::run_with_job_queue(                                                \
            f, [&f](::thoonk::job_queue& q) { return THOONK_TEST_FN_(f, q); });),          \
       __VA_ARGS__)

@@ -155,6 +155,27 @@ void merge(resp3::value& into, resp3::value&& v, const std::string& command) {
 
 }  // namespace
 
+boost::asio::awaitable<response> exec_on_node(connection& via, unsigned short port,
+                                              const request& req) {
+  return exec_on(via, port, req);
+}
+
+std::vector<unsigned short> cluster_ports(bool primaries_only) {
+  std::vector<unsigned short> ports;
+  for (const auto& s : shared_cluster().servers()) {
+    const auto port = s->port();
+    bool primary = false;
+    for (std::uint16_t slot = 0; slot < 16384 && !primary; slot = static_cast<std::uint16_t>(slot + 1))
+      primary = shared_slot_owner(slot) == port;
+    if (!primaries_only || primary) ports.push_back(port);
+  }
+  return ports;
+}
+
+unsigned short owner_port(std::string_view key) {
+  return shared_slot_owner(detail::hash_slot(key));
+}
+
 boost::asio::awaitable<response> raw_exec(connection& c, const request& req) {
   if (!cluster_topology()) co_return co_await c.exec(req, boost::asio::use_awaitable);
   const auto r = route_of(req);
@@ -165,14 +186,7 @@ boost::asio::awaitable<response> raw_exec(connection& c, const request& req) {
       co_return co_await exec_on(c, shared_slot_owner(detail::hash_slot(r.key)), req);
     case route_kind::every_node:
     case route_kind::every_primary: {
-      std::vector<unsigned short> ports;
-      for (const auto& s : shared_cluster().servers()) {
-        const auto port = s->port();
-        bool primary = false;
-        for (std::uint16_t slot = 0; slot < 16384 && !primary; slot = static_cast<std::uint16_t>(slot + 1))
-          primary = shared_slot_owner(slot) == port;
-        if (r.kind == route_kind::every_node || primary) ports.push_back(port);
-      }
+      const auto ports = cluster_ports(r.kind == route_kind::every_primary);
       response out;
       for (auto port : ports) {
         auto resp = co_await exec_on(c, port, req);

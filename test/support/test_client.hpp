@@ -38,6 +38,24 @@ std::string unique_name(std::string_view prefix);
 /// FLUSHDB: arrays joined).
 boost::asio::awaitable<response> raw_exec(connection& c, const request& req);
 
+/// Runs `req` on the node listening on 127.0.0.1:`port` of the shared
+/// cluster, over a connection of its own made with `via`'s config (not in
+/// cluster mode), and returns its replies; throws
+/// boost::system::system_error on a transport error and std::logic_error
+/// when the node answers MOVED, ASK or CROSSSLOT. For the per-node reads
+/// and kills of the tests run under cluster_topology() (INFO, CLIENT LIST,
+/// CLIENT KILL ID).
+boost::asio::awaitable<response> exec_on_node(connection& via, unsigned short port,
+                                              const request& req);
+
+/// The ports of the shared cluster's nodes (cluster_topology() only): every
+/// node, or only the primaries.
+std::vector<unsigned short> cluster_ports(bool primaries_only);
+
+/// The port of the shared cluster's primary serving `key`'s hash slot (a
+/// channel's too: shard channels hash as keys do).
+unsigned short owner_port(std::string_view key);
+
 /// Runs `req` (one command) with raw_exec and returns its reply.
 boost::asio::awaitable<resp3::value> exec_one(connection& c, request req);
 

@@ -352,3 +352,57 @@ TEST_CASE("cluster: a slot's requests keep their order across a change of route"
     CHECK(o.open());
   }
 }
+
+TEST_CASE("cluster: a slot's waiting requests are never stranded", "[unit][cluster]") {
+  using thoonk::detail::slot_order;
+  using thoonk::detail::slot_waiters;
+  slot_order o;
+  slot_waiters<int> w;
+  slot_order::ticket a;
+  CHECK_FALSE(w.must_wait(o));
+  o.on_send(a);
+  o.hold(a);  // a is sent again (MOVED): the slot drains
+  REQUIRE(w.must_wait(o));
+  w.push(1);
+  w.push(2);
+  CHECK_FALSE(w.should_wake(o));  // still draining
+
+  SECTION("a request arriving between the wake-up and the resumes waits, and is woken "
+          "when the last woken one resumes") {
+    o.on_send(a);
+    REQUIRE(o.release(a));  // the slot opens: the router wakes the queue
+    auto woken = w.take_all();
+    CHECK(woken == std::deque<int>{1, 2});
+    CHECK(w.woken() == 2);
+    CHECK(w.must_wait(o));  // 3 comes before 1 and 2 ran: behind them
+    w.push(3);
+    CHECK(w.resumed(1));
+    CHECK_FALSE(w.should_wake(o));  // 2 is still ahead of 3
+    CHECK(w.resumed(2));
+    // No release is coming (nothing drains); without this 3 would wait
+    // for good, and every later request of the slot behind it.
+    CHECK(w.should_wake(o));
+    CHECK(w.take_all() == std::deque<int>{3});
+    CHECK(w.resumed(3));
+    CHECK_FALSE(w.should_wake(o));
+    CHECK_FALSE(w.must_wait(o));
+  }
+  SECTION("a waiter that leaves (cancelled) lets the ones behind it go once the slot is open") {
+    o.on_send(a);
+    REQUIRE(o.release(a));
+    CHECK(w.take_all().size() == 2);
+    w.push(3);
+    w.push(4);
+    CHECK(w.resumed(1));
+    CHECK_FALSE(w.resumed(3));  // 3 was not woken: its wait was cancelled
+    CHECK(w.waiting() == 1);
+    CHECK_FALSE(w.should_wake(o));  // 2 still ahead
+    CHECK(w.resumed(2));
+    CHECK(w.should_wake(o));  // 4
+  }
+  SECTION("a cancelled waiter while the slot still drains wakes nobody") {
+    CHECK_FALSE(w.resumed(1));
+    CHECK(w.waiting() == 1);
+    CHECK_FALSE(w.should_wake(o));
+  }
+}
