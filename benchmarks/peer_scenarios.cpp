@@ -16,8 +16,9 @@
 //             are finished; --latency: record put -> handler start from
 //             the payload's stamp; --runner: job_queue::run instead (only
 //             when the library has the runner); --prefetch N: the raw
-//             worker with job_queue_options::prefetch = N (not used by the
-//             report, which runs every system at its defaults)
+//             worker with job_queue_options::prefetch = N, the runner with
+//             run_options::prefetch = N (not used by the report, which
+//             runs every system at its defaults)
 //   subscribe --subscribers K --messages M
 //             K subscriber clients on one feed; publish -> callback latency
 //   publish   --messages M --rate R
@@ -59,6 +60,7 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,7 +109,7 @@ struct options {
   double rate = 0;
   bool latency = false;
   bool runner = false;
-  std::size_t prefetch = 0;
+  std::optional<std::size_t> prefetch;
   std::chrono::seconds timeout{120};
 };
 
@@ -204,7 +206,7 @@ constexpr bool runner_available = false;
 
 asio::awaitable<thoonk::job_queue> open_queue(thoonk::client& c, const options& o) {
   thoonk::job_queue_options qo;
-  qo.prefetch = o.prefetch;
+  qo.prefetch = o.prefetch.value_or(0);
   co_return co_await thoonk::job_queue::create_or_open(c, o.queue, thoonk::job_queue::settings{},
                                                        qo, asio::use_awaitable);
 }
@@ -340,6 +342,7 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   st->lat_ns.reserve(static_cast<std::size_t>(o.jobs));
   thoonk::run_options ro;
   ro.concurrency = static_cast<std::size_t>(o.concurrency);
+  if (o.prefetch) ro.prefetch = *o.prefetch;
   // The N-th handler's return (or the time limit) asks for the graceful
   // stop by cancelling the run operation.
   auto stop = std::make_shared<asio::cancellation_signal>();

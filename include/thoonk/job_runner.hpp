@@ -118,6 +118,19 @@ struct run_options {
   boost::asio::basic_signal_set<boost::asio::any_io_executor>* stop_signals = nullptr;
   /// Most jobs one script call claims (1 .. 1000).
   std::size_t max_claim_batch = 256;
+  /// Most jobs claimed ahead of the idle slots (0 .. 10000; unset: 64, or
+  /// `concurrency` when larger). The runner claims ahead only while its
+  /// handlers run shorter than a round trip to the server (on average, and
+  /// the last one), and then only what the slots get through in one round
+  /// trip at the handlers' pace: the next job is at hand when a handler
+  /// ends, instead of an idle slot waiting for the server, and a job
+  /// claimed ahead waits for a slot about one round trip. One handler
+  /// longer than a round trip turns it off. A job claimed ahead counts as
+  /// claimed by this worker (the heartbeats renew it); it goes back to the
+  /// front of the line, no failure counted, when a stop is asked for or
+  /// when it still waits for a slot one heartbeat interval later (it sits
+  /// behind a handler that turned out long). 0: never claim ahead.
+  std::optional<std::size_t> prefetch;
 };
 
 /// What a run did, when it completed.
@@ -129,7 +142,9 @@ struct run_report {
   std::uint64_t dead_lettered = 0;     ///< handlers that threw: dead letter
   std::uint64_t lost = 0;              ///< outcomes refused because the claim had been lost
   std::uint64_t cancelled = 0;         ///< handlers signalled to stop (lost claims, stop timeout)
-  std::uint64_t released = 0;          ///< jobs given back at the stop, no failure counted
+  /// Jobs given back, no failure counted: those still held at the stop,
+  /// and jobs claimed ahead that did not start (see run_options::prefetch).
+  std::uint64_t released = 0;
   std::uint64_t registrations = 0;     ///< 1, plus one for each time the registration lapsed
   std::uint64_t progress_refused = 0;  ///< job_context::progress reports the server refused
 };

@@ -38,7 +38,7 @@ void job_queue_impl::init() {
   claims = std::make_shared<fetcher<claimed_job>>(
       ex, opts.poll_interval, opts.max_claim_batch, opts.max_claims_in_flight,
       [weak](std::size_t n) { return claim_batch(weak.lock(), n); },
-      [weak](std::vector<claimed_job> js) { return release(weak.lock(), std::move(js)); },
+      [weak](std::vector<claimed_job> js) { return give_back(weak.lock(), std::move(js)); },
       [weak]() { return prepare(weak.lock()); },
       fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
   finishes = std::make_shared<batcher<finish_request, error_code>>(
@@ -139,9 +139,14 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   co_return std::tuple{op_status{}, std::move(out)};
 }
 
-asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> self,
-                                              std::vector<claimed_job> js) {
-  if (!self || js.empty()) co_return;
+asio::awaitable<void> job_queue_impl::give_back(std::shared_ptr<job_queue_impl> self,
+                                                std::vector<claimed_job> js) {
+  co_await release(std::move(self), std::move(js));
+}
+
+asio::awaitable<std::uint64_t> job_queue_impl::release(std::shared_ptr<job_queue_impl> self,
+                                                       std::vector<claimed_job> js) {
+  if (!self || js.empty()) co_return 0;
   std::vector<std::string> args;
   args.reserve(1 + 2 * js.size());
   args.push_back(self->wake_channel);
@@ -149,8 +154,8 @@ asio::awaitable<void> job_queue_impl::release(std::shared_ptr<job_queue_impl> se
     args.push_back(std::move(j.id));
     args.push_back(std::to_string(j.token));
   }
-  // If this fails the claims lapse and maintenance requeues them.
-  co_await self->call(scripts::jobs_release(), std::move(args));
+  auto [st, v] = co_await self->call(scripts::jobs_release(), std::move(args));
+  co_return st ? 0 : static_cast<std::uint64_t>(as_int(v));
 }
 
 asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(

@@ -54,7 +54,14 @@ class job_queue_impl final : public queue_core {
   // ---- script calls used by the dispatcher and batchers ------------------
   static awaitable<op_result<std::vector<claimed_job>>> claim_batch(
       std::shared_ptr<job_queue_impl> self, std::size_t n);
-  static awaitable<void> release(std::shared_ptr<job_queue_impl> self, std::vector<claimed_job> js);
+  /// Gives claims back (no failure counted); how many were still held.
+  /// Errors count as none given back: the claims then lapse with their
+  /// leases and maintenance requeues them.
+  static awaitable<std::uint64_t> release(std::shared_ptr<job_queue_impl> self,
+                                          std::vector<claimed_job> js);
+  /// release() for the claim fetcher, which ignores the count.
+  static awaitable<void> give_back(std::shared_ptr<job_queue_impl> self,
+                                   std::vector<claimed_job> js);
   static awaitable<op_result<std::vector<error_code>>> finish_batch(
       std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs);
   static awaitable<void> prepare(std::shared_ptr<job_queue_impl> self);

@@ -30,7 +30,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <deque>
 #include <unordered_map>
 
 namespace thoonk {
@@ -54,6 +56,7 @@ class job_slot : public std::enable_shared_from_this<job_slot> {
   claimed_job job;
   asio::strand<asio::any_io_executor> strand;
   std::weak_ptr<runner> owner;
+  runner_book::clock::time_point started = runner_book::clock::now();
   std::atomic<bool> cancelled{false};
   asio::cancellation_signal signal;
   /// The cancellation was asked for without knowing that the claim ended
@@ -100,6 +103,7 @@ class runner : public std::enable_shared_from_this<runner> {
     s.max_claim_batch = jobs::clamp_batch(o.max_claim_batch);
     s.poll_interval = q.opts.poll_interval;
     s.stop_timeout = o.stop_timeout;
+    s.prefetch = o.prefetch ? *o.prefetch : std::max<std::size_t>(o.concurrency, 64);
     return s;
   }
 
@@ -117,6 +121,13 @@ class runner : public std::enable_shared_from_this<runner> {
   std::string description;
   run_report report;
   std::unordered_map<std::string, std::shared_ptr<job_slot>> slots;
+  /// A job claimed ahead (runner_book::prefetching), since when it waits.
+  struct ready_job {
+    claimed_job job;
+    runner_book::time_point since;
+  };
+  /// Jobs claimed ahead, in claim order; the book counts them.
+  std::deque<ready_job> ready;
   /// An error that ends the run (not transient).
   op_status fatal;
   bool leaving = false;
@@ -143,6 +154,9 @@ class runner : public std::enable_shared_from_this<runner> {
 
   void request_stop() {
     book.stop(runner_book::clock::now());
+    // Jobs claimed ahead will not start here: back to the front of the
+    // line at once (no failure counted), for other workers.
+    give_back_ready();
     poke();
   }
 
@@ -200,18 +214,60 @@ class runner : public std::enable_shared_from_this<runner> {
     if (auto it = slots.find(slot->job.id); it != slots.end() && it->second == slot)
       slots.erase(it);
     claim_ref claim{slot->job.id, slot->job.token};
+    const auto ran = runner_book::clock::now() - slot->started;
     if (slot->cancelled) {
       // Its outcome is dropped; give the job back if the claim may still
       // be ours (released later at the stop otherwise).
-      book.handler_ended(std::nullopt);
+      book.handler_ended(std::nullopt, ran);
       if (slot->release_if_held && !leaving) release(std::move(claim));
     } else if (!e) {
-      book.handler_ended(runner_book::finish{std::move(claim), std::move(result)});
+      book.handler_ended(runner_book::finish{std::move(claim), std::move(result)}, ran);
     } else {
-      book.handler_ended(std::nullopt);
+      book.handler_ended(std::nullopt, ran);
       fail(std::move(claim), e);
     }
+    start_ready();
     poke();
+  }
+
+  /// Starts jobs claimed ahead while the book says a slot is free.
+  void start_ready() {
+    while (!ready.empty() && book.take_ready()) {
+      auto j = std::move(ready.front().job);
+      ready.pop_front();
+      start_handler(std::move(j));
+    }
+  }
+
+  /// Removes the job claimed ahead with this id (and token, when given);
+  /// whether there was one.
+  bool drop_ready(const std::string& id, std::optional<std::int64_t> token) {
+    auto it = std::find_if(ready.begin(), ready.end(), [&](const ready_job& r) {
+      return r.job.id == id && (!token || r.job.token == *token);
+    });
+    if (it == ready.end()) return false;
+    ready.erase(it);
+    book.ready_dropped(1);
+    return true;
+  }
+
+  /// Gives back the jobs claimed ahead that wait since `before` or
+  /// earlier (all of them by default).
+  void give_back_ready(runner_book::time_point before = runner_book::time_point::max()) {
+    if (ready.empty() || leaving) return;
+    std::vector<claimed_job> js;
+    while (!ready.empty() && ready.front().since <= before) {
+      js.push_back(std::move(ready.front().job));
+      ready.pop_front();
+    }
+    if (js.empty()) return;
+    if (before == runner_book::time_point::max()) book.ready_dropped(js.size());
+    else book.ready_waited_too_long(js.size());
+    auto op = [](std::shared_ptr<runner> self, std::vector<claimed_job> c) -> asio::awaitable<void> {
+      const auto n = co_await job_queue_impl::release(self->impl, std::move(c));
+      self->report.released += n;
+    };
+    spawn(op(shared_from_this(), std::move(js)));
   }
 
   void fail(claim_ref claim, std::exception_ptr e) {
@@ -258,8 +314,10 @@ class runner : public std::enable_shared_from_this<runner> {
     spawn(op(shared_from_this(), std::move(claim)));
   }
 
-  /// Cancels the handler of claim (id, token) if it runs here.
+  /// Cancels the handler of claim (id, token) if it runs here, or drops
+  /// it if it was claimed ahead.
   void lose(const std::string& id, std::int64_t token) {
+    if (drop_ready(id, token)) return;
     auto it = slots.find(id);
     if (it == slots.end() || it->second->job.token != token || it->second->cancelled) return;
     it->second->cancel(false);
@@ -277,6 +335,7 @@ class runner : public std::enable_shared_from_this<runner> {
   // ---- rounds --------------------------------------------------------------------
 
   static asio::awaitable<void> run_round(std::shared_ptr<runner> self, runner_book::round r) {
+    const auto sent = runner_book::clock::now();
     auto& q = *self->impl;
     std::vector<std::string> keys = q.keys;
     std::vector<std::string> args;
@@ -328,8 +387,15 @@ class runner : public std::enable_shared_from_this<runner> {
     std::optional<runner_book::time_point> retry_at;
     if (due && *due > 0)
       retry_at = now + std::chrono::milliseconds(std::max<std::int64_t>(0, *due - jobs::now_ms()));
-    self->book.round_done(r.claim, jobs_claimed.size(), retry_at, now);
-    for (auto& j : jobs_claimed) self->start_handler(std::move(j));
+    const std::size_t starting =
+        self->book.round_done(r.claim, jobs_claimed.size(), retry_at, now, now - sent);
+    for (std::size_t i = 0; i < jobs_claimed.size(); ++i) {
+      if (i < starting) self->start_handler(std::move(jobs_claimed[i]));
+      else self->ready.push_back({std::move(jobs_claimed[i]), now});
+    }
+    // A stop asked for while this round was in flight: what it brought
+    // beyond the slots goes back at once.
+    if (self->book.stopping()) self->give_back_ready();
     if (as_int(e[0]) != 1) self->lapsed();
     self->poke();
   }
@@ -352,6 +418,10 @@ class runner : public std::enable_shared_from_this<runner> {
   void lapsed() {
     book.registration_lapsed();
     cancel_all(false);
+    // The server gave back every claim of the lapsed registration, those
+    // claimed ahead too.
+    book.ready_dropped(ready.size());
+    ready.clear();
     if (reregistering || leaving) return;
     reregistering = true;
     auto op = [](std::shared_ptr<runner> self) -> asio::awaitable<void> {
@@ -377,11 +447,15 @@ class runner : public std::enable_shared_from_this<runner> {
   /// The claims this worker holds, as id, token pairs.
   std::vector<std::string> held_claims() const {
     std::vector<std::string> out;
-    out.reserve(2 * (slots.size() + book.pending_finishes()));
+    out.reserve(2 * (slots.size() + ready.size() + book.pending_finishes()));
     for (const auto& [id, slot] : slots) {
       if (slot->cancelled) continue;
       out.push_back(id);
       out.push_back(std::to_string(slot->job.token));
+    }
+    for (const auto& r : ready) {
+      out.push_back(r.job.id);
+      out.push_back(std::to_string(r.job.token));
     }
     book.for_each_pending([&](const claim_ref& c) {
       out.push_back(c.id);
@@ -398,6 +472,9 @@ class runner : public std::enable_shared_from_this<runner> {
       co_await t.async_wait(use_nothrow);
       if (self->leaving) break;
       if (self->reregistering) continue;
+      // Jobs claimed ahead that waited a whole interval sit behind handlers
+      // that turned out long: back to the line, for idle workers.
+      self->give_back_ready(runner_book::clock::now() - self->heartbeat_interval());
       std::vector<std::string> args{self->worker, std::to_string(self->opts.worker_ttl.count()),
                                     jobs::now_ms_string(), self->impl->wake_channel};
       // The claims to renew, named by the worker (the server's records are
@@ -446,7 +523,8 @@ class runner : public std::enable_shared_from_this<runner> {
     if (opts.concurrency < 1 || opts.concurrency > 10000 ||
         opts.worker_ttl < std::chrono::milliseconds(100) || opts.heartbeat_interval.count() < 0 ||
         opts.heartbeat_interval >= opts.worker_ttl || opts.stop_timeout.count() < 0 ||
-        opts.max_claim_batch < 1 || opts.max_claim_batch > 1000 || (!co_handler && !fn_handler))
+        opts.max_claim_batch < 1 || opts.max_claim_batch > 1000 ||
+        (opts.prefetch && *opts.prefetch > 10000) || (!co_handler && !fn_handler))
       return error::invalid_argument;
     if (!opts.worker_name.empty())
       if (auto ec = validate_worker_name(impl->cl.get_config(), opts.worker_name)) return ec;
@@ -480,6 +558,16 @@ class runner : public std::enable_shared_from_this<runner> {
       auto cb = [weak](const std::string& id) {
         auto s = weak.lock();
         if (!s) return;
+        // Claimed ahead: it does not start; given back in case the abort
+        // found it queued, not claimed (then the release is refused).
+        if (auto it = std::find_if(s->ready.begin(), s->ready.end(),
+                                   [&](const ready_job& r) { return r.job.id == id; });
+            it != s->ready.end()) {
+          claim_ref c{it->job.id, it->job.token};
+          s->drop_ready(c.id, c.token);
+          s->release(std::move(c));
+          return;
+        }
         auto it = s->slots.find(id);
         if (it == s->slots.end() || it->second->cancelled) return;
         it->second->cancel(true);
@@ -538,7 +626,7 @@ class runner : public std::enable_shared_from_this<runner> {
     if (!(self->fatal == error::client_stopped)) {
       std::vector<std::string> args{self->worker, self->impl->wake_channel};
       auto [st, v] = co_await self->impl->call(scripts::jobs_stop_worker(), std::move(args));
-      if (!st) self->report.released = static_cast<std::uint64_t>(as_int(v));
+      if (!st) self->report.released += static_cast<std::uint64_t>(as_int(v));
       else if (!self->fatal) self->fatal = std::move(st);
     }
     co_return std::tuple{std::move(self->fatal), std::move(self->report)};

@@ -1,6 +1,8 @@
 #include "jobs/runner_book.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace thoonk::detail::jobs {
 
@@ -11,16 +13,66 @@ runner_book::runner_book(settings s) : s_(s) {
   s_.max_finishes_per_round = std::max<std::size_t>(1, s_.max_finishes_per_round);
 }
 
-void runner_book::handler_ended(std::optional<finish> done) {
-  if (busy_ > 0) --busy_;
-  if (done) pending_.push_back(std::move(*done));
+namespace {
+
+double nanos(runner_book::clock::duration d) {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
-void runner_book::round_done(std::size_t asked, std::size_t got, std::optional<time_point> retry_at,
-                             time_point now) {
+void average_in(double& avg, double x) { avg = avg < 0 ? x : avg + (x - avg) / 8; }
+
+}  // namespace
+
+void runner_book::handler_ended(std::optional<finish> done, clock::duration ran) {
+  if (busy_ > 0) --busy_;
+  if (done) pending_.push_back(std::move(*done));
+  handler_last_ = nanos(ran);
+  average_in(handler_avg_, handler_last_);
+}
+
+bool runner_book::prefetching() const noexcept {
+  return s_.prefetch > 0 && handler_avg_ >= 0 && round_avg_ >= 0 && handler_avg_ < round_avg_ &&
+         handler_last_ < round_avg_;
+}
+
+std::size_t runner_book::ahead() const noexcept {
+  if (!prefetching()) return 0;
+  // What the slots get through in one round trip, at the handlers' pace:
+  // claimed ahead, it keeps them busy until the next round comes back, and
+  // none waits much longer than that round trip. Handlers are taken to run
+  // a microsecond at least.
+  const double per_slot = round_avg_ / std::max(handler_avg_, 1000.0);
+  const double want = std::ceil(per_slot * static_cast<double>(s_.concurrency));
+  return want >= static_cast<double>(s_.prefetch) ? s_.prefetch
+                                                  : static_cast<std::size_t>(want);
+}
+
+bool runner_book::take_ready() noexcept {
+  if (ready_ == 0 || busy_ >= s_.concurrency || stopping_) return false;
+  --ready_;
+  ++busy_;
+  return true;
+}
+
+void runner_book::ready_dropped(std::size_t n) noexcept { ready_ -= std::min(ready_, n); }
+
+void runner_book::ready_waited_too_long(std::size_t n) noexcept {
+  ready_dropped(n);
+  handler_last_ = std::numeric_limits<double>::infinity();
+}
+
+std::size_t runner_book::round_done(std::size_t asked, std::size_t got,
+                                    std::optional<time_point> retry_at, time_point now,
+                                    clock::duration round_trip) {
   if (in_flight_ > 0) --in_flight_;
   requested_ -= std::min(requested_, asked);
-  busy_ += got;
+  if (asked > 0) average_in(round_avg_, nanos(round_trip));
+  // Jobs a round brings during a stop run like the others (their claims are
+  // made): only jobs beyond the slots wait.
+  const std::size_t idle = busy_ < s_.concurrency ? s_.concurrency - busy_ : 0;
+  const std::size_t now_started = std::min(got, idle);
+  busy_ += now_started;
+  ready_ += got - now_started;
   if (got < asked) {
     // Dry (or held back by pause or the rate limit): ask again at the time
     // the queue named, else at a wake-up, else after the poll interval.
@@ -32,6 +84,7 @@ void runner_book::round_done(std::size_t asked, std::size_t got, std::optional<t
   } else if (asked > 0) {
     dry_ = false;
   }
+  return now_started;
 }
 
 void runner_book::round_failed(round r, time_point now) {
@@ -62,8 +115,9 @@ std::optional<runner_book::round> runner_book::next_round(time_point now) {
   const std::size_t n = std::min(pending_.size(), s_.max_finishes_per_round);
   std::size_t free = 0;
   if (!stopping_ && registered_) {
-    const std::size_t taken = busy_ + requested_;
-    free = taken < s_.concurrency ? s_.concurrency - taken : 0;
+    const std::size_t room = s_.concurrency + ahead();
+    const std::size_t taken = busy_ + ready_ + requested_;
+    free = taken < room ? room - taken : 0;
   }
   // A dry queue is asked again only at a wake-up or its retry time, unless
   // finishes go out anyway (then asking costs nothing more).

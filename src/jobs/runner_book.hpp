@@ -34,6 +34,9 @@ class runner_book {
     /// A round that failed (connection lost, timeout) is retried after this.
     std::chrono::milliseconds retry_delay{100};
     std::chrono::milliseconds stop_timeout{10000};
+    /// Most jobs claimed ahead, beyond the idle slots, while handlers run
+    /// shorter than a round trip (see prefetching()). 0: never.
+    std::size_t prefetch = 0;
   };
 
   /// A handler's successful outcome, to be finished in a round.
@@ -51,15 +54,27 @@ class runner_book {
   explicit runner_book(settings s);
 
   // ---- events ----------------------------------------------------------------
-  /// A handler ended; `done` is its job's finish when it succeeded (and was
-  /// not cancelled). Frees its slot.
-  void handler_ended(std::optional<finish> done);
-  /// A round came back: it asked for `asked` jobs and got `got` (handlers
-  /// now start for them). When got < asked, `retry_at` is when the queue
-  /// said to ask again (rate limit, a scheduled job becoming due), or
-  /// nullopt for "at a wake-up" (then at the poll interval at the latest).
-  void round_done(std::size_t asked, std::size_t got, std::optional<time_point> retry_at,
-                  time_point now);
+  /// A handler ended after running for `ran`; `done` is its job's finish
+  /// when it succeeded (and was not cancelled). Frees its slot.
+  void handler_ended(std::optional<finish> done, clock::duration ran = {});
+  /// A round came back after `round_trip`: it asked for `asked` jobs and
+  /// got `got`. Returns how many of them start now (the first ones, in
+  /// order: one per idle slot); the rest wait, claimed ahead, for
+  /// take_ready(). When got < asked, `retry_at` is when the queue said to
+  /// ask again (rate limit, a scheduled job becoming due), or nullopt for
+  /// "at a wake-up" (then at the poll interval at the latest).
+  std::size_t round_done(std::size_t asked, std::size_t got, std::optional<time_point> retry_at,
+                         time_point now, clock::duration round_trip = {});
+  /// Whether a job claimed ahead starts now: true when one waits, a slot
+  /// is idle and no stop was asked for (the slot is then counted busy).
+  bool take_ready() noexcept;
+  /// `n` jobs claimed ahead will not start: their claims were lost, they
+  /// were aborted, or the runner gives them back (at a stop, a lapse).
+  void ready_dropped(std::size_t n) noexcept;
+  /// `n` jobs claimed ahead waited for a slot for a heartbeat interval and
+  /// go back: a handler runs long, so no more is claimed ahead until a
+  /// handler ends (and the averages allow it again).
+  void ready_waited_too_long(std::size_t n) noexcept;
   /// A round failed before its outcome was known. Its finishes are sent
   /// again in a later round (a finish applied twice is refused the second
   /// time, never applied twice); no round goes out before retry_delay.
@@ -88,6 +103,22 @@ class runner_book {
   /// When a stop's grace ends (meaningful once stopping()).
   time_point stop_deadline() const noexcept { return deadline_; }
   std::size_t busy() const noexcept { return busy_; }
+  /// Jobs claimed ahead, waiting for a slot.
+  std::size_t ready() const noexcept { return ready_; }
+  /// Whether rounds claim ahead now: prefetch is set, and the handlers
+  /// that ended lately ran shorter, on average, than the rounds took to
+  /// come back, and so did the last one. Then an idle slot would wait for the server longer than a
+  /// handler works, and a job claimed ahead waits for a slot for less than
+  /// a round trip: it starts no later than it would have started had it
+  /// been claimed only once a slot was idle. Long handlers (the case where
+  /// one) turn it off: one that runs longer than the rounds' average is
+  /// enough.
+  bool prefetching() const noexcept;
+  /// How many jobs rounds claim ahead now: while prefetching(), what the
+  /// slots get through in one round trip at the handlers' average pace
+  /// (concurrency x round trip / handler run), at most settings.prefetch;
+  /// else 0.
+  std::size_t ahead() const noexcept;
   std::size_t rounds_in_flight() const noexcept { return in_flight_; }
   std::size_t pending_finishes() const noexcept { return pending_.size(); }
   /// Calls f(claim_ref) for each finish waiting for the next round.
@@ -101,6 +132,11 @@ class runner_book {
   std::size_t busy_ = 0;       // handlers running
   std::size_t requested_ = 0;  // jobs asked for by rounds in flight
   std::size_t in_flight_ = 0;  // rounds in flight
+  std::size_t ready_ = 0;      // jobs claimed ahead, not started
+  // Moving averages (weight 1/8 for the newest), nanoseconds; < 0: none yet.
+  double handler_avg_ = -1;
+  double round_avg_ = -1;
+  double handler_last_ = -1;
   std::deque<finish> pending_;
   bool dry_ = false;  // the last claim got fewer than it asked for
   bool woken_ = false;

@@ -201,3 +201,137 @@ TEST_CASE("runner_book: settings are clamped to sane values", "[runner_book]") {
   CHECK(r->claim == 1);
   CHECK_FALSE(b.next_round(t0));
 }
+
+namespace {
+
+runner_book::settings prefetching(std::size_t concurrency, std::size_t prefetch) {
+  auto s = with(concurrency);
+  s.prefetch = prefetch;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("runner_book: no claiming ahead before a handler and a round were timed",
+          "[runner_book][prefetch]") {
+  runner_book b(prefetching(1, 64));
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  CHECK(r->claim == 1);
+  CHECK(b.round_done(1, 1, std::nullopt, t0 + 1ms, 1ms) == 1);
+  CHECK_FALSE(b.prefetching());  // no handler ended yet
+  b.handler_ended(done("a", 1), 10us);
+  CHECK(b.prefetching());
+}
+
+TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at most prefetch",
+          "[runner_book][prefetch]") {
+  SECTION("a round trip of 10 handlers at concurrency 1") {
+    runner_book b(prefetching(1, 64));
+    b.next_round(t0);
+    b.round_done(1, 1, std::nullopt, t0, 1000us);
+    b.handler_ended(done("a", 1), 100us);
+    CHECK(b.ahead() == 10);
+    auto r = b.next_round(t0);
+    REQUIRE(r);
+    CHECK(r->finishes.size() == 1);
+    CHECK(r->claim == 11);  // the idle slot and ten ahead
+    // The round brings 11: one starts, ten wait for the slot.
+    CHECK(b.round_done(11, 11, std::nullopt, t0, 1000us) == 1);
+    CHECK(b.busy() == 1);
+    CHECK(b.ready() == 10);
+    CHECK_FALSE(b.take_ready());  // the slot is busy
+    b.handler_ended(done("b", 1), 100us);
+    CHECK(b.take_ready());
+    CHECK(b.busy() == 1);
+    CHECK(b.ready() == 9);
+    // Claimed ahead counts against the room: 1 + 10 is full.
+    auto r2 = b.next_round(t0);
+    REQUIRE(r2);
+    CHECK(r2->claim == 1);
+  }
+  SECTION("capped by prefetch, and scaled by concurrency") {
+    runner_book b(prefetching(4, 16));
+    b.next_round(t0);
+    b.round_done(4, 4, std::nullopt, t0, 1000us);
+    b.handler_ended(done("a", 1), 200us);  // 5 a round trip per slot: 20 > 16
+    CHECK(b.ahead() == 16);
+  }
+  SECTION("prefetch 0 never claims ahead") {
+    runner_book b(prefetching(1, 0));
+    b.next_round(t0);
+    b.round_done(1, 1, std::nullopt, t0, 1000us);
+    b.handler_ended(done("a", 1), 1us);
+    CHECK_FALSE(b.prefetching());
+    auto r = b.next_round(t0);
+    REQUIRE(r);
+    CHECK(r->claim == 1);
+  }
+}
+
+TEST_CASE("runner_book: one handler longer than a round trip stops the claiming ahead",
+          "[runner_book][prefetch]") {
+  runner_book b(prefetching(1, 64));
+  b.next_round(t0);
+  b.round_done(1, 1, std::nullopt, t0, 1000us);
+  b.handler_ended(done("a", 1), 100us);
+  REQUIRE(b.prefetching());
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  b.round_done(r->claim, 1, std::nullopt, t0, 1000us);
+  // Its average is still below the round trip; the last one is not.
+  b.handler_ended(done("b", 1), 2000us);
+  CHECK_FALSE(b.prefetching());
+  CHECK(b.ahead() == 0);
+  auto r2 = b.next_round(t0);
+  REQUIRE(r2);
+  CHECK(r2->claim == 1);
+}
+
+TEST_CASE("runner_book: jobs claimed ahead do not start after a stop, and can be dropped",
+          "[runner_book][prefetch]") {
+  runner_book b(prefetching(1, 64));
+  b.next_round(t0);
+  b.round_done(1, 1, std::nullopt, t0, 1000us);
+  b.handler_ended(done("a", 1), 100us);
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
+  REQUIRE(b.ready() == 4);
+  SECTION("dropped (lost, aborted, given back)") {
+    b.ready_dropped(1);
+    CHECK(b.ready() == 3);
+    b.ready_dropped(10);  // never below zero
+    CHECK(b.ready() == 0);
+    b.handler_ended(std::nullopt, 100us);
+    CHECK_FALSE(b.take_ready());
+  }
+  SECTION("a stop") {
+    b.stop(t0);
+    b.handler_ended(std::nullopt, 100us);
+    CHECK_FALSE(b.take_ready());
+    // The runner gives them back; the book does not wait for them.
+    b.ready_dropped(b.ready());
+    CHECK(b.ready_to_leave(t0));
+  }
+}
+
+TEST_CASE("runner_book: jobs claimed ahead that waited too long stop the claiming ahead",
+          "[runner_book][prefetch]") {
+  runner_book b(prefetching(1, 64));
+  b.next_round(t0);
+  b.round_done(1, 1, std::nullopt, t0, 1000us);
+  b.handler_ended(done("a", 1), 100us);
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
+  // The handler of the job that started runs on; the four wait, go back.
+  b.ready_waited_too_long(4);
+  CHECK(b.ready() == 0);
+  CHECK_FALSE(b.prefetching());
+  auto r2 = b.next_round(t0);
+  CHECK_FALSE(r2);  // the slot is busy and nothing is claimed ahead
+  // A short handler that ends turns it on again.
+  b.handler_ended(done("b", 1), 100us);
+  CHECK(b.prefetching());
+}

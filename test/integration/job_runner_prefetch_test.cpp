@@ -1,0 +1,229 @@
+// job_queue::run claiming ahead (run_options::prefetch, docs/jobs.md "The
+// runner"): short handlers get jobs claimed ahead of the idle slots, and
+// prefetch 0 never does; a handler that turns out long sends the jobs
+// waiting behind it back to the line; a stop gives them back at once, no
+// failure counted; an abort from another client of a job claimed ahead
+// keeps its handler from ever starting. What the worker holds is read from
+// the queue's registry (get_workers), as another client would see it.
+// co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "support/job_engine.hpp"
+#include "support/runner.hpp"
+
+#include <set>
+
+using namespace thoonk::test;
+
+namespace {
+
+/// The claims the queue's only worker holds now (0 when none is listed).
+asio::awaitable<std::size_t> claims_held(thoonk::job_queue& q) {
+  auto ws = co_await q.get_workers(asio::use_awaitable);
+  co_return ws.empty() ? 0 : ws.front().claims.size();
+}
+
+/// Runs n no-op jobs through a runner at concurrency 1 with these options;
+/// returns the most claims the worker was seen holding at once.
+asio::awaitable<std::size_t> most_held_at_concurrency_1(fixture& f, thoonk::job_queue q,
+                                                        std::optional<std::size_t> prefetch,
+                                                        int n) {
+  std::vector<std::string> items(static_cast<std::size_t>(n), "x");
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  const auto before = (co_await counts_of(q)).finishes;
+  thoonk::run_options o;
+  o.prefetch = prefetch;
+  thoonk::job_coroutine h = [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+    co_return std::nullopt;
+  };
+  auto run = start_run(q, h, o);
+  std::size_t most = 0;
+  for (;;) {
+    const auto held = co_await claims_held(q);
+    most = std::max(most, held);
+    auto c = co_await counts_of(q);
+    if (c.finishes >= before + n) break;
+    if (run->done) break;
+  }
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.finished == static_cast<std::uint64_t>(n));
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.waiting == 0);
+  (void)f;
+  co_return most;
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("runahead",
+                  "run: short handlers at concurrency 1 get jobs claimed ahead; prefetch 0 and "
+                  "prefetch 1 bound what the worker holds",
+                  "[job][run][prefetch]") {
+  auto q = co_await engine_queue(f);
+  // The default: the slot's next jobs are claimed while its handler runs.
+  const auto by_default = co_await most_held_at_concurrency_1(f, q, std::nullopt, 2000);
+  CHECK(by_default > 1);
+  // prefetch 0: a finish and the next claim go in one call, so the worker
+  // never holds more than the job in its slot.
+  const auto none = co_await most_held_at_concurrency_1(f, q, std::size_t{0}, 500);
+  CHECK(none == 1);
+  // prefetch 1: the slot's job, one ahead, and the finishes of two rounds
+  // in flight at most.
+  const auto one = co_await most_held_at_concurrency_1(f, q, std::size_t{1}, 500);
+  CHECK(one >= 1);
+  CHECK(one <= 4);
+}
+
+FIXTURE_TEST_CASE("runaheadlong",
+                  "run: jobs claimed ahead behind a handler that turns out long go back to the "
+                  "line within two heartbeat intervals, and each job still runs once",
+                  "[job][run][prefetch][heartbeat]") {
+  auto q = co_await engine_queue(f);
+  std::vector<std::string> items(300, "short");
+  items.push_back("long");
+  for (int i = 0; i < 100; ++i) items.push_back("short");
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  bool long_started = false;
+  std::multiset<std::string> ran;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    ran.insert(ctx.job().id);
+    if (ctx.job().item == "long") {
+      long_started = true;
+      asio::steady_timer t(co_await asio::this_coro::executor, 800ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return std::nullopt;
+  };
+  thoonk::run_options o;
+  o.heartbeat_interval = 100ms;
+  o.worker_ttl = 2s;
+  auto run = start_run(q, h, o);
+  auto started = co_await wait_until([&] { return long_started; }, 10s);
+  REQUIRE(started);
+  const auto t_long = std::chrono::steady_clock::now();
+  // Two heartbeat intervals and some slack: only the long job is held, the
+  // rest wait in the line for any worker.
+  co_await sleep_for(400ms);
+  const auto held = co_await claims_held(q);
+  const auto waiting = (co_await counts_of(q)).waiting;
+  const bool still_long = ms_since(t_long) < 800;
+  REQUIRE(still_long);  // the checks ran while the long handler ran
+  CHECK(held == 1);
+  CHECK(waiting == 100);
+  auto all = co_await wait_finishes(q, 401);
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.finished == 401);
+  CHECK(run->report.released >= 1);  // the jobs given back behind the long one
+  CHECK(ran.size() == 401);
+  std::set<std::string> distinct(ran.begin(), ran.end());
+  CHECK(distinct.size() == 401);  // none ran twice
+  auto c = co_await counts_of(q);
+  CHECK(c.stalled == 0);
+}
+
+FIXTURE_TEST_CASE("runaheadstop",
+                  "run: a stop gives the jobs claimed ahead back at once, to the front of the "
+                  "line, with no failure counted",
+                  "[job][run][prefetch][stop]") {
+  auto q = co_await engine_queue(f);
+  std::vector<std::string> items(2000, "x");
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  std::shared_ptr<background_run> run;
+  int handled = 0;
+  std::size_t held_before_stop = 0;
+  std::size_t held_during_stop = 0;
+  thoonk::job_coroutine h = [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+    if (++handled == 300) {
+      // Rounds claim ahead while this handler holds the slot (it has not
+      // ended, so the handlers still look short); then the stop: what was
+      // claimed ahead cannot start any more.
+      asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+      co_await t.async_wait(asio::use_awaitable);
+      held_before_stop = co_await claims_held(q);
+      run->stop_signal.emit(asio::cancellation_type::terminal);
+      t.expires_after(50ms);
+      co_await t.async_wait(asio::use_awaitable);
+      // Given back at the stop, not at the leave: meanwhile the worker
+      // holds only this job.
+      held_during_stop = co_await claims_held(q);
+    }
+    co_return std::nullopt;
+  };
+  run = start_run(q, h, thoonk::run_options{});
+  auto done = co_await wait_until([&] { return run->done; }, 15s);
+  REQUIRE(done);
+  CHECK(!run->ec);
+  CHECK(handled == 300);
+  CHECK(held_before_stop > 1);
+  CHECK(held_during_stop == 1);
+  CHECK(run->report.finished == 300);
+  CHECK(run->report.released >= 1);
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.waiting == 1700);
+  CHECK(c.finishes == 300);
+  // The next job in the line is the first one not handled, given back with
+  // no failure counted.
+  auto next = co_await job_of(q, ids[300]);
+  CHECK(next.state == thoonk::job_state::waiting);
+  CHECK(next.retry_count == 0);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
+}
+
+TWO_CLIENT_TEST_CASE("runaheadabort",
+                     "run: an abort from another client of a job claimed ahead: its handler "
+                     "never starts, and the job ends as the abort asked",
+                     "[job][run][prefetch][abort]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  std::vector<std::string> items(300, "short");
+  items.push_back("block");
+  for (int i = 0; i < 50; ++i) items.push_back("after");
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  const std::string block_id = ids[300];
+  bool blocking = false;
+  std::set<std::string> started;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    started.insert(ctx.job().id);
+    if (ctx.job().item == "block") {
+      blocking = true;
+      asio::steady_timer t(co_await asio::this_coro::executor, 600ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return std::nullopt;
+  };
+  thoonk::run_options o;
+  o.heartbeat_interval = 2s;  // no give-back of waiting jobs meanwhile
+  o.worker_ttl = 6s;
+  auto run = start_run(q, h, o);
+  auto blocked = co_await wait_until([&] { return blocking; }, 10s);
+  REQUIRE(blocked);
+  co_await sleep_for(100ms);
+  auto ws = co_await q.get_workers(asio::use_awaitable);
+  REQUIRE(ws.size() == 1);
+  std::string ahead;
+  for (const auto& c : ws.front().claims)
+    if (c.id != block_id && !started.count(c.id)) ahead = c.id;
+  REQUIRE(!ahead.empty());  // some job waits, claimed ahead, behind the block
+  thoonk::abort_options ao;
+  ao.outcome = thoonk::abort_options::failed;
+  ao.error = "operator abort";
+  ao.permanent = true;
+  co_await q2.abort(ahead, ao, asio::use_awaitable);
+  auto all = co_await wait_finishes(q, 350);
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  CHECK(started.count(ahead) == 0);
+  CHECK(started.size() == 350);
+  CHECK(run->report.finished == 350);
+  CHECK(run->report.cancelled == 0);  // no handler ran for it
+  auto j = co_await job_of(q, ahead);
+  CHECK(j.state == thoonk::job_state::stalled);  // a permanent failure: a dead letter
+  CHECK(j.last_error == "operator abort");
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.waiting == 0);
+}
