@@ -52,6 +52,32 @@ asio::awaitable<std::size_t> most_held_at_concurrency_1(fixture& f, thoonk::job_
   co_return most;
 }
 
+/// 300 short jobs, one named `slow`, then `after` more short ones: the
+/// short ones turn the claiming ahead on before `slow` starts.
+asio::awaitable<std::vector<std::string>> put_with_slow_job(thoonk::job_queue& q, int after) {
+  std::vector<std::string> items(300, "short");
+  items.push_back("slow");
+  for (int i = 0; i < after; ++i) items.push_back("short");
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_return ids;
+}
+
+/// A handler that records each job it starts in `ran` and takes `d` for
+/// the job named `slow` (setting `slow_started`), no time for the others.
+thoonk::job_coroutine slow_job_handler(std::multiset<std::string>& ran, bool& slow_started,
+                                       std::chrono::milliseconds d) {
+  return [&ran, &slow_started, d](thoonk::job_context ctx)
+             -> asio::awaitable<std::optional<std::string>> {
+    ran.insert(ctx.job().id);
+    if (ctx.job().item == "slow") {
+      slow_started = true;
+      asio::steady_timer t(co_await asio::this_coro::executor, d);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return std::nullopt;
+  };
+}
+
 }  // namespace
 
 FIXTURE_TEST_CASE("runahead",
@@ -78,22 +104,10 @@ FIXTURE_TEST_CASE("runaheadlong",
                   "line within two heartbeat intervals, and each job still runs once",
                   "[job][run][prefetch][heartbeat]") {
   auto q = co_await engine_queue(f);
-  std::vector<std::string> items(300, "short");
-  items.push_back("long");
-  for (int i = 0; i < 100; ++i) items.push_back("short");
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await put_with_slow_job(q, 100);
   bool long_started = false;
   std::multiset<std::string> ran;
-  thoonk::job_coroutine h =
-      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-    ran.insert(ctx.job().id);
-    if (ctx.job().item == "long") {
-      long_started = true;
-      asio::steady_timer t(co_await asio::this_coro::executor, 800ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
-    co_return std::nullopt;
-  };
+  auto h = slow_job_handler(ran, long_started, 800ms);
   thoonk::run_options o;
   o.heartbeat_interval = 100ms;
   o.worker_ttl = 2s;
@@ -178,23 +192,11 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
                      "[job][run][prefetch][abort]") {
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
-  std::vector<std::string> items(300, "short");
-  items.push_back("block");
-  for (int i = 0; i < 50; ++i) items.push_back("after");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await put_with_slow_job(q, 50);
   const std::string block_id = ids[300];
   bool blocking = false;
-  std::set<std::string> started;
-  thoonk::job_coroutine h =
-      [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-    started.insert(ctx.job().id);
-    if (ctx.job().item == "block") {
-      blocking = true;
-      asio::steady_timer t(co_await asio::this_coro::executor, 600ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
-    co_return std::nullopt;
-  };
+  std::multiset<std::string> started;
+  auto h = slow_job_handler(started, blocking, 600ms);
   thoonk::run_options o;
   o.heartbeat_interval = 2s;  // no give-back of waiting jobs meanwhile
   o.worker_ttl = 6s;

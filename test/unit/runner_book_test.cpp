@@ -210,6 +210,16 @@ runner_book::settings prefetching(std::size_t concurrency, std::size_t prefetch)
   return s;
 }
 
+/// A book at concurrency 1 after its first round (1 ms) and first handler
+/// (`ran`): claiming ahead is on when ran < 1 ms and prefetch > 0.
+runner_book timed(std::size_t prefetch, std::chrono::microseconds ran) {
+  runner_book b(prefetching(1, prefetch));
+  b.next_round(t0);
+  b.round_done(1, 1, std::nullopt, t0, 1000us);
+  b.handler_ended(done("a", 1), ran);
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("runner_book: no claiming ahead before a handler and a round were timed",
@@ -227,10 +237,7 @@ TEST_CASE("runner_book: no claiming ahead before a handler and a round were time
 TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at most prefetch",
           "[runner_book][prefetch]") {
   SECTION("a round trip of 10 handlers at concurrency 1") {
-    runner_book b(prefetching(1, 64));
-    b.next_round(t0);
-    b.round_done(1, 1, std::nullopt, t0, 1000us);
-    b.handler_ended(done("a", 1), 100us);
+    auto b = timed(64, 100us);
     CHECK(b.ahead() == 10);
     auto r = b.next_round(t0);
     REQUIRE(r);
@@ -258,10 +265,7 @@ TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at
     CHECK(b.ahead() == 16);
   }
   SECTION("prefetch 0 never claims ahead") {
-    runner_book b(prefetching(1, 0));
-    b.next_round(t0);
-    b.round_done(1, 1, std::nullopt, t0, 1000us);
-    b.handler_ended(done("a", 1), 1us);
+    auto b = timed(0, 1us);
     CHECK_FALSE(b.prefetching());
     auto r = b.next_round(t0);
     REQUIRE(r);
@@ -271,10 +275,7 @@ TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at
 
 TEST_CASE("runner_book: one handler longer than a round trip stops the claiming ahead",
           "[runner_book][prefetch]") {
-  runner_book b(prefetching(1, 64));
-  b.next_round(t0);
-  b.round_done(1, 1, std::nullopt, t0, 1000us);
-  b.handler_ended(done("a", 1), 100us);
+  auto b = timed(64, 100us);
   REQUIRE(b.prefetching());
   auto r = b.next_round(t0);
   REQUIRE(r);
@@ -290,10 +291,7 @@ TEST_CASE("runner_book: one handler longer than a round trip stops the claiming 
 
 TEST_CASE("runner_book: jobs claimed ahead do not start after a stop, and can be dropped",
           "[runner_book][prefetch]") {
-  runner_book b(prefetching(1, 64));
-  b.next_round(t0);
-  b.round_done(1, 1, std::nullopt, t0, 1000us);
-  b.handler_ended(done("a", 1), 100us);
+  auto b = timed(64, 100us);
   auto r = b.next_round(t0);
   REQUIRE(r);
   REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
@@ -318,10 +316,7 @@ TEST_CASE("runner_book: jobs claimed ahead do not start after a stop, and can be
 
 TEST_CASE("runner_book: jobs claimed ahead that waited too long stop the claiming ahead",
           "[runner_book][prefetch]") {
-  runner_book b(prefetching(1, 64));
-  b.next_round(t0);
-  b.round_done(1, 1, std::nullopt, t0, 1000us);
-  b.handler_ended(done("a", 1), 100us);
+  auto b = timed(64, 100us);
   auto r = b.next_round(t0);
   REQUIRE(r);
   REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
