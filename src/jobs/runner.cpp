@@ -156,7 +156,7 @@ class runner : public std::enable_shared_from_this<runner> {
     book.stop(runner_book::clock::now());
     // Jobs claimed ahead will not start here: back to the front of the
     // line at once (no failure counted), for other workers.
-    give_back_ready();
+    give_back_ready(runner_book::time_point::max(), false);
     poke();
   }
 
@@ -239,21 +239,24 @@ class runner : public std::enable_shared_from_this<runner> {
     }
   }
 
-  /// Removes the job claimed ahead with this id (and token, when given);
-  /// whether there was one.
-  bool drop_ready(const std::string& id, std::optional<std::int64_t> token) {
+  /// Removes and returns the job claimed ahead with this id (and token,
+  /// when given), if there is one.
+  std::optional<claimed_job> drop_ready(const std::string& id,
+                                        std::optional<std::int64_t> token) {
     auto it = std::find_if(ready.begin(), ready.end(), [&](const ready_job& r) {
       return r.job.id == id && (!token || r.job.token == *token);
     });
-    if (it == ready.end()) return false;
+    if (it == ready.end()) return std::nullopt;
+    auto j = std::move(it->job);
     ready.erase(it);
     book.ready_dropped(1);
-    return true;
+    return j;
   }
 
   /// Gives back the jobs claimed ahead that wait since `before` or
-  /// earlier (all of them by default).
-  void give_back_ready(runner_book::time_point before = runner_book::time_point::max()) {
+  /// earlier; `waited_too_long`: they sat behind a handler that turned out
+  /// long (the heartbeat's check), not a stop.
+  void give_back_ready(runner_book::time_point before, bool waited_too_long) {
     if (ready.empty() || leaving) return;
     std::vector<claimed_job> js;
     while (!ready.empty() && ready.front().since <= before) {
@@ -261,8 +264,8 @@ class runner : public std::enable_shared_from_this<runner> {
       ready.pop_front();
     }
     if (js.empty()) return;
-    if (before == runner_book::time_point::max()) book.ready_dropped(js.size());
-    else book.ready_waited_too_long(js.size());
+    if (waited_too_long) book.ready_waited_too_long(js.size());
+    else book.ready_dropped(js.size());
     auto op = [](std::shared_ptr<runner> self, std::vector<claimed_job> c) -> asio::awaitable<void> {
       const auto n = co_await job_queue_impl::release(self->impl, std::move(c));
       self->report.released += n;
@@ -395,7 +398,7 @@ class runner : public std::enable_shared_from_this<runner> {
     }
     // A stop asked for while this round was in flight: what it brought
     // beyond the slots goes back at once.
-    if (self->book.stopping()) self->give_back_ready();
+    if (self->book.stopping()) self->give_back_ready(runner_book::time_point::max(), false);
     if (as_int(e[0]) != 1) self->lapsed();
     self->poke();
   }
@@ -474,7 +477,7 @@ class runner : public std::enable_shared_from_this<runner> {
       if (self->reregistering) continue;
       // Jobs claimed ahead that waited a whole interval sit behind handlers
       // that turned out long: back to the line, for idle workers.
-      self->give_back_ready(runner_book::clock::now() - self->heartbeat_interval());
+      self->give_back_ready(runner_book::clock::now() - self->heartbeat_interval(), true);
       std::vector<std::string> args{self->worker, std::to_string(self->opts.worker_ttl.count()),
                                     jobs::now_ms_string(), self->impl->wake_channel};
       // The claims to renew, named by the worker (the server's records are
@@ -560,12 +563,8 @@ class runner : public std::enable_shared_from_this<runner> {
         if (!s) return;
         // Claimed ahead: it does not start; given back in case the abort
         // found it queued, not claimed (then the release is refused).
-        if (auto it = std::find_if(s->ready.begin(), s->ready.end(),
-                                   [&](const ready_job& r) { return r.job.id == id; });
-            it != s->ready.end()) {
-          claim_ref c{it->job.id, it->job.token};
-          s->drop_ready(c.id, c.token);
-          s->release(std::move(c));
+        if (auto j = s->drop_ready(id, std::nullopt)) {
+          s->release(claim_ref{std::move(j->id), j->token});
           return;
         }
         auto it = s->slots.find(id);

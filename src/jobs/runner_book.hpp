@@ -107,12 +107,12 @@ class runner_book {
   std::size_t ready() const noexcept { return ready_; }
   /// Whether rounds claim ahead now: prefetch is set, and the handlers
   /// that ended lately ran shorter, on average, than the rounds took to
-  /// come back, and so did the last one. Then an idle slot would wait for the server longer than a
-  /// handler works, and a job claimed ahead waits for a slot for less than
-  /// a round trip: it starts no later than it would have started had it
-  /// been claimed only once a slot was idle. Long handlers (the case where
-  /// one) turn it off: one that runs longer than the rounds' average is
-  /// enough.
+  /// come back, and so did the last one. Then an idle slot would wait for
+  /// the server longer than a handler works, and a job claimed ahead waits
+  /// for a slot less than a round trip: it starts no later than it would
+  /// have, claimed once a slot was idle. One handler longer than the
+  /// rounds' average turns it off (with long handlers, a job held back
+  /// behind a busy slot would start sooner at an idle worker).
   bool prefetching() const noexcept;
   /// How many jobs rounds claim ahead now: while prefetching(), what the
   /// slots get through in one round trip at the handlers' average pace

@@ -3,7 +3,8 @@
 // prefetch 0 never does; a handler that turns out long sends the jobs
 // waiting behind it back to the line; a stop gives them back at once, no
 // failure counted; an abort from another client of a job claimed ahead
-// keeps its handler from ever starting. What the worker holds is read from
+// keeps its handler from ever starting, and so does a claim ended without
+// an abort message (the heartbeat names it lost). What the worker holds is read from
 // the queue's registry (get_workers), as another client would see it.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
 #include "support/job_engine.hpp"
@@ -23,7 +24,7 @@ asio::awaitable<std::size_t> claims_held(thoonk::job_queue& q) {
 
 /// Runs n no-op jobs through a runner at concurrency 1 with these options;
 /// returns the most claims the worker was seen holding at once.
-asio::awaitable<std::size_t> most_held_at_concurrency_1(fixture& f, thoonk::job_queue q,
+asio::awaitable<std::size_t> most_held_at_concurrency_1(thoonk::job_queue q,
                                                         std::optional<std::size_t> prefetch,
                                                         int n) {
   std::vector<std::string> items(static_cast<std::size_t>(n), "x");
@@ -48,7 +49,6 @@ asio::awaitable<std::size_t> most_held_at_concurrency_1(fixture& f, thoonk::job_
   auto c = co_await counts_of(q);
   CHECK(c.claimed == 0);
   CHECK(c.waiting == 0);
-  (void)f;
   co_return most;
 }
 
@@ -86,15 +86,15 @@ FIXTURE_TEST_CASE("runahead",
                   "[job][run][prefetch]") {
   auto q = co_await engine_queue(f);
   // The default: the slot's next jobs are claimed while its handler runs.
-  const auto by_default = co_await most_held_at_concurrency_1(f, q, std::nullopt, 2000);
+  const auto by_default = co_await most_held_at_concurrency_1(q, std::nullopt, 2000);
   CHECK(by_default > 1);
   // prefetch 0: a finish and the next claim go in one call, so the worker
   // never holds more than the job in its slot.
-  const auto none = co_await most_held_at_concurrency_1(f, q, std::size_t{0}, 500);
+  const auto none = co_await most_held_at_concurrency_1(q, std::size_t{0}, 500);
   CHECK(none == 1);
   // prefetch 1: the slot's job, one ahead, and the finishes of two rounds
   // in flight at most.
-  const auto one = co_await most_held_at_concurrency_1(f, q, std::size_t{1}, 500);
+  const auto one = co_await most_held_at_concurrency_1(q, std::size_t{1}, 500);
   CHECK(one >= 1);
   CHECK(one <= 4);
 }
@@ -228,4 +228,50 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   auto c = co_await counts_of(q);
   CHECK(c.claimed == 0);
   CHECK(c.waiting == 0);
+}
+
+TWO_CLIENT_TEST_CASE("runaheadlost",
+                     "run: a job claimed ahead whose claim ends without an abort message (a "
+                     "stall from another client) is dropped when the heartbeat names it lost",
+                     "[job][run][prefetch][heartbeat][stall]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  auto ids = co_await put_with_slow_job(q, 50);
+  const std::string block_id = ids[300];
+  bool blocking = false;
+  std::multiset<std::string> started;
+  auto h = slow_job_handler(started, blocking, 1500ms);
+  thoonk::run_options o;
+  // The claimed-ahead jobs wait a whole interval before the heartbeat gives
+  // them back, so the heartbeat that follows the stall names the stalled
+  // claim (unless it comes a whole interval after the claim: then the job
+  // is given back instead, which the server refuses, with the same outcome).
+  o.heartbeat_interval = 1s;
+  o.worker_ttl = 3s;
+  auto run = start_run(q, h, o);
+  auto blocked = co_await wait_until([&] { return blocking; }, 10s);
+  REQUIRE(blocked);
+  // A claim of a job behind the blocking one, as the registry lists it.
+  std::optional<thoonk::claim_ref> ahead;
+  const auto until = std::chrono::steady_clock::now() + 1s;
+  while (!ahead && std::chrono::steady_clock::now() < until) {
+    auto ws = co_await q.get_workers(asio::use_awaitable);
+    for (const auto& w : ws)
+      for (const auto& c : w.claims)
+        if (c.id != block_id && !started.count(c.id)) ahead = c;
+  }
+  const bool seen = ahead.has_value();
+  REQUIRE(seen);
+  co_await q2.stall(*ahead, asio::use_awaitable);
+  auto all = co_await wait_finishes(q, 350);
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  CHECK(started.count(ahead->id) == 0);
+  CHECK(run->report.lost == 0);  // no handler ran for it, no finish refused
+  CHECK(run->report.finished == 350);
+  auto j = co_await job_of(q, ahead->id);
+  CHECK(j.state == thoonk::job_state::stalled);
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.stalled == 1);
 }

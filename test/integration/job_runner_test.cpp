@@ -419,6 +419,9 @@ FIXTURE_TEST_CASE("runbad",
   thoonk::run_options big_batch;
   big_batch.max_claim_batch = 1001;
   co_await expect(big_batch, h, E::invalid_argument);
+  thoonk::run_options big_prefetch;
+  big_prefetch.prefetch = 10001;
+  co_await expect(big_prefetch, h, E::invalid_argument);
   // (Named arguments: g++ 12 mishandles class temporaries in a co_await
   // expression.)
   const thoonk::run_options defaults;
