@@ -78,6 +78,37 @@ thoonk::job_coroutine slow_job_handler(std::multiset<std::string>& ran, bool& sl
   };
 }
 
+/// A run whose handler blocks on the job named `slow` (see
+/// put_with_slow_job) while jobs behind it are claimed ahead.
+struct slow_run {
+  std::multiset<std::string> started;
+  bool slow_started = false;
+  std::string slow_id;
+  std::shared_ptr<background_run> run;
+};
+
+/// Puts the jobs (50 after the slow one), starts `s.run` with `o` and a
+/// handler that takes `slow_for` on the slow job, and waits until the slow
+/// job runs; returns a claim the worker holds for a job behind it, claimed
+/// ahead (looked up in the registry for up to a second), if any.
+asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(
+    thoonk::job_queue& q, slow_run& s, std::chrono::milliseconds slow_for, thoonk::run_options o) {
+  auto ids = co_await put_with_slow_job(q, 50);
+  s.slow_id = ids[300];
+  s.run = start_run(q, slow_job_handler(s.started, s.slow_started, slow_for), std::move(o));
+  auto blocked = co_await wait_until([&] { return s.slow_started; }, 10s);
+  REQUIRE(blocked);
+  std::optional<thoonk::claim_ref> ahead;
+  const auto until = std::chrono::steady_clock::now() + 1s;
+  while (!ahead && std::chrono::steady_clock::now() < until) {
+    auto ws = co_await q.get_workers(asio::use_awaitable);
+    for (const auto& w : ws)
+      for (const auto& c : w.claims)
+        if (c.id != s.slow_id && !s.started.count(c.id)) ahead = c;
+  }
+  co_return ahead;
+}
+
 }  // namespace
 
 FIXTURE_TEST_CASE("runahead",
@@ -192,24 +223,13 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
                      "[job][run][prefetch][abort]") {
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
-  auto ids = co_await put_with_slow_job(q, 50);
-  const std::string block_id = ids[300];
-  bool blocking = false;
-  std::multiset<std::string> started;
-  auto h = slow_job_handler(started, blocking, 600ms);
   thoonk::run_options o;
   o.heartbeat_interval = 2s;  // no give-back of waiting jobs meanwhile
   o.worker_ttl = 6s;
-  auto run = start_run(q, h, o);
-  auto blocked = co_await wait_until([&] { return blocking; }, 10s);
-  REQUIRE(blocked);
-  co_await sleep_for(100ms);
-  auto ws = co_await q.get_workers(asio::use_awaitable);
-  REQUIRE(ws.size() == 1);
-  std::string ahead;
-  for (const auto& c : ws.front().claims)
-    if (c.id != block_id && !started.count(c.id)) ahead = c.id;
-  REQUIRE(!ahead.empty());  // some job waits, claimed ahead, behind the block
+  slow_run s;
+  auto claim = co_await claim_behind_slow_job(q, s, 600ms, o);
+  REQUIRE(claim);  // some job waits, claimed ahead, behind the slow one
+  const std::string ahead = claim->id;
   thoonk::abort_options ao;
   ao.outcome = thoonk::abort_options::failed;
   ao.error = "operator abort";
@@ -217,11 +237,11 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   co_await q2.abort(ahead, ao, asio::use_awaitable);
   auto all = co_await wait_finishes(q, 350);
   CHECK(all);
-  co_await stop_run_cleanly(*run);
-  CHECK(started.count(ahead) == 0);
-  CHECK(started.size() == 350);
-  CHECK(run->report.finished == 350);
-  CHECK(run->report.cancelled == 0);  // no handler ran for it
+  co_await stop_run_cleanly(*s.run);
+  CHECK(s.started.count(ahead) == 0);
+  CHECK(s.started.size() == 350);
+  CHECK(s.run->report.finished == 350);
+  CHECK(s.run->report.cancelled == 0);  // no handler ran for it
   auto j = co_await job_of(q, ahead);
   CHECK(j.state == thoonk::job_state::stalled);  // a permanent failure: a dead letter
   CHECK(j.last_error == "operator abort");
@@ -236,11 +256,6 @@ TWO_CLIENT_TEST_CASE("runaheadlost",
                      "[job][run][prefetch][heartbeat][stall]") {
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
-  auto ids = co_await put_with_slow_job(q, 50);
-  const std::string block_id = ids[300];
-  bool blocking = false;
-  std::multiset<std::string> started;
-  auto h = slow_job_handler(started, blocking, 1500ms);
   thoonk::run_options o;
   // The claimed-ahead jobs wait a whole interval before the heartbeat gives
   // them back, so the heartbeat that follows the stall names the stalled
@@ -248,27 +263,16 @@ TWO_CLIENT_TEST_CASE("runaheadlost",
   // is given back instead, which the server refuses, with the same outcome).
   o.heartbeat_interval = 1s;
   o.worker_ttl = 3s;
-  auto run = start_run(q, h, o);
-  auto blocked = co_await wait_until([&] { return blocking; }, 10s);
-  REQUIRE(blocked);
-  // A claim of a job behind the blocking one, as the registry lists it.
-  std::optional<thoonk::claim_ref> ahead;
-  const auto until = std::chrono::steady_clock::now() + 1s;
-  while (!ahead && std::chrono::steady_clock::now() < until) {
-    auto ws = co_await q.get_workers(asio::use_awaitable);
-    for (const auto& w : ws)
-      for (const auto& c : w.claims)
-        if (c.id != block_id && !started.count(c.id)) ahead = c;
-  }
-  const bool seen = ahead.has_value();
-  REQUIRE(seen);
+  slow_run s;
+  auto ahead = co_await claim_behind_slow_job(q, s, 1500ms, o);
+  REQUIRE(ahead);
   co_await q2.stall(*ahead, asio::use_awaitable);
   auto all = co_await wait_finishes(q, 350);
   CHECK(all);
-  co_await stop_run_cleanly(*run);
-  CHECK(started.count(ahead->id) == 0);
-  CHECK(run->report.lost == 0);  // no handler ran for it, no finish refused
-  CHECK(run->report.finished == 350);
+  co_await stop_run_cleanly(*s.run);
+  CHECK(s.started.count(ahead->id) == 0);
+  CHECK(s.run->report.lost == 0);  // no handler ran for it, no finish refused
+  CHECK(s.run->report.finished == 350);
   auto j = co_await job_of(q, ahead->id);
   CHECK(j.state == thoonk::job_state::stalled);
   auto c = co_await counts_of(q);
