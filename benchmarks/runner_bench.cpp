@@ -42,8 +42,8 @@ const std::string payload70(70, 'p');
 struct result {
   double jobs_per_s = 0;
   double server_cpu_us_per_job = 0;
-  double script_us_per_job = 0;     // inside EVALSHA (INFO commandstats)
-  double script_calls_per_job = 0;  // EVALSHA calls (the puts' included)
+  double script_us_per_job = 0;      // inside EVALSHA (INFO commandstats)
+  double script_calls_per_job = 0;   // EVALSHA calls (the puts' included)
   double client_cpu_us_per_job = 0;  // this process (producer and consumers)
   bool complete = false;
 };
@@ -139,7 +139,7 @@ using bench::num;
 int main(int argc, char** argv) {
   bool quick = false;
   int rounds = 3;
-  int only = 0;  // --concurrency C: that row alone
+  int only = 0;           // --concurrency C: that row alone
   std::string only_mode;  // --only raw|runner: one of the two (for profiling)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
@@ -147,8 +147,7 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--concurrency") == 0 && i + 1 < argc)
       only = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
-      only_mode = argv[++i];
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_mode = argv[++i];
   }
   bench::server srv;
   auto cfg = srv.cfg();

@@ -23,6 +23,8 @@ THOONK_DEPS=(
   # The TLS tests make their certificates with the openssl command; the
   # fuzz targets (scripts/fuzz.sh) need clang with libFuzzer.
   openssl clang libclang-rt-14-dev
+  # The style check (scripts/check-format.sh, ctest "format").
+  clang-format
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no

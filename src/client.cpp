@@ -1,10 +1,10 @@
 #include <thoonk/client.hpp>
 
 #include "connection/router.hpp"
-#include "subscriber/subscriber_impl.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
+#include "subscriber/subscriber_impl.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>

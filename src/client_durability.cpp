@@ -42,8 +42,7 @@ namespace {
 
 // Cluster mode: WAIT on the primary serving `feed`, through the router.
 asio::awaitable<std::tuple<error_code, response>> wait_on_primary(client* c, std::string key,
-                                                                  request req,
-                                                                  exec_options opts) {
+                                                                  request req, exec_options opts) {
   co_return co_await router_of(*c).exec(req, key, opts);
 }
 
@@ -61,8 +60,7 @@ void wait_for_replicas(client& c, durability& ack, std::string feed,
   auto ex = c.get_executor();
   auto done = [&ack, then = std::move(then), ex](error_code ec, response r) mutable {
     if (!ec && !r.empty()) {
-      if (r[0].type == resp3::type::number)
-        ack.acknowledged = static_cast<int>(r[0].integer);
+      if (r[0].type == resp3::type::number) ack.acknowledged = static_cast<int>(r[0].integer);
       else ec = r[0].is_error() ? reply_error(r[0]) : error_code(error::unexpected_type);
     }
     ack.error = ec;

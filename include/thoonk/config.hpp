@@ -157,12 +157,10 @@ struct config {
   /// `redis://[user[:password]@][host][:port]?db=N` or
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and
-  /// password. `?cluster=yes` (or `no`) sets `cluster`. `rediss://` (same form) turns TLS on and also takes the query
-  /// parameters `tls_ca_file`, `tls_ca_dir`, `tls_cert_file`,
-  /// `tls_key_file`, `tls_server_name` (percent-decoded) and
-  /// `tls_verify=none` (UNSAFE: no verification at all); `redis://` turns
-  /// TLS off and refuses them. Sets ec = error::invalid_url on anything
-  /// else.
+  /// password. `?cluster=yes` (or `no`) sets `cluster`. `rediss://` (same form) turns TLS on and
+  /// also takes the query parameters `tls_ca_file`, `tls_ca_dir`, `tls_cert_file`, `tls_key_file`,
+  /// `tls_server_name` (percent-decoded) and `tls_verify=none` (UNSAFE: no verification at all);
+  /// `redis://` turns TLS off and refuses them. Sets ec = error::invalid_url on anything else.
   static config from_url(std::string_view url, boost::system::error_code& ec, const config& base);
   static config from_url(std::string_view url, boost::system::error_code& ec);
 

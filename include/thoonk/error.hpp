@@ -93,12 +93,12 @@ enum class error {
   not_primary,  ///< the server is a replica (ROLE, or a READONLY reply): another address is tried
 
   // ---- Redis Cluster (docs/cluster.md) --------------------------------------
-  cluster_redirect_limit,  ///< a request was redirected (MOVED/ASK) or deferred (TRYAGAIN,
-                           ///< CLUSTERDOWN) more times than allowed; it did not run
+  cluster_redirect_limit,        ///< a request was redirected (MOVED/ASK) or deferred (TRYAGAIN,
+                                 ///< CLUSTERDOWN) more times than allowed; it did not run
   cluster_topology_unavailable,  ///< no node answered CLUSTER SHARDS / CLUSTER SLOTS, or the
                                  ///< map left the request's slot without a primary
-  cluster_cross_slot,  ///< the operation needs keys of two hash slots (a job queue and a
-                       ///< dead-letter queue of another slot); it did not run
+  cluster_cross_slot,            ///< the operation needs keys of two hash slots (a job queue and a
+                                 ///< dead-letter queue of another slot); it did not run
 };
 
 /// The category of thoonk::error codes ("thoonk").

@@ -136,12 +136,12 @@ struct run_options {
 /// What a run did, when it completed.
 struct run_report {
   std::string worker_name;
-  std::uint64_t started = 0;           ///< handlers started
-  std::uint64_t finished = 0;          ///< jobs finished (accepted by the server)
-  std::uint64_t failed = 0;            ///< handlers that threw: retry scheduled
-  std::uint64_t dead_lettered = 0;     ///< handlers that threw: dead letter
-  std::uint64_t lost = 0;              ///< outcomes refused because the claim had been lost
-  std::uint64_t cancelled = 0;         ///< handlers signalled to stop (lost claims, stop timeout)
+  std::uint64_t started = 0;        ///< handlers started
+  std::uint64_t finished = 0;       ///< jobs finished (accepted by the server)
+  std::uint64_t failed = 0;         ///< handlers that threw: retry scheduled
+  std::uint64_t dead_lettered = 0;  ///< handlers that threw: dead letter
+  std::uint64_t lost = 0;           ///< outcomes refused because the claim had been lost
+  std::uint64_t cancelled = 0;      ///< handlers signalled to stop (lost claims, stop timeout)
   /// Jobs given back, no failure counted: those still held at the stop,
   /// and jobs claimed ahead that did not start (see run_options::prefetch).
   std::uint64_t released = 0;

@@ -186,9 +186,8 @@ class subscriber {
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using subscribe_handler = detail::op_handler<void(boost::system::error_code, subscription)>;
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);
-  static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl,
-                              subscription::kind k, std::string name, callback cb,
-                              subscribe_handler h);
+  static void start_subscribe(std::shared_ptr<detail::subscriber_impl> impl, subscription::kind k,
+                              std::string name, callback cb, subscribe_handler h);
   template <class CompletionToken>
   auto initiate_subscribe(bool pattern, std::string name, callback cb, CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code, subscription)>(

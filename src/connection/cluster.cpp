@@ -166,8 +166,7 @@ slot_map slot_map::from_shards(const resp3::value& reply, const cluster_node& se
   });
 }
 
-slot_map slot_map::from_slots(const resp3::value& reply, const cluster_node& seed,
-                              error_code& ec) {
+slot_map slot_map::from_slots(const resp3::value& reply, const cluster_node& seed, error_code& ec) {
   return read_entries(reply, ec, [&](const resp3::value& range, slot_map& m) {
     if (range.type != resp3::type::array || range.elements.size() < 3) return false;
     const auto& e = range.elements;
@@ -258,8 +257,7 @@ redirect parse_redirect(const resp3::value& reply) {
   auto port_text = addr.substr(colon + 1);
   unsigned port = 0;
   auto [pp, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (pec != std::errc{} || pp != port_text.data() + port_text.size() || port == 0 ||
-      port > 65535)
+  if (pec != std::errc{} || pp != port_text.data() + port_text.size() || port == 0 || port > 65535)
     return r;
   r.kind = word == "MOVED" ? redirect::moved : redirect::ask;
   r.slot = static_cast<std::uint16_t>(slot);

@@ -11,9 +11,9 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
-#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -211,11 +211,11 @@ void drop_asking_replies(response& replies);
 /// What the router does with a request's replies.
 struct redirect_action {
   enum kind_t : unsigned char {
-    done,        ///< hand the replies to the caller
-    resend,      ///< MOVED: update the map, send again to target, refresh the map
-    ask,         ///< ASK: send ASKING + the request to target, map unchanged
-    retry_later, ///< TRYAGAIN / CLUSTERDOWN: wait `delay`, send again
-    give_up,     ///< too many redirects: the caller gets error::cluster_redirect_limit
+    done,         ///< hand the replies to the caller
+    resend,       ///< MOVED: update the map, send again to target, refresh the map
+    ask,          ///< ASK: send ASKING + the request to target, map unchanged
+    retry_later,  ///< TRYAGAIN / CLUSTERDOWN: wait `delay`, send again
+    give_up,      ///< too many redirects: the caller gets error::cluster_redirect_limit
   } kind = done;
   cluster_node target;
   std::uint16_t slot = 0;

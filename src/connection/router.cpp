@@ -18,8 +18,8 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <unordered_map>
 #include <optional>
+#include <unordered_map>
 #include <variant>
 
 namespace thoonk::detail {
@@ -28,8 +28,7 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-class cluster_router : public slot_source,
-                       public std::enable_shared_from_this<cluster_router> {
+class cluster_router : public slot_source, public std::enable_shared_from_this<cluster_router> {
  public:
   explicit cluster_router(connection& seed)
       : seed_(&seed),
@@ -361,8 +360,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
     if (ask_to) drop_asking_replies(resp);  // ASKING's +OKs
     auto a = policy.decide(resp, node);
     switch (a.kind) {
-      case redirect_action::done:
-        co_return std::tuple{error_code{}, std::move(resp)};
+      case redirect_action::done: co_return std::tuple{error_code{}, std::move(resp)};
       case redirect_action::resend:
         ++stats_.moved;
         if (a.slot == slot && gate.node && !(*gate.node == a.target)) {
@@ -448,6 +446,8 @@ asio::awaitable<error_code> router::connect() {
 
 std::shared_ptr<slot_source> router::slots() const noexcept { return cluster_; }
 
-cluster_stats router::stats() const noexcept { return cluster_ ? cluster_->stats() : cluster_stats{}; }
+cluster_stats router::stats() const noexcept {
+  return cluster_ ? cluster_->stats() : cluster_stats{};
+}
 
 }  // namespace thoonk::detail

@@ -19,13 +19,13 @@ namespace thoonk::detail {
 
 /// Counters of cluster routing (all zero on a single server).
 struct cluster_stats {
-  std::uint64_t moved = 0;            ///< MOVED replies followed
-  std::uint64_t asked = 0;            ///< ASK replies followed (ASKING sent)
-  std::uint64_t retried = 0;          ///< TRYAGAIN / CLUSTERDOWN pauses
-  std::uint64_t resent_unwritten = 0; ///< requests sent again after their node was not connected
-  std::uint64_t refreshes = 0;        ///< slot maps read
-  std::uint64_t refresh_failures = 0; ///< refreshes no node answered
-  std::uint64_t primaries = 0;        ///< primaries in the current map
+  std::uint64_t moved = 0;             ///< MOVED replies followed
+  std::uint64_t asked = 0;             ///< ASK replies followed (ASKING sent)
+  std::uint64_t retried = 0;           ///< TRYAGAIN / CLUSTERDOWN pauses
+  std::uint64_t resent_unwritten = 0;  ///< requests sent again after their node was not connected
+  std::uint64_t refreshes = 0;         ///< slot maps read
+  std::uint64_t refresh_failures = 0;  ///< refreshes no node answered
+  std::uint64_t primaries = 0;         ///< primaries in the current map
 };
 
 class cluster_router;
@@ -80,8 +80,9 @@ class router {
   /// error::unknown_outcome, as on one server. Every command of `req` must
   /// touch the slot of `key` or no key. `req` must stay valid until the
   /// awaitable completes.
-  boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec(
-      const request& req, std::string_view key, exec_options opts);
+  boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec(const request& req,
+                                                                               std::string_view key,
+                                                                               exec_options opts);
 
   /// Reads the slot map and connects to every primary (cluster mode; a
   /// no-op on one server). client::connect awaits it. Fails with

@@ -90,8 +90,8 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
     args.push_back(std::move(f));
     args.push_back(std::move(v));
   }
-  const auto& s = cl ? detail::scripts::management_cluster_create()
-                     : detail::scripts::management_create();
+  const auto& s =
+      cl ? detail::scripts::management_cluster_create() : detail::scripts::management_create();
   auto [st, v] = co_await detail::run_script(*c, s, std::move(keys), std::move(args));
   co_return std::tuple{std::move(st), v.integer == 1};
 }
@@ -112,8 +112,8 @@ asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
   args.push_back(name);
   args.push_back(c->instance_id());
   args.emplace_back(detail::delfeed_channel);
-  const auto& s = cl ? detail::scripts::management_cluster_delete()
-                     : detail::scripts::management_delete();
+  const auto& s =
+      cl ? detail::scripts::management_cluster_delete() : detail::scripts::management_delete();
   auto [st, v] = co_await detail::run_script(*c, s, std::move(keys), std::move(args));
   if (!cl || st) co_return std::tuple{std::move(st)};
   const bool had_type = v.integer == 1;

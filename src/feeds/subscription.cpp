@@ -264,7 +264,9 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
     args.push_back(std::to_string(a.rows));
     args.push_back(std::to_string(replay_batch_bytes));
     args.emplace_back(a.retractions ? "1" : "0");
-    args.push_back(a.marker.empty() ? std::string() : catchup_channel(cli->instance_id(), feed_names(cli->get_config(), name)));
+    args.push_back(a.marker.empty()
+                       ? std::string()
+                       : catchup_channel(cli->instance_id(), feed_names(cli->get_config(), name)));
     args.push_back(a.marker);
     args.push_back(a.window_lo);
     args.push_back(std::to_string(a.window_skip));

@@ -53,8 +53,7 @@ void job_queue::start_abort(std::string id, abort_options o, handler<> h) {
     args.push_back(o.permanent ? "1" : "0");
     args.push_back(std::to_string(detail::backoff_jitter()));
     args.push_back(impl->wake_channel);
-    auto [st, v] =
-        co_await impl->call_with_dlq(scripts::jobs_abort(), std::move(args), {});
+    auto [st, v] = co_await impl->call_with_dlq(scripts::jobs_abort(), std::move(args), {});
     if (st) co_return std::tuple{std::move(st)};
     if (v.elements.size() != 1 || v.elements[0].str != "ok")
       co_return std::tuple{op_status(error::unexpected_type)};

@@ -155,7 +155,8 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   // (ARGV 9, 10); the worker follows as ARGV 11.
   std::vector<std::string> after;
   if (!worker.empty()) after.push_back(worker);
-  auto [st, v] = co_await self->call_with_dlq(scripts::jobs_fail(), std::move(args), std::move(after));
+  auto [st, v] =
+      co_await self->call_with_dlq(scripts::jobs_fail(), std::move(args), std::move(after));
   if (st) co_return std::tuple{std::move(st), r};
   if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};
   r.outcome = v.elements[0].str == "dead" ? fail_result::outcome_t::dead_lettered

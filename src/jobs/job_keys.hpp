@@ -51,12 +51,12 @@ struct job_keys {
 
   explicit job_keys(const feed_names& n)
       : names(n),
-        keys{n.key("config"),      n.key("ids"),          n.key("items"),
-             n.key("publishes"),   n.key("finishes"),     n.key("published"),
-             n.key("claimed"),     n.key("cancelled"),    n.key("stalled"),
-             n.key("attempts"),    n.key("sleepers"),     n.key("idincr"),
-             n.key("unaccounted"), n.key("scheduled"),    n.key("scheduled_items"),
-             n.key("jobmeta"),     n.key("held"),         n.key("workers"),
+        keys{n.key("config"),      n.key("ids"),        n.key("items"),
+             n.key("publishes"),   n.key("finishes"),   n.key("published"),
+             n.key("claimed"),     n.key("cancelled"),  n.key("stalled"),
+             n.key("attempts"),    n.key("sleepers"),   n.key("idincr"),
+             n.key("unaccounted"), n.key("scheduled"),  n.key("scheduled_items"),
+             n.key("jobmeta"),     n.key("held"),       n.key("workers"),
              n.key("worker_info"), n.key("worker_jobs")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),

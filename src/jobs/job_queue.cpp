@@ -2,11 +2,11 @@
 // tokens, batched finishes, durable results (contract 001 "Get Result").
 #include <thoonk/job_queue.hpp>
 
-#include "subscriber/notify.hpp"
+#include "connection/cluster.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
-#include "connection/cluster.hpp"
 #include "jobs/job_queue_impl.hpp"
+#include "subscriber/notify.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -660,10 +660,9 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
       using namespace asio::experimental::awaitable_operators;
       auto soon = clock_type::now() + std::chrono::seconds(1);
       asio::steady_timer limit(impl->cl.get_executor(), std::min(deadline, soon));
-      auto r =
-          co_await (detail::subscribe_notifications(impl->cl, impl->finish_channel, std::move(cb),
-                                                    use_nothrow) ||
-                    limit.async_wait(use_nothrow));
+      auto r = co_await (detail::subscribe_notifications(impl->cl, impl->finish_channel,
+                                                         std::move(cb), use_nothrow) ||
+                         limit.async_wait(use_nothrow));
       if (r.index() == 0) sub = std::move(std::get<1>(std::get<0>(r)));
     }
     const std::string key = impl->names.job_result_key(id);

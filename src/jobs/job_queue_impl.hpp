@@ -3,10 +3,10 @@
 // dispatcher, the finish batcher and the operations close() must end.
 #pragma once
 
-#include "subscriber/notify.hpp"
 #include "jobs/common.hpp"
 #include "jobs/job_keys.hpp"
 #include "jobs/queue_core.hpp"
+#include "subscriber/notify.hpp"
 
 #include <thoonk/job_queue.hpp>
 

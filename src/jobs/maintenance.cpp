@@ -162,8 +162,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     args.push_back(now_ms_string());
     args.push_back(batch_s);
     args.push_back(self->wake_channel);
-    auto [ec, v] =
-        co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args), {});
+    auto [ec, v] = co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args), {});
     if (ec) co_return std::tuple{ec, rep};
     if (v.elements.size() < 3) co_return std::tuple{op_status(error::unexpected_type), rep};
     rep.requeued += as_int(v.elements[0]);

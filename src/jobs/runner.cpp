@@ -241,8 +241,7 @@ class runner : public std::enable_shared_from_this<runner> {
 
   /// Removes and returns the job claimed ahead with this id (and token,
   /// when given), if there is one.
-  std::optional<claimed_job> drop_ready(const std::string& id,
-                                        std::optional<std::int64_t> token) {
+  std::optional<claimed_job> drop_ready(const std::string& id, std::optional<std::int64_t> token) {
     auto it = std::find_if(ready.begin(), ready.end(), [&](const ready_job& r) {
       return r.job.id == id && (!token || r.job.token == *token);
     });
@@ -266,7 +265,8 @@ class runner : public std::enable_shared_from_this<runner> {
     if (js.empty()) return;
     if (waited_too_long) book.ready_waited_too_long(js.size());
     else book.ready_dropped(js.size());
-    auto op = [](std::shared_ptr<runner> self, std::vector<claimed_job> c) -> asio::awaitable<void> {
+    auto op = [](std::shared_ptr<runner> self,
+                 std::vector<claimed_job> c) -> asio::awaitable<void> {
       const auto n = co_await job_queue_impl::release(self->impl, std::move(c));
       self->report.released += n;
     };

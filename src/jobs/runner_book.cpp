@@ -43,8 +43,7 @@ std::size_t runner_book::ahead() const noexcept {
   // a microsecond at least.
   const double per_slot = round_avg_ / std::max(handler_avg_, 1000.0);
   const double want = std::ceil(per_slot * static_cast<double>(s_.concurrency));
-  return want >= static_cast<double>(s_.prefetch) ? s_.prefetch
-                                                  : static_cast<std::size_t>(want);
+  return want >= static_cast<double>(s_.prefetch) ? s_.prefetch : static_cast<std::size_t>(want);
 }
 
 bool runner_book::take_ready() noexcept {

@@ -3,8 +3,8 @@
 // both poking the queue's fetcher (so waiting getters re-check the server).
 #pragma once
 
-#include "subscriber/notify.hpp"
 #include "jobs/common.hpp"
+#include "subscriber/notify.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/subscriber.hpp>

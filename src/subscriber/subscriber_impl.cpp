@@ -448,9 +448,8 @@ void subscriber_impl::shard_subscribe(const std::string& channel, const cluster_
   request req;
   req.push("SSUBSCRIBE", channel);
   // Confirmed (or refused) in the order written, like subscribe_on_server.
-  exec_handler on_written([weak = weak_from_this(), key = std::string(node.host.empty()
-                                                                          ? std::string()
-                                                                          : to_string(node)),
+  exec_handler on_written([weak = weak_from_this(),
+                           key = std::string(node.host.empty() ? std::string() : to_string(node)),
                            channel](error_code ec, response) {
     if (ec) return;
     auto self = weak.lock();

@@ -59,9 +59,10 @@ struct lifetime_case {
 
 }  // namespace
 
-TEST_CASE("client lifetime: destroyed without stop() with requests in flight, its io_context "
-          "never run again: everything it owned is freed",
-          "[client][lifetime][stop]") {
+TEST_CASE(
+    "client lifetime: destroyed without stop() with requests in flight, its io_context "
+    "never run again: everything it owned is freed",
+    "[client][lifetime][stop]") {
   std::weak_ptr<thoonk::detail::slot_source> state;
   {
     lifetime_case t;
@@ -78,9 +79,10 @@ TEST_CASE("client lifetime: destroyed without stop() with requests in flight, it
   CHECK(state.expired());
 }
 
-TEST_CASE("client lifetime: destroyed without stop() with requests in flight, its io_context "
-          "running on: they complete with unknown_outcome",
-          "[client][lifetime][stop]") {
+TEST_CASE(
+    "client lifetime: destroyed without stop() with requests in flight, its io_context "
+    "running on: they complete with unknown_outcome",
+    "[client][lifetime][stop]") {
   lifetime_case t;
   t.start(8, 400);
   REQUIRE(t.done == 0);

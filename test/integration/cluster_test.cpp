@@ -235,8 +235,8 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         thoonk::feed_config no_cfg;
         auto [ec_again] = co_await c.create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
         CHECK(ec_again == thoonk::error::feed_exists);
-        auto [ec_type, created] = co_await c.create_or_open_feed(
-            name, thoonk::feed_type::queue, no_cfg, nothrow);
+        auto [ec_type, created] =
+            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK(ec_type == thoonk::error::wrong_feed_type);
         auto [ec_open, created2] =
             co_await c.create_or_open_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
@@ -507,9 +507,10 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
   CHECK(cl.primary_of(slot, any) == to);
 }
 
-TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; lost "
-          "acknowledged writes are counted",
-          "[cluster][failover][queue]") {
+TEST_CASE(
+    "cluster: a primary killed, its replica promoted: the client follows; lost "
+    "acknowledged writes are counted",
+    "[cluster][failover][queue]") {
   redis_cluster cl;
   const auto any = cl.any_live_port();
   const auto victim = primary_ports(cl).front();
@@ -527,10 +528,9 @@ TEST_CASE("cluster: a primary killed, its replica promoted: the client follows; 
         // the kill.
         auto wq = co_await thoonk::queue::create_or_open(c, waited_name, asio::use_awaitable);
         bool stop_waited = false, waited_done = false;
-        asio::co_spawn(ioc,
-                       waited_puts(&c, &wq, &stop_waited, &waited_acked, &waited_confirmed,
-                                   &waited_done),
-                       asio::detached);
+        asio::co_spawn(
+            ioc, waited_puts(&c, &wq, &stop_waited, &waited_acked, &waited_confirmed, &waited_done),
+            asio::detached);
         int n = 0;
         std::size_t acked_at_kill = 0;
         bool killed = false;
@@ -691,9 +691,10 @@ asio::awaitable<watched_feed> watch_feed(thoonk::client& c, thoonk::client& prod
 
 }  // namespace
 
-TEST_CASE("cluster: feed, job and wake-up notifications over sharded pub/sub on every shard; "
-          "management events on classic pub/sub",
-          "[cluster][subscriber][sharded]") {
+TEST_CASE(
+    "cluster: feed, job and wake-up notifications over sharded pub/sub on every shard; "
+    "management events on classic pub/sub",
+    "[cluster][subscriber][sharded]") {
   redis_cluster cl;
   const auto ports = primary_ports(cl);
   REQUIRE(ports.size() == 3);
@@ -705,9 +706,8 @@ TEST_CASE("cluster: feed, job and wake-up notifications over sharded pub/sub on 
         co_await c.connect(asio::use_awaitable);
         // Classic subscribers of the bare and the tagged channel names, and
         // of the management channel.
-        auto classic = co_await capture_patterns(c.sub(), std::string("feed.*"),
-                                                 std::string("thoonk.sync:*"),
-                                                 std::string("newfeed"));
+        auto classic = co_await capture_patterns(
+            c.sub(), std::string("feed.*"), std::string("thoonk.sync:*"), std::string("newfeed"));
         std::vector<std::string> names;
         for (auto port : ports) names.push_back(name_on(cl, port, "heard-"));
         std::vector<thoonk::feed> feeds;
@@ -878,9 +878,10 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
   CHECK(failed == 0);
 }
 
-TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber follows the "
-          "promoted replica and catch-up covers the gap, each event once",
-          "[cluster][subscriber][sharded][failover]") {
+TEST_CASE(
+    "cluster: a feed's primary killed while subscribed: the subscriber follows the "
+    "promoted replica and catch-up covers the gap, each event once",
+    "[cluster][subscriber][sharded][failover]") {
   redis_cluster cl;
   const auto ports = primary_ports(cl);
   const auto victim = ports.front();
@@ -916,28 +917,28 @@ TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber fol
         bool stop = false, done = false, other_done = false;
         asio::co_spawn(ioc, publish_until(&pf, "f-", &stop, 2ms, &acked, &failed, &done),
                        asio::detached);
-        asio::co_spawn(ioc,
-                       publish_until(&pg, "g-", &stop, 2ms, &other_acked, &other_failed,
-                                     &other_done),
-                       asio::detached);
+        asio::co_spawn(
+            ioc, publish_until(&pg, "g-", &stop, 2ms, &other_acked, &other_failed, &other_done),
+            asio::detached);
         co_await sleep_for(300ms);
         cl.server_on(victim)->kill();
         // Until the replica is promoted and a few publishes went through it.
         const auto at_kill = acked.size();
-        bool promoted = co_await wait_until(
-            [&] { return acked.size() >= at_kill + 50; }, 30s);
+        bool promoted = co_await wait_until([&] { return acked.size() >= at_kill + 50; }, 30s);
         REQUIRE(promoted);
         stop = true;
         co_await wait_until([&] { return done && other_done; });
         // Every event the feed holds now was delivered, once.
         auto ids = co_await f.get_ids(asio::use_awaitable);
-        bool all = co_await wait_until([&] {
-          for (const auto& id : ids)
-            if (log.published.count(id) == 0) return false;
-          for (const auto& a : other_acked)
-            if (other_log.published.count(a) == 0) return false;
-          return true;
-        }, 20s);
+        bool all = co_await wait_until(
+            [&] {
+              for (const auto& id : ids)
+                if (log.published.count(id) == 0) return false;
+              for (const auto& a : other_acked)
+                if (other_log.published.count(a) == 0) return false;
+              return true;
+            },
+            20s);
         CHECK(all);
         CHECK(log.duplicates() == 0);
         CHECK(other_log.duplicates() == 0);
@@ -950,10 +951,9 @@ TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber fol
         CHECK(now_primary != victim);
         CHECK(shard_channels_on(cl, now_primary).count("feed.publish:{" + name + "}") == 1);
         CHECK(c.sub().stats().shard_connections == 2);  // the dead node's connection went
-        std::cout << "sharded subscriber, primary killed: " << acked.size()
-                  << " published (" << failed << " failed during the failover), "
-                  << log.published.size() << " delivered once each (" << log.replayed
-                  << " by catch-up, " << lost_writes
+        std::cout << "sharded subscriber, primary killed: " << acked.size() << " published ("
+                  << failed << " failed during the failover), " << log.published.size()
+                  << " delivered once each (" << log.replayed << " by catch-up, " << lost_writes
                   << " of them lost with the dead primary), " << sub.stats().catch_ups
                   << " catch-ups\n";
         CHECK(sub.stats().catch_ups >= 1);
@@ -975,10 +975,10 @@ TEST_CASE("cluster: a feed's primary killed while subscribed: the subscriber fol
   CHECK(other_failed == 0);
 }
 
-
-TEST_CASE("cluster: a dead-letter queue of another slot is refused with cluster_cross_slot and "
-          "nothing changes; one with the queue's hash tag takes the dead letters",
-          "[cluster][job][dead_letter]") {
+TEST_CASE(
+    "cluster: a dead-letter queue of another slot is refused with cluster_cross_slot and "
+    "nothing changes; one with the queue's hash tag takes the dead letters",
+    "[cluster][job][dead_letter]") {
   redis_cluster cl;
   const auto ports = primary_ports(cl);
   auto cfg = cl.client_config();

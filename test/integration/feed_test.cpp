@@ -268,7 +268,8 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
         CHECK(pubs.str == std::to_string(writers * per_writer));
         bool all_retracts = co_await wait_until([&] {
           return static_cast<int>(cap->on(feed_channel("retract", name)).size()) == evictions &&
-                 cap->on(feed_channel("publish", name)).size() + cap->on(feed_channel("edit", name)).size() ==
+                 cap->on(feed_channel("publish", name)).size() +
+                         cap->on(feed_channel("edit", name)).size() ==
                      writers * per_writer;
         });
         CHECK(all_retracts);

@@ -68,10 +68,9 @@ FIXTURE_TEST_CASE(
   auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
   CHECK(q.name() == f.name);
   auto config = co_await config_of(f.c.conn(), f.name);
-  CHECK(config ==
-        "claim_timeout_ms=1500\ndead_letter_queue=" + dead +
-            "\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
-        "published=1\nresult_ttl_ms=60000\ntype=job\n");
+  CHECK(config == "claim_timeout_ms=1500\ndead_letter_queue=" + dead +
+                      "\nevents=1\nmax_stalls=2\nmin_backoff_ms=10\n"
+                      "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
   // Round trip: the same values come back typed.
   auto back = co_await q.read_settings(asio::use_awaitable);

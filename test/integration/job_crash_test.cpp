@@ -188,8 +188,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
         for (auto& [id, n] : st.ok_finishes) dup += n > 1;
         CHECK(dup == 0);
         thoonk::request del;
-        for (auto& id : ids)
-          del.push("DEL", key("jobfinished", name) + std::string(1, '\0') + id);
+        for (auto& id : ids) del.push("DEL", key("jobfinished", name) + std::string(1, '\0') + id);
         co_await raw_exec(admin.conn(), del);
       },
       200s);

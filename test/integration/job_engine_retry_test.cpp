@@ -173,9 +173,10 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   co_await f.c.delete_feed(dead_name, asio::use_awaitable);
 }
 
-FIXTURE_TEST_CASE_WITH_CONFIG(dead_letter_config(), "retry",
-                              "retry: a dead-letter queue named after the handle was opened is used",
-                              "[job][retry][fail][dead_letter][set_config]") {
+FIXTURE_TEST_CASE_WITH_CONFIG(
+    dead_letter_config(), "retry",
+    "retry: a dead-letter queue named after the handle was opened is used",
+    "[job][retry][fail][dead_letter][set_config]") {
   auto q = co_await engine_queue(f, fast_retries(1));
   auto id = co_await q.put("a", asio::use_awaitable);
   auto j = co_await q.claim(1s, asio::use_awaitable);

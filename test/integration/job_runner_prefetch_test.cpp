@@ -66,8 +66,8 @@ asio::awaitable<std::vector<std::string>> put_with_slow_job(thoonk::job_queue& q
 /// the job named `slow` (setting `slow_started`), no time for the others.
 thoonk::job_coroutine slow_job_handler(std::multiset<std::string>& ran, bool& slow_started,
                                        std::chrono::milliseconds d) {
-  return [&ran, &slow_started, d](thoonk::job_context ctx)
-             -> asio::awaitable<std::optional<std::string>> {
+  return [&ran, &slow_started,
+          d](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     ran.insert(ctx.job().id);
     if (ctx.job().item == "slow") {
       slow_started = true;
@@ -178,7 +178,8 @@ FIXTURE_TEST_CASE("runaheadstop",
   int handled = 0;
   std::size_t held_before_stop = 0;
   std::size_t held_during_stop = 0;
-  thoonk::job_coroutine h = [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
     if (++handled == 300) {
       // Rounds claim ahead while this handler holds the slot (it has not
       // ended, so the handlers still look short); then the stop: what was

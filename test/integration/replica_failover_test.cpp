@@ -13,8 +13,8 @@
 #include <iostream>
 #include <set>
 
-#include <sys/types.h>
 #include <signal.h>
+#include <sys/types.h>
 
 using namespace thoonk::test;
 using E = thoonk::error;

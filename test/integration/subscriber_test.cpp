@@ -217,8 +217,8 @@ namespace {
 // Makes `user`, who may use every command and key but only the channels
 // starting with `allowed`, and returns a test config that logs in as them.
 asio::awaitable<thoonk::config> channel_limited_user(thoonk::connection& admin,
-                                                    const std::string& user,
-                                                    const std::string& allowed) {
+                                                     const std::string& user,
+                                                     const std::string& allowed) {
   co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
                "+@all", "~*");
   auto cfg = test_config();
@@ -254,9 +254,10 @@ TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
   });
 }
 
-TEST_CASE("subscriber: ssubscribe on one server: a connection of its own, refusals fail that "
-          "subscribe only, the last handle unsubscribes",
-          "[subscriber][ssubscribe][fault]") {
+TEST_CASE(
+    "subscriber: ssubscribe on one server: a connection of its own, refusals fail that "
+    "subscribe only, the last handle unsubscribes",
+    "[subscriber][ssubscribe][fault]") {
   asio::io_context ioc;
   thoonk::connection admin(ioc.get_executor(), test_config());
   auto user = unique_name("sacl");

@@ -45,7 +45,6 @@ using tutorial_fn =
 /// own (`{<prefix>-...}`) and the client has config::allow_hash_tag_names,
 /// so that the names the tutorial derives from it (`<name>.dead`) share its
 /// slot; on one server nothing changes.
-std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix,
-                         bool tagged_name = false);
+std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix, bool tagged_name = false);
 
 }  // namespace thoonk::test

@@ -87,8 +87,10 @@ inline std::vector<std::string> cluster_capture_channels(const std::string& patt
     return out;
   }
   if (pattern.find_first_of("*?[") != std::string::npos)
-    throw std::logic_error("capture_patterns: sharded pub/sub has no patterns; name the channels"
-                           " (or feed.*:<feed>) instead of " + pattern);
+    throw std::logic_error(
+        "capture_patterns: sharded pub/sub has no patterns; name the channels"
+        " (or feed.*:<feed>) instead of " +
+        pattern);
   return {pattern};
 }
 
@@ -144,7 +146,6 @@ asio::awaitable<bool> wait_until(Pred pred, std::chrono::milliseconds max = 10s)
   co_return pred();
 }
 
-
 inline std::string nul_join(std::string_view a, std::string_view b) {
   std::string s(a);
   s.push_back('\0');
@@ -197,8 +198,7 @@ inline const char* notify_command() { return cluster_topology() ? "SPUBLISH" : "
 
 /// A raw notification on a feed, queue or job channel (not a management
 /// one), as a contract client sends it: notify_command() through raw_exec.
-inline asio::awaitable<thoonk::resp3::value> raw_notify(thoonk::connection& c,
-                                                        std::string channel,
+inline asio::awaitable<thoonk::resp3::value> raw_notify(thoonk::connection& c, std::string channel,
                                                         std::string payload) {
   return cmd(c, notify_command(), channel, payload);
 }
@@ -206,9 +206,8 @@ inline asio::awaitable<thoonk::resp3::value> raw_notify(thoonk::connection& c,
 /// Subscribes `cb` to a feed, queue or job channel on `sub` as a contract
 /// client must: SUBSCRIBE on one server, SSUBSCRIBE under
 /// cluster_topology() (shard channels).
-inline asio::awaitable<thoonk::subscription> subscribe_notifications(thoonk::subscriber& sub,
-                                                                     std::string channel,
-                                                                     thoonk::subscriber::callback cb) {
+inline asio::awaitable<thoonk::subscription> subscribe_notifications(
+    thoonk::subscriber& sub, std::string channel, thoonk::subscriber::callback cb) {
   if (cluster_topology())
     co_return co_await sub.ssubscribe(std::move(channel), std::move(cb), asio::use_awaitable);
   co_return co_await sub.subscribe(std::move(channel), std::move(cb), asio::use_awaitable);
@@ -723,17 +722,17 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///       auto boss = co_await open_on(other, f.name);
 ///       ...
 ///     }
-#define TWO_CLIENT_TEST_CASE(prefix, ...)                                                  \
-  THOONK_CORO_TEST_CASE_(                                                                  \
+#define TWO_CLIENT_TEST_CASE(prefix, ...)                                                    \
+  THOONK_CORO_TEST_CASE_(                                                                    \
       ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::client & other), f, (prefix), \
-      (::thoonk::client other(                                                             \
-           f.ioc.get_executor(),                                                           \
-           ::thoonk::test::named_config(std::string("thoonk-") + prefix + "-other"));      \
-       ::thoonk::test::run_coro(f.ioc,                                                     \
-                                [&]() -> ::boost::asio::awaitable<void> {                  \
-                                  co_await THOONK_TEST_FN_(f, other);                      \
-                                  other.stop();                                            \
-                                });),                                                      \
+      (::thoonk::client other(                                                               \
+           f.ioc.get_executor(),                                                             \
+           ::thoonk::test::named_config(std::string("thoonk-") + prefix + "-other"));        \
+       ::thoonk::test::run_coro(f.ioc,                                                       \
+                                [&]() -> ::boost::asio::awaitable<void> {                    \
+                                  co_await THOONK_TEST_FN_(f, other);                        \
+                                  other.stop();                                              \
+                                });),                                                        \
       __VA_ARGS__)
 
 /// A test case whose body is a coroutine on a fresh fixture `fx(prefix)`
@@ -747,7 +746,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 #define CLIENT_TEST_CASE(prefix, ...)                                                             \
   THOONK_CORO_TEST_CASE_(                                                                         \
       ([[maybe_unused]] ::thoonk::test::fixture & fx, [[maybe_unused]] ::thoonk::client & c), fx, \
-      (prefix), (fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                       \
+      (prefix), (fx.run_connected([&fx]() -> ::boost::asio::awaitable<void> {                     \
         co_await THOONK_TEST_FN_(fx, fx.c);                                                       \
         fx.raw.stop();                                                                            \
       });),                                                                                       \
@@ -782,11 +781,11 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 ///       auto [id, j] = co_await put_and_claim(q, "x");
 ///       ...
 ///     }
-#define JOB_QUEUE_TEST_CASE(prefix, ...)                                                  \
-  THOONK_CORO_TEST_CASE_(                                                                 \
+#define JOB_QUEUE_TEST_CASE(prefix, ...)                                                    \
+  THOONK_CORO_TEST_CASE_(                                                                   \
       ([[maybe_unused]] ::thoonk::test::fixture & f, ::thoonk::job_queue & q), f, (prefix), \
-      (::thoonk::test::run_with_job_queue(                                                \
-           f, [&f](::thoonk::job_queue& q) { return THOONK_TEST_FN_(f, q); });),          \
+      (::thoonk::test::run_with_job_queue(                                                  \
+           f, [&f](::thoonk::job_queue& q) { return THOONK_TEST_FN_(f, q); });),            \
       __VA_ARGS__)
 
 namespace Catch {

@@ -42,8 +42,7 @@ unsigned short free_port() {
 
 // Runs `argv` with its stdout and stderr captured, at most `max`; SIGKILL
 // and an exception after that.
-std::string run(const std::vector<std::string>& args, std::chrono::milliseconds max,
-                int& status) {
+std::string run(const std::vector<std::string>& args, std::chrono::milliseconds max, int& status) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<std::string> copy = args;
@@ -109,15 +108,21 @@ redis_cluster::redis_cluster(int primaries, int replicas) {
   const int total = primaries * (1 + replicas);
   for (int i = 0; i < total; ++i) {
     redis_server_options o;
-    o.extra_args = {"--cluster-enabled", "yes", "--cluster-port", std::to_string(free_port()),
-                    "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
-                    "--repl-ping-replica-period", "1"};
+    o.extra_args = {"--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    std::to_string(free_port()),
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--cluster-replica-validity-factor",
+                    "0",
+                    "--repl-ping-replica-period",
+                    "1"};
     servers_.push_back(std::make_unique<redis_server>(std::move(o)));
   }
   std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
   for (auto& s : servers_) args.push_back(s->host() + ":" + std::to_string(s->port()));
-  args.insert(args.end(),
-              {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
+  args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
   int status = 0;
   auto out = run(args, 60s, status);
   if (status != 0 || out.find("[OK] All 16384 slots covered") == std::string::npos)
@@ -173,7 +178,8 @@ std::string redis_cluster::cli(unsigned short port, const std::vector<std::strin
   a.insert(a.end(), args.begin(), args.end());
   int status = 0;
   auto out = run(a, 10s, status);
-  if (status != 0) throw std::runtime_error("redis-cli failed (" + std::to_string(status) + "): " + out);
+  if (status != 0)
+    throw std::runtime_error("redis-cli failed (" + std::to_string(status) + "): " + out);
   return out;
 }
 
@@ -270,16 +276,15 @@ void redis_cluster::migrate_slot(std::uint16_t slot, unsigned short to_port, int
   expect_ok(cli(from_port, {"CLUSTER", "SETSLOT", slot_s, "MIGRATING", to_id}), "MIGRATING");
   for (;;) {
     std::this_thread::sleep_for(pause);
-    auto keys_text =
-        cli(from_port, {"CLUSTER", "GETKEYSINSLOT", slot_s, std::to_string(batch)});
+    auto keys_text = cli(from_port, {"CLUSTER", "GETKEYSINSLOT", slot_s, std::to_string(batch)});
     std::vector<std::string> keys;
     std::istringstream in(keys_text);
     std::string k;
     while (std::getline(in, k))
       if (!k.empty()) keys.push_back(k);
     if (keys.empty()) break;
-    std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(to_port), "", "0",
-                                     "5000", "REPLACE", "KEYS"};
+    std::vector<std::string> args = {
+        "MIGRATE", "127.0.0.1", std::to_string(to_port), "", "0", "5000", "REPLACE", "KEYS"};
     args.insert(args.end(), keys.begin(), keys.end());
     auto out = cli(from_port, args);
     if (out.find("OK") == std::string::npos && out.find("NOKEY") == std::string::npos)

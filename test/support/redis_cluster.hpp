@@ -22,8 +22,8 @@ struct cluster_node_info {
   std::string id;
   unsigned short port = 0;
   bool primary = false;
-  bool failed = false;     ///< flagged fail (or fail?)
-  std::string primary_id;  ///< a replica's primary, "-" for a primary
+  bool failed = false;                     ///< flagged fail (or fail?)
+  std::string primary_id;                  ///< a replica's primary, "-" for a primary
   std::vector<std::pair<int, int>> slots;  ///< a primary's slot ranges
 };
 

@@ -96,12 +96,11 @@ route route_of(const request& req) {
       (name == "CLIENT" && (sub == "KILL" || sub == "LIST")) ||
       (name == "PUBSUB" && sub == "NUMSUB"))
     return {route_kind::every_node, {}, name + " " + sub};
-  if (is({"KEYS", "SLOWLOG", "FLUSHALL", "FLUSHDB"}))
-    return {route_kind::every_primary, {}, name};
+  if (is({"KEYS", "SLOWLOG", "FLUSHALL", "FLUSHDB"})) return {route_kind::every_primary, {}, name};
   if (is({"OBJECT", "MEMORY", "XINFO"}) && a.size() > 2) return {route_kind::key, a[2], name};
-  if (is({"PING", "ECHO", "PUBLISH", "INFO", "CLIENT", "PUBSUB", "DEBUG", "TIME", "DBSIZE",
-          "WAIT", "HELLO", "CLUSTER", "SELECT", "SCAN", "COMMAND", "LATENCY", "MULTI", "EXEC",
-          "DISCARD", "AUTH"}) ||
+  if (is({"PING",    "ECHO",    "PUBLISH", "INFO",  "CLIENT",  "PUBSUB", "DEBUG",
+          "TIME",    "DBSIZE",  "WAIT",    "HELLO", "CLUSTER", "SELECT", "SCAN",
+          "COMMAND", "LATENCY", "MULTI",   "EXEC",  "DISCARD", "AUTH"}) ||
       a.size() < 2)
     return {route_kind::own, {}, name};
   return {route_kind::key, a[1], name};
@@ -110,8 +109,7 @@ route route_of(const request& req) {
 // `req` over a connection of its own to 127.0.0.1:`port`, with via's
 // config (not in cluster mode). Never over `via` itself: which node a
 // cluster-mode connection reached is not in its config.
-boost::asio::awaitable<response> exec_on(connection& via, unsigned short port,
-                                         const request& req) {
+boost::asio::awaitable<response> exec_on(connection& via, unsigned short port, const request& req) {
   auto cfg = via.get_config();
   cfg.cluster = false;
   cfg.endpoints.clear();
@@ -119,8 +117,7 @@ boost::asio::awaitable<response> exec_on(connection& via, unsigned short port,
   cfg.port = port;
   connection node(via.get_executor(), cfg);
   co_await node.connect(boost::asio::use_awaitable);
-  auto [ec, resp] =
-      co_await node.exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto [ec, resp] = co_await node.exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
   node.stop();
   if (ec) throw boost::system::system_error(ec, "raw_exec on port " + std::to_string(port));
   // A request sent to the wrong node is the test's mistake: say so rather
@@ -143,7 +140,8 @@ void merge(resp3::value& into, resp3::value&& v, const std::string& command) {
     into.integer += v.integer;
   } else if (command == "PUBSUB NUMSUB") {
     for (std::size_t i = 0; i < into.elements.size() && i < v.elements.size(); ++i)
-      if (into.elements[i].type == resp3::type::number) into.elements[i].integer += v.elements[i].integer;
+      if (into.elements[i].type == resp3::type::number)
+        into.elements[i].integer += v.elements[i].integer;
   } else if (into.is_aggregate() && v.is_aggregate()) {
     for (auto& e : v.elements) into.elements.push_back(std::move(e));
   } else if (into.is_string() && v.is_string() && command != "ACL SETUSER" &&
@@ -165,7 +163,8 @@ std::vector<unsigned short> cluster_ports(bool primaries_only) {
   for (const auto& s : shared_cluster().servers()) {
     const auto port = s->port();
     bool primary = false;
-    for (std::uint16_t slot = 0; slot < 16384 && !primary; slot = static_cast<std::uint16_t>(slot + 1))
+    for (std::uint16_t slot = 0; slot < 16384 && !primary;
+         slot = static_cast<std::uint16_t>(slot + 1))
       primary = shared_slot_owner(slot) == port;
     if (!primaries_only || primary) ports.push_back(port);
   }
@@ -180,8 +179,7 @@ boost::asio::awaitable<response> raw_exec(connection& c, const request& req) {
   if (!cluster_topology()) co_return co_await c.exec(req, boost::asio::use_awaitable);
   const auto r = route_of(req);
   switch (r.kind) {
-    case route_kind::own:
-      co_return co_await c.exec(req, boost::asio::use_awaitable);
+    case route_kind::own: co_return co_await c.exec(req, boost::asio::use_awaitable);
     case route_kind::key:
       co_return co_await exec_on(c, shared_slot_owner(detail::hash_slot(r.key)), req);
     case route_kind::every_node:

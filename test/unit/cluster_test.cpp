@@ -32,7 +32,8 @@ resp3::value shard_node(resp3::type t, std::string ip, std::int64_t port, std::s
           string_reply("online")});
 }
 
-resp3::value shard(resp3::type t, std::vector<std::int64_t> ranges, std::vector<resp3::value> nodes) {
+resp3::value shard(resp3::type t, std::vector<std::int64_t> ranges,
+                   std::vector<resp3::value> nodes) {
   std::vector<resp3::value> r;
   for (auto x : ranges) r.push_back(number_reply(x));
   return aggregate_reply(t, {string_reply("slots"), array_reply(std::move(r)),
@@ -57,7 +58,7 @@ TEST_CASE("cluster: CRC16-XMODEM and hash slots match Redis", "[unit][cluster]")
   CHECK(hash_slot("foo{}{bar}") != hash_slot("bar"));  // empty first tag: whole key
   CHECK(hash_slot("foo{{bar}}zap") == hash_slot("{bar"));
   CHECK(hash_slot("foo{bar}{zap}") == hash_slot("bar"));
-  CHECK(hash_slot("foo{bar") == hash_slot("foo{bar") );
+  CHECK(hash_slot("foo{bar") == hash_slot("foo{bar"));
   CHECK(hash_slot("foo{bar") != hash_slot("bar"));  // no closing brace: whole key
   CHECK(hash_slot("}foo{bar}") == hash_slot("bar"));
   // Every key of a feed shares its slot in cluster mode.
@@ -203,17 +204,19 @@ TEST_CASE("cluster: redirect replies parsed", "[unit][cluster]") {
   r = parse_redirect(error_reply("MOVED 1 :7000"));  // unknown endpoint
   CHECK(r.kind == redirect::moved);
   CHECK(r.target.host.empty());
-  CHECK(parse_redirect(error_reply("TRYAGAIN Multiple keys request during rehashing of slot"))
-            .kind == redirect::tryagain);
+  CHECK(
+      parse_redirect(error_reply("TRYAGAIN Multiple keys request during rehashing of slot")).kind ==
+      redirect::tryagain);
   CHECK(parse_redirect(error_reply("CLUSTERDOWN The cluster is down")).kind ==
         redirect::clusterdown);
   CHECK(parse_redirect(error_reply("CLUSTERDOWN Hash slot not served")).kind ==
         redirect::clusterdown);
   // Not redirects.
-  for (const char* text : {"ERR wrong number of arguments", "MOVED", "MOVED x 1.2.3.4:5",
-                           "MOVED 16384 h:1", "MOVED 1 h", "MOVED 1 h:0", "MOVED 1 h:70000",
-                           "ASK 1", "MOVEDX 1 h:1", "CROSSSLOT Keys in request don't hash to "
-                                                    "the same slot"})
+  for (const char* text :
+       {"ERR wrong number of arguments", "MOVED", "MOVED x 1.2.3.4:5", "MOVED 16384 h:1",
+        "MOVED 1 h", "MOVED 1 h:0", "MOVED 1 h:70000", "ASK 1", "MOVEDX 1 h:1",
+        "CROSSSLOT Keys in request don't hash to "
+        "the same slot"})
     CHECK(parse_redirect(error_reply(text)).kind == redirect::none);
   CHECK(parse_redirect(string_reply("MOVED 1 h:1")).kind == redirect::none);
 }
@@ -279,8 +282,7 @@ TEST_CASE("cluster: the URL option", "[unit][cluster]") {
       thoonk::make_error_code(thoonk::error::cluster_topology_unavailable).message().empty());
 }
 
-TEST_CASE("cluster: ASKING goes before every command of a redirected request",
-          "[unit][cluster]") {
+TEST_CASE("cluster: ASKING goes before every command of a redirected request", "[unit][cluster]") {
   thoonk::request req;
   req.push("SCRIPT", "LOAD", "return 1");
   req.push("EVALSHA", "abc", 1, std::string("k\0ey\r\n", 7));
@@ -322,8 +324,8 @@ TEST_CASE("cluster: a slot's requests keep their order across a change of route"
     CHECK(o.in_flight() == 0);
     CHECK_FALSE(o.release(a));  // a done; b still to come
     CHECK_FALSE(o.open());
-    o.on_answer(b);             // b ran on the old route before the move
-    CHECK(o.release(b));        // the slot opens: wake c
+    o.on_answer(b);       // b ran on the old route before the move
+    CHECK(o.release(b));  // the slot opens: wake c
     CHECK(o.open());
     o.on_send(c);
     CHECK(o.in_flight() == 1);
@@ -367,8 +369,9 @@ TEST_CASE("cluster: a slot's waiting requests are never stranded", "[unit][clust
   w.push(2);
   CHECK_FALSE(w.should_wake(o));  // still draining
 
-  SECTION("a request arriving between the wake-up and the resumes waits, and is woken "
-          "when the last woken one resumes") {
+  SECTION(
+      "a request arriving between the wake-up and the resumes waits, and is woken "
+      "when the last woken one resumes") {
     o.on_send(a);
     REQUIRE(o.release(a));  // the slot opens: the router wakes the queue
     auto woken = w.take_all();

@@ -67,7 +67,7 @@ TEST_CASE("failover: attempts go round the addresses; a lost connection tries th
   CHECK_FALSE(f.on_attempt_failed());
   CHECK(f.current().port == 6379);
   CHECK_FALSE(f.on_attempt_failed());
-  CHECK(f.on_attempt_failed());  // all three failed: report and back off
+  CHECK(f.on_attempt_failed());     // all three failed: report and back off
   CHECK(f.current().port == 6381);  // the next round starts where this one did
   CHECK_FALSE(f.on_attempt_failed());
   f.on_connected();

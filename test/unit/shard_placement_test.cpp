@@ -139,13 +139,13 @@ TEST_CASE("shard placement: a lost connection and a failover", "[unit][subscribe
   SECTION("the node comes back: its connection's setup subscribes again") {
     CHECK(p.on_node_lost(a));
     CHECK(p.any_lost());
-    CHECK(p.needs_work());               // read the map meanwhile
-    CHECK(p.plan(m.lookup()).empty());   // the map still says A: wait for it
-    CHECK_FALSE(p.on_node_lost(a));      // a failed reconnect: nothing new is lost
+    CHECK(p.needs_work());              // read the map meanwhile
+    CHECK(p.plan(m.lookup()).empty());  // the map still says A: wait for it
+    CHECK_FALSE(p.on_node_lost(a));     // a failed reconnect: nothing new is lost
     auto again = p.on_node_setup(a);
     REQUIRE(again.size() == 1);
     CHECK(again[0] == orders);
-    CHECK(p.any_lost());  // until confirmed
+    CHECK(p.any_lost());                // until confirmed
     CHECK(p.plan(m.lookup()).empty());  // pending on its connection again: nothing to send
     CHECK(p.on_confirmed(orders, a));
     CHECK_FALSE(p.any_lost());
@@ -158,7 +158,7 @@ TEST_CASE("shard placement: a lost connection and a failover", "[unit][subscribe
     REQUIRE(plan.size() == 1);
     CHECK(plan[0].to == c);
     CHECK_FALSE(plan[0].unsubscribe_from);  // it was not subscribed any more
-    CHECK(p.any_lost());  // until C confirms
+    CHECK(p.any_lost());                    // until C confirms
     auto nodes = p.nodes();
     CHECK(std::find(nodes.begin(), nodes.end(), a) == nodes.end());  // A's connection can go
     CHECK(p.on_confirmed(orders, c));
@@ -184,7 +184,7 @@ TEST_CASE("shard placement: ASK, TRYAGAIN and CLUSTERDOWN try again later", "[un
   p.on_retry(orders, a);
   CHECK(p.needs_work());
   CHECK_FALSE(p.any_lost());  // never subscribed: nothing was missed
-  m.known = false;           // no map: where it was
+  m.known = false;            // no map: where it was
   auto plan = p.plan(m.lookup());
   REQUIRE(plan.size() == 1);
   CHECK(plan[0].to == a);

@@ -141,9 +141,8 @@ struct durable<void(boost::system::error_code, Ts...)> {
     auto slot = asio::get_associated_cancellation_slot(h);
     auto ex = asio::get_associated_executor(h, executor_of(*c));
     return asio::bind_cancellation_slot(
-        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex,
-                                       feed = std::move(feed)](boost::system::error_code ec,
-                                                               Ts... ts) mutable {
+        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex, feed = std::move(feed)](
+                                          boost::system::error_code ec, Ts... ts) mutable {
           if (ec) {
             std::move(h)(ec, std::move(ts)...);
             return;
@@ -197,8 +196,7 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
         // any_completion_handler recurses without end.
         std::invoke(std::move(f), std::move(a)...,
                     op_handler<Signature>(
-                        durable<Signature>::wrap(std::move(h), c, x.ack, std::move(feed)),
-                        x.diag));
+                        durable<Signature>::wrap(std::move(h), c, x.ack, std::move(feed)), x.diag));
         return;
       }
     }
