@@ -3,6 +3,7 @@
 // C++ side and starts the server):
 //
 //   node bench.js --url redis://127.0.0.1:PORT --cxx PATH/peer_scenarios
+//                 --hop-floor PATH/hop_floor
 //                 [--profile quick|full] [--rounds N] [--runner]
 //                 [--out FILE] [--command TEXT]
 //
@@ -14,6 +15,11 @@
 // but memory (INFO memory around the bulk enqueue). Writes one JSON file:
 // the machine, the settings, every run, and per figure the median and the
 // min-max over the rounds.
+//
+// Next to the put -> handler latency scenario, hop_floor_1k measures the
+// machine floor: one PUBLISH hop between two processes at 1,000 messages/s
+// through hop_floor.cpp (plain sockets, blocking read, no library), what
+// any job path with a wake-up message pays at least once.
 const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
@@ -41,12 +47,13 @@ const E2E_CONCURRENCY = 64;
 const CHILD_TIMEOUT_S = 150; // each child gives up after this
 
 function parseArgs(argv) {
-  const o = { profile: 'quick', rounds: 0, runner: false, out: '', command: '', url: '', cxx: '' };
+  const o = { profile: 'quick', rounds: 0, runner: false, out: '', command: '', url: '', cxx: '', hopFloor: '' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
     if (a === '--url') o.url = v();
     else if (a === '--cxx') o.cxx = v();
+    else if (a === '--hop-floor') o.hopFloor = v();
     else if (a === '--profile') o.profile = v();
     else if (a === '--rounds') o.rounds = Number(v());
     else if (a === '--runner') o.runner = true;
@@ -57,6 +64,14 @@ function parseArgs(argv) {
   }
   if (!PROFILES[o.profile]) throw new Error('--profile must be quick or full');
   if (!o.url || !o.cxx) throw new Error('--url and --cxx are required');
+  // The floor is part of every run: without its program, stop here rather
+  // than write results that silently lack it.
+  if (!o.hopFloor) throw new Error('--hop-floor PATH/hop_floor is required (run.sh builds it)');
+  try {
+    fs.accessSync(o.hopFloor, fs.constants.X_OK);
+  } catch {
+    throw new Error(`--hop-floor: ${o.hopFloor} is missing or not executable (run.sh builds it)`);
+  }
   return o;
 }
 
@@ -146,7 +161,13 @@ function systems(o) {
     { id: 'thoonk_feed', label: 'thoonk-asio feed', cmd: cxx([]) },
     { id: 'ioredis_pubsub', label: 'ioredis PUBLISH/SUBSCRIBE', cmd: node('pubsub') },
   ];
-  return { jobs, feeds };
+  // The machine floor: hop_floor's roles take the same options as the
+  // subscribe and publish roles above, except --subscribers (always 1).
+  const floor = [
+    { id: 'hop_floor', label: 'machine floor: one PUBLISH hop, C, blocking read',
+      cmd: (role, args) => [o.hopFloor, role, ...args, ...common] },
+  ];
+  return { jobs, feeds, floor };
 }
 
 // ---------------------------------------------------------------------------
@@ -300,6 +321,27 @@ function scenarios(o, p) {
       };
     },
   });
+  // The machine floor next to it: one PUBLISH hop at the same rate for as
+  // long, publisher and subscriber in their own processes (hop_floor.cpp).
+  list.push({
+    id: 'hop_floor_1k', kind: 'floor',
+    async run(sys) {
+      const m = JOB_RATE * p.latencySeconds;
+      const { waiting: s, driving: pb } = await runPair(
+        sys.cmd('subscribe', ['--messages', String(m)]),
+        sys.cmd('publish', ['--messages', String(m), '--rate', String(JOB_RATE)]), 'hop_floor_1k');
+      checkComplete(s, pb);
+      const l = s.latency;
+      return {
+        figures: {
+          hop_floor_1k_p50_ms: l.p50_ms, hop_floor_1k_p90_ms: l.p90_ms,
+          hop_floor_1k_p99_ms: l.p99_ms, hop_floor_1k_max_ms: l.max_ms,
+          hop_floor_1k_rate: pb.rate_achieved,
+        },
+        raw: { subscriber: s, publisher: pb },
+      };
+    },
+  });
   // Feed publish -> subscriber callback.
   for (const [rate, secs] of [[1000, p.feed1kSeconds], [10000, p.feed10kSeconds]]) {
     for (const subs of [1, 16]) {
@@ -378,7 +420,8 @@ async function main() {
   for (let round = 0; round < rounds; round++) {
     loads.push(loadavg()[0]);
     for (const sc of list) {
-      const members = (sc.kind === 'feeds' ? sys.feeds : sys.jobs).filter((m) => sc.worker || !m.workerOnly);
+      if (!sys[sc.kind]) throw new Error(`scenario ${sc.id}: no systems of kind ${sc.kind}`);
+      const members = sys[sc.kind].filter((m) => sc.worker || !m.workerOnly);
       if (sc.ceiling) members.push({ id: 'redis_benchmark', label: 'redis-benchmark ceiling', ceiling: true });
       // Rotate the order round by round.
       const order = members.map((_, i) => members[(i + round) % members.length]);
@@ -423,7 +466,7 @@ async function main() {
   meta.seconds = (Date.now() - t0) / 1000;
   meta.load_after = loadavg();
   meta.load_1min_per_round = loads;
-  meta.labels = Object.fromEntries([...sys.jobs, ...sys.feeds,
+  meta.labels = Object.fromEntries([...sys.jobs, ...sys.feeds, ...sys.floor,
     { id: 'redis_benchmark', label: 'redis-benchmark ceiling' }].map((s) => [s.id, s.label]));
   const doc = { meta, summary, runs };
   const out = o.out || path.join(__dirname, 'results', `peers-${o.profile}-${meta.started.replace(/[:.]/g, '-')}.json`);

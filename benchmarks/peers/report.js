@@ -7,7 +7,10 @@
 // markers when they are missing) with the table, the targets, the machine
 // and the command, and writes the charts as plain SVG text (no chart
 // library): docs/bench-peers-throughput.svg, docs/bench-peers-latency.svg,
-// docs/bench-peers-feed.svg.
+// docs/bench-peers-feed.svg. The machine floor (scenario hop_floor_1k, one
+// PUBLISH hop without any library) joins the put -> handler rows and chart,
+// with a sentence setting it against the latency target; results from before
+// the floor existed get "not measured in this run" instead.
 const fs = require('fs');
 const path = require('path');
 
@@ -47,12 +50,31 @@ function feedFigures() {
   return out;
 }
 
+// The machine floor: its figure for each put -> handler latency figure.
+const FLOOR = 'hop_floor';
+const FLOOR_OF = {
+  latency_p50_ms: 'hop_floor_1k_p50_ms', latency_p90_ms: 'hop_floor_1k_p90_ms',
+  latency_p99_ms: 'hop_floor_1k_p99_ms', latency_max_ms: 'hop_floor_1k_max_ms',
+};
+
+function floorOf(doc, key) {
+  const f = FLOOR_OF[key] && doc.summary[FLOOR_OF[key]];
+  return f && f[FLOOR];
+}
+
+function hasFloor(doc) {
+  return Object.keys(FLOOR_OF).some((k) => floorOf(doc, k));
+}
+
 const JOB_SYSTEMS = ['thoonk', 'thoonk_runner', 'bullmq', 'beequeue', 'redis_benchmark'];
 const FEED_SYSTEMS = ['thoonk_feed', 'ioredis_pubsub'];
 const COLORS = {
   thoonk: '#1f6feb', thoonk_runner: '#6ea8fe', bullmq: '#d9480f', beequeue: '#f59f00',
   redis_benchmark: '#868e96', thoonk_feed: '#1f6feb', ioredis_pubsub: '#d9480f',
+  [FLOOR]: '#2f9e44',
 };
+// Chart legends for labels too long for one: the table names it in full.
+const SHORT_LABELS = { [FLOOR]: 'machine floor (one hop)' };
 
 function fmt(v, unit) {
   if (v === undefined || v === null || Number.isNaN(v)) return '–';
@@ -105,8 +127,67 @@ function table(doc, figures, systems, refId) {
       rows.push(`| ${first ? `${what} (${unit})` : ''} | ${L[id] || id} | ${fmt(s.median, unit)} | ${spread} | ${l} |`);
       first = false;
     }
+    // The machine floor under a latency figure: how many times the floor
+    // this library's median is.
+    const f = floorOf(doc, key);
+    if (f) {
+      const spread = f.values.length > 1 ? `${fmt(f.min, unit)} – ${fmt(f.max, unit)}` : '(1 run)';
+      const l = ref ? `${(ref.median / f.median).toFixed(2)}× the floor` : '–';
+      rows.push(`| ${first ? `${what} (${unit})` : ''} | ${L[FLOOR] || FLOOR} | ${fmt(f.median, unit)} | ${spread} | ${l} |`);
+      first = false;
+    }
   }
   return rows.join('\n');
+}
+
+// The latency target set against the machine floor, in words computed from
+// the figures: BullMQ's p99 / 20 (what the target allows), the floor's p99
+// (one hop) and this library's p99s.
+function floorSentence(doc) {
+  const S = doc.summary;
+  const L = doc.meta.labels;
+  const ms = (v) => `${fmt(v, 'ms')} ms`;
+  const p99 = (id) => S.latency_p99_ms && S.latency_p99_ms[id];
+  const floor = floorOf(doc, 'latency_p99_ms');
+  const bull = p99('bullmq');
+  const parts = ['**Machine floor.**'];
+  const budget = bull ? bull.median / 20 : NaN;
+  if (bull) {
+    parts.push(`The target allows a put → handler p99 of BullMQ's p99 / 20 = ${ms(bull.median)} / 20 = ${ms(budget)}.`);
+  } else {
+    parts.push('BullMQ\'s put → handler p99 was not measured in this run, so what the target allows is unknown.');
+  }
+  if (!floor) {
+    parts.push('The machine floor (one PUBLISH hop between two processes without any library, scenario ' +
+      '`hop_floor_1k`) was not measured in this run.');
+    return parts.join(' ');
+  }
+  const p50 = floorOf(doc, 'latency_p50_ms');
+  const n = floor.values.length;
+  const spread = n > 1 ? `median of ${n} rounds, ${fmt(floor.min, 'ms')} – ${ms(floor.max)}; ` : '';
+  let share = '';
+  if (bull) {
+    const r = floor.median / budget;
+    share = r <= 1 ? `: ${(r * 100).toFixed(0)}% of that allowance` : `: ${r.toFixed(2)}× that allowance`;
+  }
+  parts.push(`One PUBLISH hop between two processes at 1,000 messages/s with no library (\`hop_floor.cpp\`: ` +
+    `blocking read(), RESP read by hand) had a p99 of ${ms(floor.median)} in this run ` +
+    `(${spread}p50 ${p50 ? ms(p50.median) : '–'})${share}; a job of this library passes at least two such ` +
+    'hops (the wake-up message to a worker, then the worker\'s claim round trip).');
+  const ours = [];
+  for (const id of ['thoonk_runner', 'thoonk']) {
+    const t = p99(id);
+    if (!t) continue;
+    let vs = `${(t.median / floor.median).toFixed(2)}× the floor`;
+    if (bull) {
+      const r = t.median / budget;
+      vs += r <= 1 ? ` and within the allowance (${(r * 100).toFixed(0)}% of it)` : ` and ${r.toFixed(2)}× the allowance`;
+    }
+    ours.push(`${L[id] || id} ${ms(t.median)}, ${vs}`);
+  }
+  if (ours.length) parts.push(`This library's p99: ${ours.join('; ')}.`);
+  else parts.push('This library\'s put → handler p99 was not measured in this run.');
+  return parts.join(' ');
 }
 
 function targets(doc) {
@@ -231,6 +312,14 @@ function charts(doc, svgDir) {
   const thrSys = present(doc, JOB_SYSTEMS, thr.map((x) => x[1]));
   const lat = [['p50', 'latency_p50_ms'], ['p90', 'latency_p90_ms'], ['p99', 'latency_p99_ms'], ['max', 'latency_max_ms']];
   const latSys = present(doc, JOB_SYSTEMS, lat.map((x) => x[1]));
+  const latValues = chartValues(doc, lat, latSys);
+  if (hasFloor(doc)) {
+    latSys.push(FLOOR);
+    for (const [group, key] of lat) {
+      const f = floorOf(doc, key);
+      if (f) latValues[group][FLOOR] = f.median;
+    }
+  }
   const feed = [];
   for (const r of [1, 10]) for (const s of [1, 16]) feed.push([`${r}k/s, ${s} sub p99`, `feed_${r}k_s${s}_p99_ms`]);
   const feedSys = present(doc, FEED_SYSTEMS, feed.map((x) => x[1]));
@@ -243,7 +332,7 @@ function charts(doc, svgDir) {
     'bench-peers-latency.svg': barChart({
       title: 'Put → handler start at 1,000 jobs/s (lower is better)',
       subtitle: `producer and worker in separate processes; ${when}`, groups: lat.map((x) => x[0]), series: latSys,
-      values: chartValues(doc, lat, latSys), unit: 'ms', log: true, labels: L,
+      values: latValues, unit: 'ms', log: true, labels: { ...L, ...SHORT_LABELS },
     }),
     'bench-peers-feed.svg': barChart({
       title: 'Feed publish → subscriber callback, p99 (lower is better)', subtitle: when,
@@ -259,7 +348,7 @@ function charts(doc, svgDir) {
 
 // How each system is set up and what each scenario times: fixed text, kept
 // next to the figures it explains.
-function setup(m) {
+function setup(m, floor) {
   const sz = m.sizes;
   const n = (x) => x.toLocaleString('en-US');
   return [
@@ -288,6 +377,14 @@ function setup(m) {
       `${sz.feed1kSeconds} s and 10,000/s for ${sz.feed10kSeconds} s, open loop, stamped as above, first 10% ` +
       'discarded. Node.js timers tick each millisecond, so at 10,000/s the Node.js publisher sends the messages that ' +
       'are due in small bursts.',
+    ...(floor ? [
+      '- **Machine floor**: `benchmarks/peers/hop_floor.cpp`, a small C++ program without any library (POSIX ' +
+        'sockets, RESP read by hand): one process SUBSCRIBEs and waits in a blocking read(), another PUBLISHes ' +
+        `one message per millisecond (1,000/s, open loop on an absolute schedule) for ${sz.latencySeconds} s, each ` +
+        'payload the CLOCK_MONOTONIC stamp taken right before its write; the latency is the time read() returned ' +
+        'minus the stamp, first 10% discarded. It runs right after the put → handler scenario in each round: what ' +
+        'one hop through the server between two processes costs on this machine at that time.',
+    ] : []),
     '- **redis-benchmark** (`-c 1`, the payload as value): LPUSH with `-P 1000` (bulk), `-P 1` (one by one), ' +
       '`-P 64` (64 in flight); RPOP with `-P 1/16/64` after LPUSH of the same count (backlog); for end to end, ' +
       'LPUSH `-P 1000` then RPOP `-P 64`, combined as 1/(1/a + 1/b). The cheapest commands that stand for a put ' +
@@ -349,7 +446,7 @@ function section(doc, svgNames, docPath, svgDir) {
     '',
     targets(doc),
     '',
-    ...setup(m),
+    ...setup(m, hasFloor(doc)),
     '### Jobs',
     '',
     `![Jobs per second](${rel(svgNames[0])})`,
@@ -357,6 +454,8 @@ function section(doc, svgNames, docPath, svgDir) {
     `![Put to handler latency](${rel(svgNames[1])})`,
     '',
     table(doc, JOB_FIGURES, JOB_SYSTEMS, 'thoonk'),
+    '',
+    floorSentence(doc),
     '',
     '### Feed publish → subscriber callback',
     '',

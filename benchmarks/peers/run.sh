@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks this library against BullMQ and bee-queue (and the server's
-# redis-benchmark ceilings) in one run, against one redis-server.
+# redis-benchmark ceilings) in one run, against one redis-server. Each round
+# also measures the machine floor (scenario hop_floor_1k): one PUBLISH hop
+# between two processes at 1,000 messages/s through hop_floor.cpp (plain
+# sockets, blocking read, no library), next to the put -> handler latency.
 #
 #   bash benchmarks/peers/run.sh [--quick|--full] [--rounds N] [--no-report]
 #
@@ -18,10 +21,12 @@
 # Steps: installs the Node.js packages from package-lock.json (npm ci,
 # when node_modules is missing or older than the lock file); builds
 # peer_scenarios (this library's side) Release, without sanitizers, in
-# $THOONK_PEERS_BUILD (default build-peers); starts its own redis-server on
-# a free 127.0.0.1 port without persistence (stopped by its pid on exit,
-# also on failure or ^C; THOONK_REDIS_URL is ignored: the report needs a
-# server nothing else uses); runs bench.js, then report.js for --full.
+# $THOONK_PEERS_BUILD (default build-peers), and hop_floor there with one
+# compiler call (${CXX:-c++} -O2, a second or two); starts its own
+# redis-server on a free 127.0.0.1 port without persistence (stopped by its
+# pid on exit, also on failure or ^C; THOONK_REDIS_URL is ignored: the
+# report needs a server nothing else uses); runs bench.js, then report.js
+# for --full.
 # Needs node (18 or later), npm, cmake, g++, redis-server, redis-benchmark.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,7 +45,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --no-report) report=0; shift ;;
     --no-runner) use_runner=0; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) thoonk_die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -68,6 +73,14 @@ cmake --build "$build" -j"${THOONK_JOBS:-2}" --target peer_scenarios >/dev/null
 cxx="$build/benchmarks/peer_scenarios"
 [ -x "$cxx" ] || thoonk_die "$cxx was not built"
 
+# The machine floor: one small standalone program, no CMake, no library.
+hop_floor="$build/hop_floor"
+compiler="${CXX:-c++}"
+command -v "$compiler" >/dev/null 2>&1 || thoonk_die "$compiler not found (set CXX)"
+thoonk_log "building hop_floor in $build"
+"$compiler" -O2 -std=c++17 -Wall -Wextra -o "$hop_floor" "$here/hop_floor.cpp" ||
+  thoonk_die "hop_floor did not build"
+
 # The runner rows exist when the library has job_queue::run.
 runner=()
 if "$cxx" has-runner >/dev/null 2>&1; then
@@ -80,7 +93,7 @@ mkdir -p "$here/results"
 out="$here/results/peers-$profile-$(date -u +%Y%m%dT%H%M%SZ).json"
 rounds_arg=()
 if [ -n "$rounds" ]; then rounds_arg=(--rounds "$rounds"); fi
-node "$here/bench.js" --url "$THOONK_REDIS_URL" --cxx "$cxx" --profile "$profile" \
+node "$here/bench.js" --url "$THOONK_REDIS_URL" --cxx "$cxx" --hop-floor "$hop_floor" --profile "$profile" \
   "${rounds_arg[@]}" "${runner[@]}" --out "$out" --command "$command_line"
 thoonk_log "results: $out"
 
