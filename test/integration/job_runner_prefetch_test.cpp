@@ -2,10 +2,12 @@
 // runner"): short handlers get jobs claimed ahead of the idle slots, and
 // prefetch 0 never does; a handler that turns out long sends the jobs
 // waiting behind it back to the line; a stop gives them back at once, no
-// failure counted; an abort from another client of a job claimed ahead
+// failure counted, and so it does with the jobs of a round that lands
+// during the stop; an abort from another client of a job claimed ahead
 // keeps its handler from ever starting, and so does a claim ended without
-// an abort message (the heartbeat names it lost). What the worker holds is read from
-// the queue's registry (get_workers), as another client would see it.
+// an abort message (the heartbeat names it lost). What the worker holds is
+// read from the queue's registry (get_workers), as another client would
+// see it.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
@@ -214,6 +216,71 @@ FIXTURE_TEST_CASE("runaheadstop",
   auto next = co_await job_of(q, ids[300]);
   CHECK(next.state == thoonk::job_state::waiting);
   CHECK(next.retry_count == 0);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
+}
+
+// A round in flight when the stop comes. The queue runs dry while the
+// last job's handler holds the only slot; then another client sends, in
+// one write, a put of 50 jobs as a contract client makes it (plain
+// commands), the wake-up a put publishes, and CLIENT PAUSE WRITE. The
+// server runs the three before it reads the runner's next request, so the
+// round the wake-up makes the runner send to claim ahead waits on the
+// server until after the stop. One single server: a pause on a cluster
+// node would hold only the rounds of that node's slots.
+TWO_CLIENT_TEST_CASE("runaheadstopround",
+                     "run: jobs a round claimed ahead, landing during a stop, go back at once, "
+                     "with no failure counted",
+                     "[job][run][prefetch][stop][single]") {
+  auto q = co_await engine_queue(f);
+  std::vector<std::string> items(300, "x");
+  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  std::shared_ptr<background_run> run;
+  int handled = 0;
+  std::size_t held_during_stop = 0;
+  std::size_t waiting_during_stop = 0;
+  thoonk::job_coroutine h =
+      [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+    if (++handled != 300) co_return std::nullopt;
+    asio::steady_timer t(co_await asio::this_coro::executor, 100ms);
+    co_await t.async_wait(asio::use_awaitable);  // the runner finds the queue dry
+    thoonk::request r;
+    r.push("MULTI");
+    for (int i = 0; i < 50; ++i) {
+      const auto id = "late-" + std::to_string(i);
+      r.push("LPUSH", key("ids", f.name), id);
+      r.push("HSET", key("items", f.name), id, "y");
+    }
+    r.push("INCRBY", key("publishes", f.name), 50);
+    r.push("EXEC");
+    r.push("PUBLISH", feed_channel("wake", f.name), 50);
+    r.push("CLIENT", "PAUSE", 300, "WRITE");
+    co_await raw_exec(other.conn(), r);
+    t.expires_after(100ms);
+    co_await t.async_wait(asio::use_awaitable);
+    run->stop_signal.emit(asio::cancellation_type::terminal);
+    // Long after the pause: the held round landed during the stop and its
+    // jobs went back at once, not at the leave: the worker holds only
+    // this job, and all 50 wait.
+    t.expires_after(700ms);
+    co_await t.async_wait(asio::use_awaitable);
+    held_during_stop = co_await claims_held(q);
+    waiting_during_stop = static_cast<std::size_t>((co_await counts_of(q)).waiting);
+    co_return std::nullopt;
+  };
+  run = start_run(q, h, thoonk::run_options{});
+  auto done = co_await wait_until([&] { return run->done; }, 15s);
+  REQUIRE(done);
+  CHECK(!run->ec);
+  CHECK(handled == 300);  // none of the 50 started
+  CHECK(held_during_stop == 1);
+  CHECK(waiting_during_stop == 50);
+  CHECK(run->report.released >= 1);  // the round claimed some of them ahead
+  CHECK(run->report.finished == 300);
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.stalled == 0);
+  CHECK(c.waiting == 50);
   auto left = co_await claim_records_left(f);
   CHECK(left == 0);
 }
