@@ -36,6 +36,7 @@
 // "peers"), "<queue>.feed".
 #include "support/bench_names.hpp"
 #include "support/bench_support.hpp"
+#include "support/cli_options.hpp"
 #include "support/job_bench_support.hpp"
 
 #include <thoonk/client.hpp>
@@ -117,12 +118,7 @@ options parse(int argc, char** argv) {
   if (argc < 2) throw std::invalid_argument("usage: peer_scenarios ROLE --url URL [options]");
   options o;
   o.role = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
+  bench::for_each_option(argc, argv, 2, [&](const std::string& a, auto value) {
     if (a == "--url") o.url = value();
     else if (a == "--queue") o.queue = value();
     else if (a == "--mode") o.mode = value();
@@ -136,7 +132,7 @@ options parse(int argc, char** argv) {
     else if (a == "--runner") o.runner = true;
     else if (a == "--prefetch") o.prefetch = std::stoul(value());
     else throw std::invalid_argument("unknown option " + a);
-  }
+  });
   if (o.url.empty()) throw std::invalid_argument("--url is required");
   return o;
 }

@@ -26,6 +26,8 @@
 // Any error (bad option or URL, connect refused, a server error reply, the
 // server closing the connection) is one line on stderr and exit status 1; a
 // timeout is a result with "complete": false, as in the other roles.
+#include "../support/cli_options.hpp"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -132,19 +134,14 @@ options parse_args(int argc, char** argv) {
   if (o.role != "subscribe" && o.role != "publish") {
     throw std::invalid_argument("unknown role " + o.role + " (subscribe or publish)");
   }
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
+  bench::for_each_option(argc, argv, 2, [&](const std::string& a, auto value) {
     if (a == "--url") o.url = value();
     else if (a == "--channel") o.channel = value();
     else if (a == "--messages") o.messages = to_long(a, value());
     else if (a == "--rate") o.rate = to_double(a, value());
     else if (a == "--timeout") o.timeout_s = to_long(a, value());
     else throw std::invalid_argument("unknown option " + a);
-  }
+  });
   if (o.url.empty()) throw std::invalid_argument("--url is required");
   if (o.messages <= 0) throw std::invalid_argument("--messages must be at least 1");
   if (o.timeout_s <= 0) throw std::invalid_argument("--timeout must be at least 1");
