@@ -134,7 +134,7 @@ options parse_args(int argc, char** argv) {
   if (o.role != "subscribe" && o.role != "publish") {
     throw std::invalid_argument("unknown role " + o.role + " (subscribe or publish)");
   }
-  bench::for_each_option(argc, argv, 2, [&](const std::string& a, auto value) {
+  thoonk::bench::for_each_option(argc, argv, 2, [&](const std::string& a, auto value) {
     if (a == "--url") o.url = value();
     else if (a == "--channel") o.channel = value();
     else if (a == "--messages") o.messages = to_long(a, value());

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace bench {
+namespace thoonk::bench {
 
 /// Calls `on_option(name, value)` for each argument from argv[first] on.
 /// `value()` consumes and returns the argument after `name`, and throws
@@ -25,4 +25,4 @@ void for_each_option(int argc, char** argv, int first, OnOption on_option) {
   }
 }
 
-}  // namespace bench
+}  // namespace thoonk::bench
