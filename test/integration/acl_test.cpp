@@ -324,6 +324,80 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
   });
 }
 
+// A publish announces a new id on feed.publish (and, when it evicts, the
+// evicted ids on feed.retract) and an edit on feed.edit: the permission
+// check must follow which one it is, so a user with some of the channels
+// gets exactly what they allow, and a refusal applies nothing.
+TEST_CASE("acl: feed publish with only some channels: an edit and a new id each need their own",
+          "[acl][feed][acl_feed_publish][publish]") {
+  const thoonk::feed_config cfg{{"max_length", "2"}};
+  SECTION("feed.edit and feed.retract only: edits work, new ids are refused") {
+    with_user(
+        {"~*", "resetchannels", "&feed.edit:*", "&feed.retract:*", "+@all"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-feed-edit");
+          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+          thoonk::feed af(admin, name);
+          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
+          co_await af.publish(thoonk::item_id("b"), "2", asio::use_awaitable);
+          thoonk::feed uf(uc, name);
+          // A new id in the full feed: refused on feed.publish, nothing evicted.
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
+                                  [&] { return uf.publish(thoonk::item_id("c"), "3", nothrow); });
+          auto [e, r] = co_await uf.publish(thoonk::item_id("a"), "1b", nothrow);
+          CHECK(!e);
+          CHECK(r.edited);
+          CHECK(r.evicted.empty());
+          auto ids = co_await af.get_ids(asio::use_awaitable);
+          CHECK(ids == std::vector<std::string>{"b", "a"});  // the edit moved it last
+          auto item = co_await af.get_item("a", asio::use_awaitable);
+          CHECK(item == "1b");
+          co_await admin.delete_feed(name, asio::use_awaitable);
+        });
+  }
+  SECTION("feed.publish and feed.retract only: new ids work, edits are refused") {
+    with_user(
+        {"~*", "resetchannels", "&feed.publish:*", "&feed.retract:*", "+@all"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-feed-new");
+          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+          thoonk::feed af(admin, name);
+          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
+          co_await af.publish(thoonk::item_id("b"), "2", asio::use_awaitable);
+          thoonk::feed uf(uc, name);
+          // An edit in the full feed: refused on feed.edit, though the
+          // channels of a new id would have been allowed.
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
+                                  [&] { return uf.publish(thoonk::item_id("b"), "2b", nothrow); });
+          auto [e, r] = co_await uf.publish(thoonk::item_id("c"), "3", nothrow);
+          CHECK(!e);
+          CHECK(!r.edited);
+          CHECK(r.evicted == std::vector<std::string>{"a"});
+          auto ids = co_await af.get_ids(asio::use_awaitable);
+          CHECK(ids == std::vector<std::string>{"b", "c"});
+          co_await admin.delete_feed(name, asio::use_awaitable);
+        });
+  }
+  SECTION("feed.publish only: a new id that would evict is refused, one with room works") {
+    with_user(
+        {"~*", "resetchannels", "&feed.publish:*", "+@all"},
+        [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
+          const auto name = unique_name("acl-feed-room");
+          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+          thoonk::feed af(admin, name);
+          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
+          thoonk::feed uf(uc, name);
+          auto [e, r] = co_await uf.publish(thoonk::item_id("b"), "2", nothrow);
+          CHECK(!e);
+          CHECK(r.evicted.empty());
+          // Full now: the next new id would announce a retraction.
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
+                                  [&] { return uf.publish(thoonk::item_id("c"), "3", nothrow); });
+          co_await admin.delete_feed(name, asio::use_awaitable);
+        });
+  }
+}
+
 TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes one job",
           "[acl][job][claim][counts][create_feed][delete_feed][finish][put][put_many]") {
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
