@@ -324,22 +324,35 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
   });
 }
 
+namespace {
+
+/// A feed of max_length 2 made by `admin`, holding `ids` (item "1", "2", ...
+/// in that order): the name.
+asio::awaitable<std::string> small_feed(thoonk::client& admin, std::string prefix,
+                                        std::vector<std::string> ids) {
+  const auto name = unique_name(prefix);
+  const thoonk::feed_config cfg{{"max_length", "2"}};
+  co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+  thoonk::feed af(admin, name);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    co_await af.publish(thoonk::item_id(ids[i]), std::to_string(i + 1), asio::use_awaitable);
+  co_return name;
+}
+
+}  // namespace
+
 // A publish announces a new id on feed.publish (and, when it evicts, the
 // evicted ids on feed.retract) and an edit on feed.edit: the permission
 // check must follow which one it is, so a user with some of the channels
 // gets exactly what they allow, and a refusal applies nothing.
 TEST_CASE("acl: feed publish with only some channels: an edit and a new id each need their own",
           "[acl][feed][acl_feed_publish][publish]") {
-  const thoonk::feed_config cfg{{"max_length", "2"}};
   SECTION("feed.edit and feed.retract only: edits work, new ids are refused") {
     with_user(
         {"~*", "resetchannels", "&feed.edit:*", "&feed.retract:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
-          const auto name = unique_name("acl-feed-edit");
-          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-          thoonk::feed af(admin, name);
-          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
-          co_await af.publish(thoonk::item_id("b"), "2", asio::use_awaitable);
+          const std::vector<std::string> held{"a", "b"};
+          const auto name = co_await small_feed(admin, "acl-feed-edit", held);
           thoonk::feed uf(uc, name);
           // A new id in the full feed: refused on feed.publish, nothing evicted.
           co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
@@ -348,9 +361,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           CHECK(!e);
           CHECK(r.edited);
           CHECK(r.evicted.empty());
-          auto ids = co_await af.get_ids(asio::use_awaitable);
+          auto ids = co_await uf.get_ids(asio::use_awaitable);
           CHECK(ids == std::vector<std::string>{"b", "a"});  // the edit moved it last
-          auto item = co_await af.get_item("a", asio::use_awaitable);
+          auto item = co_await uf.get_item("a", asio::use_awaitable);
           CHECK(item == "1b");
           co_await admin.delete_feed(name, asio::use_awaitable);
         });
@@ -359,11 +372,8 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
     with_user(
         {"~*", "resetchannels", "&feed.publish:*", "&feed.retract:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
-          const auto name = unique_name("acl-feed-new");
-          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-          thoonk::feed af(admin, name);
-          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
-          co_await af.publish(thoonk::item_id("b"), "2", asio::use_awaitable);
+          const std::vector<std::string> held{"a", "b"};
+          const auto name = co_await small_feed(admin, "acl-feed-new", held);
           thoonk::feed uf(uc, name);
           // An edit in the full feed: refused on feed.edit, though the
           // channels of a new id would have been allowed.
@@ -373,7 +383,7 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           CHECK(!e);
           CHECK(!r.edited);
           CHECK(r.evicted == std::vector<std::string>{"a"});
-          auto ids = co_await af.get_ids(asio::use_awaitable);
+          auto ids = co_await uf.get_ids(asio::use_awaitable);
           CHECK(ids == std::vector<std::string>{"b", "c"});
           co_await admin.delete_feed(name, asio::use_awaitable);
         });
@@ -382,10 +392,8 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
     with_user(
         {"~*", "resetchannels", "&feed.publish:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
-          const auto name = unique_name("acl-feed-room");
-          co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
-          thoonk::feed af(admin, name);
-          co_await af.publish(thoonk::item_id("a"), "1", asio::use_awaitable);
+          const std::vector<std::string> held{"a"};
+          const auto name = co_await small_feed(admin, "acl-feed-room", held);
           thoonk::feed uf(uc, name);
           auto [e, r] = co_await uf.publish(thoonk::item_id("b"), "2", nothrow);
           CHECK(!e);
