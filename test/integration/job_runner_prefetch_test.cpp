@@ -107,6 +107,7 @@ asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(
     for (const auto& w : ws)
       for (const auto& c : w.claims)
         if (c.id != s.slow_id && !s.started.count(c.id)) ahead = c;
+    if (!ahead) co_await sleep_for(10ms);  // ask again, not back to back
   }
   co_return ahead;
 }
