@@ -131,6 +131,17 @@ struct run_options {
   /// when it still waits for a slot one heartbeat interval later (it sits
   /// behind a handler that turned out long). 0: never claim ahead.
   std::optional<std::size_t> prefetch;
+  /// Hand-off (docs/jobs.md "Hand-off"): while the queue is dry, this
+  /// runner offers its idle slots, and a put from this library claims its
+  /// jobs for the runner and sends them on the runner's own channel
+  /// (`job.take:name:worker`), so a job reaches an idle runner in one hop
+  /// instead of a wake-up and a claim. A job handed off is claimed by this
+  /// worker like any other. Needs the user to be allowed to SUBSCRIBE to
+  /// that channel (else the runner works without it) and the producers to
+  /// PUBLISH on it (else they wake the runner instead). After its
+  /// subscriber reconnects, the runner gives back the hand-offs it missed
+  /// (run_report::released). false: never offer.
+  bool hand_off = true;
 };
 
 /// What a run did, when it completed.
@@ -145,6 +156,9 @@ struct run_report {
   /// Jobs given back, no failure counted: those still held at the stop,
   /// and jobs claimed ahead that did not start (see run_options::prefetch).
   std::uint64_t released = 0;
+  /// Jobs that reached this runner by hand-off (run_options::hand_off),
+  /// counted in `started` too when they started.
+  std::uint64_t handed_off = 0;
   std::uint64_t registrations = 0;     ///< 1, plus one for each time the registration lapsed
   std::uint64_t progress_refused = 0;  ///< job_context::progress reports the server refused
 };

@@ -89,6 +89,8 @@ std::vector<std::string> all_keys(const feed_names& n) {
       n.key("workers"),
       n.key("worker_info"),
       n.key("worker_jobs"),
+      // hand-off (docs/jobs.md "Hand-off")
+      n.key("takers"),
   };
 }
 

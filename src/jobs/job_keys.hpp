@@ -46,18 +46,19 @@ struct job_keys {
     workers,
     worker_info,
     worker_jobs,
+    takers,
     count
   };
 
   explicit job_keys(const feed_names& n)
       : names(n),
-        keys{n.key("config"),      n.key("ids"),        n.key("items"),
-             n.key("publishes"),   n.key("finishes"),   n.key("published"),
-             n.key("claimed"),     n.key("cancelled"),  n.key("stalled"),
-             n.key("attempts"),    n.key("sleepers"),   n.key("idincr"),
-             n.key("unaccounted"), n.key("scheduled"),  n.key("scheduled_items"),
-             n.key("jobmeta"),     n.key("held"),       n.key("workers"),
-             n.key("worker_info"), n.key("worker_jobs")},
+        keys{n.key("config"),      n.key("ids"),         n.key("items"),
+             n.key("publishes"),   n.key("finishes"),    n.key("published"),
+             n.key("claimed"),     n.key("cancelled"),   n.key("stalled"),
+             n.key("attempts"),    n.key("sleepers"),    n.key("idincr"),
+             n.key("unaccounted"), n.key("scheduled"),   n.key("scheduled_items"),
+             n.key("jobmeta"),     n.key("held"),        n.key("workers"),
+             n.key("worker_info"), n.key("worker_jobs"), n.key("takers")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),
         finish_channel(n.job_finish_channel()),
@@ -81,5 +82,12 @@ struct job_keys {
   /// derives the same name from the config key).
   std::string abort_channel;
 };
+
+/// `job.take:[f]:worker`, from the queue's config key: the channel on which
+/// puts hand jobs to that runner (layouts/job_engine.lua take_channel
+/// builds the same name).
+inline std::string take_channel(const std::string& config_key, const std::string& worker) {
+  return "job.take:" + config_key.substr(12) + ":" + worker;
+}
 
 }  // namespace thoonk::detail::jobs

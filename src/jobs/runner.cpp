@@ -8,6 +8,9 @@
 //    jobs/worker_heartbeat.lua call and cancels the handlers of lost claims;
 //  * wake-ups (the queue's channel), aborts (`job.abort:[name]`), signals
 //    and the operation's own cancellation become book events;
+//  * jobs handed off by puts arrive on the runner's own channel
+//    (`job.take:[name]:worker`); after the subscriber reconnects, a fence
+//    on that channel tells which hand-offs were missed (reconcile());
 //  * each handler runs on a strand of the handler executor, where its
 //    cancellation signal is emitted too (a cancellation signal is not
 //    thread-safe).
@@ -15,6 +18,7 @@
 
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
+#include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/runner_book.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -104,6 +108,7 @@ class runner : public std::enable_shared_from_this<runner> {
     s.poll_interval = q.opts.poll_interval;
     s.stop_timeout = o.stop_timeout;
     s.prefetch = o.prefetch ? *o.prefetch : std::max<std::size_t>(o.concurrency, 64);
+    s.hand_off = o.hand_off;
     return s;
   }
 
@@ -135,6 +140,18 @@ class runner : public std::enable_shared_from_this<runner> {
   bool cancelled_at_deadline = false;
   std::uint64_t wake_listener = 0;
   subscription aborts;
+  /// Hand-off: the runner's channel and the subscriber's connection events.
+  subscription takes;
+  subscription take_events;
+  /// Claims being failed (fail_op in flight): reconcile() must not give
+  /// them back.
+  std::unordered_map<std::string, std::int64_t> failing;
+  /// Reconciliation (reconcile()): wanted after a reconnect, one at a time.
+  bool reconcile_wanted = false;
+  bool reconciling = false;
+  std::uint64_t fences_sent = 0;
+  std::uint64_t fence_seen = 0;
+  asio::steady_timer* fence_timer = nullptr;
   asio::steady_timer* heartbeat_timer = nullptr;
   /// Coroutines of this runner still running (rounds, fails, releases,
   /// re-registration, heartbeats): the run completes only when none is,
@@ -154,6 +171,11 @@ class runner : public std::enable_shared_from_this<runner> {
 
   void request_stop() {
     book.stop(runner_book::clock::now());
+    // A stop gives back every claim this worker holds: no reconciliation.
+    if (reconcile_wanted && !reconciling) {
+      reconcile_wanted = false;
+      book.hold_rounds(false);
+    }
     // Jobs claimed ahead will not start here: back to the front of the
     // line at once (no failure counted), for other workers.
     give_back_ready(runner_book::time_point::max(), false);
@@ -289,13 +311,17 @@ class runner : public std::enable_shared_from_this<runner> {
     // The error is kept on the job: bounded like an item.
     const auto cap = impl->cl.get_config().max_item_size;
     if (what.size() > cap) what.resize(cap);
+    failing[claim.id] = claim.token;
     spawn(fail_op(shared_from_this(), std::move(claim), std::move(what), fo));
   }
 
   static asio::awaitable<void> fail_op(std::shared_ptr<runner> self, claim_ref claim,
                                        std::string what, fail_options fo) {
+    const claim_ref c = claim;
     auto [st, r] = co_await job_queue_impl::fail_job(self->impl, std::move(claim), std::move(what),
                                                      fo, self->worker);
+    if (auto it = self->failing.find(c.id); it != self->failing.end() && it->second == c.token)
+      self->failing.erase(it);
     if (!st) {
       (r.outcome == fail_result::outcome_t::dead_lettered ? self->report.dead_lettered
                                                           : self->report.failed)++;
@@ -342,11 +368,13 @@ class runner : public std::enable_shared_from_this<runner> {
     auto& q = *self->impl;
     std::vector<std::string> keys = q.keys;
     std::vector<std::string> args;
-    args.reserve(4 + 4 * r.finishes.size());
+    args.reserve(6 + 4 * r.finishes.size());
     args.push_back(jobs::now_ms_string());
     args.push_back(self->worker);
     args.push_back(std::to_string(r.claim));
     args.push_back(q.finish_channel);
+    args.push_back(std::to_string(r.offer));
+    args.push_back(std::to_string(self->offer_ttl().count()));
     for (const auto& f : r.finishes) {
       args.push_back(f.claim.id);
       args.push_back(std::to_string(f.claim.token));
@@ -400,6 +428,129 @@ class runner : public std::enable_shared_from_this<runner> {
     // beyond the slots goes back at once.
     if (self->book.stopping()) self->give_back_ready(runner_book::time_point::max(), false);
     if (as_int(e[0]) != 1) self->lapsed();
+    self->poke();
+  }
+
+  // ---- hand-off ---------------------------------------------------------------------
+  // docs/jobs.md "Hand-off": rounds that find the queue dry offer the idle
+  // slots (runner_book::round::offer), and puts claim jobs for them and send
+  // them here. A message lost while the subscriber reconnected leaves a
+  // claim this runner does not know: after every reconnect, reconcile()
+  // finds and gives back such claims.
+
+  /// How long an offer lasts: a dry runner renews it every poll interval,
+  /// and one that died stops getting jobs soon after, well before its
+  /// registration lapses.
+  std::chrono::milliseconds offer_ttl() const {
+    return std::min(opts.worker_ttl, 2 * impl->opts.poll_interval);
+  }
+
+  /// Subscribes to the runner's channel (at most a second's wait: without
+  /// it the runner works by wake-ups and claims alone).
+  static asio::awaitable<void> start_taking(std::shared_ptr<runner> self) {
+    std::weak_ptr<runner> weak = self;
+    auto cb = [weak](const message& m) {
+      if (auto s = weak.lock()) s->taken(m.payload);
+    };
+    auto& c = self->impl->cl;
+    asio::steady_timer limit(self->ex, std::chrono::seconds(1));
+    using namespace asio::experimental::awaitable_operators;
+    auto r =
+        co_await (subscribe_notifications(
+                      c, jobs::take_channel(self->impl->key(jobs::job_keys::config), self->worker),
+                      std::move(cb), use_nothrow) ||
+                  limit.async_wait(use_nothrow));
+    if (r.index() != 0 || std::get<0>(std::get<0>(r))) co_return;
+    self->takes = std::move(std::get<1>(std::get<0>(r)));
+    self->take_events = c.sub().on_event([weak](const subscriber_event& ev) {
+      auto s = weak.lock();
+      if (!s) return;
+      if (ev.kind == subscriber_event::disconnected) {
+        // Hand-offs sent now are lost: offer no more (the next round
+        // withdraws the offer), and check once the channel is back.
+        s->book.set_offering(false);
+      } else if (ev.kind == subscriber_event::connected) {
+        s->want_reconcile();
+      }
+      s->poke();
+    });
+    self->book.set_offering(true);
+  }
+
+  /// A message on the runner's channel: jobs handed off, or a fence.
+  void taken(std::string_view payload) {
+    if (auto n = jobs::parse_fence(payload)) {
+      fence_seen = std::max(fence_seen, *n);
+      if (fence_timer && fence_seen == fences_sent) fence_timer->cancel();
+      return;
+    }
+    // Leaving: the stop gives back every claim recorded under this worker.
+    if (leaving) return;
+    auto js = jobs::parse_hand_off(payload);
+    if (!js) {
+      // Claims were made for this worker that it cannot read.
+      want_reconcile();
+      return;
+    }
+    report.handed_off += js->size();
+    const std::size_t starting = book.handed_off(js->size());
+    const auto now = runner_book::clock::now();
+    for (std::size_t i = 0; i < js->size(); ++i) {
+      if (i < starting) start_handler(std::move((*js)[i]));
+      else ready.push_back({std::move((*js)[i]), now});
+    }
+    if (book.stopping()) give_back_ready(runner_book::time_point::max(), false);
+    poke();
+  }
+
+  void want_reconcile() {
+    if (!takes.active() || leaving || book.stopping()) return;
+    reconcile_wanted = true;
+    book.hold_rounds(true);
+    poke();
+  }
+
+  /// Gives back the claims recorded under this worker that it does not
+  /// know. Runs with rounds held and none in flight, so every claim a round
+  /// made is known; a fence on the runner's channel, sent after its offer
+  /// was withdrawn, says when every hand-off sent before has arrived. If
+  /// the fence does not come (the subscriber is down again), the next
+  /// reconnect tries again; the claims of lost messages lapse with their
+  /// leases meanwhile.
+  static asio::awaitable<void> reconcile(std::shared_ptr<runner> self) {
+    self->reconciling = true;
+    self->reconcile_wanted = false;
+    self->book.set_offering(false);
+    const std::uint64_t n = ++self->fences_sent;
+    asio::steady_timer t(self->ex,
+                         std::max<std::chrono::milliseconds>(std::chrono::seconds(2),
+                                                             2 * self->impl->opts.poll_interval));
+    self->fence_timer = &t;
+    std::vector<std::string> args{self->worker, jobs::fence_message(n)};
+    auto [st, v] = co_await self->impl->call(scripts::jobs_take_fence(), std::move(args));
+    if (!st && self->fence_seen < n && !self->leaving) co_await t.async_wait(use_nothrow);
+    self->fence_timer = nullptr;
+    if (!st && self->fence_seen >= n && !self->leaving) {
+      std::vector<std::string> known{self->worker, self->impl->wake_channel};
+      for (auto& c : self->held_claims()) known.push_back(std::move(c));
+      for (const auto& [id, token] : self->failing) {
+        known.push_back(id);
+        known.push_back(std::to_string(token));
+      }
+      auto [rst, back] = co_await self->impl->call(scripts::jobs_reconcile(), std::move(known));
+      if (!rst) {
+        self->report.released += static_cast<std::uint64_t>(as_int(back));
+        self->book.set_offering(true);
+      }
+    } else if (st && is_transient(st.ec) && !self->leaving) {
+      asio::steady_timer pause(self->ex, self->impl->opts.poll_interval);
+      co_await pause.async_wait(use_nothrow);
+      self->reconcile_wanted = !self->leaving && !self->book.stopping();
+    }
+    // Other errors (the user may not PUBLISH on its own channel): no
+    // hand-off for this run.
+    self->reconciling = false;
+    if (!self->reconcile_wanted) self->book.hold_rounds(false);
     self->poke();
   }
 
@@ -585,6 +736,7 @@ class runner : public std::enable_shared_from_this<runner> {
           }));
     }
     self->spawn(heartbeats(self));
+    if (self->opts.hand_off) co_await start_taking(self);
 
     self->book.woken();  // the first round claims at once
     for (;;) {
@@ -598,6 +750,8 @@ class runner : public std::enable_shared_from_this<runner> {
         self->cancelled_at_deadline = true;
         self->cancel_all(true);
       }
+      if (self->reconcile_wanted && !self->reconciling && self->book.rounds_in_flight() == 0)
+        self->spawn(reconcile(self));
       while (auto r = self->book.next_round(now)) self->spawn(run_round(self, std::move(*r)));
       const auto at = self->book.next_timer();
       self->kick.expires_at(at == runner_book::time_point::max() ? runner_book::time_point::max()
@@ -611,6 +765,9 @@ class runner : public std::enable_shared_from_this<runner> {
     self->cancel_all(true);
     self->impl->remove_wake_listener(self->wake_listener);
     self->aborts.reset();
+    self->takes.reset();
+    self->take_events.reset();
+    if (self->fence_timer) self->fence_timer->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
     if (self->opts.stop_signals) {
       boost::system::error_code ignored;

@@ -86,6 +86,14 @@ std::size_t runner_book::round_done(std::size_t asked, std::size_t got,
   return now_started;
 }
 
+std::size_t runner_book::handed_off(std::size_t n) noexcept {
+  const std::size_t idle = !stopping_ && busy_ < s_.concurrency ? s_.concurrency - busy_ : 0;
+  const std::size_t now_started = std::min(n, idle);
+  busy_ += now_started;
+  ready_ += n - now_started;
+  return now_started;
+}
+
 void runner_book::round_failed(round r, time_point now) {
   if (in_flight_ > 0) --in_flight_;
   requested_ -= std::min(requested_, r.claim);
@@ -105,24 +113,38 @@ void runner_book::stop(time_point now) {
 }
 
 std::optional<runner_book::round> runner_book::next_round(time_point now) {
-  if (in_flight_ >= s_.max_rounds_in_flight) return std::nullopt;
+  if (in_flight_ >= s_.max_rounds_in_flight || rounds_held_) return std::nullopt;
   if (holding_) {
     if (now < hold_until_) return std::nullopt;
     holding_ = false;
   }
   round r;
   const std::size_t n = std::min(pending_.size(), s_.max_finishes_per_round);
-  std::size_t free = 0;
+  std::size_t free = 0, idle = 0;
   if (!stopping_ && registered_) {
     const std::size_t room = s_.concurrency + ahead();
     const std::size_t taken = busy_ + ready_ + requested_;
     free = taken < room ? room - taken : 0;
+    idle = taken < s_.concurrency ? s_.concurrency - taken : 0;
   }
   // A dry queue is asked again only at a wake-up or its retry time, unless
   // finishes go out anyway (then asking costs nothing more).
   const bool may_ask = !dry_ || woken_ || now >= retry_at_ || n > 0;
   if (free > 0 && may_ask) r.claim = std::min(free, s_.max_claim_batch);
-  if (n == 0 && r.claim == 0) return std::nullopt;
+  // Hand-off: a round that claims offers the slots it leaves idle (the
+  // script registers them only if the queue ran dry); an offer made
+  // earlier is withdrawn by the first round once offering stops (a stop,
+  // the channel lost). The offer counts only slots no round in flight will
+  // fill, so it never exceeds what is idle.
+  const bool may_offer = s_.hand_off && offering_ && !stopping_ && registered_;
+  if (r.claim > 0 && may_offer && idle > 0) {
+    r.offer = static_cast<std::int64_t>(idle);
+    offer_made_ = true;
+  } else if (offer_made_ && (r.claim > 0 || !may_offer)) {
+    r.offer = 0;
+    offer_made_ = false;
+  }
+  if (n == 0 && r.claim == 0 && r.offer != 0) return std::nullopt;
   r.finishes.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     r.finishes.push_back(std::move(pending_.front()));

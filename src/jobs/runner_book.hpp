@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -37,6 +38,8 @@ class runner_book {
     /// Most jobs claimed ahead, beyond the idle slots, while handlers run
     /// shorter than a round trip (see prefetching()). 0: never.
     std::size_t prefetch = 0;
+    /// Whether rounds offer the idle slots for hand-off (round::offer).
+    bool hand_off = false;
   };
 
   /// A handler's successful outcome, to be finished in a round.
@@ -49,6 +52,10 @@ class runner_book {
   struct round {
     std::vector<finish> finishes;
     std::size_t claim = 0;
+    /// Hand-off (jobs/work.lua ARGV 5): the idle slots this round offers
+    /// when it finds the queue dry; 0 withdraws an earlier offer; -1 leaves
+    /// none (the runner has made none since it last withdrew).
+    std::int64_t offer = -1;
   };
 
   explicit runner_book(settings s);
@@ -79,6 +86,19 @@ class runner_book {
   /// again in a later round (a finish applied twice is refused the second
   /// time, never applied twice); no round goes out before retry_delay.
   void round_failed(round r, time_point now);
+  /// `n` jobs arrived by hand-off (claimed for this worker by a put).
+  /// Returns how many start now, as round_done does; the rest wait for
+  /// take_ready(). During a stop none start: the caller gives them back
+  /// (ready_dropped).
+  std::size_t handed_off(std::size_t n) noexcept;
+  /// Whether rounds may offer slots for hand-off now (the runner's channel
+  /// is subscribed). Turned off, the next round withdraws the offer.
+  void set_offering(bool on) noexcept { offering_ = on; }
+  /// While held, no round goes out: the runner checks for hand-offs it
+  /// missed, and must know every claim it holds, with no claim or finish
+  /// on its way. Finishes wait for the release.
+  void hold_rounds(bool on) noexcept { rounds_held_ = on; }
+  bool rounds_held() const noexcept { return rounds_held_; }
   /// A wake-up: jobs may have arrived (or the queue resumed).
   void woken() noexcept { woken_ = true; }
   /// The registration lapsed: no claims until registered() again.
@@ -141,8 +161,11 @@ class runner_book {
   bool dry_ = false;  // the last claim got fewer than it asked for
   bool woken_ = false;
   bool registered_ = true;
-  time_point retry_at_{};  // when a dry queue is asked again
-  bool holding_ = false;   // a round failed: none goes out before hold_until_
+  bool offering_ = false;     // rounds may offer slots (settings.hand_off)
+  bool offer_made_ = false;   // a round offered since the last withdrawal
+  bool rounds_held_ = false;  // hold_rounds()
+  time_point retry_at_{};     // when a dry queue is asked again
+  bool holding_ = false;      // a round failed: none goes out before hold_until_
   time_point hold_until_{};
   bool stopping_ = false;
   time_point deadline_{};

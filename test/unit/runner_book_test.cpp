@@ -330,3 +330,130 @@ TEST_CASE("runner_book: jobs claimed ahead that waited too long stop the claimin
   b.handler_ended(done("b", 1), 100us);
   CHECK(b.prefetching());
 }
+
+// ---- hand-off (round::offer, handed_off) -------------------------------------------
+
+namespace {
+
+runner_book::settings taking(std::size_t concurrency) {
+  auto s = with(concurrency);
+  s.hand_off = true;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("runner_book: a round offers the slots no round in flight will fill", "[runner_book]") {
+  runner_book b(taking(4));
+  // Not before the runner's channel is subscribed.
+  auto r0 = b.next_round(t0);
+  REQUIRE(r0);
+  CHECK(r0->claim == 4);
+  CHECK(r0->offer == -1);
+  b.round_done(4, 1, std::nullopt, t0);
+  CHECK(b.busy() == 1);
+  b.set_offering(true);
+  b.woken();
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  CHECK(r->claim == 3);
+  CHECK(r->offer == 3);
+  // A second round in flight finds no idle slot the first does not ask for.
+  b.handler_ended(done("a", 1));
+  auto r2 = b.next_round(t0);
+  REQUIRE(r2);
+  CHECK(r2->claim == 1);
+  CHECK(r2->offer == 1);
+}
+
+TEST_CASE("runner_book: an offer is withdrawn at a stop and when the channel is lost",
+          "[runner_book]") {
+  SECTION("a stop: the withdrawal goes out alone") {
+    runner_book b(taking(2));
+    b.set_offering(true);
+    auto r = b.next_round(t0);
+    REQUIRE(r);
+    CHECK(r->offer == 2);
+    b.round_done(2, 1, std::nullopt, t0);
+    b.stop(t0);
+    // A handler still runs: the withdrawal goes out during the grace.
+    CHECK_FALSE(b.ready_to_leave(t0));
+    auto w = b.next_round(t0);
+    REQUIRE(w);
+    CHECK(w->claim == 0);
+    CHECK(w->finishes.empty());
+    CHECK(w->offer == 0);
+    CHECK_FALSE(b.next_round(t0));
+    b.round_done(0, 0, std::nullopt, t0);
+    CHECK_FALSE(b.ready_to_leave(t0));
+    b.handler_ended(std::nullopt);
+    // Leaving does not wait for a withdrawal: the leave removes the offer
+    // with the registration.
+    CHECK(b.ready_to_leave(t0));
+  }
+  SECTION("the channel lost") {
+    runner_book b(taking(2));
+    b.set_offering(true);
+    auto r = b.next_round(t0);
+    REQUIRE(r);
+    b.round_done(2, 0, std::nullopt, t0);
+    b.set_offering(false);
+    auto w = b.next_round(t0);
+    REQUIRE(w);
+    CHECK(w->offer == 0);
+    CHECK_FALSE(b.next_round(t0));
+    // Offering again: the next round that claims offers again.
+    b.round_done(0, 0, std::nullopt, t0);
+    b.set_offering(true);
+    b.woken();
+    auto r2 = b.next_round(t0);
+    REQUIRE(r2);
+    CHECK(r2->offer == 2);
+  }
+}
+
+TEST_CASE("runner_book: jobs handed off fill idle slots, the rest wait; none start at a stop",
+          "[runner_book]") {
+  runner_book b(taking(2));
+  b.set_offering(true);
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  b.round_done(2, 0, std::nullopt, t0);
+  CHECK(b.handed_off(3) == 2);
+  CHECK(b.busy() == 2);
+  CHECK(b.ready() == 1);
+  // Nothing is claimed while the slots are full, and the offer is left
+  // as the put left it (it took the slots it used).
+  b.woken();
+  CHECK_FALSE(b.next_round(t0));
+  b.stop(t0);
+  // The stop withdraws it.
+  auto w = b.next_round(t0);
+  REQUIRE(w);
+  CHECK(w->claim == 0);
+  CHECK(w->offer == 0);
+  b.round_done(0, 0, std::nullopt, t0);
+  CHECK(b.handed_off(2) == 0);
+  CHECK(b.ready() == 3);
+  b.ready_dropped(3);
+  CHECK(b.ready() == 0);
+}
+
+TEST_CASE("runner_book: held rounds: none goes out, finishes wait for the release",
+          "[runner_book]") {
+  runner_book b(taking(1));
+  auto r = b.next_round(t0);
+  REQUIRE(r);
+  b.round_done(1, 1, std::nullopt, t0);
+  b.hold_rounds(true);
+  b.handler_ended(done("a", 1));
+  CHECK_FALSE(b.next_round(t0));
+  CHECK(b.pending_finishes() == 1);
+  b.stop(t0);
+  CHECK_FALSE(b.ready_to_leave(t0));
+  b.hold_rounds(false);
+  auto r2 = b.next_round(t0);
+  REQUIRE(r2);
+  CHECK(r2->finishes.size() == 1);
+  CHECK(r2->claim == 0);
+}

@@ -4,7 +4,10 @@
 -- strategy r/k, counters k/r), 7 high ('1'), 8 has strategy ('1'),
 -- 9..12 max_retries, max_stalls, min_backoff_ms, max_backoff_ms ('' unset).
 -- Returns {id, 'added' | 'updated' | 'held'} (layouts/job_engine.lua).
+-- A job it makes claimable goes to an idle runner first, as jobs/put.lua
+-- hands jobs off.
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
+local takers = redis.call('EXISTS', K_SLEEPERS) == 1 and cold.live_takers()
 local now = tonumber(ARGV[1])
 local f = ARGV[6]
 local p = {item = ARGV[4], run_at = tonumber(ARGV[5]), high = ARGV[7] == '1',
@@ -25,6 +28,9 @@ elseif redis.call('ZSCORE', K_CLAIMED, id) then
 else
   p.explicit = true
   outcome = dispatch(id, p, now)
+end
+if takers and #takers > 0 and Q.woken > 0 then
+  Q.woken = Q.woken - cold.hand_off(takers, now, Q.woken)
 end
 wake_woken(ARGV[2])
 return {id, outcome}

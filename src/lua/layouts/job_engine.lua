@@ -602,7 +602,34 @@ local function remove_worker(w)
   if #gone > 0 then redis.call('HDEL', K_WORKER_JOBS, unpack(gone)) end
   redis.call('ZREM', K_WORKERS, w)
   redis.call('HDEL', K_WORKER_INFO, w)
+  redis.call('HDEL', K_TAKERS, w)
   return held
+end
+
+-- Claims that end with no failure counted (a release, a worker's stop, a
+-- hand-off its runner never received): each {id, token} of `cs` that is
+-- still current goes back to the front of the line, the first of `cs` out
+-- first, its token ended; a put held for it is applied. Wakes sleepers on
+-- `channel` (when the user may PUBLISH it). Returns how many went back.
+local function give_back(cs, channel)
+  local back = {}
+  for i = #cs, 1, -1 do
+    local id, tok = cs[i][1], cs[i][2]
+    if claim_current(id, tok) then
+      redis.call('ZREM', K_CLAIMED, id)
+      redis.call('HSET', K_ATTEMPTS, id, '-' .. tok)
+      back[#back + 1] = id
+    end
+  end
+  if #back == 0 then return 0 end
+  redis.call('RPUSH', K_IDS, unpack(back))
+  Q.woken = Q.woken + #back
+  if redis.call('EXISTS', K_HELD) == 1 then
+    local now = server_ms()
+    for i = 1, #back do release_held(back[i], now) end
+  end
+  wake_woken(channel)
+  return #back
 end
 
 -- Fails worker `w` (spec 003 failWorker): every claim it still holds ends
@@ -801,4 +828,93 @@ local function finish_jobs(channel, base, m, ttl, worker)
     end
   end
   return st
+end
+
+-- Hand-off (docs/jobs.md "Hand-off"). feed.takers lists the runners that
+-- found the queue dry and wait with idle slots: field the worker, value
+-- `<lapses at, server ms>:<idle slots>`. A put that finds sleepers claims
+-- its jobs for live takers (claim_jobs, recorded under the worker) and
+-- publishes them on the taker's own channel, so a job reaches an idle
+-- runner in one hop, not a wake-up followed by a claim round trip.
+-- jobs/work.lua keeps a runner's entry; remove_worker drops it.
+local function take_channel(w)
+  return 'job.take:' .. string.sub(K_CONFIG, 13) .. ':' .. w
+end
+
+-- A hand-off message for jobs c[first..last] of a claim_jobs reply: per job
+-- `id\0token\0failures\0<item length>\0item` (ids hold no NUL, items may).
+-- src/jobs/hand_off.cpp parses it.
+local function take_message(c, last)
+  local parts = {}
+  for i = 1, last, 4 do
+    parts[#parts + 1] = c[i] .. '\0' .. int(c[i + 3]) .. '\0' .. int(c[i + 2]) .. '\0' ..
+                            int(#c[i + 1]) .. '\0' .. c[i + 1]
+  end
+  return table.concat(parts)
+end
+
+-- The takers a put may hand jobs to, found before the put's first write
+-- (then nothing after it can fail): the entry has not lapsed, the worker's
+-- registration is alive and the user may publish on its channel (a taker
+-- this user may not reach is skipped: its runner is woken as any sleeper
+-- is). Entries that lapsed or whose worker is gone are dropped. Returns a
+-- list of {worker, idle slots, lapses at}.
+local function live_takers()
+  local all = redis.call('HGETALL', K_TAKERS)
+  if #all == 0 then return all end
+  local now = server_ms()
+  local out, gone = {}, {}
+  for i = 1, #all, 2 do
+    local w = all[i]
+    local exp, slots = string.match(all[i + 1], '^(%d+):(%d+)$')
+    exp, slots = tonumber(exp), tonumber(slots)
+    if not exp or exp < now or slots < 1 or not worker_alive(w, now) then
+      gone[#gone + 1] = w
+    elseif not check_publish(take_channel(w)) then
+      out[#out + 1] = {w, slots, exp}
+    end
+  end
+  if #gone > 0 then redis.call('HDEL', K_TAKERS, unpack(gone)) end
+  return out
+end
+
+-- Claims up to `n` waiting jobs for `takers` (live_takers), each up to its
+-- idle slots, as jobs/work.lua would have, and publishes each taker's jobs
+-- on its channel in one message. A taker whose slots are all used leaves
+-- feed.takers. Stops at the first taker that got fewer than it could take
+-- (the queue ran dry, or pause or the rate limit held claims back).
+-- Returns how many jobs were handed off.
+local function hand_off(takers, now, n)
+  local handed = 0
+  for i = 1, #takers do
+    if handed >= n then break end
+    local t = takers[i]
+    local want = math.min(t[2], n - handed)
+    local c = claim_jobs(now, want, t[1])
+    local got = math.floor(#c / 4)
+    if got > 0 then
+      redis.call(NOTIFY, take_channel(t[1]), take_message(c, 4 * got))
+      handed = handed + got
+      if got < t[2] then
+        redis.call('HSET', K_TAKERS, t[1], int(t[3]) .. ':' .. int(t[2] - got))
+      else
+        redis.call('HDEL', K_TAKERS, t[1])
+      end
+    end
+    if got < want then break end
+  end
+  return handed
+end
+
+-- jobs/work.lua's offer: after a round that asked for jobs, a runner with
+-- `offer` idle slots (-1: it offers none and has no entry; 0: it offers
+-- none) is a taker for the slots the round left idle, while the queue ran
+-- dry (`dry`), until server time `srv` + `ttl`; else its entry goes.
+local function offer_slots(worker, offer, got, dry, srv, ttl)
+  if offer < 0 then return end
+  if dry and offer > got then
+    redis.call('HSET', K_TAKERS, worker, int(srv + ttl) .. ':' .. int(offer - got))
+  else
+    redis.call('HDEL', K_TAKERS, worker)
+  end
 end

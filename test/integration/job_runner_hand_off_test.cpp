@@ -1,0 +1,440 @@
+// job_queue::run's hand-off (run_options::hand_off, docs/jobs.md
+// "Hand-off"): a runner that finds the queue dry offers its idle slots,
+// and a put claims its jobs for the runner and sends them on the runner's
+// channel. Checked here: the job, its item and failure count arrive whole
+// and run once; a put of more jobs than slots hands off what fits and
+// wakes for the rest; offers that lapsed, of workers that are gone, or on
+// a channel the producer may not publish on get nothing; a runner without
+// hand-off (the option off, or SUBSCRIBE refused on its channel) works by
+// wake-ups; a hand-off lost while the runner's subscriber was down is
+// given back after it reconnects, or at the stop.
+// co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "support/job_engine.hpp"
+#include "support/runner.hpp"
+
+#include "detail/keys.hpp"
+#include "jobs/hand_off.hpp"
+#include "jobs/job_keys.hpp"
+#include "thoonk_lua_scripts.hpp"
+
+#include <set>
+
+using namespace thoonk::test;
+
+namespace {
+
+/// A job as its handler saw it.
+struct seen_job {
+  std::string id, item;
+  std::int64_t failures = 0;
+};
+
+/// A handler that records each job it starts.
+thoonk::job_coroutine recording(std::vector<seen_job>& seen) {
+  return [&seen](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+    seen.push_back({ctx.job().id, ctx.job().item, ctx.job().failures});
+    co_return std::nullopt;
+  };
+}
+
+/// Worker `w`'s offer on f's queue (`<lapses at>:<slots>`), or "" when it
+/// has none.
+asio::awaitable<std::string> offer_of(thoonk::connection& c, const std::string& queue,
+                                      const std::string& w) {
+  auto v = co_await cmd(c, "HGET", key("takers", queue), w);
+  co_return v.type == thoonk::resp3::type::null ? std::string{} : v.str;
+}
+
+/// Waits (up to 5 s) until worker `w` offers `slots` idle slots.
+asio::awaitable<bool> offered(thoonk::connection& c, const std::string& queue, const std::string& w,
+                              int slots) {
+  const auto suffix = ":" + std::to_string(slots);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until) {
+    const auto o = co_await offer_of(c, queue, w);
+    if (o.size() > suffix.size() && o.ends_with(suffix)) co_return true;
+    co_await sleep_for(2ms);
+  }
+  co_return false;
+}
+
+/// The server's clock in ms.
+asio::awaitable<std::int64_t> server_ms(thoonk::connection& c) {
+  auto t = co_await cmd(c, "TIME");
+  co_return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+}
+
+/// Creates job queue `name` on `c` with the default settings.
+asio::awaitable<thoonk::job_queue> create_job_queue(thoonk::client& c, std::string name) {
+  thoonk::job_queue::settings s;
+  thoonk::job_queue_options o;
+  auto q = co_await thoonk::job_queue::create_or_open(c, std::move(name), std::move(s),
+                                                      std::move(o), asio::use_awaitable);
+  co_return q;
+}
+
+thoonk::run_options named(std::string worker, std::size_t concurrency) {
+  thoonk::run_options o;
+  o.worker_name = std::move(worker);
+  o.concurrency = concurrency;
+  return o;
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("handoff",
+                  "run: a put reaches an idle runner by hand-off: the job, its item and failure "
+                  "count arrive whole, and each runs once",
+                  "[job][run][hand_off][put]") {
+  auto q = co_await engine_queue(f);
+  const std::string w = unique_name("taker");
+  std::vector<seen_job> seen;
+  auto run = start_run(q, recording(seen), named(w, 2));
+  // Items with a NUL, an empty one, a long one: the message carries bytes.
+  std::vector<std::string> items{std::string("a\0b", 3), "", std::string(5000, 'x')};
+  for (int i = 0; i < 17; ++i) items.push_back("job-" + std::to_string(i));
+  std::vector<std::string> ids;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    // Both slots idle, offered by the round that found the queue dry.
+    auto ready = co_await offered(f.c.conn(), f.name, w, 2);
+    REQUIRE(ready);
+    auto id = co_await q.put(items[i], asio::use_awaitable);
+    ids.push_back(id);
+    auto ran = co_await wait_until([&] { return seen.size() == i + 1; }, 5s);
+    REQUIRE(ran);
+  }
+  auto all = co_await wait_finishes(q, static_cast<std::int64_t>(items.size()));
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.handed_off == items.size());
+  CHECK(run->report.started == items.size());
+  CHECK(run->report.finished == items.size());
+  REQUIRE(seen.size() == items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    CHECK(seen[i].id == ids[i]);
+    CHECK(seen[i].item == items[i]);
+    CHECK(seen[i].failures == 0);
+  }
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.waiting == 0);
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
+  // The stop withdrew the offer.
+  const auto offer = co_await offer_of(f.c.conn(), f.name, w);
+  CHECK(offer.empty());
+}
+
+FIXTURE_TEST_CASE("handoffsplit",
+                  "run: a put of more jobs than idle slots hands off what fits and wakes the "
+                  "runner for the rest; a failure count travels with a job handed off",
+                  "[job][run][hand_off][put_many]") {
+  auto q = co_await engine_queue(f);
+  const std::string w = unique_name("taker");
+  std::vector<seen_job> seen;
+  auto run = start_run(q, recording(seen), named(w, 3));
+  auto ready = co_await offered(f.c.conn(), f.name, w, 3);
+  REQUIRE(ready);
+  std::vector<std::string> items;
+  for (int i = 0; i < 10; ++i) items.push_back("j" + std::to_string(i));
+  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto all = co_await wait_finishes(q, 10);
+  CHECK(all);
+  // A job with a failure behind it, handed off.
+  ready = co_await offered(f.c.conn(), f.name, w, 3);
+  REQUIRE(ready);
+  co_await cmd(f.c.conn(), "HSET", key("cancelled", f.name), "failed-once", "1");
+  thoonk::put_options po;
+  po.id = "failed-once";
+  co_await q.put("again", po, asio::use_awaitable);
+  all = co_await wait_finishes(q, 11);
+  CHECK(all);
+  co_await stop_run_cleanly(*run);
+  // The first three went to the idle slots in the put itself.
+  CHECK(run->report.handed_off == 4);
+  CHECK(run->report.finished == 11);
+  std::set<std::string> distinct;
+  for (const auto& s : seen) distinct.insert(s.id);
+  CHECK(distinct.size() == 11);
+  CHECK(seen.size() == 11);
+  REQUIRE(!seen.empty());
+  CHECK(seen.back().id == "failed-once");
+  CHECK(seen.back().failures == 1);
+  // The first three started are the oldest three, handed off in order.
+  REQUIRE(seen.size() >= 3);
+  std::set<std::string> first3{seen[0].id, seen[1].id, seen[2].id};
+  CHECK(first3 == std::set<std::string>{ids[0], ids[1], ids[2]});
+}
+
+FIXTURE_TEST_CASE("handoffoff",
+                  "run: with hand_off false a runner never offers, and puts wake it as before",
+                  "[job][run][hand_off]") {
+  auto q = co_await engine_queue(f);
+  const std::string w = unique_name("nottaker");
+  std::vector<seen_job> seen;
+  auto o = named(w, 2);
+  o.hand_off = false;
+  auto run = start_run(q, recording(seen), o);
+  for (int i = 0; i < 5; ++i) {
+    co_await sleep_for(30ms);  // the runner found the queue dry
+    co_await q.put("x", asio::use_awaitable);
+    auto ran = co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
+    REQUIRE(ran);
+    auto offer = co_await offer_of(f.c.conn(), f.name, w);
+    CHECK(offer.empty());
+  }
+  co_await stop_run_cleanly(*run);
+  CHECK(run->report.handed_off == 0);
+  CHECK(run->report.finished == 5);
+}
+
+FIXTURE_TEST_CASE("handoffdead",
+                  "put: no hand-off to an offer that lapsed or whose worker is not registered; "
+                  "a live offer gets the oldest jobs, claimed under its worker, in one message",
+                  "[job][hand_off][put][put_many]") {
+  auto q = co_await engine_queue(f);
+  auto& c = f.c.conn();
+  const auto takers = key("takers", f.name);
+  const auto now = co_await server_ms(c);
+  const auto later = std::to_string(now + 60000);
+  // A registered worker whose offer lapsed, and an offer whose worker is
+  // not registered: neither gets a job, and both offers go.
+  co_await cmd(c, "ZADD", key("workers", f.name), later, "lapsed-offer");
+  co_await cmd(c, "HSET", takers, "lapsed-offer", std::to_string(now - 1) + ":4");
+  co_await cmd(c, "HSET", takers, "unregistered", later + ":4");
+  co_await cmd(c, "SET", key("sleepers", f.name), "1");
+  auto first = co_await q.put("one", asio::use_awaitable);
+  auto counts = co_await counts_of(q);
+  CHECK(counts.waiting == 1);
+  CHECK(counts.claimed == 0);
+  auto left = co_await cmd(c, "HLEN", takers);
+  CHECK(left.integer == 0);
+  // The put woke the sleepers instead: the flag is gone.
+  auto sleeping = co_await cmd(c, "EXISTS", key("sleepers", f.name));
+  CHECK(sleeping.integer == 0);
+
+  // A live offer of one slot: of two jobs put, the oldest waiting one
+  // (`first`) is claimed under the worker and sent on its channel; the
+  // offer is used up; the other job wakes the sleepers.
+  std::vector<std::string> got;
+  auto sub = co_await subscribe_notifications(
+      f.raw, "job.take:" + channel_name(f.name) + ":live",
+      [&](const thoonk::message& m) { got.emplace_back(m.payload); });
+  co_await cmd(c, "ZADD", key("workers", f.name), later, "live");
+  co_await cmd(c, "HSET", takers, "live", later + ":1");
+  co_await cmd(c, "SET", key("sleepers", f.name), "1");
+  std::vector<std::string> two{"two", "three"};
+  co_await q.put_many(two, thoonk::priority::normal, asio::use_awaitable);
+  auto heard = co_await wait_until([&] { return got.size() == 1; }, 2s);
+  REQUIRE(heard);
+  auto jobs = thoonk::detail::jobs::parse_hand_off(got[0]);
+  REQUIRE(jobs);
+  REQUIRE(jobs->size() == 1);
+  CHECK((*jobs)[0].id == first);
+  CHECK((*jobs)[0].item == "one");
+  CHECK((*jobs)[0].token == 1);
+  CHECK((*jobs)[0].failures == 0);
+  counts = co_await counts_of(q);
+  CHECK(counts.waiting == 2);
+  CHECK(counts.claimed == 1);
+  auto record = co_await cmd(c, "HGET", key("worker_jobs", f.name), first);
+  CHECK(record.str == std::string("live\0"
+                                  "1",
+                                  6));
+  left = co_await cmd(c, "HLEN", takers);
+  CHECK(left.integer == 0);
+  sleeping = co_await cmd(c, "EXISTS", key("sleepers", f.name));
+  CHECK(sleeping.integer == 0);
+
+  // An offer whose slots take every job put: the sleepers stay marked
+  // (other claimers still sleep), the rest of the offer stays.
+  co_await cmd(c, "HSET", takers, "live", later + ":5");
+  co_await cmd(c, "SET", key("sleepers", f.name), "1");
+  got.clear();
+  co_await q.put("four", asio::use_awaitable);
+  heard = co_await wait_until([&] { return got.size() == 1; }, 2s);
+  REQUIRE(heard);
+  jobs = thoonk::detail::jobs::parse_hand_off(got[0]);
+  REQUIRE(jobs);
+  CHECK(jobs->size() == 1);  // the oldest waiting job, one only
+  const auto rest = co_await offer_of(c, f.name, "live");
+  CHECK(rest == later + ":4");
+  sleeping = co_await cmd(c, "EXISTS", key("sleepers", f.name));
+  CHECK(sleeping.integer == 1);
+}
+
+TEST_CASE("hand-off: a producer that may not publish on the runner's channel wakes it instead",
+          "[job][run][hand_off][acl]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    // The gap user is the producer here, allowed every channel but the
+    // runners' ones.
+    co_await user.create_with(admin, "~*", "+@all", "&feed.*");
+    const auto name = unique_name("handoffacl");
+    auto q = co_await create_job_queue(pub, name);
+    auto producer = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
+    const std::string w = unique_name("taker");
+    std::vector<seen_job> seen;
+    auto run = start_run(q, recording(seen), named(w, 1));
+    for (int i = 0; i < 3; ++i) {
+      auto ready = co_await offered(admin, name, w, 1);
+      REQUIRE(ready);
+      auto [ec, id] = co_await producer.put("y", asio::as_tuple(asio::use_awaitable));
+      CHECK(!ec);
+      auto ran =
+          co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
+      REQUIRE(ran);
+    }
+    co_await stop_run_cleanly(*run);
+    CHECK(run->report.handed_off == 0);
+    CHECK(run->report.finished == 3);
+    co_await p.finish();
+  });
+}
+
+TEST_CASE("hand-off: a runner that may not subscribe to its channel works by wake-ups",
+          "[job][run][hand_off][acl]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    // The gap user is the runner here: no job.take channel.
+    co_await user.create_with(admin, "~*", "+@all", "&feed.*", "&job.finish:*", "&job.event:*",
+                              "&job.abort:*");
+    const auto name = unique_name("handoffacl");
+    auto q = co_await create_job_queue(pub, name);
+    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
+    const std::string w = unique_name("taker");
+    std::vector<seen_job> seen;
+    auto run = start_run(mine, recording(seen), named(w, 1));
+    for (int i = 0; i < 3; ++i) {
+      co_await sleep_for(30ms);
+      co_await q.put("z", asio::use_awaitable);
+      auto ran =
+          co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
+      REQUIRE(ran);
+      auto offer = co_await offer_of(admin, name, w);
+      CHECK(offer.empty());
+    }
+    co_await stop_run_cleanly(*run);
+    CHECK(!run->ec);
+    CHECK(run->report.handed_off == 0);
+    CHECK(run->report.finished == 3);
+    co_await p.finish();
+  });
+}
+
+namespace {
+
+/// In one write from `admin`: locks the gap user out (its subscriber
+/// connection killed, no reconnect), then puts `item` on `name` with the
+/// library's put script. The server runs the put before it reads anything
+/// the runner sends after losing its subscriber, so the runner's offer is
+/// still there: the put hands the job off, and the message reaches no one.
+/// Returns the job's id.
+asio::awaitable<std::string> put_while_unsubscribed(gap_parties& p, const std::string& name,
+                                                    const std::string& item) {
+  const thoonk::detail::feed_names names(p.pub.get_config(), name);
+  const thoonk::detail::jobs::job_keys k(names);
+  const auto& put = thoonk::detail::scripts::jobs_put();
+  thoonk::request r;
+  r.push("ACL", "SETUSER", p.user.name, "off");
+  r.push("CLIENT", "KILL", "USER", p.user.name, "TYPE", "pubsub");
+  std::vector<std::string> tail = k.keys;
+  tail.push_back(std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count()));
+  tail.push_back("0");
+  tail.push_back(k.wake_channel);
+  tail.push_back(item);
+  const std::string nkeys = std::to_string(k.keys.size());
+  const std::string_view head[] = {put.source(), nkeys};
+  r.push_range("EVAL", head, tail);
+  auto resp = co_await raw_exec(p.admin, r);
+  REQUIRE(resp.size() == 3);
+  CHECK(resp[1].integer == 1);
+  REQUIRE(resp[2].elements.size() == 1);
+  co_return resp[2].elements[0].str;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "hand-off: a job handed off while the runner's subscriber was down is given back "
+    "after it reconnects, with no failure counted, and runs once",
+    "[job][run][hand_off][subscriber][single]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    const auto name = unique_name("handofflost");
+    auto q = co_await create_job_queue(pub, name);
+    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
+    const std::string w = unique_name("taker");
+    std::vector<seen_job> seen;
+    auto run = start_run(mine, recording(seen), named(w, 1));
+    auto ready = co_await offered(admin, name, w, 1);
+    REQUIRE(ready);
+    const auto id = co_await put_while_unsubscribed(p, name, "lost");
+    // Handed off: claimed under the runner, which never heard of it.
+    auto record = co_await cmd(admin, "HGET", key("worker_jobs", name), id);
+    CHECK(record.str == w + std::string("\0"
+                                        "1",
+                                        2));
+    co_await sleep_for(300ms);
+    CHECK(seen.empty());
+    co_await user.close_gap(admin);
+    // Back within a few seconds (the lease is a minute).
+    auto ran = co_await wait_until([&] { return seen.size() == 1; }, 8s);
+    REQUIRE(ran);
+    CHECK(seen[0].id == id);
+    CHECK(seen[0].item == "lost");
+    CHECK(seen[0].failures == 0);
+    auto all = co_await wait_finishes(q, 1);
+    CHECK(all);
+    co_await stop_run_cleanly(*run);
+    CHECK(run->report.handed_off == 0);
+    CHECK(run->report.released == 1);
+    CHECK(run->report.finished == 1);
+    CHECK(seen.size() == 1);
+    auto counts = co_await counts_of(q);
+    CHECK(counts.claimed == 0);
+    CHECK(counts.stalled == 0);
+    co_await p.finish();
+  });
+}
+
+TEST_CASE("hand-off: a job handed off that the runner never received goes back at its stop",
+          "[job][run][hand_off][stop][single]") {
+  gap_parties p;
+  auto& [ioc, admin, pub, user, c] = p;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    const auto name = unique_name("handoffstop");
+    auto q = co_await create_job_queue(pub, name);
+    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
+    const std::string w = unique_name("taker");
+    std::vector<seen_job> seen;
+    auto run = start_run(mine, recording(seen), named(w, 1));
+    auto ready = co_await offered(admin, name, w, 1);
+    REQUIRE(ready);
+    const auto id = co_await put_while_unsubscribed(p, name, "never");
+    co_await sleep_for(100ms);
+    // Stopped while its subscriber is still locked out.
+    co_await stop_run_cleanly(*run);
+    CHECK(seen.empty());
+    CHECK(run->report.released == 1);
+    auto j = co_await job_of(q, id);
+    CHECK(j.state == thoonk::job_state::waiting);
+    CHECK(j.retry_count == 0);
+    CHECK(j.stall_count == 0);
+    auto offers = co_await cmd(admin, "HLEN", key("takers", name));
+    CHECK(offers.integer == 0);
+    auto records = co_await cmd(admin, "HLEN", key("worker_jobs", name));
+    CHECK(records.integer <= 1);  // the encoding keeper at most
+    co_await user.close_gap(admin);
+    co_await p.finish();
+  });
+}
