@@ -17,8 +17,9 @@
 //             the payload's stamp; --runner: job_queue::run instead (only
 //             when the library has the runner); --prefetch N: the raw
 //             worker with job_queue_options::prefetch = N, the runner with
-//             run_options::prefetch = N (not used by the report, which
-//             runs every system at its defaults)
+//             run_options::prefetch = N; --no-hand-off: the runner with
+//             run_options::hand_off = false (neither is used by the
+//             report, which runs every system at its defaults)
 //   subscribe --subscribers K --messages M
 //             K subscriber clients on one feed; publish -> callback latency
 //   publish   --messages M --rate R
@@ -111,6 +112,7 @@ struct options {
   bool latency = false;
   bool runner = false;
   std::optional<std::size_t> prefetch;
+  bool hand_off = true;
   std::chrono::seconds timeout{120};
 };
 
@@ -131,6 +133,7 @@ options parse(int argc, char** argv) {
     else if (a == "--latency") o.latency = true;
     else if (a == "--runner") o.runner = true;
     else if (a == "--prefetch") o.prefetch = std::stoul(value());
+    else if (a == "--no-hand-off") o.hand_off = false;
     else throw std::invalid_argument("unknown option " + a);
   });
   if (o.url.empty()) throw std::invalid_argument("--url is required");
@@ -339,6 +342,7 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   thoonk::run_options ro;
   ro.concurrency = static_cast<std::size_t>(o.concurrency);
   if (o.prefetch) ro.prefetch = *o.prefetch;
+  ro.hand_off = o.hand_off;
   // The N-th handler's return (or the time limit) asks for the graceful
   // stop by cancelling the run operation.
   auto stop = std::make_shared<asio::cancellation_signal>();

@@ -172,8 +172,9 @@ function floorSentence(doc) {
   }
   parts.push(`One PUBLISH hop between two processes at 1,000 messages/s with no library (\`hop_floor.cpp\`: ` +
     `blocking read(), RESP read by hand) had a p99 of ${ms(floor.median)} in this run ` +
-    `(${spread}p50 ${p50 ? ms(p50.median) : '–'})${share}; a job of this library passes at least two such ` +
-    'hops (the wake-up message to a worker, then the worker\'s claim round trip).');
+    `(${spread}p50 ${p50 ? ms(p50.median) : '–'})${share}. A job that a put hands off to an idle runner ` +
+    'crosses one such hop, with the put script\'s work on the server in it; one a raw claim/finish worker ' +
+    'takes crosses two (the wake-up message, then the worker\'s claim round trip).');
   const ours = [];
   for (const id of ['thoonk_runner', 'thoonk']) {
     const t = p99(id);

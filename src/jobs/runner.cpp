@@ -541,8 +541,11 @@ class runner : public std::enable_shared_from_this<runner> {
       if (!rst) {
         self->report.released += static_cast<std::uint64_t>(as_int(back));
         self->book.set_offering(true);
+      } else if (is_transient(rst.ec)) {
+        st = std::move(rst);  // try again after a pause, as below
       }
-    } else if (st && is_transient(st.ec) && !self->leaving) {
+    }
+    if (st && is_transient(st.ec) && !self->leaving) {
       asio::steady_timer pause(self->ex, self->impl->opts.poll_interval);
       co_await pause.async_wait(use_nothrow);
       self->reconcile_wanted = !self->leaving && !self->book.stopping();
