@@ -359,6 +359,33 @@ asio::awaitable<std::string> put_while_unsubscribed(gap_parties& p, const std::s
   co_return resp[2].elements[0].str;
 }
 
+/// A runner on the gap user's client whose one hand-off was lost: the
+/// queue (on `pub`), the runner at concurrency 1, what its handler saw, and
+/// the id of the job handed off while its subscriber was locked out
+/// (claimed under the runner, which never heard of it).
+struct lost_hand_off {
+  std::string name = unique_name("handofflost");
+  std::string worker = unique_name("taker");
+  std::optional<thoonk::job_queue> q;
+  std::vector<seen_job> seen;
+  std::shared_ptr<background_run> run;
+  std::string id;
+
+  asio::awaitable<void> start(gap_parties& p, std::string item) {
+    co_await p.start();
+    q = co_await create_job_queue(p.pub, name);
+    auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+    run = start_run(mine, recording(seen), named(worker, 1));
+    auto ready = co_await offered(p.admin, name, worker, 1);
+    REQUIRE(ready);
+    id = co_await put_while_unsubscribed(p, name, std::move(item));
+    auto record = co_await cmd(p.admin, "HGET", key("worker_jobs", name), id);
+    CHECK(record.str == worker + std::string("\0"
+                                             "1",
+                                             2));
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -366,40 +393,26 @@ TEST_CASE(
     "after it reconnects, with no failure counted, and runs once",
     "[job][run][hand_off][subscriber][single]") {
   gap_parties p;
-  auto& [ioc, admin, pub, user, c] = p;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await p.start();
-    const auto name = unique_name("handofflost");
-    auto q = co_await create_job_queue(pub, name);
-    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
-    const std::string w = unique_name("taker");
-    std::vector<seen_job> seen;
-    auto run = start_run(mine, recording(seen), named(w, 1));
-    auto ready = co_await offered(admin, name, w, 1);
-    REQUIRE(ready);
-    const auto id = co_await put_while_unsubscribed(p, name, "lost");
-    // Handed off: claimed under the runner, which never heard of it.
-    auto record = co_await cmd(admin, "HGET", key("worker_jobs", name), id);
-    CHECK(record.str == w + std::string("\0"
-                                        "1",
-                                        2));
+  lost_hand_off t;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    co_await t.start(p, "lost");
     co_await sleep_for(300ms);
-    CHECK(seen.empty());
-    co_await user.close_gap(admin);
+    CHECK(t.seen.empty());
+    co_await p.user.close_gap(p.admin);
     // Back within a few seconds (the lease is a minute).
-    auto ran = co_await wait_until([&] { return seen.size() == 1; }, 8s);
+    auto ran = co_await wait_until([&] { return t.seen.size() == 1; }, 8s);
     REQUIRE(ran);
-    CHECK(seen[0].id == id);
-    CHECK(seen[0].item == "lost");
-    CHECK(seen[0].failures == 0);
-    auto all = co_await wait_finishes(q, 1);
+    CHECK(t.seen[0].id == t.id);
+    CHECK(t.seen[0].item == "lost");
+    CHECK(t.seen[0].failures == 0);
+    auto all = co_await wait_finishes(*t.q, 1);
     CHECK(all);
-    co_await stop_run_cleanly(*run);
-    CHECK(run->report.handed_off == 0);
-    CHECK(run->report.released == 1);
-    CHECK(run->report.finished == 1);
-    CHECK(seen.size() == 1);
-    auto counts = co_await counts_of(q);
+    co_await stop_run_cleanly(*t.run);
+    CHECK(t.run->report.handed_off == 0);
+    CHECK(t.run->report.released == 1);
+    CHECK(t.run->report.finished == 1);
+    CHECK(t.seen.size() == 1);
+    auto counts = co_await counts_of(*t.q);
     CHECK(counts.claimed == 0);
     CHECK(counts.stalled == 0);
     co_await p.finish();
@@ -409,32 +422,23 @@ TEST_CASE(
 TEST_CASE("hand-off: a job handed off that the runner never received goes back at its stop",
           "[job][run][hand_off][stop][single]") {
   gap_parties p;
-  auto& [ioc, admin, pub, user, c] = p;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await p.start();
-    const auto name = unique_name("handoffstop");
-    auto q = co_await create_job_queue(pub, name);
-    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
-    const std::string w = unique_name("taker");
-    std::vector<seen_job> seen;
-    auto run = start_run(mine, recording(seen), named(w, 1));
-    auto ready = co_await offered(admin, name, w, 1);
-    REQUIRE(ready);
-    const auto id = co_await put_while_unsubscribed(p, name, "never");
+  lost_hand_off t;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    co_await t.start(p, "never");
     co_await sleep_for(100ms);
     // Stopped while its subscriber is still locked out.
-    co_await stop_run_cleanly(*run);
-    CHECK(seen.empty());
-    CHECK(run->report.released == 1);
-    auto j = co_await job_of(q, id);
+    co_await stop_run_cleanly(*t.run);
+    CHECK(t.seen.empty());
+    CHECK(t.run->report.released == 1);
+    auto j = co_await job_of(*t.q, t.id);
     CHECK(j.state == thoonk::job_state::waiting);
     CHECK(j.retry_count == 0);
     CHECK(j.stall_count == 0);
-    auto offers = co_await cmd(admin, "HLEN", key("takers", name));
+    auto offers = co_await cmd(p.admin, "HLEN", key("takers", t.name));
     CHECK(offers.integer == 0);
-    auto records = co_await cmd(admin, "HLEN", key("worker_jobs", name));
+    auto records = co_await cmd(p.admin, "HLEN", key("worker_jobs", t.name));
     CHECK(records.integer <= 1);  // the encoding keeper at most
-    co_await user.close_gap(admin);
+    co_await p.user.close_gap(p.admin);
     co_await p.finish();
   });
 }
