@@ -80,6 +80,44 @@ thoonk::run_options named(std::string worker, std::size_t concurrency) {
   return o;
 }
 
+/// A runner in the background whose handler records each job it starts
+/// (recording()). Not movable once started: the handler refers to `seen`.
+struct recorded_run {
+  std::string worker = unique_name("taker");
+  std::vector<seen_job> seen;
+  std::shared_ptr<background_run> run;
+
+  void start(thoonk::job_queue q, std::size_t concurrency, bool hand_off = true) {
+    auto o = named(worker, concurrency);
+    o.hand_off = hand_off;
+    run = start_run(std::move(q), recording(seen), std::move(o));
+  }
+  /// Requires that the runner offers `slots` idle slots on `queue` within 5 s.
+  asio::awaitable<void> offers(thoonk::connection& c, const std::string& queue, int slots) {
+    auto ready = co_await offered(c, queue, worker, slots);
+    REQUIRE(ready);
+  }
+  /// Requires that the handler started `n` jobs within 5 s.
+  asio::awaitable<void> started(std::size_t n) {
+    auto ran = co_await wait_until([&] { return seen.size() == n; }, 5s);
+    REQUIRE(ran);
+  }
+  /// Puts `n` jobs on `q` one at a time, each after the runner found the
+  /// queue dry, and requires that each runs while the runner offers
+  /// nothing on `queue` (read on `c`): it works by wake-ups.
+  asio::awaitable<void> runs_without_offers(thoonk::job_queue& q, thoonk::connection& c,
+                                            const std::string& queue, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      co_await sleep_for(30ms);
+      const auto before = seen.size();
+      co_await q.put("x", asio::use_awaitable);
+      co_await started(before + 1);
+      auto offer = co_await offer_of(c, queue, worker);
+      CHECK(offer.empty());
+    }
+  }
+};
+
 }  // namespace
 
 FIXTURE_TEST_CASE("handoff",
@@ -87,33 +125,30 @@ FIXTURE_TEST_CASE("handoff",
                   "count arrive whole, and each runs once",
                   "[job][run][hand_off][put]") {
   auto q = co_await engine_queue(f);
-  const std::string w = unique_name("taker");
-  std::vector<seen_job> seen;
-  auto run = start_run(q, recording(seen), named(w, 2));
+  recorded_run r;
+  r.start(q, 2);
   // Items with a NUL, an empty one, a long one: the message carries bytes.
   std::vector<std::string> items{std::string("a\0b", 3), "", std::string(5000, 'x')};
   for (int i = 0; i < 17; ++i) items.push_back("job-" + std::to_string(i));
   std::vector<std::string> ids;
   for (std::size_t i = 0; i < items.size(); ++i) {
     // Both slots idle, offered by the round that found the queue dry.
-    auto ready = co_await offered(f.c.conn(), f.name, w, 2);
-    REQUIRE(ready);
+    co_await r.offers(f.c.conn(), f.name, 2);
     auto id = co_await q.put(items[i], asio::use_awaitable);
     ids.push_back(id);
-    auto ran = co_await wait_until([&] { return seen.size() == i + 1; }, 5s);
-    REQUIRE(ran);
+    co_await r.started(i + 1);
   }
   auto all = co_await wait_finishes(q, static_cast<std::int64_t>(items.size()));
   CHECK(all);
-  co_await stop_run_cleanly(*run);
-  CHECK(run->report.handed_off == items.size());
-  CHECK(run->report.started == items.size());
-  CHECK(run->report.finished == items.size());
-  REQUIRE(seen.size() == items.size());
+  co_await stop_run_cleanly(*r.run);
+  CHECK(r.run->report.handed_off == items.size());
+  CHECK(r.run->report.started == items.size());
+  CHECK(r.run->report.finished == items.size());
+  REQUIRE(r.seen.size() == items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    CHECK(seen[i].id == ids[i]);
-    CHECK(seen[i].item == items[i]);
-    CHECK(seen[i].failures == 0);
+    CHECK(r.seen[i].id == ids[i]);
+    CHECK(r.seen[i].item == items[i]);
+    CHECK(r.seen[i].failures == 0);
   }
   auto c = co_await counts_of(q);
   CHECK(c.claimed == 0);
@@ -121,7 +156,7 @@ FIXTURE_TEST_CASE("handoff",
   auto left = co_await claim_records_left(f);
   CHECK(left == 0);
   // The stop withdrew the offer.
-  const auto offer = co_await offer_of(f.c.conn(), f.name, w);
+  const auto offer = co_await offer_of(f.c.conn(), f.name, r.worker);
   CHECK(offer.empty());
 }
 
@@ -130,29 +165,27 @@ FIXTURE_TEST_CASE("handoffsplit",
                   "runner for the rest; a failure count travels with a job handed off",
                   "[job][run][hand_off][put_many]") {
   auto q = co_await engine_queue(f);
-  const std::string w = unique_name("taker");
-  std::vector<seen_job> seen;
-  auto run = start_run(q, recording(seen), named(w, 3));
-  auto ready = co_await offered(f.c.conn(), f.name, w, 3);
-  REQUIRE(ready);
+  recorded_run r;
+  r.start(q, 3);
+  co_await r.offers(f.c.conn(), f.name, 3);
   std::vector<std::string> items;
   for (int i = 0; i < 10; ++i) items.push_back("j" + std::to_string(i));
   auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_finishes(q, 10);
   CHECK(all);
   // A job with a failure behind it, handed off.
-  ready = co_await offered(f.c.conn(), f.name, w, 3);
-  REQUIRE(ready);
+  co_await r.offers(f.c.conn(), f.name, 3);
   co_await cmd(f.c.conn(), "HSET", key("cancelled", f.name), "failed-once", "1");
   thoonk::put_options po;
   po.id = "failed-once";
   co_await q.put("again", po, asio::use_awaitable);
   all = co_await wait_finishes(q, 11);
   CHECK(all);
-  co_await stop_run_cleanly(*run);
+  co_await stop_run_cleanly(*r.run);
   // The first three went to the idle slots in the put itself.
-  CHECK(run->report.handed_off == 4);
-  CHECK(run->report.finished == 11);
+  CHECK(r.run->report.handed_off == 4);
+  CHECK(r.run->report.finished == 11);
+  const auto& seen = r.seen;
   std::set<std::string> distinct;
   for (const auto& s : seen) distinct.insert(s.id);
   CHECK(distinct.size() == 11);
@@ -170,22 +203,12 @@ FIXTURE_TEST_CASE("handoffoff",
                   "run: with hand_off false a runner never offers, and puts wake it as before",
                   "[job][run][hand_off]") {
   auto q = co_await engine_queue(f);
-  const std::string w = unique_name("nottaker");
-  std::vector<seen_job> seen;
-  auto o = named(w, 2);
-  o.hand_off = false;
-  auto run = start_run(q, recording(seen), o);
-  for (int i = 0; i < 5; ++i) {
-    co_await sleep_for(30ms);  // the runner found the queue dry
-    co_await q.put("x", asio::use_awaitable);
-    auto ran = co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
-    REQUIRE(ran);
-    auto offer = co_await offer_of(f.c.conn(), f.name, w);
-    CHECK(offer.empty());
-  }
-  co_await stop_run_cleanly(*run);
-  CHECK(run->report.handed_off == 0);
-  CHECK(run->report.finished == 5);
+  recorded_run r;
+  r.start(q, 2, false);
+  co_await r.runs_without_offers(q, f.c.conn(), f.name, 5);
+  co_await stop_run_cleanly(*r.run);
+  CHECK(r.run->report.handed_off == 0);
+  CHECK(r.run->report.finished == 5);
 }
 
 FIXTURE_TEST_CASE("handoffdead",
@@ -263,33 +286,42 @@ FIXTURE_TEST_CASE("handoffdead",
   CHECK(sleeping.integer == 1);
 }
 
+namespace {
+
+/// The job queue `name`, made by `p.pub` (every permission), and the same
+/// queue on the client of `p`'s gap user, whose permissions are `rules`
+/// (ACL SETUSER ... reset on >pass rules...).
+template <class... Rules>
+asio::awaitable<std::pair<thoonk::job_queue, thoonk::job_queue>> restricted_pair(
+    gap_parties& p, const std::string& name, const Rules&... rules) {
+  co_await p.start();
+  co_await p.user.create_with(p.admin, rules...);
+  auto q = co_await create_job_queue(p.pub, name);
+  auto theirs = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+  co_return std::pair{std::move(q), std::move(theirs)};
+}
+
+}  // namespace
+
 TEST_CASE("hand-off: a producer that may not publish on the runner's channel wakes it instead",
           "[job][run][hand_off][acl]") {
   gap_parties p;
-  auto& [ioc, admin, pub, user, c] = p;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await p.start();
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    const auto name = unique_name("handoffacl");
     // The gap user is the producer here, allowed every channel but the
     // runners' ones.
-    co_await user.create_with(admin, "~*", "+@all", "&feed.*");
-    const auto name = unique_name("handoffacl");
-    auto q = co_await create_job_queue(pub, name);
-    auto producer = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
-    const std::string w = unique_name("taker");
-    std::vector<seen_job> seen;
-    auto run = start_run(q, recording(seen), named(w, 1));
-    for (int i = 0; i < 3; ++i) {
-      auto ready = co_await offered(admin, name, w, 1);
-      REQUIRE(ready);
+    auto [q, producer] = co_await restricted_pair(p, name, "~*", "+@all", "&feed.*");
+    recorded_run r;
+    r.start(q, 1);
+    for (std::size_t i = 0; i < 3; ++i) {
+      co_await r.offers(p.admin, name, 1);
       auto [ec, id] = co_await producer.put("y", asio::as_tuple(asio::use_awaitable));
       CHECK(!ec);
-      auto ran =
-          co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
-      REQUIRE(ran);
+      co_await r.started(i + 1);
     }
-    co_await stop_run_cleanly(*run);
-    CHECK(run->report.handed_off == 0);
-    CHECK(run->report.finished == 3);
+    co_await stop_run_cleanly(*r.run);
+    CHECK(r.run->report.handed_off == 0);
+    CHECK(r.run->report.finished == 3);
     co_await p.finish();
   });
 }
@@ -297,31 +329,17 @@ TEST_CASE("hand-off: a producer that may not publish on the runner's channel wak
 TEST_CASE("hand-off: a runner that may not subscribe to its channel works by wake-ups",
           "[job][run][hand_off][acl]") {
   gap_parties p;
-  auto& [ioc, admin, pub, user, c] = p;
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await p.start();
-    // The gap user is the runner here: no job.take channel.
-    co_await user.create_with(admin, "~*", "+@all", "&feed.*", "&job.finish:*", "&job.event:*",
-                              "&job.abort:*");
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
     const auto name = unique_name("handoffacl");
-    auto q = co_await create_job_queue(pub, name);
-    auto mine = co_await thoonk::job_queue::open(*c, name, asio::use_awaitable);
-    const std::string w = unique_name("taker");
-    std::vector<seen_job> seen;
-    auto run = start_run(mine, recording(seen), named(w, 1));
-    for (int i = 0; i < 3; ++i) {
-      co_await sleep_for(30ms);
-      co_await q.put("z", asio::use_awaitable);
-      auto ran =
-          co_await wait_until([&] { return seen.size() == static_cast<std::size_t>(i + 1); });
-      REQUIRE(ran);
-      auto offer = co_await offer_of(admin, name, w);
-      CHECK(offer.empty());
-    }
-    co_await stop_run_cleanly(*run);
-    CHECK(!run->ec);
-    CHECK(run->report.handed_off == 0);
-    CHECK(run->report.finished == 3);
+    // The gap user is the runner here: no job.take channel.
+    auto [q, mine] = co_await restricted_pair(p, name, "~*", "+@all", "&feed.*", "&job.finish:*",
+                                              "&job.event:*", "&job.abort:*");
+    recorded_run r;
+    r.start(mine, 1);
+    co_await r.runs_without_offers(q, p.admin, name, 3);
+    co_await stop_run_cleanly(*r.run);
+    CHECK(r.run->report.handed_off == 0);
+    CHECK(r.run->report.finished == 3);
     co_await p.finish();
   });
 }
@@ -365,24 +383,21 @@ asio::awaitable<std::string> put_while_unsubscribed(gap_parties& p, const std::s
 /// (claimed under the runner, which never heard of it).
 struct lost_hand_off {
   std::string name = unique_name("handofflost");
-  std::string worker = unique_name("taker");
   std::optional<thoonk::job_queue> q;
-  std::vector<seen_job> seen;
-  std::shared_ptr<background_run> run;
+  recorded_run r;
   std::string id;
 
   asio::awaitable<void> start(gap_parties& p, std::string item) {
     co_await p.start();
     q = co_await create_job_queue(p.pub, name);
     auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
-    run = start_run(mine, recording(seen), named(worker, 1));
-    auto ready = co_await offered(p.admin, name, worker, 1);
-    REQUIRE(ready);
+    r.start(mine, 1);
+    co_await r.offers(p.admin, name, 1);
     id = co_await put_while_unsubscribed(p, name, std::move(item));
     auto record = co_await cmd(p.admin, "HGET", key("worker_jobs", name), id);
-    CHECK(record.str == worker + std::string("\0"
-                                             "1",
-                                             2));
+    CHECK(record.str == r.worker + std::string("\0"
+                                               "1",
+                                               2));
   }
 };
 
@@ -397,21 +412,21 @@ TEST_CASE(
   run_coro(p.ioc, [&]() -> asio::awaitable<void> {
     co_await t.start(p, "lost");
     co_await sleep_for(300ms);
-    CHECK(t.seen.empty());
+    CHECK(t.r.seen.empty());
     co_await p.user.close_gap(p.admin);
     // Back within a few seconds (the lease is a minute).
-    auto ran = co_await wait_until([&] { return t.seen.size() == 1; }, 8s);
+    auto ran = co_await wait_until([&] { return t.r.seen.size() == 1; }, 8s);
     REQUIRE(ran);
-    CHECK(t.seen[0].id == t.id);
-    CHECK(t.seen[0].item == "lost");
-    CHECK(t.seen[0].failures == 0);
+    CHECK(t.r.seen[0].id == t.id);
+    CHECK(t.r.seen[0].item == "lost");
+    CHECK(t.r.seen[0].failures == 0);
     auto all = co_await wait_finishes(*t.q, 1);
     CHECK(all);
-    co_await stop_run_cleanly(*t.run);
-    CHECK(t.run->report.handed_off == 0);
-    CHECK(t.run->report.released == 1);
-    CHECK(t.run->report.finished == 1);
-    CHECK(t.seen.size() == 1);
+    co_await stop_run_cleanly(*t.r.run);
+    CHECK(t.r.run->report.handed_off == 0);
+    CHECK(t.r.run->report.released == 1);
+    CHECK(t.r.run->report.finished == 1);
+    CHECK(t.r.seen.size() == 1);
     auto counts = co_await counts_of(*t.q);
     CHECK(counts.claimed == 0);
     CHECK(counts.stalled == 0);
@@ -427,9 +442,9 @@ TEST_CASE("hand-off: a job handed off that the runner never received goes back a
     co_await t.start(p, "never");
     co_await sleep_for(100ms);
     // Stopped while its subscriber is still locked out.
-    co_await stop_run_cleanly(*t.run);
-    CHECK(t.seen.empty());
-    CHECK(t.run->report.released == 1);
+    co_await stop_run_cleanly(*t.r.run);
+    CHECK(t.r.seen.empty());
+    CHECK(t.r.run->report.released == 1);
     auto j = co_await job_of(*t.q, t.id);
     CHECK(j.state == thoonk::job_state::waiting);
     CHECK(j.retry_count == 0);
