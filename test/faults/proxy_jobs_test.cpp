@@ -184,3 +184,137 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
           h.claim_ops.unknown + h.finish_ops.unknown,
           "fault → next finish ≤ " + std::to_string(worst) + " ms (lease 500 ms)"});
 }
+
+// A runner through the proxy: its rounds, heartbeats and hand-off messages
+// lose their replies at random (connections reset, a reply cut in the
+// middle), while a direct producer puts jobs one at a time, so the runner
+// is often dry and most jobs reach it by hand-off. A hand-off lost with
+// the subscriber is given back after the reconnect (the fence); a round's
+// claims whose reply was lost lapse with their lease (500 ms) and
+// maintenance requeues them. At the end every job is finished exactly once.
+TEST_CASE("faults: a runner through the proxy while it resets and cuts connections",
+          "[faults][proxy][jobs][run][hand_off]") {
+  const auto& prof = current_profile();
+  const int total = std::max(200, prof.jobs / 4);
+  const int faults = 2 * prof.proxy_resets;
+  thoonk::test::redis_server srv;
+  asio::io_context ioc;
+  fault_proxy proxy(ioc.get_executor(), srv.port());
+  auto wcfg = fault_config("redis://127.0.0.1:" + std::to_string(proxy.port()));
+  wcfg.health_check_interval = 200ms;
+  wcfg.health_check_timeout = 400ms;
+  wcfg.connect_timeout = 1s;
+  thoonk::client w(ioc.get_executor(), wcfg);
+  thoonk::client admin(ioc.get_executor(), fault_config(srv.url()));
+  const std::string name = "faults-proxy-runner";
+  std::map<std::string, int> started;  // handler starts per job
+  std::vector<std::int64_t> results;
+  thoonk::job_counts counts;
+  thoonk::run_report rep;
+  boost::system::error_code run_ec;
+  int resets = 0, cuts = 0;
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await connect_all(admin, w);
+        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
+                                                             asio::use_awaitable);
+        thoonk::job_queue_options wo;
+        wo.poll_interval = 100ms;
+        auto qw = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
+        asio::cancellation_signal stop_maintenance;
+        thoonk::maintenance_options mo = no_stats();
+        mo.check_unaccounted = false;
+        qa.run_maintenance(100ms, mo,
+                           asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                        [](boost::system::error_code) {}));
+        thoonk::run_options ro;
+        ro.concurrency = 4;
+        ro.worker_ttl = 2s;
+        ro.heartbeat_interval = 100ms;
+        thoonk::job_coroutine handler =
+            [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+          ++started[ctx.job().id];
+          co_return ctx.job().id;
+        };
+        bool run_done = false;
+        asio::cancellation_signal stop_run;
+        qw.run(handler, ro,
+               asio::bind_cancellation_slot(
+                   stop_run.slot(), [&](boost::system::error_code ec, thoonk::run_report r) {
+                     run_ec = ec;
+                     rep = std::move(r);
+                     run_done = true;
+                   }));
+
+        // One put every 1 - 4 ms; a fault after a random share of them.
+        std::mt19937 rng{std::random_device{}()};
+        std::vector<int> fault_at;
+        for (int i = 0; i < faults; ++i)
+          fault_at.push_back(std::uniform_int_distribution<int>(total / 50, total * 9 / 10)(rng));
+        std::sort(fault_at.begin(), fault_at.end());
+        std::vector<std::string> ids;
+        for (int i = 0; i < total; ++i) {
+          co_await sleep_for(
+              std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(rng)));
+          auto id = co_await qa.put(std::string(512, 'r'), asio::use_awaitable);
+          ids.push_back(id);
+          while (resets + cuts < faults && i >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
+            if ((resets + cuts) % 2 == 0) {
+              proxy.reset_all();
+              ++resets;
+            } else {
+              proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, 2048)(rng));
+              ++cuts;
+            }
+          }
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        for (;;) {
+          auto [ec, c] = co_await qa.counts(nothrow);
+          if (!ec && c.finishes >= total) break;
+          if (std::chrono::steady_clock::now() - t0 > prof.scenario_limit) break;
+          co_await sleep_for(20ms);
+        }
+        stop_run.emit(asio::cancellation_type::terminal);
+        co_await wait_until([&] { return run_done; }, 20s);
+        stop_maintenance.emit(asio::cancellation_type::terminal);
+        counts = co_await qa.counts(asio::use_awaitable);
+        thoonk::request r;
+        for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+        auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
+        for (auto& v : lens) results.push_back(v.integer);
+        w.stop();
+        admin.stop();
+        proxy.stop();
+      },
+      prof.scenario_limit + 60s);
+
+  std::uint64_t lost = 0, twice = 0, ran_again = 0;
+  for (auto n : results) {
+    lost += n == 0;
+    twice += n > 1;
+  }
+  for (const auto& [id, n] : started) ran_again += n > 1;
+  INFO("resets " << resets << ", cuts " << cuts << " (made " << proxy.plan().cuts()
+                 << "); handed off " << rep.handed_off << ", started " << rep.started
+                 << ", finished " << rep.finished << ", lost " << rep.lost << ", released "
+                 << rep.released << ", run error " << run_ec.message() << "; reconnects "
+                 << w.conn().stats().reconnects << " / subscriber "
+                 << w.sub().stats().connection.reconnects);
+  CHECK(resets + cuts == faults);
+  CHECK(!run_ec);
+  CHECK(counts.finishes == total);
+  CHECK(counts.items == 0);
+  CHECK(counts.claimed == 0);
+  CHECK(results.size() == static_cast<std::size_t>(total));
+  CHECK(lost == 0);
+  CHECK(twice == 0);
+  CHECK(rep.handed_off > 0);
+  CHECK(w.sub().stats().connection.reconnects >= 1);
+  report({"runner through the proxy: " + std::to_string(resets) + " resets, " +
+              std::to_string(cuts) + " cuts, " + std::to_string(total) + " jobs",
+          rep.started, lost, ran_again, 0,
+          std::to_string(rep.handed_off) + " handed off, " + std::to_string(rep.released) +
+              " given back"});
+}
