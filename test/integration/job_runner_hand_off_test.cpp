@@ -284,6 +284,27 @@ FIXTURE_TEST_CASE("handoffdead",
   CHECK(rest == later + ":4");
   sleeping = co_await cmd(c, "EXISTS", key("sleepers", f.name));
   CHECK(sleeping.integer == 1);
+
+  // Two live offers of one slot each and one job: one runner gets it,
+  // the other's offer is left as it was.
+  std::vector<std::string> other;
+  auto sub2 = co_await subscribe_notifications(
+      f.raw, "job.take:" + channel_name(f.name) + ":live2",
+      [&](const thoonk::message& m) { other.emplace_back(m.payload); });
+  co_await cmd(c, "ZADD", key("workers", f.name), later, "live2");
+  co_await cmd(c, "HSET", takers, "live", later + ":1");
+  co_await cmd(c, "HSET", takers, "live2", later + ":1");
+  co_await cmd(c, "DEL", key("ids", f.name));  // the waiting jobs go
+  got.clear();
+  co_await q.put("five", asio::use_awaitable);
+  heard = co_await wait_until([&] { return got.size() + other.size() == 1; }, 2s);
+  REQUIRE(heard);
+  co_await settle();
+  CHECK(got.size() + other.size() == 1);
+  left = co_await cmd(c, "HLEN", takers);
+  CHECK(left.integer == 1);
+  const auto still = co_await offer_of(c, f.name, got.empty() ? "live" : "live2");
+  CHECK(still == later + ":1");
 }
 
 namespace {

@@ -10,7 +10,7 @@ local e = open_job('published') or check_publish(ARGV[3]) if e then return e end
 local n = #ARGV - 3
 if n < 1 then return {} end
 local sleeping = redis.call('EXISTS', K_SLEEPERS) == 1
-local takers = sleeping and cold.live_takers()
+local takers = sleeping and cold.live_takers(n)
 local ids = store_items(4, tonumber(ARGV[1]), ARGV[2] == '1')
 if Q.conf[3] == '1' then
   local z = {}

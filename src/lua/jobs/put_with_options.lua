@@ -7,7 +7,7 @@
 -- A job it makes claimable goes to an idle runner first, as jobs/put.lua
 -- hands jobs off.
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
-local takers = redis.call('EXISTS', K_SLEEPERS) == 1 and cold.live_takers()
+local takers = redis.call('EXISTS', K_SLEEPERS) == 1 and cold.live_takers(1)
 local now = tonumber(ARGV[1])
 local f = ARGV[6]
 local p = {item = ARGV[4], run_at = tonumber(ARGV[5]), high = ARGV[7] == '1',

@@ -853,18 +853,21 @@ local function take_message(c, last)
   return table.concat(parts)
 end
 
--- The takers a put may hand jobs to, found before the put's first write
--- (then nothing after it can fail): the entry has not lapsed, the worker's
--- registration is alive and the user may publish on its channel (a taker
--- this user may not reach is skipped: its runner is woken as any sleeper
--- is). Entries that lapsed or whose worker is gone are dropped. Returns a
--- list of {worker, idle slots, lapses at}.
-local function live_takers()
+-- The takers a put of `n` jobs may hand them to, found before the put's
+-- first write (then nothing after it can fail): the entry has not lapsed,
+-- the worker's registration is alive and the user may publish on its
+-- channel (a taker this user may not reach is skipped: its runner is woken
+-- as any sleeper is). Entries that lapsed or whose worker is gone are
+-- dropped as they are met. Stops once the takers found have `n` idle slots
+-- between them, so a queue with many idle runners costs a put no more than
+-- the runners it needs. Returns a list of {worker, idle slots, lapses at}.
+local function live_takers(n)
   local all = redis.call('HGETALL', K_TAKERS)
   if #all == 0 then return all end
   local now = server_ms()
-  local out, gone = {}, {}
+  local out, gone, room = {}, {}, 0
   for i = 1, #all, 2 do
+    if room >= n then break end
     local w = all[i]
     local exp, slots = string.match(all[i + 1], '^(%d+):(%d+)$')
     exp, slots = tonumber(exp), tonumber(slots)
@@ -872,6 +875,7 @@ local function live_takers()
       gone[#gone + 1] = w
     elseif not check_publish(take_channel(w)) then
       out[#out + 1] = {w, slots, exp}
+      room = room + slots
     end
   end
   if #gone > 0 then redis.call('HDEL', K_TAKERS, unpack(gone)) end
