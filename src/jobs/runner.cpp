@@ -152,6 +152,8 @@ class runner : public std::enable_shared_from_this<runner> {
   std::uint64_t fences_sent = 0;
   std::uint64_t fence_seen = 0;
   asio::steady_timer* fence_timer = nullptr;
+  /// The pause before a check whose fence did not come is tried again.
+  asio::steady_timer* reconcile_retry = nullptr;
   asio::steady_timer* heartbeat_timer = nullptr;
   /// Coroutines of this runner still running (rounds, fails, releases,
   /// re-registration, heartbeats): the run completes only when none is,
@@ -480,8 +482,12 @@ class runner : public std::enable_shared_from_this<runner> {
   /// A message on the runner's channel: jobs handed off, or a fence.
   void taken(std::string_view payload) {
     if (auto n = jobs::parse_fence(payload)) {
-      fence_seen = std::max(fence_seen, *n);
-      if (fence_timer && fence_seen == fences_sent) fence_timer->cancel();
+      // Only the fence this runner sent last counts (any client allowed to
+      // publish here could send another).
+      if (*n == fences_sent) {
+        fence_seen = *n;
+        if (fence_timer) fence_timer->cancel();
+      }
       return;
     }
     // Leaving: the stop gives back every claim recorded under this worker.
@@ -522,14 +528,19 @@ class runner : public std::enable_shared_from_this<runner> {
     self->reconcile_wanted = false;
     self->book.set_offering(false);
     const std::uint64_t n = ++self->fences_sent;
-    asio::steady_timer t(self->ex,
-                         std::max<std::chrono::milliseconds>(std::chrono::seconds(2),
-                                                             2 * self->impl->opts.poll_interval));
+    asio::steady_timer t(self->ex);
     self->fence_timer = &t;
     std::vector<std::string> args{self->worker, jobs::fence_message(n)};
     auto [st, v] = co_await self->impl->call(scripts::jobs_take_fence(), std::move(args));
-    if (!st && self->fence_seen < n && !self->leaving) co_await t.async_wait(use_nothrow);
+    if (!st && self->fence_seen < n && !self->leaving) {
+      // Timed from the fence's publication, not from the call's start (a
+      // call made while the connection reconnects takes longer).
+      t.expires_after(std::max<std::chrono::milliseconds>(std::chrono::seconds(2),
+                                                          2 * self->impl->opts.poll_interval));
+      co_await t.async_wait(use_nothrow);
+    }
     self->fence_timer = nullptr;
+    const bool fence_lost = !st && self->fence_seen < n;
     if (!st && self->fence_seen >= n && !self->leaving) {
       std::vector<std::string> known{self->worker, self->impl->wake_channel};
       for (auto& c : self->held_claims()) known.push_back(std::move(c));
@@ -555,6 +566,17 @@ class runner : public std::enable_shared_from_this<runner> {
     self->reconciling = false;
     if (!self->reconcile_wanted) self->book.hold_rounds(false);
     self->poke();
+    if (fence_lost && !self->leaving) {
+      // The fence did not come while the subscriber is up again (its
+      // connection was lost once more, or the fence was): the rounds go on
+      // meanwhile, and the check is tried again after a poll interval, so
+      // offering does not stay off until another reconnect.
+      asio::steady_timer later(self->ex, self->impl->opts.poll_interval);
+      self->reconcile_retry = &later;
+      co_await later.async_wait(use_nothrow);
+      self->reconcile_retry = nullptr;
+      if (self->impl->cl.sub().is_connected()) self->want_reconcile();
+    }
   }
 
   // ---- registration and heartbeats -----------------------------------------------
@@ -771,6 +793,7 @@ class runner : public std::enable_shared_from_this<runner> {
     self->takes.reset();
     self->take_events.reset();
     if (self->fence_timer) self->fence_timer->cancel();
+    if (self->reconcile_retry) self->reconcile_retry->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
     if (self->opts.stop_signals) {
       boost::system::error_code ignored;

@@ -59,6 +59,47 @@ asio::awaitable<void> worker(thoonk::job_queue q, job_history* h, const bool* st
   --h->running;
 }
 
+/// A redis-server, the fault proxy in front of it, a client `w` whose
+/// command connection and subscriber go through the proxy (health checks
+/// tightened, so dead peers are seen quickly), and a direct client `admin`.
+struct proxied_clients {
+  thoonk::test::redis_server srv;
+  asio::io_context ioc;
+  fault_proxy proxy{ioc.get_executor(), srv.port()};
+  thoonk::client w{ioc.get_executor(), proxied_config(proxy)};
+  thoonk::client admin{ioc.get_executor(), fault_config(srv.url())};
+
+  static thoonk::config proxied_config(const fault_proxy& p) {
+    auto cfg = fault_config("redis://127.0.0.1:" + std::to_string(p.port()));
+    cfg.health_check_interval = 200ms;
+    cfg.health_check_timeout = 400ms;
+    cfg.connect_timeout = 1s;
+    return cfg;
+  }
+  /// Fault number `i`: even ones reset every connection, odd ones cut a
+  /// connection within `cut_within` bytes of the next replies.
+  void inject(int i, std::size_t cut_within, std::mt19937& rng) {
+    if (i % 2 == 0) proxy.reset_all();
+    else proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, cut_within)(rng));
+  }
+  /// How many results each job of `ids` stored (contract 001's
+  /// feed.jobfinished list): 1 each when every job finished exactly once.
+  asio::awaitable<std::vector<std::int64_t>> stored_results(const std::string& name,
+                                                            const std::vector<std::string>& ids) {
+    thoonk::request r;
+    for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+    auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
+    std::vector<std::int64_t> out;
+    for (auto& v : lens) out.push_back(v.integer);
+    co_return out;
+  }
+  void stop() {
+    w.stop();
+    admin.stop();
+    proxy.stop();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("faults: job traffic through the proxy while it resets and cuts connections",
@@ -66,15 +107,11 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
   const auto& prof = current_profile();
   const int total = prof.jobs / 2;
   const int faults = 2 * prof.proxy_resets;
-  thoonk::test::redis_server srv;
-  asio::io_context ioc;
-  fault_proxy proxy(ioc.get_executor(), srv.port());
-  auto wcfg = fault_config("redis://127.0.0.1:" + std::to_string(proxy.port()));
-  wcfg.health_check_interval = 200ms;
-  wcfg.health_check_timeout = 400ms;
-  wcfg.connect_timeout = 1s;
-  thoonk::client w(ioc.get_executor(), wcfg);
-  thoonk::client admin(ioc.get_executor(), fault_config(srv.url()));
+  proxied_clients pc;
+  auto& ioc = pc.ioc;
+  auto& proxy = pc.proxy;
+  auto& w = pc.w;
+  auto& admin = pc.admin;
   const std::string name = "faults-proxy-jobs";
   job_history h;
   std::vector<std::int64_t> results;
@@ -120,15 +157,10 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
           if (resets + cuts < faults &&
               finishes >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
             const auto at = now_ms();
-            if ((resets + cuts) % 2 == 0) {
-              proxy.reset_all();
-              ++resets;
-            } else {
-              // Somewhere in the next few replies (a claim reply holds at
-              // least 1 KiB).
-              proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, 4096)(rng));
-              ++cuts;
-            }
+            // A cut somewhere in the next few replies (a claim reply holds
+            // at least 1 KiB).
+            pc.inject(resets + cuts, 4096, rng);
+            ++((resets + cuts) % 2 == 0 ? resets : cuts);
             const auto seen = h.finish_times.size();
             co_await wait_until([&] { return h.finish_times.size() > seen; }, 10s);
             if (h.finish_times.size() > seen) recoveries.push_back(h.finish_times[seen] - at);
@@ -140,13 +172,8 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
         co_await wait_until([&] { return h.running == 0; }, 10s);
         stop_maintenance.emit(asio::cancellation_type::terminal);
         counts = co_await qa.counts(asio::use_awaitable);
-        thoonk::request r;
-        for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-        auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
-        for (auto& v : lens) results.push_back(v.integer);
-        w.stop();
-        admin.stop();
-        proxy.stop();
+        results = co_await pc.stored_results(name, ids);
+        pc.stop();
       },
       prof.scenario_limit + 60s);
 
@@ -197,15 +224,11 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
   const auto& prof = current_profile();
   const int total = std::max(200, prof.jobs / 4);
   const int faults = 2 * prof.proxy_resets;
-  thoonk::test::redis_server srv;
-  asio::io_context ioc;
-  fault_proxy proxy(ioc.get_executor(), srv.port());
-  auto wcfg = fault_config("redis://127.0.0.1:" + std::to_string(proxy.port()));
-  wcfg.health_check_interval = 200ms;
-  wcfg.health_check_timeout = 400ms;
-  wcfg.connect_timeout = 1s;
-  thoonk::client w(ioc.get_executor(), wcfg);
-  thoonk::client admin(ioc.get_executor(), fault_config(srv.url()));
+  proxied_clients pc;
+  auto& ioc = pc.ioc;
+  auto& proxy = pc.proxy;
+  auto& w = pc.w;
+  auto& admin = pc.admin;
   const std::string name = "faults-proxy-runner";
   std::map<std::string, int> started;  // handler starts per job
   std::vector<std::int64_t> results;
@@ -260,13 +283,8 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
           auto id = co_await qa.put(std::string(512, 'r'), asio::use_awaitable);
           ids.push_back(id);
           while (resets + cuts < faults && i >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
-            if ((resets + cuts) % 2 == 0) {
-              proxy.reset_all();
-              ++resets;
-            } else {
-              proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, 2048)(rng));
-              ++cuts;
-            }
+            pc.inject(resets + cuts, 2048, rng);
+            ++((resets + cuts) % 2 == 0 ? resets : cuts);
           }
         }
         const auto t0 = std::chrono::steady_clock::now();
@@ -280,13 +298,8 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         co_await wait_until([&] { return run_done; }, 20s);
         stop_maintenance.emit(asio::cancellation_type::terminal);
         counts = co_await qa.counts(asio::use_awaitable);
-        thoonk::request r;
-        for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-        auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
-        for (auto& v : lens) results.push_back(v.integer);
-        w.stop();
-        admin.stop();
-        proxy.stop();
+        results = co_await pc.stored_results(name, ids);
+        pc.stop();
       },
       prof.scenario_limit + 60s);
 

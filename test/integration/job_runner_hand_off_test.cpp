@@ -199,6 +199,39 @@ FIXTURE_TEST_CASE("handoffsplit",
   CHECK(first3 == std::set<std::string>{ids[0], ids[1], ids[2]});
 }
 
+FIXTURE_TEST_CASE("handoffbad",
+                  "run: a message on the runner's channel that is no hand-off starts nothing; "
+                  "the runner checks its claims and goes on taking hand-offs",
+                  "[job][run][hand_off][malformed]") {
+  auto q = co_await engine_queue(f);
+  recorded_run r;
+  r.start(q, 1);
+  co_await r.offers(f.c.conn(), f.name, 1);
+  const auto channel = "job.take:" + channel_name(f.name) + ":" + r.worker;
+  // A job's fields cut short, then a fence nobody asked for.
+  co_await raw_notify(f.c.conn(), channel,
+                      std::string("x\0"
+                                  "1\0"
+                                  "0",
+                                  5));
+  co_await raw_notify(f.c.conn(), channel, std::string("\0fence:99", 9));
+  // The runner's check withdraws its offer (jobs/take_fence.lua); its next
+  // dry round offers again.
+  std::string offer = "pending";
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!offer.empty() && std::chrono::steady_clock::now() < until)
+    offer = co_await offer_of(f.c.conn(), f.name, r.worker);
+  CHECK(offer.empty());
+  co_await r.offers(f.c.conn(), f.name, 1);
+  co_await q.put("after", asio::use_awaitable);
+  co_await r.started(1);
+  CHECK(r.seen[0].item == "after");
+  co_await stop_run_cleanly(*r.run);
+  CHECK(r.run->report.started == 1);
+  CHECK(r.run->report.finished == 1);
+  CHECK(r.run->report.handed_off == 1);
+}
+
 FIXTURE_TEST_CASE("handoffoff",
                   "run: with hand_off false a runner never offers, and puts wake it as before",
                   "[job][run][hand_off]") {
