@@ -104,13 +104,14 @@ local function b36(n)
 end
 -- n new ids from the counter; a fresh counter starts at now*1024, so ids of
 -- a deleted and re-created queue never repeat (stored results stay apart).
+-- One INCRBY serves the usual case: it returns n only when the counter was
+-- absent (or held 0, which no counter left by this library does), and then
+-- the counter moves to the fresh start.
 -- b36(v) = b36(floor(v / 1296)) .. two digits: the prefix changes once
 -- every 1296 ids, so most ids cost one concatenation.
 local function new_ids(key, n, now)
-  local base
-  if redis.call('EXISTS', key) == 1 then
-    base = redis.call('INCRBY', key, n) - n
-  else
+  local base = redis.call('INCRBY', key, n) - n
+  if base == 0 then
     base = now * 1024
     redis.call('SET', key, int(base + n))
   end
@@ -143,9 +144,9 @@ local function push(key, ids, high)
   end
 end
 -- Stores ARGV[first], ARGV[first + 1], ... as new items of a queue or job
--- queue: ids from the counter, pushed in queue order, the items in
--- feed.items. Returns the ids (at least one item: callers check).
-local function store_items(first, now, high)
+-- queue: ids from the counter, the items in feed.items, not in the line
+-- yet. Returns the ids (at least one item: callers check).
+local function store_new(first, now)
   local n = #ARGV - first + 1
   local ids = new_ids(K_IDINCR, n, now)
   local h = {}
@@ -153,8 +154,13 @@ local function store_items(first, now, high)
     h[2 * i - 1] = ids[i]
     h[2 * i] = ARGV[first - 1 + i]
   end
-  push(K_IDS, ids, high)
   redis.call('HSET', K_ITEMS, unpack(h))
+  return ids
+end
+-- store_new, then the ids join the line in queue order.
+local function store_items(first, now, high)
+  local ids = store_new(first, now)
+  push(K_IDS, ids, high)
   return ids
 end
 -- feed.sleepers exists while some getter found the queue empty and waits;

@@ -6,12 +6,25 @@
 -- runners first (hand-off, layouts/job_engine.lua: claimed for them and
 -- sent on their channels); only what is left wakes the sleepers. A busy
 -- queue pays one EXISTS for this, as it paid one DEL for the wake-up.
-local e = open_job('published') or check_publish(ARGV[3]) if e then return e end
+-- When the line is empty and claims run free (not paused, no rate limit),
+-- the jobs handed off never enter the line: the claim would pop exactly
+-- these (a due scheduled job would join the line behind them).
+local e = open_job('published', 'paused', 'rate_limit') or check_publish(ARGV[3])
+if e then return e end
+Q.ctl = {Q.conf[4], Q.conf[5]}
 local n = #ARGV - 3
 if n < 1 then return {} end
+local now, high = tonumber(ARGV[1]), ARGV[2] == '1'
 local sleeping = redis.call('EXISTS', K_SLEEPERS) == 1
 local takers = sleeping and cold.live_takers(n)
-local ids = store_items(4, tonumber(ARGV[1]), ARGV[2] == '1')
+local direct = takers and #takers > 0 and Q.ctl[1] ~= '1' and
+                   conf_int(Q.ctl[2], 0, 1) == 0 and redis.call('LLEN', K_IDS) == 0
+local ids
+if direct then
+  ids = store_new(4, now)
+else
+  ids = store_items(4, now, high)
+end
 if Q.conf[3] == '1' then
   local z = {}
   for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
@@ -23,7 +36,13 @@ if Q.events then
 end
 if sleeping then
   Q.woken = n
-  if #takers > 0 then Q.woken = Q.woken - cold.hand_off(takers, tonumber(ARGV[1]), n) end
+  if direct then
+    local handed = cold.hand_off(takers, now, n, ids, 4)
+    if handed < n then push(K_IDS, {unpack(ids, handed + 1)}, high) end
+    Q.woken = n - handed
+  elseif #takers > 0 then
+    Q.woken = n - cold.hand_off(takers, now, n)
+  end
   if Q.woken > 0 then wake(K_SLEEPERS, ARGV[3], Q.woken) end
 end
 return ids

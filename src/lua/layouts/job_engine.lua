@@ -138,8 +138,13 @@ local function requeue(id, run_at, now)
 end
 
 -- Up to `limit` due scheduled jobs join the end of the line, earliest
--- run_at first (ties in put order). Returns how many.
+-- run_at first (ties in put order). Returns how many and, when none was
+-- due, the earliest run_at (false: nothing scheduled), which saves a claim
+-- that finds the queue dry its own look at the schedule (next_due).
 local function promote(now, limit)
+  local first = redis.call('ZRANGE', K_SCHEDULED, '0', '0', 'WITHSCORES')
+  if not first[2] then return 0, false end
+  if tonumber(first[2]) > now then return 0, tonumber(first[2]) end
   local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', int(now), 'LIMIT', '0', int(limit))
   local n = #due
   if n == 0 then return 0 end
@@ -172,6 +177,15 @@ local function next_due()
   local r = redis.call('ZRANGE', K_SCHEDULED, '0', '0', 'WITHSCORES')
   if r[2] then return tonumber(r[2]) end
   return nil
+end
+
+-- When a claim that got fewer jobs than it asked for may try again: the
+-- earliest run_at promote saw (`due`: false when nothing was scheduled,
+-- nil when it did not look or moved jobs), else the schedule's; 0 when
+-- nothing is scheduled (at a wake-up or poll).
+local function retry_at(due)
+  if due == nil then return next_due() or 0 end
+  return due or 0
 end
 
 -- Where a put's run_at goes, by update mode (a..always, l..if_later,
@@ -645,44 +659,12 @@ local function fail_worker(w, now)
   return rq, dl
 end
 
--- The contract's "Get" for up to `want` jobs in one step (jobs/claim.lua,
--- jobs/work.lua), after open_claim: due scheduled jobs first become
--- claimable (up to 100), then ids are popped (fewer when paused or rate
--- limited: claim_allowance), marked claimed at `now`, read with their
--- failure counts and given tokens; with `worker`, each claim is recorded
--- under it. Returns {id, item, failures, token, ...} and, when it got
--- fewer than `want`, one more value: when to try again (ms; 0: at a
--- wake-up or poll). Ids without an item (left by a plain-command client)
--- are dropped. Marks sleepers when the queue ran dry.
-local function claim_jobs(now, want, worker)
-  promote(now, 100)
-  local n, later = claim_allowance(now, want)
-  if n == 0 then
-    if not later then redis.call('SET', K_SLEEPERS, '1') end
-    return {later or next_due() or 0}
-  end
-  local ids = redis.call('RPOP', K_IDS, int(n))
-  if not ids then
-    redis.call('SET', K_SLEEPERS, '1')
-    return {next_due() or 0}
-  end
-  if #ids < want and not later then redis.call('SET', K_SLEEPERS, '1') end
-  local its = redis.call('HMGET', K_ITEMS, unpack(ids))
-  for i = 1, #ids do
-    if not its[i] then
-      local ki, kt = {}, {}
-      for j = 1, #ids do
-        if its[j] then
-          ki[#ki + 1] = ids[j]
-          kt[#kt + 1] = its[j]
-        end
-      end
-      ids, its = ki, kt
-      break
-    end
-  end
+-- Marks jobs claimed at `now`: `ids` (no id twice in the line is assumed
+-- but checked) with their items `its`, each given the next token (its
+-- attempt number) and its failure count; with `worker`, each claim is
+-- recorded under it. Returns {id, item, failures, token, ...}.
+local function claim_ids(now, ids, its, worker)
   local m = #ids
-  if m == 0 then return {next_due() or 0} end
   local stamp = int(now)
   local z = {}
   for i = 1, m do z[2 * i - 1] = stamp
@@ -740,7 +722,47 @@ local function claim_jobs(now, want, worker)
   if Q.events then
     for i = 1, m do emit('claimed', ids[i], h[2 * i]) end
   end
-  if m < want then out[#out + 1] = later or next_due() or 0 end
+  return out
+end
+
+-- The contract's "Get" for up to `want` jobs in one step (jobs/claim.lua,
+-- jobs/work.lua), after open_claim: due scheduled jobs first become
+-- claimable (up to 100), then ids are popped (fewer when paused or rate
+-- limited: claim_allowance) and claimed (claim_ids). Returns {id, item,
+-- failures, token, ...} and, when it got fewer than `want`, one more
+-- value: when to try again (ms; 0: at a wake-up or poll). Ids without an
+-- item (left by a plain-command client) are dropped. Marks sleepers when
+-- the queue ran dry.
+local function claim_jobs(now, want, worker)
+  local _, due = promote(now, 100)
+  local n, later = claim_allowance(now, want)
+  if n == 0 then
+    if not later then redis.call('SET', K_SLEEPERS, '1') end
+    return {later or retry_at(due)}
+  end
+  local ids = redis.call('RPOP', K_IDS, int(n))
+  if not ids then
+    redis.call('SET', K_SLEEPERS, '1')
+    return {retry_at(due)}
+  end
+  if #ids < want and not later then redis.call('SET', K_SLEEPERS, '1') end
+  local its = redis.call('HMGET', K_ITEMS, unpack(ids))
+  for i = 1, #ids do
+    if not its[i] then
+      local ki, kt = {}, {}
+      for j = 1, #ids do
+        if its[j] then
+          ki[#ki + 1] = ids[j]
+          kt[#kt + 1] = its[j]
+        end
+      end
+      ids, its = ki, kt
+      break
+    end
+  end
+  if #ids == 0 then return {retry_at(due)} end
+  local out = claim_ids(now, ids, its, worker)
+  if #out < 4 * want then out[#out + 1] = later or retry_at(due) end
   return out
 end
 
@@ -887,14 +909,29 @@ end
 -- on its channel in one message. A taker whose slots are all used leaves
 -- feed.takers. Stops at the first taker that got fewer than it could take
 -- (the queue ran dry, or pause or the rate limit held claims back).
+-- With `fresh` (jobs/put.lua: the ids its put just stored and left out of
+-- the line, which was empty, with the queue neither paused nor rate
+-- limited), the takers get those ids in order, their items from ARGV from
+-- `first` on, without a look at the line or the schedule: claim_jobs would
+-- have popped the same ones. The caller pushes the ones left.
 -- Returns how many jobs were handed off.
-local function hand_off(takers, now, n)
+local function hand_off(takers, now, n, fresh, first)
   local handed = 0
   for i = 1, #takers do
     if handed >= n then break end
     local t = takers[i]
     local want = math.min(t[2], n - handed)
-    local c = claim_jobs(now, want, t[1])
+    local c
+    if fresh then
+      local ids, its = {}, {}
+      for j = 1, want do
+        ids[j] = fresh[handed + j]
+        its[j] = ARGV[first + handed + j - 1]
+      end
+      c = claim_ids(now, ids, its, t[1])
+    else
+      c = claim_jobs(now, want, t[1])
+    end
     local got = math.floor(#c / 4)
     if got > 0 then
       redis.call(NOTIFY, take_channel(t[1]), take_message(c, 4 * got))

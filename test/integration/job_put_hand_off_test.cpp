@@ -1,0 +1,192 @@
+// jobs/put.lua's hand-off when the line is empty (docs/jobs.md "Hand-off"):
+// the jobs a taker gets never enter the line, so the put must leave the
+// queue exactly as a put, then a claim for the taker, would have. Checked
+// at script level, with a registered worker's offer written by hand: which
+// jobs go, in which order the rest wait (normal and high priority), the
+// events' order, and the cases that must take the line instead (a paused
+// queue, a rate limit, jobs already waiting) or leave a due scheduled job
+// for the next claim.
+// co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "support/job_engine.hpp"
+#include "support/runner.hpp"
+
+#include "jobs/hand_off.hpp"
+
+using namespace thoonk::test;
+
+namespace {
+
+/// A registered worker of f's queue with an offer of `slots` idle slots,
+/// a claimer asleep on the queue, and what arrives on the worker's channel.
+struct fake_taker {
+  fixture& f;
+  std::string worker = unique_name("taker");
+  std::vector<std::string> messages;
+  std::optional<thoonk::subscription> sub;
+
+  asio::awaitable<void> offer(int slots) {
+    auto& c = f.c.conn();
+    auto t = co_await cmd(c, "TIME");
+    const auto later = std::to_string(std::stoll(t.elements.at(0).str) * 1000 + 60000);
+    co_await cmd(c, "ZADD", key("workers", f.name), later, worker);
+    co_await cmd(c, "HSET", key("takers", f.name), worker, later + ":" + std::to_string(slots));
+    co_await cmd(c, "SET", key("sleepers", f.name), "1");
+    if (!sub) {
+      auto s = co_await subscribe_notifications(
+          f.raw, "job.take:" + channel_name(f.name) + ":" + worker,
+          [this](const thoonk::message& m) { messages.emplace_back(m.payload); });
+      sub.emplace(std::move(s));
+    }
+  }
+  /// The ids of the one hand-off message that arrives within 2 s (none:
+  /// empty, after a short wait).
+  asio::awaitable<std::vector<std::string>> handed() {
+    co_await wait_until([&] { return !messages.empty(); }, 2s);
+    co_await settle();
+    std::vector<std::string> ids;
+    REQUIRE(messages.size() <= 1);
+    if (messages.empty()) co_return ids;
+    auto jobs = thoonk::detail::jobs::parse_hand_off(messages[0]);
+    REQUIRE(jobs);
+    for (const auto& j : *jobs) {
+      CHECK(j.token == 1);
+      CHECK(j.failures == 0);
+      ids.push_back(j.id);
+    }
+    messages.clear();
+    co_return ids;
+  }
+};
+
+/// The ids in f's line, next out first.
+asio::awaitable<std::vector<std::string>> line_of(fixture& f) {
+  auto v = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), "0", "-1");
+  std::vector<std::string> ids;
+  for (auto it = v.elements.rbegin(); it != v.elements.rend(); ++it) ids.push_back(it->str);
+  co_return ids;
+}
+
+std::vector<std::string> items(int n, const std::string& prefix) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back(prefix + std::to_string(i));
+  return v;
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("handoffdirect",
+                  "put: into an empty line, the oldest of the put's jobs go to the taker, "
+                  "claimed under its worker, and the rest wait in put order (normal and high)",
+                  "[job][hand_off][put][put_many][events]") {
+  thoonk::job_queue::settings s;
+  s.events = true;
+  auto q = co_await engine_queue(f, s);
+  std::vector<std::string> events;
+  auto esub = co_await q.subscribe_events(
+      [&](const thoonk::job_event& e) {
+        events.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id);
+      },
+      asio::use_awaitable);
+  fake_taker t{f};
+  co_await t.offer(3);
+  auto ids = co_await q.put_many(items(5, "n"), thoonk::priority::normal, asio::use_awaitable);
+  auto got = co_await t.handed();
+  CHECK(got == std::vector<std::string>{ids[0], ids[1], ids[2]});
+  auto line = co_await line_of(f);
+  CHECK(line == std::vector<std::string>{ids[3], ids[4]});
+  for (int i = 0; i < 3; ++i) {
+    auto record = co_await cmd(f.c.conn(), "HGET", key("worker_jobs", f.name), ids[i]);
+    CHECK(record.str == t.worker + std::string("\0"
+                                               "1",
+                                               2));
+  }
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 3);
+  CHECK(c.waiting == 2);
+  // The offer is used up, and the two left woke the sleepers.
+  auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
+  CHECK(offers.integer == 0);
+  auto sleeping = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
+  CHECK(sleeping.integer == 0);
+  // Events as a put and then a claim send them: every put, then the claims.
+  co_await wait_until([&] { return events.size() == 8; }, 2s);
+  std::vector<std::string> want;
+  for (const auto& id : ids) want.push_back("put " + id);
+  for (int i = 0; i < 3; ++i) want.push_back("claimed " + ids[i]);
+  CHECK(events == want);
+
+  // High priority, into an empty line again: the put's first jobs go, the
+  // rest wait next out, first one first.
+  co_await cmd(f.c.conn(), "DEL", key("ids", f.name));
+  co_await t.offer(2);
+  auto high = co_await q.put_many(items(4, "h"), thoonk::priority::high, asio::use_awaitable);
+  got = co_await t.handed();
+  CHECK(got == std::vector<std::string>{high[0], high[1]});
+  line = co_await line_of(f);
+  CHECK(line == std::vector<std::string>{high[2], high[3]});
+}
+
+FIXTURE_TEST_CASE("handoffline",
+                  "put: with jobs already waiting, a taker gets as many as the put added, the "
+                  "oldest waiting first, and the put's jobs join the end of the line",
+                  "[job][hand_off][put][put_many]") {
+  auto q = co_await engine_queue(f);
+  auto old = co_await q.put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
+  fake_taker t{f};
+  co_await t.offer(3);
+  auto ids = co_await q.put_many(items(2, "new"), thoonk::priority::normal, asio::use_awaitable);
+  auto got = co_await t.handed();
+  // As many as the put added, the oldest first: the ones that waited.
+  CHECK(got == std::vector<std::string>{old[0], old[1]});
+  auto line = co_await line_of(f);
+  CHECK(line == std::vector<std::string>{ids[0], ids[1]});
+}
+
+FIXTURE_TEST_CASE("handoffcontrol",
+                  "put: a paused queue hands nothing off; a rate-limited one hands off what "
+                  "the limit allows and charges it",
+                  "[job][hand_off][put][pause][rate_limit]") {
+  auto q = co_await engine_queue(f);
+  fake_taker t{f};
+  co_await q.pause(asio::use_awaitable);
+  co_await t.offer(2);
+  auto id = co_await q.put("held back", asio::use_awaitable);
+  auto got = co_await t.handed();
+  CHECK(got.empty());
+  auto line = co_await line_of(f);
+  CHECK(line == std::vector<std::string>{id});
+  auto offer = co_await cmd(f.c.conn(), "HGET", key("takers", f.name), t.worker);
+  CHECK(offer.type != thoonk::resp3::type::null);  // still offered
+  co_await q.resume(asio::use_awaitable);
+  co_await cmd(f.c.conn(), "DEL", key("ids", f.name));
+
+  // A limit of 10 jobs/s allows a burst of one: one job goes, the other
+  // waits, and the schedule of the limit moved.
+  co_await cmd(f.c.conn(), "HSET", key("config", f.name), "rate_limit", "10");
+  co_await t.offer(2);
+  auto ids = co_await q.put_many(items(2, "r"), thoonk::priority::normal, asio::use_awaitable);
+  got = co_await t.handed();
+  CHECK(got == std::vector<std::string>{ids[0]});
+  line = co_await line_of(f);
+  CHECK(line == std::vector<std::string>{ids[1]});
+  auto charge =
+      co_await cmd(f.c.conn(), "HGET", key("attempts", f.name), std::string("\0ratelimit", 10));
+  CHECK(charge.type != thoonk::resp3::type::null);
+}
+
+FIXTURE_TEST_CASE("handoffdue",
+                  "put: a job handed off from an empty line leaves a due scheduled job to the "
+                  "next claim, which gets it",
+                  "[job][hand_off][put][schedule]") {
+  auto q = co_await engine_queue(f);
+  auto due = co_await put_at(q, "due", thoonk::now_epoch_ms() + 30);
+  co_await sleep_for(80ms);
+  fake_taker t{f};
+  co_await t.offer(1);
+  auto id = co_await q.put("fresh", asio::use_awaitable);
+  auto got = co_await t.handed();
+  CHECK(got == std::vector<std::string>{id});
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.id == due);
+  CHECK(j.item == "due");
+}
