@@ -75,6 +75,15 @@ void tally::add(outcome o) {
   }
 }
 
+result_audit audit_results(const std::vector<std::int64_t>& stored) {
+  result_audit a;
+  for (auto n : stored) {
+    a.lost += n == 0;
+    a.twice += n > 1;
+  }
+  return a;
+}
+
 namespace {
 
 // The rows live in the object that prints them at exit, so they are still

@@ -66,6 +66,14 @@ struct tally {
   std::uint64_t total() const { return ok + failed + unknown; }
 };
 
+/// Jobs that stored no result (lost) and jobs that stored more than one
+/// (twice), from each job's count of stored results (contract 001's
+/// feed.jobfinished lists): both 0 when every job finished exactly once.
+struct result_audit {
+  std::uint64_t lost = 0, twice = 0;
+};
+result_audit audit_results(const std::vector<std::int64_t>& stored);
+
 /// One line of the summary table.
 struct summary_row {
   std::string scenario;

@@ -61,13 +61,20 @@ asio::awaitable<void> worker(thoonk::job_queue q, job_history* h, const bool* st
 
 /// A redis-server, the fault proxy in front of it, a client `w` whose
 /// command connection and subscriber go through the proxy (health checks
-/// tightened, so dead peers are seen quickly), and a direct client `admin`.
+/// tightened, so dead peers are seen quickly), a direct client `admin`, and
+/// the faults planned for one scenario.
 struct proxied_clients {
   thoonk::test::redis_server srv;
   asio::io_context ioc;
   fault_proxy proxy{ioc.get_executor(), srv.port()};
   thoonk::client w{ioc.get_executor(), proxied_config(proxy)};
   thoonk::client admin{ioc.get_executor(), fault_config(srv.url())};
+  std::mt19937 rng{std::random_device{}()};
+  std::vector<std::int64_t> fault_at;  // sorted
+  int resets = 0, cuts = 0;
+  asio::cancellation_signal stop_maintenance;
+  thoonk::job_counts counts;          // read by finish()
+  std::vector<std::int64_t> results;  // read by finish()
 
   static thoonk::config proxied_config(const fault_proxy& p) {
     auto cfg = fault_config("redis://127.0.0.1:" + std::to_string(p.port()));
@@ -76,24 +83,64 @@ struct proxied_clients {
     cfg.connect_timeout = 1s;
     return cfg;
   }
-  /// Fault number `i`: even ones reset every connection, odd ones cut a
-  /// connection within `cut_within` bytes of the next replies.
-  void inject(int i, std::size_t cut_within, std::mt19937& rng) {
-    if (i % 2 == 0) proxy.reset_all();
-    else proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, cut_within)(rng));
+
+  /// The job queue as both clients see it.
+  struct queues {
+    thoonk::job_queue direct;   ///< admin's
+    thoonk::job_queue proxied;  ///< w's, polling every 100 ms
+  };
+  /// Connects both clients and creates job queue `name` (claims lapse after
+  /// 500 ms and are requeued), with admin's maintenance every 100 ms until
+  /// finish().
+  asio::awaitable<queues> open(const std::string& name) {
+    co_await connect_all(admin, w);
+    auto direct = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
+                                                             asio::use_awaitable);
+    thoonk::job_queue_options wo;
+    wo.poll_interval = 100ms;
+    auto proxied = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
+    thoonk::maintenance_options mo = no_stats();
+    mo.check_unaccounted = false;
+    direct.run_maintenance(
+        100ms, mo,
+        asio::bind_cancellation_slot(stop_maintenance.slot(), [](boost::system::error_code) {}));
+    co_return queues{std::move(direct), std::move(proxied)};
   }
-  /// How many results each job of `ids` stored (contract 001's
-  /// feed.jobfinished list): 1 each when every job finished exactly once.
-  asio::awaitable<std::vector<std::int64_t>> stored_results(const std::string& name,
-                                                            const std::vector<std::string>& ids) {
+
+  /// Plans `n` faults, each at a random point from 2 % to 90 % of `total`
+  /// (of jobs finished, or put: whatever the scenario counts).
+  void plan_faults(int n, std::int64_t total) {
+    std::uniform_int_distribution<std::int64_t> at(total / 50, total * 9 / 10);
+    for (int i = 0; i < n; ++i) fault_at.push_back(at(rng));
+    std::sort(fault_at.begin(), fault_at.end());
+  }
+  int injected() const { return resets + cuts; }
+  /// Whether a planned fault is due once the scenario's count is `progress`.
+  bool fault_due(std::int64_t progress) const {
+    const auto next = static_cast<std::size_t>(injected());
+    return next < fault_at.size() && progress >= fault_at[next];
+  }
+  /// The next planned fault: even ones reset every connection, odd ones cut
+  /// a connection within `cut_within` bytes of the next replies.
+  void inject_next(std::size_t cut_within) {
+    if (injected() % 2 == 0) {
+      proxy.reset_all();
+      ++resets;
+    } else {
+      proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(1, cut_within)(rng));
+      ++cuts;
+    }
+  }
+
+  /// Stops the maintenance; reads `counts` and, for each job of `ids`, how
+  /// many results it stored (`results`); stops both clients and the proxy.
+  asio::awaitable<void> finish(thoonk::job_queue& q, const std::vector<std::string>& ids) {
+    stop_maintenance.emit(asio::cancellation_type::terminal);
+    counts = co_await q.counts(asio::use_awaitable);
     thoonk::request r;
-    for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
+    for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + q.name() + std::string(1, '\0') + id);
     auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
-    std::vector<std::int64_t> out;
-    for (auto& v : lens) out.push_back(v.integer);
-    co_return out;
-  }
-  void stop() {
+    for (auto& v : lens) results.push_back(v.integer);
     w.stop();
     admin.stop();
     proxy.stop();
@@ -108,59 +155,34 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
   const int total = prof.jobs / 2;
   const int faults = 2 * prof.proxy_resets;
   proxied_clients pc;
-  auto& ioc = pc.ioc;
-  auto& proxy = pc.proxy;
-  auto& w = pc.w;
-  auto& admin = pc.admin;
   const std::string name = "faults-proxy-jobs";
   job_history h;
-  std::vector<std::int64_t> results;
   std::vector<std::int64_t> recoveries;
-  thoonk::job_counts counts;
-  int resets = 0, cuts = 0;
   run_coro(
-      ioc,
+      pc.ioc,
       [&]() -> asio::awaitable<void> {
-        co_await connect_all(admin, w);
-        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
-                                                             asio::use_awaitable);
-        thoonk::job_queue_options wo;
-        wo.poll_interval = 100ms;
-        auto qw = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
+        auto [qa, qw] = co_await pc.open(name);
         // Items of 1 KiB, so that a claim's reply spans several reads and
         // a cut can land inside it.
         std::vector<std::string> items(static_cast<std::size_t>(total), std::string(1024, 'j'));
         const auto ids = co_await qa.put_many(items, thoonk::priority::normal, asio::use_awaitable);
         REQUIRE(ids.size() == static_cast<std::size_t>(total));
-        asio::cancellation_signal stop_maintenance;
-        thoonk::maintenance_options mo = no_stats();
-        mo.check_unaccounted = false;
-        qa.run_maintenance(100ms, mo,
-                           asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                        [](boost::system::error_code) {}));
         bool stop = false;
-        for (int i = 0; i < 8; ++i) asio::co_spawn(ioc, worker(qw, &h, &stop), asio::detached);
+        for (int i = 0; i < 8; ++i) asio::co_spawn(pc.ioc, worker(qw, &h, &stop), asio::detached);
 
-        // Each fault once a random share (2 % to 90 %) of the jobs is
-        // finished, so all of them land while jobs run.
-        std::mt19937 rng{std::random_device{}()};
-        std::vector<std::int64_t> fault_at;
-        for (int i = 0; i < faults; ++i)
-          fault_at.push_back(
-              std::uniform_int_distribution<std::int64_t>(total / 50, total * 9 / 10)(rng));
-        std::sort(fault_at.begin(), fault_at.end());
+        // Each fault once a random share of the jobs is finished, so all of
+        // them land while jobs run.
+        pc.plan_faults(faults, total);
         const auto t0 = std::chrono::steady_clock::now();
         std::int64_t finishes = 0;
         while (finishes < total && std::chrono::steady_clock::now() - t0 < prof.scenario_limit) {
           co_await sleep_for(
-              std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 20)(rng)));
-          if (resets + cuts < faults &&
-              finishes >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
+              std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 20)(pc.rng)));
+          if (pc.fault_due(finishes)) {
             const auto at = now_ms();
             // A cut somewhere in the next few replies (a claim reply holds
             // at least 1 KiB).
-            pc.inject(resets + cuts, 4096, rng);
-            ++((resets + cuts) % 2 == 0 ? resets : cuts);
+            pc.inject_next(4096);
             const auto seen = h.finish_times.size();
             co_await wait_until([&] { return h.finish_times.size() > seen; }, 10s);
             if (h.finish_times.size() > seen) recoveries.push_back(h.finish_times[seen] - at);
@@ -170,43 +192,38 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
         }
         stop = true;
         co_await wait_until([&] { return h.running == 0; }, 10s);
-        stop_maintenance.emit(asio::cancellation_type::terminal);
-        counts = co_await qa.counts(asio::use_awaitable);
-        results = co_await pc.stored_results(name, ids);
-        pc.stop();
+        co_await pc.finish(qa, ids);
       },
       prof.scenario_limit + 60s);
 
-  std::uint64_t lost = 0, twice = 0, double_finishes = 0, resurrected = 0;
-  for (auto n : results) {
-    lost += n == 0;
-    twice += n > 1;
-  }
+  const auto [lost, twice] = audit_results(pc.results);
+  std::uint64_t double_finishes = 0, resurrected = 0;
   for (const auto& [id, n] : h.ok_finishes) double_finishes += n > 1;
   for (const auto& c : h.claims) {
     auto it = h.finished_at.find(c.id);
     if (it != h.finished_at.end() && c.t > it->second) ++resurrected;
   }
   const std::uint64_t duplicates = h.claims.size() - h.finished_at.size();
-  INFO("resets " << resets << ", cuts " << cuts << " (made " << proxy.plan().cuts() << "); claims "
-                 << h.claims.size() << " ok, " << h.claim_ops.unknown << " unknown, "
-                 << h.claim_ops.failed << " failed; finishes " << h.finish_ops.ok << " ok, "
-                 << h.finish_ops.unknown << " unknown, " << h.finish_ops.failed
+  auto& w = pc.w;
+  INFO("resets " << pc.resets << ", cuts " << pc.cuts << " (made " << pc.proxy.plan().cuts()
+                 << "); claims " << h.claims.size() << " ok, " << h.claim_ops.unknown
+                 << " unknown, " << h.claim_ops.failed << " failed; finishes " << h.finish_ops.ok
+                 << " ok, " << h.finish_ops.unknown << " unknown, " << h.finish_ops.failed
                  << " refused; reconnects " << w.conn().stats().reconnects << " / subscriber "
                  << w.sub().stats().connection.reconnects);
-  CHECK(resets + cuts == faults);
-  CHECK(counts.finishes == total);
-  CHECK(counts.items == 0);
-  CHECK(counts.claimed == 0);
+  CHECK(pc.injected() == faults);
+  CHECK(pc.counts.finishes == total);
+  CHECK(pc.counts.items == 0);
+  CHECK(pc.counts.claimed == 0);
   CHECK(lost == 0);
   CHECK(twice == 0);
   CHECK(double_finishes == 0);
   CHECK(resurrected == 0);
-  CHECK(w.conn().stats().reconnects >= static_cast<std::uint64_t>(resets));
+  CHECK(w.conn().stats().reconnects >= static_cast<std::uint64_t>(pc.resets));
   REQUIRE(!recoveries.empty());
   const auto worst = *std::max_element(recoveries.begin(), recoveries.end());
-  report({"jobs through the proxy: " + std::to_string(resets) + " resets, " + std::to_string(cuts) +
-              " cuts, " + std::to_string(total) + " jobs",
+  report({"jobs through the proxy: " + std::to_string(pc.resets) + " resets, " +
+              std::to_string(pc.cuts) + " cuts, " + std::to_string(total) + " jobs",
           h.claim_ops.total() + h.finish_ops.total(), lost, duplicates,
           h.claim_ops.unknown + h.finish_ops.unknown,
           "fault → next finish ≤ " + std::to_string(worst) + " ms (lease 500 ms)"});
@@ -225,32 +242,14 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
   const int total = std::max(200, prof.jobs / 4);
   const int faults = 2 * prof.proxy_resets;
   proxied_clients pc;
-  auto& ioc = pc.ioc;
-  auto& proxy = pc.proxy;
-  auto& w = pc.w;
-  auto& admin = pc.admin;
   const std::string name = "faults-proxy-runner";
   std::map<std::string, int> started;  // handler starts per job
-  std::vector<std::int64_t> results;
-  thoonk::job_counts counts;
   thoonk::run_report rep;
   boost::system::error_code run_ec;
-  int resets = 0, cuts = 0;
   run_coro(
-      ioc,
+      pc.ioc,
       [&]() -> asio::awaitable<void> {
-        co_await connect_all(admin, w);
-        auto qa = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
-                                                             asio::use_awaitable);
-        thoonk::job_queue_options wo;
-        wo.poll_interval = 100ms;
-        auto qw = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
-        asio::cancellation_signal stop_maintenance;
-        thoonk::maintenance_options mo = no_stats();
-        mo.check_unaccounted = false;
-        qa.run_maintenance(100ms, mo,
-                           asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                        [](boost::system::error_code) {}));
+        auto [qa, qw] = co_await pc.open(name);
         thoonk::run_options ro;
         ro.concurrency = 4;
         ro.worker_ttl = 2s;
@@ -271,21 +270,14 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
                    }));
 
         // One put every 1 - 4 ms; a fault after a random share of them.
-        std::mt19937 rng{std::random_device{}()};
-        std::vector<int> fault_at;
-        for (int i = 0; i < faults; ++i)
-          fault_at.push_back(std::uniform_int_distribution<int>(total / 50, total * 9 / 10)(rng));
-        std::sort(fault_at.begin(), fault_at.end());
+        pc.plan_faults(faults, total);
         std::vector<std::string> ids;
         for (int i = 0; i < total; ++i) {
           co_await sleep_for(
-              std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(rng)));
+              std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(pc.rng)));
           auto id = co_await qa.put(std::string(512, 'r'), asio::use_awaitable);
           ids.push_back(id);
-          while (resets + cuts < faults && i >= fault_at[static_cast<std::size_t>(resets + cuts)]) {
-            pc.inject(resets + cuts, 2048, rng);
-            ++((resets + cuts) % 2 == 0 ? resets : cuts);
-          }
+          while (pc.fault_due(i)) pc.inject_next(2048);
         }
         const auto t0 = std::chrono::steady_clock::now();
         for (;;) {
@@ -296,37 +288,32 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         }
         stop_run.emit(asio::cancellation_type::terminal);
         co_await wait_until([&] { return run_done; }, 20s);
-        stop_maintenance.emit(asio::cancellation_type::terminal);
-        counts = co_await qa.counts(asio::use_awaitable);
-        results = co_await pc.stored_results(name, ids);
-        pc.stop();
+        co_await pc.finish(qa, ids);
       },
       prof.scenario_limit + 60s);
 
-  std::uint64_t lost = 0, twice = 0, ran_again = 0;
-  for (auto n : results) {
-    lost += n == 0;
-    twice += n > 1;
-  }
+  const auto [lost, twice] = audit_results(pc.results);
+  std::uint64_t ran_again = 0;
   for (const auto& [id, n] : started) ran_again += n > 1;
-  INFO("resets " << resets << ", cuts " << cuts << " (made " << proxy.plan().cuts()
+  auto& w = pc.w;
+  INFO("resets " << pc.resets << ", cuts " << pc.cuts << " (made " << pc.proxy.plan().cuts()
                  << "); handed off " << rep.handed_off << ", started " << rep.started
                  << ", finished " << rep.finished << ", lost " << rep.lost << ", released "
                  << rep.released << ", run error " << run_ec.message() << "; reconnects "
                  << w.conn().stats().reconnects << " / subscriber "
                  << w.sub().stats().connection.reconnects);
-  CHECK(resets + cuts == faults);
+  CHECK(pc.injected() == faults);
   CHECK(!run_ec);
-  CHECK(counts.finishes == total);
-  CHECK(counts.items == 0);
-  CHECK(counts.claimed == 0);
-  CHECK(results.size() == static_cast<std::size_t>(total));
+  CHECK(pc.counts.finishes == total);
+  CHECK(pc.counts.items == 0);
+  CHECK(pc.counts.claimed == 0);
+  CHECK(pc.results.size() == static_cast<std::size_t>(total));
   CHECK(lost == 0);
   CHECK(twice == 0);
   CHECK(rep.handed_off > 0);
   CHECK(w.sub().stats().connection.reconnects >= 1);
-  report({"runner through the proxy: " + std::to_string(resets) + " resets, " +
-              std::to_string(cuts) + " cuts, " + std::to_string(total) + " jobs",
+  report({"runner through the proxy: " + std::to_string(pc.resets) + " resets, " +
+              std::to_string(pc.cuts) + " cuts, " + std::to_string(total) + " jobs",
           rep.started, lost, ran_again, 0,
           std::to_string(rep.handed_off) + " handed off, " + std::to_string(rep.released) +
               " given back"});

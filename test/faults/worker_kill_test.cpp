@@ -243,11 +243,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
     }
     finished_unlogged += reclaimed_run.size() == runs_before;
   }
-  std::uint64_t lost = 0, twice = 0;
-  for (auto n : results) {
-    lost += n == 0;
-    twice += n > 1;
-  }
+  const auto [lost, twice] = audit_results(results);
 
   INFO("profile " << prof.name << ": " << prof.jobs << " jobs, " << kills << " kills, " << elapsed
                   << " ms, " << lives.size() << " worker processes, " << operations
