@@ -28,17 +28,22 @@ runner_book::finish done(std::string id, std::int64_t token, const char* result 
 
 const auto t0 = runner_book::clock::now();
 
+/// b.next_round(now), which must send a round.
+runner_book::round round_sent(runner_book& b, runner_book::time_point now) {
+  auto r = b.next_round(now);
+  REQUIRE(r);
+  return std::move(*r);
+}
+
 }  // namespace
 
 TEST_CASE("runner_book: the first round claims every slot, capped by the batch", "[runner_book]") {
   runner_book b(with(600, 256));
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 256);
-  CHECK(r->finishes.empty());
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->claim == 256);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 256);
+  CHECK(r.finishes.empty());
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.claim == 256);
   // Two rounds in flight at most.
   CHECK_FALSE(b.next_round(t0));
   CHECK(b.rounds_in_flight() == 2);
@@ -47,48 +52,42 @@ TEST_CASE("runner_book: the first round claims every slot, capped by the batch",
 TEST_CASE("runner_book: a finish and the next claim go in one round (concurrency 1)",
           "[runner_book]") {
   runner_book b(with(1));
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 1);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 1);
   // Nothing more while the slot is asked for.
   CHECK_FALSE(b.next_round(t0));
   b.round_done(1, 1, std::nullopt, t0);
   CHECK(b.busy() == 1);
   CHECK_FALSE(b.next_round(t0));  // the slot is busy
   b.handler_ended(done("a", 1, "ok"));
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  REQUIRE(r2->finishes.size() == 1);
-  CHECK(r2->finishes[0].claim.id == "a");
-  CHECK(r2->finishes[0].result == std::optional<std::string>("ok"));
-  CHECK(r2->claim == 1);
+  auto r2 = round_sent(b, t0);
+  REQUIRE(r2.finishes.size() == 1);
+  CHECK(r2.finishes[0].claim.id == "a");
+  CHECK(r2.finishes[0].result == std::optional<std::string>("ok"));
+  CHECK(r2.claim == 1);
 }
 
 TEST_CASE("runner_book: a dry queue is asked again at a wake-up or after the poll interval",
           "[runner_book]") {
   runner_book b(with(4));
-  auto r = b.next_round(t0);
-  REQUIRE(r);
+  round_sent(b, t0);
   b.round_done(4, 1, std::nullopt, t0);  // one job; the queue ran dry
   CHECK_FALSE(b.next_round(t0 + 10ms));
   CHECK(b.next_timer() == t0 + 1000ms);
   SECTION("a wake-up") {
     b.woken();
-    auto r2 = b.next_round(t0 + 10ms);
-    REQUIRE(r2);
-    CHECK(r2->claim == 3);
+    auto r2 = round_sent(b, t0 + 10ms);
+    CHECK(r2.claim == 3);
   }
   SECTION("the poll interval") {
-    auto r2 = b.next_round(t0 + 1000ms);
-    REQUIRE(r2);
-    CHECK(r2->claim == 3);
+    auto r2 = round_sent(b, t0 + 1000ms);
+    CHECK(r2.claim == 3);
   }
   SECTION("a finish carries the claim along at no cost") {
     b.handler_ended(done("a", 1));
-    auto r2 = b.next_round(t0 + 10ms);
-    REQUIRE(r2);
-    CHECK(r2->finishes.size() == 1);
-    CHECK(r2->claim == 4);
+    auto r2 = round_sent(b, t0 + 10ms);
+    CHECK(r2.finishes.size() == 1);
+    CHECK(r2.claim == 4);
   }
 }
 
@@ -99,9 +98,8 @@ TEST_CASE("runner_book: the queue's own retry time (rate limit, due job) replace
   b.round_done(8, 2, t0 + 250ms, t0);
   CHECK(b.next_timer() == t0 + 250ms);
   CHECK_FALSE(b.next_round(t0 + 249ms));
-  auto r = b.next_round(t0 + 250ms);
-  REQUIRE(r);
-  CHECK(r->claim == 6);
+  auto r = round_sent(b, t0 + 250ms);
+  CHECK(r.claim == 6);
 }
 
 TEST_CASE("runner_book: a failed round sends its finishes again, first, and waits to claim",
@@ -110,22 +108,20 @@ TEST_CASE("runner_book: a failed round sends its finishes again, first, and wait
   auto r = b.next_round(t0);
   b.round_done(2, 2, std::nullopt, t0);
   b.handler_ended(done("a", 1));
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->finishes.size() == 1);
-  CHECK(r2->claim == 1);
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.finishes.size() == 1);
+  CHECK(r2.claim == 1);
   b.handler_ended(done("b", 1));
-  b.round_failed(std::move(*r2), t0);
+  b.round_failed(std::move(r2), t0);
   // Nothing goes out for retry_delay (a connection that fails at once must
   // not make the runner spin); then the finishes, in their order.
   CHECK_FALSE(b.next_round(t0 + 50ms));
   CHECK(b.next_timer() == t0 + 100ms);
-  auto r3 = b.next_round(t0 + 100ms);
-  REQUIRE(r3);
-  REQUIRE(r3->finishes.size() == 2);
-  CHECK(r3->finishes[0].claim.id == "a");
-  CHECK(r3->finishes[1].claim.id == "b");
-  CHECK(r3->claim == 2);
+  auto r3 = round_sent(b, t0 + 100ms);
+  REQUIRE(r3.finishes.size() == 2);
+  CHECK(r3.finishes[0].claim.id == "a");
+  CHECK(r3.finishes[1].claim.id == "b");
+  CHECK(r3.claim == 2);
 }
 
 TEST_CASE("runner_book: a lapsed registration claims nothing until registered again",
@@ -134,15 +130,13 @@ TEST_CASE("runner_book: a lapsed registration claims nothing until registered ag
   b.registration_lapsed();
   CHECK_FALSE(b.next_round(t0));
   b.handler_ended(done("a", 3));  // a finish still goes (the server judges its token)
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 0);
-  CHECK(r->finishes.size() == 1);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 0);
+  CHECK(r.finishes.size() == 1);
   b.round_done(0, 0, std::nullopt, t0);
   b.registered();
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->claim == 2);
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.claim == 2);
 }
 
 TEST_CASE(
@@ -160,10 +154,9 @@ TEST_CASE(
   b.handler_ended(done("a", 1));
   // A pending finish does not move the timer (nothing failed).
   CHECK(b.next_timer() == t0 + 500ms);
-  auto r = b.next_round(t0 + 10ms);
-  REQUIRE(r);
-  CHECK(r->claim == 0);
-  CHECK(r->finishes.size() == 1);
+  auto r = round_sent(b, t0 + 10ms);
+  CHECK(r.claim == 0);
+  CHECK(r.finishes.size() == 1);
   CHECK_FALSE(b.ready_to_leave(t0 + 10ms));  // the round is in flight
   b.round_done(0, 0, std::nullopt, t0 + 20ms);
   CHECK_FALSE(b.ready_to_leave(t0 + 20ms));  // two handlers still run
@@ -196,9 +189,8 @@ TEST_CASE("runner_book: settings are clamped to sane values", "[runner_book]") {
   s.max_rounds_in_flight = 0;
   s.max_finishes_per_round = 0;
   runner_book b(s);
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 1);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 1);
   CHECK_FALSE(b.next_round(t0));
 }
 
@@ -225,9 +217,8 @@ runner_book timed(std::size_t prefetch, std::chrono::microseconds ran) {
 TEST_CASE("runner_book: no claiming ahead before a handler and a round were timed",
           "[runner_book][prefetch]") {
   runner_book b(prefetching(1, 64));
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 1);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 1);
   CHECK(b.round_done(1, 1, std::nullopt, t0 + 1ms, 1ms) == 1);
   CHECK_FALSE(b.prefetching());  // no handler ended yet
   b.handler_ended(done("a", 1), 10us);
@@ -239,10 +230,9 @@ TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at
   SECTION("a round trip of 10 handlers at concurrency 1") {
     auto b = timed(64, 100us);
     CHECK(b.ahead() == 10);
-    auto r = b.next_round(t0);
-    REQUIRE(r);
-    CHECK(r->finishes.size() == 1);
-    CHECK(r->claim == 11);  // the idle slot and ten ahead
+    auto r = round_sent(b, t0);
+    CHECK(r.finishes.size() == 1);
+    CHECK(r.claim == 11);  // the idle slot and ten ahead
     // The round brings 11: one starts, ten wait for the slot.
     CHECK(b.round_done(11, 11, std::nullopt, t0, 1000us) == 1);
     CHECK(b.busy() == 1);
@@ -253,9 +243,8 @@ TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at
     CHECK(b.busy() == 1);
     CHECK(b.ready() == 9);
     // Claimed ahead counts against the room: 1 + 10 is full.
-    auto r2 = b.next_round(t0);
-    REQUIRE(r2);
-    CHECK(r2->claim == 1);
+    auto r2 = round_sent(b, t0);
+    CHECK(r2.claim == 1);
   }
   SECTION("capped by prefetch, and scaled by concurrency") {
     runner_book b(prefetching(4, 16));
@@ -267,9 +256,8 @@ TEST_CASE("runner_book: short handlers claim ahead what one round trip needs, at
   SECTION("prefetch 0 never claims ahead") {
     auto b = timed(0, 1us);
     CHECK_FALSE(b.prefetching());
-    auto r = b.next_round(t0);
-    REQUIRE(r);
-    CHECK(r->claim == 1);
+    auto r = round_sent(b, t0);
+    CHECK(r.claim == 1);
   }
 }
 
@@ -277,24 +265,21 @@ TEST_CASE("runner_book: one handler longer than a round trip stops the claiming 
           "[runner_book][prefetch]") {
   auto b = timed(64, 100us);
   REQUIRE(b.prefetching());
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  b.round_done(r->claim, 1, std::nullopt, t0, 1000us);
+  auto r = round_sent(b, t0);
+  b.round_done(r.claim, 1, std::nullopt, t0, 1000us);
   // Its average is still below the round trip; the last one is not.
   b.handler_ended(done("b", 1), 2000us);
   CHECK_FALSE(b.prefetching());
   CHECK(b.ahead() == 0);
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->claim == 1);
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.claim == 1);
 }
 
 TEST_CASE("runner_book: jobs claimed ahead do not start after a stop, and can be dropped",
           "[runner_book][prefetch]") {
   auto b = timed(64, 100us);
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
+  auto r = round_sent(b, t0);
+  REQUIRE(b.round_done(r.claim, 5, std::nullopt, t0, 1000us) == 1);
   REQUIRE(b.ready() == 4);
   SECTION("dropped (lost, aborted, given back)") {
     b.ready_dropped(1);
@@ -317,9 +302,8 @@ TEST_CASE("runner_book: jobs claimed ahead do not start after a stop, and can be
 TEST_CASE("runner_book: jobs claimed ahead that waited too long stop the claiming ahead",
           "[runner_book][prefetch]") {
   auto b = timed(64, 100us);
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  REQUIRE(b.round_done(r->claim, 5, std::nullopt, t0, 1000us) == 1);
+  auto r = round_sent(b, t0);
+  REQUIRE(b.round_done(r.claim, 5, std::nullopt, t0, 1000us) == 1);
   // The handler of the job that started runs on; the four wait, go back.
   b.ready_waited_too_long(4);
   CHECK(b.ready() == 0);
@@ -346,24 +330,21 @@ runner_book::settings taking(std::size_t concurrency) {
 TEST_CASE("runner_book: a round offers the slots no round in flight will fill", "[runner_book]") {
   runner_book b(taking(4));
   // Not before the runner's channel is subscribed.
-  auto r0 = b.next_round(t0);
-  REQUIRE(r0);
-  CHECK(r0->claim == 4);
-  CHECK(r0->offer == -1);
+  auto r0 = round_sent(b, t0);
+  CHECK(r0.claim == 4);
+  CHECK(r0.offer == -1);
   b.round_done(4, 1, std::nullopt, t0);
   CHECK(b.busy() == 1);
   b.set_offering(true);
   b.woken();
-  auto r = b.next_round(t0);
-  REQUIRE(r);
-  CHECK(r->claim == 3);
-  CHECK(r->offer == 3);
+  auto r = round_sent(b, t0);
+  CHECK(r.claim == 3);
+  CHECK(r.offer == 3);
   // A second round in flight finds no idle slot the first does not ask for.
   b.handler_ended(done("a", 1));
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->claim == 1);
-  CHECK(r2->offer == 1);
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.claim == 1);
+  CHECK(r2.offer == 1);
 }
 
 TEST_CASE("runner_book: an offer is withdrawn at a stop and when the channel is lost",
@@ -371,18 +352,16 @@ TEST_CASE("runner_book: an offer is withdrawn at a stop and when the channel is 
   SECTION("a stop: the withdrawal goes out alone") {
     runner_book b(taking(2));
     b.set_offering(true);
-    auto r = b.next_round(t0);
-    REQUIRE(r);
-    CHECK(r->offer == 2);
+    auto r = round_sent(b, t0);
+    CHECK(r.offer == 2);
     b.round_done(2, 1, std::nullopt, t0);
     b.stop(t0);
     // A handler still runs: the withdrawal goes out during the grace.
     CHECK_FALSE(b.ready_to_leave(t0));
-    auto w = b.next_round(t0);
-    REQUIRE(w);
-    CHECK(w->claim == 0);
-    CHECK(w->finishes.empty());
-    CHECK(w->offer == 0);
+    auto w = round_sent(b, t0);
+    CHECK(w.claim == 0);
+    CHECK(w.finishes.empty());
+    CHECK(w.offer == 0);
     CHECK_FALSE(b.next_round(t0));
     b.round_done(0, 0, std::nullopt, t0);
     CHECK_FALSE(b.ready_to_leave(t0));
@@ -394,21 +373,18 @@ TEST_CASE("runner_book: an offer is withdrawn at a stop and when the channel is 
   SECTION("the channel lost") {
     runner_book b(taking(2));
     b.set_offering(true);
-    auto r = b.next_round(t0);
-    REQUIRE(r);
+    round_sent(b, t0);
     b.round_done(2, 0, std::nullopt, t0);
     b.set_offering(false);
-    auto w = b.next_round(t0);
-    REQUIRE(w);
-    CHECK(w->offer == 0);
+    auto w = round_sent(b, t0);
+    CHECK(w.offer == 0);
     CHECK_FALSE(b.next_round(t0));
     // Offering again: the next round that claims offers again.
     b.round_done(0, 0, std::nullopt, t0);
     b.set_offering(true);
     b.woken();
-    auto r2 = b.next_round(t0);
-    REQUIRE(r2);
-    CHECK(r2->offer == 2);
+    auto r2 = round_sent(b, t0);
+    CHECK(r2.offer == 2);
   }
 }
 
@@ -416,8 +392,7 @@ TEST_CASE("runner_book: jobs handed off fill idle slots, the rest wait; none sta
           "[runner_book]") {
   runner_book b(taking(2));
   b.set_offering(true);
-  auto r = b.next_round(t0);
-  REQUIRE(r);
+  round_sent(b, t0);
   b.round_done(2, 0, std::nullopt, t0);
   CHECK(b.handed_off(3) == 2);
   CHECK(b.busy() == 2);
@@ -428,10 +403,9 @@ TEST_CASE("runner_book: jobs handed off fill idle slots, the rest wait; none sta
   CHECK_FALSE(b.next_round(t0));
   b.stop(t0);
   // The stop withdraws it.
-  auto w = b.next_round(t0);
-  REQUIRE(w);
-  CHECK(w->claim == 0);
-  CHECK(w->offer == 0);
+  auto w = round_sent(b, t0);
+  CHECK(w.claim == 0);
+  CHECK(w.offer == 0);
   b.round_done(0, 0, std::nullopt, t0);
   CHECK(b.handed_off(2) == 0);
   CHECK(b.ready() == 3);
@@ -442,8 +416,7 @@ TEST_CASE("runner_book: jobs handed off fill idle slots, the rest wait; none sta
 TEST_CASE("runner_book: held rounds: none goes out, finishes wait for the release",
           "[runner_book]") {
   runner_book b(taking(1));
-  auto r = b.next_round(t0);
-  REQUIRE(r);
+  round_sent(b, t0);
   b.round_done(1, 1, std::nullopt, t0);
   b.hold_rounds(true);
   b.handler_ended(done("a", 1));
@@ -452,8 +425,7 @@ TEST_CASE("runner_book: held rounds: none goes out, finishes wait for the releas
   b.stop(t0);
   CHECK_FALSE(b.ready_to_leave(t0));
   b.hold_rounds(false);
-  auto r2 = b.next_round(t0);
-  REQUIRE(r2);
-  CHECK(r2->finishes.size() == 1);
-  CHECK(r2->claim == 0);
+  auto r2 = round_sent(b, t0);
+  CHECK(r2.finishes.size() == 1);
+  CHECK(r2.claim == 0);
 }
