@@ -221,7 +221,8 @@ asio::awaitable<void> cluster_router::run_refresh(std::shared_ptr<cluster_router
 asio::awaitable<void> cluster_router::run_periodic(std::shared_ptr<cluster_router> self) {
   while (!self->stopped_) {
     self->periodic_.expires_after(self->cfg_.cluster_refresh_interval);
-    auto [ec] = co_await self->periodic_.async_wait(use_nothrow);
+    // Expiry or cancellation (by stop): stopped_ says which.
+    co_await self->periodic_.async_wait(use_nothrow);
     if (self->stopped_) break;
     self->request_refresh();
   }
