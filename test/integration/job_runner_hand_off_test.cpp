@@ -150,11 +150,8 @@ FIXTURE_TEST_CASE("handoff",
     CHECK(r.seen[i].item == items[i]);
     CHECK(r.seen[i].failures == 0);
   }
-  auto c = co_await counts_of(q);
-  CHECK(c.claimed == 0);
-  CHECK(c.waiting == 0);
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_drained(q);
+  co_await check_no_claim_records_left(f);
   // The stop withdrew the offer.
   const auto offer = co_await offer_of(f.c.conn(), f.name, r.worker);
   CHECK(offer.empty());

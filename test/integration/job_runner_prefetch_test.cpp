@@ -29,8 +29,7 @@ asio::awaitable<std::size_t> claims_held(thoonk::job_queue& q) {
 asio::awaitable<std::size_t> most_held_at_concurrency_1(thoonk::job_queue q,
                                                         std::optional<std::size_t> prefetch,
                                                         int n) {
-  std::vector<std::string> items(static_cast<std::size_t>(n), "x");
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await put_copies(q, static_cast<std::size_t>(n), "x");
   const auto before = (co_await counts_of(q)).finishes;
   thoonk::run_options o;
   o.prefetch = prefetch;
@@ -48,9 +47,7 @@ asio::awaitable<std::size_t> most_held_at_concurrency_1(thoonk::job_queue q,
   }
   co_await stop_run_cleanly(*run);
   CHECK(run->report.finished == static_cast<std::uint64_t>(n));
-  auto c = co_await counts_of(q);
-  CHECK(c.claimed == 0);
-  CHECK(c.waiting == 0);
+  co_await check_drained(q);
   co_return most;
 }
 
@@ -87,6 +84,15 @@ struct slow_run {
   bool slow_started = false;
   std::string slow_id;
   std::shared_ptr<background_run> run;
+
+  /// Waits until every job but `id` finished (350 of the 351 put), stops
+  /// the run cleanly, and checks that `id`'s handler never started.
+  asio::awaitable<void> finish_without(thoonk::job_queue& q, const std::string& id) {
+    auto all = co_await wait_finishes(q, 350);
+    CHECK(all);
+    co_await stop_run_cleanly(*run);
+    CHECK(started.count(id) == 0);
+  }
 };
 
 /// Puts the jobs (50 after the slow one), starts `s.run` with `o` and a
@@ -110,6 +116,32 @@ asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(
     if (!ahead) co_await sleep_for(10ms);  // ask again, not back to back
   }
   co_return ahead;
+}
+
+/// What a handler does for one job, given its run.
+using job_step = std::function<asio::awaitable<void>(background_run&)>;
+
+/// A run that its handler stopped, and how many jobs the handler started.
+struct stopped_run {
+  std::shared_ptr<background_run> run;
+  int handled = 0;
+};
+
+/// Runs q (default options) with a handler that does nothing but, for its
+/// `n`th job, awaits `nth`, which stops the run (through its stop signal);
+/// requires that the run ends within 15 s, with no error.
+asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job_step nth) {
+  auto s = std::make_shared<stopped_run>();
+  thoonk::job_coroutine h =
+      [s, n, nth](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+    if (++s->handled == n) co_await nth(*s->run);
+    co_return std::nullopt;
+  };
+  s->run = start_run(q, h, thoonk::run_options{});
+  auto done = co_await wait_until([&] { return s->run->done; }, 15s);
+  REQUIRE(done);
+  CHECK(!s->run->ec);
+  co_return *s;
 }
 
 }  // namespace
@@ -175,34 +207,24 @@ FIXTURE_TEST_CASE("runaheadstop",
                   "line, with no failure counted",
                   "[job][run][prefetch][stop]") {
   auto q = co_await engine_queue(f);
-  std::vector<std::string> items(2000, "x");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  std::shared_ptr<background_run> run;
-  int handled = 0;
+  auto ids = co_await put_copies(q, 2000, "x");
   std::size_t held_before_stop = 0;
   std::size_t held_during_stop = 0;
-  thoonk::job_coroutine h =
-      [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
-    if (++handled == 300) {
-      // Rounds claim ahead while this handler holds the slot (it has not
-      // ended, so the handlers still look short); then the stop: what was
-      // claimed ahead cannot start any more.
-      asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
-      co_await t.async_wait(asio::use_awaitable);
-      held_before_stop = co_await claims_held(q);
-      run->stop_signal.emit(asio::cancellation_type::terminal);
-      t.expires_after(50ms);
-      co_await t.async_wait(asio::use_awaitable);
-      // Given back at the stop, not at the leave: meanwhile the worker
-      // holds only this job.
-      held_during_stop = co_await claims_held(q);
-    }
-    co_return std::nullopt;
+  const job_step job_300 = [&](background_run& r) -> asio::awaitable<void> {
+    // Rounds claim ahead while this handler holds the slot (it has not
+    // ended, so the handlers still look short); then the stop: what was
+    // claimed ahead cannot start any more.
+    asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+    co_await t.async_wait(asio::use_awaitable);
+    held_before_stop = co_await claims_held(q);
+    r.stop_signal.emit(asio::cancellation_type::terminal);
+    t.expires_after(50ms);
+    co_await t.async_wait(asio::use_awaitable);
+    // Given back at the stop, not at the leave: meanwhile the worker
+    // holds only this job.
+    held_during_stop = co_await claims_held(q);
   };
-  run = start_run(q, h, thoonk::run_options{});
-  auto done = co_await wait_until([&] { return run->done; }, 15s);
-  REQUIRE(done);
-  CHECK(!run->ec);
+  auto [run, handled] = co_await run_stopped_by_job(q, 300, job_300);
   CHECK(handled == 300);
   CHECK(held_before_stop > 1);
   CHECK(held_during_stop == 1);
@@ -217,8 +239,7 @@ FIXTURE_TEST_CASE("runaheadstop",
   auto next = co_await job_of(q, ids[300]);
   CHECK(next.state == thoonk::job_state::waiting);
   CHECK(next.retry_count == 0);
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_no_claim_records_left(f);
 }
 
 // A round in flight when the stop comes. The queue runs dry while the
@@ -234,45 +255,36 @@ TWO_CLIENT_TEST_CASE("runaheadstopround",
                      "with no failure counted",
                      "[job][run][prefetch][stop][single]") {
   auto q = co_await engine_queue(f);
-  std::vector<std::string> items(300, "x");
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  std::shared_ptr<background_run> run;
-  int handled = 0;
+  co_await put_copies(q, 300, "x");
   std::size_t held_during_stop = 0;
   std::size_t waiting_during_stop = 0;
-  thoonk::job_coroutine h =
-      [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
-    if (++handled != 300) co_return std::nullopt;
+  const job_step job_300 = [&](background_run& r) -> asio::awaitable<void> {
     asio::steady_timer t(co_await asio::this_coro::executor, 100ms);
     co_await t.async_wait(asio::use_awaitable);  // the runner finds the queue dry
-    thoonk::request r;
-    r.push("MULTI");
+    thoonk::request req;
+    req.push("MULTI");
     for (int i = 0; i < 50; ++i) {
       const auto id = "late-" + std::to_string(i);
-      r.push("LPUSH", key("ids", f.name), id);
-      r.push("HSET", key("items", f.name), id, "y");
+      req.push("LPUSH", key("ids", f.name), id);
+      req.push("HSET", key("items", f.name), id, "y");
     }
-    r.push("INCRBY", key("publishes", f.name), 50);
-    r.push("EXEC");
-    r.push("PUBLISH", feed_channel("wake", f.name), 50);
-    r.push("CLIENT", "PAUSE", 300, "WRITE");
-    co_await raw_exec(other.conn(), r);
+    req.push("INCRBY", key("publishes", f.name), 50);
+    req.push("EXEC");
+    req.push("PUBLISH", feed_channel("wake", f.name), 50);
+    req.push("CLIENT", "PAUSE", 300, "WRITE");
+    co_await raw_exec(other.conn(), req);
     t.expires_after(100ms);
     co_await t.async_wait(asio::use_awaitable);
-    run->stop_signal.emit(asio::cancellation_type::terminal);
-    // Long after the pause: the held round landed during the stop and its
-    // jobs went back at once, not at the leave: the worker holds only
-    // this job, and all 50 wait.
+    r.stop_signal.emit(asio::cancellation_type::terminal);
+    // Long after the pause: the held round landed during the stop and
+    // its jobs went back at once, not at the leave: the worker holds
+    // only this job, and all 50 wait.
     t.expires_after(700ms);
     co_await t.async_wait(asio::use_awaitable);
     held_during_stop = co_await claims_held(q);
     waiting_during_stop = static_cast<std::size_t>((co_await counts_of(q)).waiting);
-    co_return std::nullopt;
   };
-  run = start_run(q, h, thoonk::run_options{});
-  auto done = co_await wait_until([&] { return run->done; }, 15s);
-  REQUIRE(done);
-  CHECK(!run->ec);
+  auto [run, handled] = co_await run_stopped_by_job(q, 300, job_300);
   CHECK(handled == 300);  // none of the 50 started
   CHECK(held_during_stop == 1);
   CHECK(waiting_during_stop == 50);
@@ -282,8 +294,7 @@ TWO_CLIENT_TEST_CASE("runaheadstopround",
   CHECK(c.claimed == 0);
   CHECK(c.stalled == 0);
   CHECK(c.waiting == 50);
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_no_claim_records_left(f);
 }
 
 TWO_CLIENT_TEST_CASE("runaheadabort",
@@ -304,19 +315,14 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   ao.error = "operator abort";
   ao.permanent = true;
   co_await q2.abort(ahead, ao, asio::use_awaitable);
-  auto all = co_await wait_finishes(q, 350);
-  CHECK(all);
-  co_await stop_run_cleanly(*s.run);
-  CHECK(s.started.count(ahead) == 0);
+  co_await s.finish_without(q, ahead);
   CHECK(s.started.size() == 350);
   CHECK(s.run->report.finished == 350);
   CHECK(s.run->report.cancelled == 0);  // no handler ran for it
   auto j = co_await job_of(q, ahead);
   CHECK(j.state == thoonk::job_state::stalled);  // a permanent failure: a dead letter
   CHECK(j.last_error == "operator abort");
-  auto c = co_await counts_of(q);
-  CHECK(c.claimed == 0);
-  CHECK(c.waiting == 0);
+  co_await check_drained(q);
 }
 
 TWO_CLIENT_TEST_CASE("runaheadlost",
@@ -336,10 +342,7 @@ TWO_CLIENT_TEST_CASE("runaheadlost",
   auto ahead = co_await claim_behind_slow_job(q, s, 1500ms, o);
   REQUIRE(ahead);
   co_await q2.stall(*ahead, asio::use_awaitable);
-  auto all = co_await wait_finishes(q, 350);
-  CHECK(all);
-  co_await stop_run_cleanly(*s.run);
-  CHECK(s.started.count(ahead->id) == 0);
+  co_await s.finish_without(q, ahead->id);
   CHECK(s.run->report.lost == 0);  // no handler ran for it, no finish refused
   CHECK(s.run->report.finished == 350);
   auto j = co_await job_of(q, ahead->id);

@@ -41,8 +41,7 @@ FIXTURE_TEST_CASE_WITHIN(
   thoonk::job_queue::settings s;
   s.claim_timeout = 60s;  // a lapsed lease would take a minute
   auto q = co_await engine_queue(f, s);
-  std::vector<std::string> items(8, "work");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await put_copies(q, 8, "work");
   constexpr int ttl_ms = 1000;
   constexpr auto maintenance_period = 200ms;
   child_process w(THOONK_JOB_RUNNER_WORKER, worker_args(f.name, 4, 60000, ttl_ms));
@@ -110,8 +109,7 @@ FIXTURE_TEST_CASE_WITHIN(
     "no failure counted, the worker leaves the registry",
     "[job][run][process][stop]") {
   auto q = co_await engine_queue(f);
-  std::vector<std::string> items(4, "long");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await put_copies(q, 4, "long");
   child_process w(THOONK_JOB_RUNNER_WORKER, worker_args(f.name, 4, 60000, 10000));
   auto busy = co_await wait_until([&] { return starts(w) == 4; }, 15s);
   REQUIRE(busy);

@@ -71,8 +71,7 @@ FIXTURE_TEST_CASE(
   CHECK(c.claimed == 0);
   auto ws = co_await q.get_workers(asio::use_awaitable);
   CHECK(ws.empty());
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_no_claim_records_left(f);
 }
 
 FIXTURE_TEST_CASE(
@@ -111,8 +110,7 @@ FIXTURE_TEST_CASE(
   CHECK(jp.retry_count == 1);
   CHECK(jp.last_error == "bad input: cannot parse");
   // The failed claims' records under the worker went with them.
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_no_claim_records_left(f);
 }
 
 TEST_CASE(
@@ -125,8 +123,7 @@ TEST_CASE(
       [&]() -> asio::awaitable<void> {
         constexpr int total = 10000;
         auto q = co_await engine_queue(f, quick_retries(2));
-        std::vector<std::string> items(total, "payload");
-        auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        auto ids = co_await put_copies(q, total, "payload");
         std::map<std::string, int> succeeded, attempts;
         std::mt19937 rng(12345);
         thoonk::job_coroutine h =
@@ -185,8 +182,7 @@ TWO_CLIENT_TEST_CASE(
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
   constexpr int n = 5;
-  std::vector<std::string> items(n, "long");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await put_copies(q, n, "long");
   std::map<std::string, std::chrono::steady_clock::time_point> cancelled_at;
   std::set<std::string> started;
   thoonk::job_coroutine h =
@@ -240,8 +236,7 @@ FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wake
   auto one = co_await wait_finishes(q, 1, 5s);
   CHECK(one);
   co_await q.pause(asio::use_awaitable);
-  std::vector<std::string> items(10, "held");
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await put_copies(q, 10, "held");
   co_await sleep_for(300ms);
   auto paused = co_await counts_of(q);
   CHECK(paused.finishes == 1);
@@ -261,8 +256,7 @@ TWO_CLIENT_TEST_CASE(
     "[job][run][fail_worker][get_workers]") {
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
-  std::vector<std::string> items(3, "slow");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await put_copies(q, 3, "slow");
   std::multiset<std::string> starts;
   int cancelled = 0;
   thoonk::job_coroutine h =
@@ -348,8 +342,7 @@ TWO_CLIENT_TEST_CASE(
   co_await stop_run_cleanly(*run);
   CHECK(run->report.cancelled == 1);
   CHECK(run->report.finished == 0);
-  auto left = co_await claim_records_left(f);
-  CHECK(left == 0);
+  co_await check_no_claim_records_left(f);
 }
 
 FIXTURE_TEST_CASE(

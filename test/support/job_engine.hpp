@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace thoonk::test {
 
@@ -22,7 +23,6 @@ inline asio::awaitable<thoonk::job_queue> engine_queue(fixture& f,
   co_return q;
 }
 
-/// A put with an explicit id, run_at and update flags.
 /// Settings whose failed jobs come back after a short backoff (min..max),
 /// dead letters after `max_retries` failures.
 inline thoonk::job_queue::settings retries(std::int64_t max_retries,
@@ -42,6 +42,7 @@ inline asio::awaitable<thoonk::job_queue> open_on(thoonk::client& other, std::st
   co_return q;
 }
 
+/// A put with an explicit id, run_at and update flags.
 inline asio::awaitable<thoonk::put_result> put_id(thoonk::job_queue& q, std::string id,
                                                   std::string item, thoonk::epoch_ms run_at,
                                                   thoonk::update_flags flags = {}) {
@@ -60,6 +61,14 @@ inline asio::awaitable<std::string> put_at(thoonk::job_queue& q, std::string ite
   o.run_at = run_at;
   auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
   co_return r.id;
+}
+
+/// Puts `n` jobs whose item is `item` in one put_many; their ids, in order.
+inline asio::awaitable<std::vector<std::string>> put_copies(thoonk::job_queue& q, std::size_t n,
+                                                            std::string item) {
+  std::vector<std::string> items(n, std::move(item));
+  auto ids = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  co_return ids;
 }
 
 /// get_job, which must find the job.

@@ -58,6 +58,13 @@ inline asio::awaitable<thoonk::job_counts> counts_of(thoonk::job_queue& q) {
   co_return c;
 }
 
+/// Checks that no job of the queue waits or is claimed.
+inline asio::awaitable<void> check_drained(thoonk::job_queue& q) {
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 0);
+  CHECK(c.waiting == 0);
+}
+
 /// Waits until the queue's finish counter reaches `n` (at most `max`).
 inline asio::awaitable<bool> wait_finishes(thoonk::job_queue& q, std::int64_t n,
                                            std::chrono::milliseconds max = 20s) {
@@ -75,6 +82,12 @@ inline asio::awaitable<bool> wait_finishes(thoonk::job_queue& q, std::int64_t n,
 inline asio::awaitable<std::int64_t> claim_records_left(fixture& f) {
   auto fields = co_await cmd(f.c.conn(), "HLEN", key("worker_jobs", f.name));
   co_return fields.integer - 1;
+}
+
+/// Checks that no claim record of a runner is left on f's queue.
+inline asio::awaitable<void> check_no_claim_records_left(fixture& f) {
+  auto left = co_await claim_records_left(f);
+  CHECK(left == 0);
 }
 
 }  // namespace thoonk::test
