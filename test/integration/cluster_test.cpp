@@ -832,10 +832,8 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
-        co_await producer.connect(asio::use_awaitable);
-        auto watched = co_await watch_feed(c, producer, name, log);
-        auto& [f, pf, sub] = watched;
+        co_await connect_all(c, producer);
+        auto [f, pf, sub] = co_await watch_feed(c, producer, name, log);
         CHECK(shard_channels_on(cl, from).count("feed.publish:{" + name + "}") == 1);
         bool stop = false, done = false;
         asio::co_spawn(ioc, publish_until(&pf, "m-", &stop, 2ms, &acked, &failed, &done),
@@ -905,12 +903,9 @@ TEST_CASE(
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
-        co_await producer.connect(asio::use_awaitable);
-        auto watched = co_await watch_feed(c, producer, name, log);
-        auto& [f, pf, sub] = watched;
-        auto other_watched = co_await watch_feed(c, producer, other_name, other_log);
-        auto& [g, pg, other_sub] = other_watched;
+        co_await connect_all(c, producer);
+        auto [f, pf, sub] = co_await watch_feed(c, producer, name, log);
+        auto [g, pg, other_sub] = co_await watch_feed(c, producer, other_name, other_log);
         // Management events still arrive (classic pub/sub, the subscriber's
         // own connection).
         auto classic = co_await capture_patterns(c.sub(), std::string("newfeed"));

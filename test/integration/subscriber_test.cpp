@@ -214,43 +214,52 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
 
 namespace {
 
-// Makes `user`, who may use every command and key but only the channels
-// starting with `allowed`, and returns a test config that logs in as them.
-asio::awaitable<thoonk::config> channel_limited_user(thoonk::connection& admin,
-                                                     const std::string& user,
-                                                     const std::string& allowed) {
-  co_await cmd(admin, "ACL", "SETUSER", user, "on", ">pw", "resetchannels", "&" + allowed + "*",
-               "+@all", "~*");
-  auto cfg = test_config();
-  cfg.username = user;
-  cfg.password = "pw";
-  co_return cfg;
-}
+// A user who may use every command and key but only the channels starting
+// with `allowed`, and the admin connection that makes and deletes them.
+struct channel_limited_user {
+  asio::io_context ioc;
+  thoonk::connection admin{ioc.get_executor(), test_config()};
+  std::string name;
+  std::string allowed = name + ":ok";
+
+  explicit channel_limited_user(const std::string& prefix) : name(unique_name(prefix)) {}
+
+  /// Makes the user; returns a test config that logs in as them.
+  asio::awaitable<thoonk::config> create() {
+    co_await cmd(admin, "ACL", "SETUSER", name, "on", ">pw", "resetchannels", "&" + allowed + "*",
+                 "+@all", "~*");
+    auto cfg = test_config();
+    cfg.username = name;
+    cfg.password = "pw";
+    co_return cfg;
+  }
+  /// Deletes the user and stops the admin connection.
+  asio::awaitable<void> remove() {
+    co_await cmd(admin, "ACL", "DELUSER", name);
+    admin.stop();
+  }
+};
 
 }  // namespace
 
 TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
           "[subscriber][fault][subscribe]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  auto user = unique_name("acl");
-  auto allowed = user + ":ok";
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto cfg = co_await channel_limited_user(admin, user, allowed);
-    thoonk::subscriber sub(ioc.get_executor(), cfg);
+  channel_limited_user user("acl");
+  run_coro(user.ioc, [&]() -> asio::awaitable<void> {
+    auto cfg = co_await user.create();
+    thoonk::subscriber sub(user.ioc.get_executor(), cfg);
     auto [ec, s1] = co_await sub.subscribe(
-        "forbidden-" + user, [](const thoonk::message&) {}, nothrow);
+        "forbidden-" + user.name, [](const thoonk::message&) {}, nothrow);
     CHECK(ec == thoonk::error::subscribe_refused);
     CHECK(!s1.active());
     int got = 0;
     auto s2 = co_await sub.subscribe(
-        allowed, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
-    co_await cmd(admin, "PUBLISH", allowed, "x");
+        user.allowed, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
+    co_await cmd(user.admin, "PUBLISH", user.allowed, "x");
     co_await until([&] { return got == 1; });
     CHECK(sub.stats().connection.reconnects == 0);
     sub.stop();
-    co_await cmd(admin, "ACL", "DELUSER", user);
-    admin.stop();
+    co_await user.remove();
   });
 }
 
@@ -258,16 +267,15 @@ TEST_CASE(
     "subscriber: ssubscribe on one server: a connection of its own, refusals fail that "
     "subscribe only, the last handle unsubscribes",
     "[subscriber][ssubscribe][fault]") {
-  asio::io_context ioc;
-  thoonk::connection admin(ioc.get_executor(), test_config());
-  auto user = unique_name("sacl");
-  auto allowed = user + ":ok";
-  run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto cfg = co_await channel_limited_user(admin, user, allowed);
-    thoonk::subscriber sub(ioc.get_executor(), cfg);
+  channel_limited_user user("sacl");
+  const auto& allowed = user.allowed;
+  auto& admin = user.admin;
+  run_coro(user.ioc, [&]() -> asio::awaitable<void> {
+    auto cfg = co_await user.create();
+    thoonk::subscriber sub(user.ioc.get_executor(), cfg);
     thoonk::diagnostics diag;
     auto [ec, s1] = co_await sub.ssubscribe(
-        "forbidden-" + user, [](const thoonk::message&) {},
+        "forbidden-" + user.name, [](const thoonk::message&) {},
         thoonk::with_diagnostics(diag, nothrow));
     CHECK(ec == thoonk::error::subscribe_refused);
     CHECK(diag.server_message().find("NOPERM") != std::string::npos);
@@ -301,7 +309,6 @@ TEST_CASE(
     co_await cmd(admin, "SPUBLISH", allowed, "z");
     co_await until([&] { return got == 3; });
     sub.stop();
-    co_await cmd(admin, "ACL", "DELUSER", user);
-    admin.stop();
+    co_await user.remove();
   });
 }
