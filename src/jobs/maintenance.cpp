@@ -16,6 +16,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <functional>
 #include <unordered_set>
 
 namespace thoonk::detail {
@@ -42,25 +43,45 @@ std::string stats_json(const std::string& queue, std::int64_t now, const mainten
   boost::json::object o;
   o["queue"] = queue;
   o["time_ms"] = now;
+  // The queue's counts.
   o["waiting"] = r.counts.waiting;
   o["claimed"] = r.counts.claimed;
   o["stalled"] = r.counts.stalled;
   o["jobs"] = r.counts.items;
   o["puts"] = r.counts.puts;
   o["finishes"] = r.counts.finishes;
+  o["scheduled"] = r.counts.scheduled;
+  o["held"] = r.counts.held;
+  // What this run did.
   o["lapsed_requeued"] = r.requeued;
   o["lapsed_stalled"] = r.stalled;
   o["unaccounted_requeued"] = r.unaccounted_requeued;
   o["unaccounted_suspects"] = r.unaccounted_suspects;
   o["orphans_removed"] = r.orphans_removed;
-  o["scheduled"] = r.counts.scheduled;
-  o["held"] = r.counts.held;
   o["promoted"] = r.promoted;
   o["held_released"] = r.held_released;
   o["dead_workers"] = r.dead_workers;
   o["worker_jobs_requeued"] = r.worker_jobs_requeued;
   o["worker_jobs_stalled"] = r.worker_jobs_stalled;
   return boost::json::serialize(o);
+}
+
+// A cursor scan's arguments for one call, from the cursor.
+using scan_args = std::function<std::vector<std::string>(const std::string& cursor)>;
+
+// Runs a cursor scan whose replies are the next cursor and a count, to its
+// end, adding the counts to `total`.
+asio::awaitable<op_status> count_scan(job_queue_impl& self, const script& s,
+                                      const scan_args& args_for, std::int64_t& total) {
+  std::string cursor = "0";
+  do {
+    auto [ec, v] = co_await self.call(s, args_for(cursor));
+    if (ec) co_return ec;
+    if (v.elements.size() < 2) co_return op_status(error::unexpected_type);
+    cursor = std::move(v.elements[0].str);
+    total += as_int(v.elements[1]);
+  } while (cursor != "0");
+  co_return op_status{};
 }
 
 // Publishes `item` to the stats feed, creating the feed when missing.
@@ -197,15 +218,11 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
 
   // ---- 3. held puts whose claim ended without this library ---------------------
   {
-    std::string cursor = "0";
-    do {
-      std::vector<std::string> args{now_ms_string(), cursor, batch_s, self->wake_channel};
-      auto [ec, v] = co_await self->call(scripts::maintenance_held(), std::move(args));
-      if (ec) co_return std::tuple{ec, rep};
-      if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
-      cursor = std::move(v.elements[0].str);
-      rep.held_released += as_int(v.elements[1]);
-    } while (cursor != "0");
+    const scan_args held_args = [&](const std::string& cursor) {
+      return std::vector<std::string>{now_ms_string(), cursor, batch_s, self->wake_channel};
+    };
+    auto ec = co_await count_scan(*self, scripts::maintenance_held(), held_args, rep.held_released);
+    if (ec) co_return std::tuple{ec, rep};
   }
 
   // ---- 4. jobs in no state (two-pass) ---------------------------------------
@@ -268,15 +285,12 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     // e) tokens and job records of jobs that vanished (finished or
     //    retracted with plain commands).
     for (const char* hash : {"attempts", "jobmeta"}) {
-      cursor = "0";
-      do {
-        std::vector<std::string> args{cursor, batch_s, hash};
-        auto [ec, v] = co_await self->call(scripts::maintenance_orphans(), std::move(args));
-        if (ec) co_return std::tuple{ec, rep};
-        if (v.elements.size() < 2) co_return std::tuple{op_status(error::unexpected_type), rep};
-        cursor = std::move(v.elements[0].str);
-        rep.orphans_removed += as_int(v.elements[1]);
-      } while (cursor != "0");
+      const scan_args orphan_args = [&](const std::string& cursor) {
+        return std::vector<std::string>{cursor, batch_s, hash};
+      };
+      auto ec = co_await count_scan(*self, scripts::maintenance_orphans(), orphan_args,
+                                    rep.orphans_removed);
+      if (ec) co_return std::tuple{ec, rep};
     }
   }
 
