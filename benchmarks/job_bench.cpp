@@ -54,6 +54,22 @@ using bench::server_cpu;
 using bench::unique;
 using bench::used_memory;
 
+// Creates a job queue named after `prefix` (a unique name) and opens it
+// on `c` with `o`.
+asio::awaitable<thoonk::job_queue> new_queue(thoonk::client& c, const std::string& prefix,
+                                             thoonk::job_queue_options o = {}) {
+  auto name = unique(prefix);
+  co_await create(c, name, {});
+  auto q = co_await thoonk::job_queue::open(c, name, std::move(o), asio::use_awaitable);
+  co_return q;
+}
+
+// One put_many of 1000 jobs of 70 bytes.
+asio::awaitable<void> put_thousand(thoonk::job_queue& q) {
+  std::vector<std::string> items(1000, payload70);
+  co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+}
+
 // ---------------------------------------------------------------------------
 struct e2e_result {
   int workers;
@@ -70,11 +86,9 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
   run_client(
       cfg,
       [&](thoonk::client& c) -> asio::awaitable<void> {
-        auto name = unique("bench-e2e");
-        co_await create(c, name, {});
         thoonk::job_queue_options qo;
         qo.prefetch = prefetch;
-        auto q = co_await thoonk::job_queue::open(c, name, qo, asio::use_awaitable);
+        auto q = co_await new_queue(c, "bench-e2e", qo);
         long finished = 0;
         int live = workers;
         const double scpu0 = co_await server_cpu(c);
@@ -100,7 +114,7 @@ e2e_result end_to_end(const thoonk::config& cfg, int workers, long jobs, std::si
           t.expires_after(10ms);
           co_await t.async_wait(asio::use_awaitable);
         }
-        co_await drop(c, name);
+        co_await drop(c, q.name());
       },
       90s);
   return r;
@@ -118,9 +132,7 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
   run_client(
       cfg,
       [&](thoonk::client& c) -> asio::awaitable<void> {
-        auto name = unique("bench-put");
-        co_await create(c, name, {});
-        auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
+        auto q = co_await new_queue(c, "bench-put");
         // One by one, each awaited.
         auto t0 = steady::now();
         for (long i = 0; i < n_seq; ++i) co_await q.put(payload70, asio::use_awaitable);
@@ -146,12 +158,9 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
         r.concurrent_per_s = static_cast<double>(n_conc) / bench::seconds_since(t0);
         // put_many, 1000 per call.
         t0 = steady::now();
-        for (long done = 0; done < n_batch; done += 1000) {
-          std::vector<std::string> items(1000, payload70);
-          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-        }
+        for (long done = 0; done < n_batch; done += 1000) co_await put_thousand(q);
         r.batched_per_s = static_cast<double>(n_batch) / bench::seconds_since(t0);
-        co_await drop(c, name);
+        co_await drop(c, q.name());
       },
       120s);
   return r;
@@ -238,12 +247,9 @@ memory_result memory(const thoonk::config& cfg, long n) {
       [&](thoonk::client& c) -> asio::awaitable<void> {
         // Warm up: scripts loaded, buffers grown.
         {
-          auto name = unique("bench-mem-warm");
-          co_await create(c, name, {});
-          thoonk::job_queue q(c, name);
-          std::vector<std::string> items(1000, payload70);
-          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-          co_await drop(c, name);
+          auto q = co_await new_queue(c, "bench-mem-warm");
+          co_await put_thousand(q);
+          co_await drop(c, q.name());
         }
         // Nothing is deleted until every figure is taken (a lazily freed
         // queue would shrink used_memory during the next measurement).
@@ -256,10 +262,7 @@ memory_result memory(const thoonk::config& cfg, long n) {
           co_await create(c, name, std::move(fc));
           thoonk::job_queue q(c, name);
           auto before = co_await used_memory(c);
-          for (long done = 0; done < n; done += 1000) {
-            std::vector<std::string> items(1000, payload70);
-            co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-          }
+          for (long done = 0; done < n; done += 1000) co_await put_thousand(q);
           auto after = co_await used_memory(c);
           (mode == 0 ? r.default_bytes : r.published_bytes) =
               static_cast<double>(after - before) / static_cast<double>(n);

@@ -296,14 +296,17 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
 
 // ---------------------------------------------------------------------------
 struct work_state {
-  long target = 0;
+  explicit work_state(const options& o) : target(o.jobs) {
+    if (o.latency) lat_ns.emplace().reserve(static_cast<std::size_t>(o.jobs));
+  }
+
+  long target;
   long finished = 0;
   long errors = 0;
   int live = 0;
   bool stop = false;
-  bool latency = false;
   std::int64_t t_last = 0;
-  std::vector<double> lat_ns;
+  std::optional<std::vector<double>> lat_ns;  ///< put -> handler latencies, with --latency
   /// Cancelled when the last job is finished: the waiting coroutine wakes
   /// then, without polling (which would add to the CPU figure).
   asio::steady_timer* done = nullptr;
@@ -313,7 +316,7 @@ asio::awaitable<void> raw_worker(thoonk::job_queue q, std::shared_ptr<work_state
   while (!st->stop) {
     auto [ec, j] = co_await q.claim(200ms, nothrow);
     if (ec) continue;  // queue_empty after the wait: look again
-    if (st->latency) st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
+    if (st->lat_ns) st->lat_ns->push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
     // The no-op handler ran; acknowledge.
     auto [fec] = co_await q.finish(j, nothrow);
     if (fec) {
@@ -335,10 +338,7 @@ asio::awaitable<void> raw_worker(thoonk::job_queue q, std::shared_ptr<work_state
 // the worker deregistered, so t_last is that completion (one round trip
 // later than the last finish: the runner's figure is, if anything, low).
 asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
-  auto st = std::make_shared<work_state>();
-  st->target = o.jobs;
-  st->latency = o.latency;
-  st->lat_ns.reserve(static_cast<std::size_t>(o.jobs));
+  auto st = std::make_shared<work_state>(o);
   thoonk::run_options ro;
   ro.concurrency = static_cast<std::size_t>(o.concurrency);
   if (o.prefetch) ro.prefetch = *o.prefetch;
@@ -348,7 +348,7 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   auto stop = std::make_shared<asio::cancellation_signal>();
   thoonk::job_coroutine h =
       [st, stop](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
-    if (st->latency) st->lat_ns.push_back(static_cast<double>(now_ns() - stamp_of(ctx.job().item)));
+    if (st->lat_ns) st->lat_ns->push_back(static_cast<double>(now_ns() - stamp_of(ctx.job().item)));
     if (++st->finished >= st->target && !st->stop) {
       st->stop = true;
       stop->emit(asio::cancellation_type::terminal);
@@ -382,7 +382,7 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   res["cpu_s"] = cpu;
   res["complete"] = !ec && report.finished >= o.jobs;
   if (ec) res["error"] = ec.message() + " " + std::string(diag.server_message());
-  if (o.latency) res["latency"] = latency_summary(std::move(st->lat_ns));
+  if (st->lat_ns) res["latency"] = latency_summary(std::move(*st->lat_ns));
   emit(res);
 }
 #endif
@@ -398,10 +398,7 @@ asio::awaitable<void> work(thoonk::client& c, const options& o) {
         "--runner: this build of the library has no job runner; use the raw worker");
 #endif
   }
-  auto st = std::make_shared<work_state>();
-  st->target = o.jobs;
-  st->latency = o.latency;
-  st->lat_ns.reserve(static_cast<std::size_t>(o.jobs));
+  auto st = std::make_shared<work_state>(o);
   emit(json::object{{"ready", true}});
   const double cpu0 = bench::own_cpu();
   const auto t_start = now_ns();
@@ -425,7 +422,7 @@ asio::awaitable<void> work(thoonk::client& c, const options& o) {
   r["t_last_ns"] = st->t_last;
   r["cpu_s"] = cpu;
   r["complete"] = st->finished >= o.jobs;
-  if (o.latency) r["latency"] = latency_summary(std::move(st->lat_ns));
+  if (st->lat_ns) r["latency"] = latency_summary(std::move(*st->lat_ns));
   emit(r);
 }
 

@@ -259,6 +259,15 @@ class resp_reader {
     return v;
   }
 
+  // The length in a bulk string's or an array's header, at most `max`
+  // (`what` names it in the error); nullopt for -1, RESP2's null.
+  static std::optional<std::size_t> length(std::string_view head, long long max, const char* what) {
+    const long long n = number(head);
+    if (n < 0) return std::nullopt;
+    if (n > max) throw std::runtime_error(std::string("RESP ") + what + " too long");
+    return static_cast<std::size_t>(n);
+  }
+
   // One value at `pos` into `out`, advancing `pos`; false (with `pos` of no
   // meaning) when the buffer ends first; throws on a malformed reply.
   bool parse(std::size_t& pos, resp_value& out, int depth) const {
@@ -273,30 +282,27 @@ class resp_reader {
       case '-': out.text = std::string(head); return true;
       case ':': out.integer = number(head); return true;
       case '$': {
-        const long long len = number(head);
-        if (len < 0) {
+        const auto n = length(head, max_bulk, "bulk string");
+        if (!n) {
           out.null = true;
           return true;
         }
-        if (len > max_bulk) throw std::runtime_error("RESP bulk string too long");
-        const auto n = static_cast<std::size_t>(len);
-        if (buf_.size() - pos < n + 2) return false;
-        if (buf_.compare(pos + n, 2, "\r\n") != 0) {
+        if (buf_.size() - pos < *n + 2) return false;
+        if (buf_.compare(pos + *n, 2, "\r\n") != 0) {
           throw std::runtime_error("RESP bulk string not followed by CRLF");
         }
-        out.text.assign(buf_, pos, n);
-        pos += n + 2;
+        out.text.assign(buf_, pos, *n);
+        pos += *n + 2;
         return true;
       }
       case '*':
       case '>': {
-        const long long count = number(head);
-        if (count < 0) {
+        const auto count = length(head, max_items, "array");
+        if (!count) {
           out.null = true;
           return true;
         }
-        if (count > max_items) throw std::runtime_error("RESP array too long");
-        out.items.resize(static_cast<std::size_t>(count));
+        out.items.resize(*count);
         for (auto& item : out.items) {
           if (!parse(pos, item, depth + 1)) return false;
         }
