@@ -16,8 +16,27 @@ using namespace thoonk::test;
 
 namespace {
 
-/// A registered worker of f's queue with an offer of `slots` idle slots,
-/// a claimer asleep on the queue, and what arrives on the worker's channel.
+/// The ids in f's line, next out first.
+asio::awaitable<std::vector<std::string>> line_of(fixture& f) {
+  auto v = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), "0", "-1");
+  std::vector<std::string> ids;
+  for (auto it = v.elements.rbegin(); it != v.elements.rend(); ++it) ids.push_back(it->str);
+  co_return ids;
+}
+
+std::vector<std::string> items(int n, const std::string& prefix) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back(prefix + std::to_string(i));
+  return v;
+}
+
+/// What a put did: the ids it returned, those handed off, the line after.
+struct put_outcome {
+  std::vector<std::string> ids, handed, line;
+};
+
+/// A registered worker of f's queue that offers idle slots while a claimer
+/// sleeps on the queue, and what arrives on the worker's channel.
 struct fake_taker {
   fixture& f;
   std::string worker = unique_name("taker");
@@ -39,7 +58,7 @@ struct fake_taker {
     }
   }
   /// The ids of the one hand-off message that arrives within 2 s (none:
-  /// empty, after a short wait).
+  /// empty, after a short wait), each a first claim (token 1, no failure).
   asio::awaitable<std::vector<std::string>> handed() {
     co_await wait_until([&] { return !messages.empty(); }, 2s);
     co_await settle();
@@ -56,21 +75,19 @@ struct fake_taker {
     messages.clear();
     co_return ids;
   }
+  /// Offers `slots`, puts `jobs` on `q` in one call and says what the put did.
+  asio::awaitable<put_outcome> put(thoonk::job_queue& q, int slots, std::vector<std::string> jobs,
+                                   thoonk::priority p = thoonk::priority::normal) {
+    co_await offer(slots);
+    put_outcome o;
+    o.ids = co_await q.put_many(std::move(jobs), p, asio::use_awaitable);
+    o.handed = co_await handed();
+    o.line = co_await line_of(f);
+    co_return o;
+  }
 };
 
-/// The ids in f's line, next out first.
-asio::awaitable<std::vector<std::string>> line_of(fixture& f) {
-  auto v = co_await cmd(f.c.conn(), "LRANGE", key("ids", f.name), "0", "-1");
-  std::vector<std::string> ids;
-  for (auto it = v.elements.rbegin(); it != v.elements.rend(); ++it) ids.push_back(it->str);
-  co_return ids;
-}
-
-std::vector<std::string> items(int n, const std::string& prefix) {
-  std::vector<std::string> v;
-  for (int i = 0; i < n; ++i) v.push_back(prefix + std::to_string(i));
-  return v;
-}
+using ids = std::vector<std::string>;
 
 }  // namespace
 
@@ -88,14 +105,11 @@ FIXTURE_TEST_CASE("handoffdirect",
       },
       asio::use_awaitable);
   fake_taker t{f};
-  co_await t.offer(3);
-  auto ids = co_await q.put_many(items(5, "n"), thoonk::priority::normal, asio::use_awaitable);
-  auto got = co_await t.handed();
-  CHECK(got == std::vector<std::string>{ids[0], ids[1], ids[2]});
-  auto line = co_await line_of(f);
-  CHECK(line == std::vector<std::string>{ids[3], ids[4]});
+  auto r = co_await t.put(q, 3, items(5, "n"));
+  CHECK(r.handed == ids{r.ids[0], r.ids[1], r.ids[2]});
+  CHECK(r.line == ids{r.ids[3], r.ids[4]});
   for (int i = 0; i < 3; ++i) {
-    auto record = co_await cmd(f.c.conn(), "HGET", key("worker_jobs", f.name), ids[i]);
+    auto record = co_await cmd(f.c.conn(), "HGET", key("worker_jobs", f.name), r.ids[i]);
     CHECK(record.str == t.worker + std::string("\0"
                                                "1",
                                                2));
@@ -111,19 +125,16 @@ FIXTURE_TEST_CASE("handoffdirect",
   // Events as a put and then a claim send them: every put, then the claims.
   co_await wait_until([&] { return events.size() == 8; }, 2s);
   std::vector<std::string> want;
-  for (const auto& id : ids) want.push_back("put " + id);
-  for (int i = 0; i < 3; ++i) want.push_back("claimed " + ids[i]);
+  for (const auto& id : r.ids) want.push_back("put " + id);
+  for (int i = 0; i < 3; ++i) want.push_back("claimed " + r.ids[i]);
   CHECK(events == want);
 
   // High priority, into an empty line again: the put's first jobs go, the
   // rest wait next out, first one first.
   co_await cmd(f.c.conn(), "DEL", key("ids", f.name));
-  co_await t.offer(2);
-  auto high = co_await q.put_many(items(4, "h"), thoonk::priority::high, asio::use_awaitable);
-  got = co_await t.handed();
-  CHECK(got == std::vector<std::string>{high[0], high[1]});
-  line = co_await line_of(f);
-  CHECK(line == std::vector<std::string>{high[2], high[3]});
+  r = co_await t.put(q, 2, items(4, "h"), thoonk::priority::high);
+  CHECK(r.handed == ids{r.ids[0], r.ids[1]});
+  CHECK(r.line == ids{r.ids[2], r.ids[3]});
 }
 
 FIXTURE_TEST_CASE("handoffline",
@@ -133,13 +144,10 @@ FIXTURE_TEST_CASE("handoffline",
   auto q = co_await engine_queue(f);
   auto old = co_await q.put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
   fake_taker t{f};
-  co_await t.offer(3);
-  auto ids = co_await q.put_many(items(2, "new"), thoonk::priority::normal, asio::use_awaitable);
-  auto got = co_await t.handed();
+  auto r = co_await t.put(q, 3, items(2, "new"));
   // As many as the put added, the oldest first: the ones that waited.
-  CHECK(got == std::vector<std::string>{old[0], old[1]});
-  auto line = co_await line_of(f);
-  CHECK(line == std::vector<std::string>{ids[0], ids[1]});
+  CHECK(r.handed == old);
+  CHECK(r.line == r.ids);
 }
 
 FIXTURE_TEST_CASE("handoffcontrol",
@@ -149,12 +157,9 @@ FIXTURE_TEST_CASE("handoffcontrol",
   auto q = co_await engine_queue(f);
   fake_taker t{f};
   co_await q.pause(asio::use_awaitable);
-  co_await t.offer(2);
-  auto id = co_await q.put("held back", asio::use_awaitable);
-  auto got = co_await t.handed();
-  CHECK(got.empty());
-  auto line = co_await line_of(f);
-  CHECK(line == std::vector<std::string>{id});
+  auto r = co_await t.put(q, 2, items(1, "held back"));
+  CHECK(r.handed.empty());
+  CHECK(r.line == r.ids);
   auto offer = co_await cmd(f.c.conn(), "HGET", key("takers", f.name), t.worker);
   CHECK(offer.type != thoonk::resp3::type::null);  // still offered
   co_await q.resume(asio::use_awaitable);
@@ -163,12 +168,9 @@ FIXTURE_TEST_CASE("handoffcontrol",
   // A limit of 10 jobs/s allows a burst of one: one job goes, the other
   // waits, and the schedule of the limit moved.
   co_await cmd(f.c.conn(), "HSET", key("config", f.name), "rate_limit", "10");
-  co_await t.offer(2);
-  auto ids = co_await q.put_many(items(2, "r"), thoonk::priority::normal, asio::use_awaitable);
-  got = co_await t.handed();
-  CHECK(got == std::vector<std::string>{ids[0]});
-  line = co_await line_of(f);
-  CHECK(line == std::vector<std::string>{ids[1]});
+  r = co_await t.put(q, 2, items(2, "r"));
+  CHECK(r.handed == ids{r.ids[0]});
+  CHECK(r.line == ids{r.ids[1]});
   auto charge =
       co_await cmd(f.c.conn(), "HGET", key("attempts", f.name), std::string("\0ratelimit", 10));
   CHECK(charge.type != thoonk::resp3::type::null);
@@ -182,10 +184,8 @@ FIXTURE_TEST_CASE("handoffdue",
   auto due = co_await put_at(q, "due", thoonk::now_epoch_ms() + 30);
   co_await sleep_for(80ms);
   fake_taker t{f};
-  co_await t.offer(1);
-  auto id = co_await q.put("fresh", asio::use_awaitable);
-  auto got = co_await t.handed();
-  CHECK(got == std::vector<std::string>{id});
+  auto r = co_await t.put(q, 1, items(1, "fresh"));
+  CHECK(r.handed == r.ids);
   auto j = co_await q.claim(1s, asio::use_awaitable);
   CHECK(j.id == due);
   CHECK(j.item == "due");

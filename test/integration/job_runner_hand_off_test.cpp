@@ -45,14 +45,15 @@ asio::awaitable<std::string> offer_of(thoonk::connection& c, const std::string& 
   co_return v.type == thoonk::resp3::type::null ? std::string{} : v.str;
 }
 
-/// Waits (up to 5 s) until worker `w` offers `slots` idle slots.
+/// Waits (up to 5 s) until worker `w` offers `slots` idle slots (0: until
+/// it has no offer).
 asio::awaitable<bool> offered(thoonk::connection& c, const std::string& queue, const std::string& w,
                               int slots) {
   const auto suffix = ":" + std::to_string(slots);
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < until) {
     const auto o = co_await offer_of(c, queue, w);
-    if (o.size() > suffix.size() && o.ends_with(suffix)) co_return true;
+    if (slots == 0 ? o.empty() : o.size() > suffix.size() && o.ends_with(suffix)) co_return true;
     co_await sleep_for(2ms);
   }
   co_return false;
@@ -214,11 +215,8 @@ FIXTURE_TEST_CASE("handoffbad",
   co_await raw_notify(f.c.conn(), channel, std::string("\0fence:99", 9));
   // The runner's check withdraws its offer (jobs/take_fence.lua); its next
   // dry round offers again.
-  std::string offer = "pending";
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (!offer.empty() && std::chrono::steady_clock::now() < until)
-    offer = co_await offer_of(f.c.conn(), f.name, r.worker);
-  CHECK(offer.empty());
+  auto withdrawn = co_await offered(f.c.conn(), f.name, r.worker, 0);
+  CHECK(withdrawn);
   co_await r.offers(f.c.conn(), f.name, 1);
   co_await q.put("after", asio::use_awaitable);
   co_await r.started(1);
@@ -391,6 +389,44 @@ TEST_CASE("hand-off: a runner that may not subscribe to its channel works by wak
     co_await stop_run_cleanly(*r.run);
     CHECK(r.run->report.handed_off == 0);
     CHECK(r.run->report.finished == 3);
+    co_await p.finish();
+  });
+}
+
+TEST_CASE(
+    "hand-off: a runner that may subscribe to its channel but not publish there stops "
+    "offering when its check after a reconnect cannot send the fence",
+    "[job][run][hand_off][acl]") {
+  gap_parties p;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    const auto name = unique_name("handoffnofence");
+    // The gap user is the runner: a selector lets it SUBSCRIBE to job.take
+    // channels, nothing lets it PUBLISH there (jobs/take_fence.lua's fence).
+    auto [q, mine] =
+        co_await restricted_pair(p, name, "~*", "+@all", "&feed.*", "&job.finish:*", "&job.event:*",
+                                 "&job.abort:*", "(&job.take:* +subscribe +ssubscribe)");
+    recorded_run r;
+    r.start(mine, 1);
+    co_await r.offers(p.admin, name, 1);
+    co_await q.put("handed", asio::use_awaitable);
+    co_await r.started(1);
+    // The runner's subscriber is cut and comes back: the check that
+    // follows fails on the fence, and the runner offers nothing from then on.
+    int reconnects = 0;
+    auto events = p.c->sub().on_event([&](const thoonk::subscriber_event& e) {
+      if (e.kind == thoonk::subscriber_event::connected) ++reconnects;
+    });
+    co_await p.user.open_gap(p.admin);
+    co_await p.user.close_gap(p.admin);
+    auto back = co_await wait_until([&] { return reconnects > 0; }, 5s);
+    REQUIRE(back);
+    // The offer goes with the runner's next round (within a poll interval).
+    auto withdrawn = co_await offered(p.admin, name, r.worker, 0);
+    CHECK(withdrawn);
+    co_await r.runs_without_offers(q, p.admin, name, 3);
+    co_await stop_run_cleanly(*r.run);
+    CHECK(r.run->report.handed_off == 1);
+    CHECK(r.run->report.finished == 4);
     co_await p.finish();
   });
 }

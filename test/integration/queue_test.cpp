@@ -46,6 +46,38 @@ FIXTURE_TEST_CASE("queue", "queue: FIFO order; high priority jumps the line",
   CHECK(puts.str == "8");
 }
 
+FIXTURE_TEST_CASE("queue",
+                  "queue: new ids count on from the put's clock x 1024, and a counter that "
+                  "is gone starts afresh there",
+                  "[queue][put][put_many]") {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await create_feed(f.c.conn(), f.name, "queue");
+  auto q = co_await thoonk::queue::open(f.c, f.name, asio::use_awaitable);
+  const auto counter = key("idincr", f.name);
+  auto value = [&]() -> asio::awaitable<std::int64_t> {
+    auto v = co_await cmd(f.c.conn(), "GET", counter);
+    co_return std::stoll(v.str);
+  };
+  const auto t0 = thoonk::now_epoch_ms();
+  co_await q.put("a", asio::use_awaitable);
+  const auto first = co_await value();
+  CHECK(first >= t0 * 1024 + 1);
+  CHECK(first <= thoonk::now_epoch_ms() * 1024 + 1);
+  std::vector<std::string> two{"b", "c"};
+  co_await q.put_many(two, thoonk::priority::normal, asio::use_awaitable);
+  const auto next = co_await value();
+  CHECK(next == first + 2);
+  // A counter that is gone (a queue deleted only in part, a plain DEL)
+  // starts again from the clock, past every id it gave.
+  co_await cmd(f.c.conn(), "DEL", counter);
+  co_await sleep_for(2ms);
+  co_await q.put("d", asio::use_awaitable);
+  const auto fresh = co_await value();
+  CHECK(fresh > next);
+  auto ids = co_await q.get_ids(asio::use_awaitable);
+  CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == 4);
+}
+
 FIXTURE_TEST_CASE(
     "queue", "queue: get on an empty queue fails with queue_empty after the timeout, not before",
     "[queue][get][put]") {
