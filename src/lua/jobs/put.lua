@@ -9,9 +9,8 @@
 -- When the line is empty and claims run free (not paused, no rate limit),
 -- the jobs handed off never enter the line: the claim would pop exactly
 -- these (a due scheduled job would join the line behind them).
-local e = open_job('published', 'paused', 'rate_limit') or check_publish(ARGV[3])
+local e = open_claim('published') or check_publish(ARGV[3])
 if e then return e end
-Q.ctl = {Q.conf[4], Q.conf[5]}
 local n = #ARGV - 3
 if n < 1 then return {} end
 local now, high = tonumber(ARGV[1]), ARGV[2] == '1'
@@ -25,7 +24,7 @@ if direct then
 else
   ids = store_items(4, now, high)
 end
-if Q.conf[3] == '1' then
+if Q.conf[5] == '1' then
   local z = {}
   for i = 1, n do z[2 * i - 1] = ARGV[1]; z[2 * i] = ids[i] end
   redis.call('ZADD', K_PUBLISHED, unpack(z))
