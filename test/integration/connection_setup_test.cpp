@@ -17,7 +17,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 // An ACL user on the shared server, removed by remove().
-struct acl_user {
+struct setup_user {
   std::string name = unique_name("setup");
 
   // Not a coroutine: the request is built before the awaitable starts (a
@@ -49,7 +49,7 @@ struct acl_user {
 struct setup_case {
   asio::io_context ioc;
   thoonk::connection admin{ioc.get_executor(), test_config()};
-  acl_user user;
+  setup_user user;
 
   // The user's config with the wrong password (see allow_right_password),
   // its attempts spaced by at most `max_delay`.

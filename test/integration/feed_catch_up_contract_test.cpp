@@ -11,7 +11,7 @@ using thoonk::feed_type;
 
 namespace {
 
-rec R(feed_event::kind_t k, std::string id, std::string item = {}, bool replayed = false) {
+rec ev(feed_event::kind_t k, std::string id, std::string item = {}, bool replayed = false) {
   return rec{k, std::move(id), std::move(item), {}, replayed};
 }
 
@@ -134,19 +134,19 @@ TEST_CASE(
 
         constexpr bool rp = true;
         std::vector<rec> expected{
-            R(feed_event::publish, "a", "A"),
+            ev(feed_event::publish, "a", "A"),
             // first reconnect: the contract change read by the sync point
-            R(feed_event::publish, "k1", "K1", rp),
-            R(feed_event::position, "caught-up"),
+            ev(feed_event::publish, "k1", "K1", rp),
+            ev(feed_event::position, "caught-up"),
             // (k1's late PUBLISH is not a new change: not delivered again)
-            R(feed_event::publish, "b", "B"),
+            ev(feed_event::publish, "b", "B"),
             // second gap: the library's change by counter, then the other
             // client's changes by score
-            R(feed_event::publish, "c", "C", rp),
-            R(feed_event::publish, "k2", "K2", rp),
-            R(feed_event::publish, "a", "A2", rp),
-            R(feed_event::position, "caught-up"),
-            R(feed_event::publish, "d", "D"),
+            ev(feed_event::publish, "c", "C", rp),
+            ev(feed_event::publish, "k2", "K2", rp),
+            ev(feed_event::publish, "a", "A2", rp),
+            ev(feed_event::position, "caught-up"),
+            ev(feed_event::publish, "d", "D"),
         };
         CHECK(got == expected);
         CHECK(sub.cursor() == 7);  // feed.publishes, not a count that ran ahead

@@ -15,7 +15,7 @@ using thoonk::test::unique_name;
 namespace {
 
 // One field of INFO (e.g. "blocked_clients"), or -1.
-std::int64_t info_field(const std::string& info, const std::string& field) {
+std::int64_t info_number(const std::string& info, const std::string& field) {
   auto pos = info.find("\n" + field + ":");
   if (pos == std::string::npos) pos = info.find(field + ":") == 0 ? 0 : std::string::npos;
   if (pos == std::string::npos) return -1;
@@ -122,7 +122,7 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
         co_await sleep_for(100ms);
         // The server sees nobody blocked, and no blocking command ever.
         const std::function<std::int64_t(const std::string&)> blocked_field =
-            [](const std::string& text) { return info_field(text, "blocked_clients"); };
+            [](const std::string& text) { return info_number(text, "blocked_clients"); };
         auto blocked = co_await info_sum(c.conn(), "clients", blocked_field);
         CHECK(blocked == 0);
 

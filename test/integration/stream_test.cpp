@@ -2,6 +2,7 @@
 // for both socket kinds, against a real redis-server.
 #include "connection/connection_impl.hpp"
 
+#include "support/helpers.hpp"
 #include "support/redis_server.hpp"
 #include "support/run_coro.hpp"
 
@@ -19,10 +20,9 @@
 namespace asio = boost::asio;
 using thoonk::detail::connection_impl;
 using thoonk::detail::stream;
+using thoonk::test::nothrow;
 
 namespace {
-
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 asio::awaitable<boost::system::error_code> connect(connection_impl& c) {
   auto [ec] = co_await asio::async_initiate<decltype(nothrow), void(boost::system::error_code)>(

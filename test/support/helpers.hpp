@@ -655,8 +655,11 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 #define THOONK_TEST_CAT2_(a, b) a##b
 #define THOONK_TEST_CAT_(a, b) THOONK_TEST_CAT2_(a, b)
 #define THOONK_TEST_EXPAND_(...) __VA_ARGS__
-// A name for the body of the test case on this line.
-#define THOONK_TEST_FN_ THOONK_TEST_CAT_(thoonk_coro_test_, __LINE__)
+// A name for the body of the test case on this line. THOONK_UNITY_ID is a
+// name of the file that CMake's unity build (THOONK_TEST_UNITY_BATCH)
+// defines while it includes the file; outside one it stays a plain token.
+#define THOONK_TEST_FN_ \
+  THOONK_TEST_CAT_(THOONK_TEST_CAT_(thoonk_coro_test_, THOONK_UNITY_ID), __LINE__)
 // The frame of the coroutine test-case macros: declares the body
 // THOONK_TEST_FN_ with the parameter list `params`, defines TEST_CASE(...)
 // making `fixture fx fxargs` (`fxargs` the parenthesised arguments of the

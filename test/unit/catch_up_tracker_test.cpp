@@ -18,7 +18,7 @@ using round_end = catch_up_tracker::round_end;
 
 namespace {
 
-sync_point at(std::uint64_t seq) {
+sync_point sync_at(std::uint64_t seq) {
   sync_point sp;
   sp.seq = seq;
   return sp;
@@ -45,7 +45,7 @@ catch_up_tracker live_at(std::uint64_t seq, catch_up_tracker::options o) {
   t.start_round();
   auto req = t.next_sync();
   REQUIRE(t.on_marker(req.marker) == marker::buffering);
-  REQUIRE(t.on_sync(at(seq), true) == synced::initial);
+  REQUIRE(t.on_sync(sync_at(seq), true) == synced::initial);
   REQUIRE(t.replay_done());
   REQUIRE(t.finish_round() == round_end::initial);
   REQUIRE_FALSE(t.next_buffered());
@@ -91,7 +91,7 @@ TEST_CASE("catch_up_tracker: the first sync drops events before its marker and b
   CHECK(t.on_live(retract("a")) == live::buffered);
   CHECK(t.buffered() == 2);
 
-  CHECK(t.on_sync(at(40), true) == synced::initial);
+  CHECK(t.on_sync(sync_at(40), true) == synced::initial);
   CHECK(t.has_cursor());
   CHECK(t.cursor() == 40);
   CHECK(t.replay_done());  // the marker was seen: finish now
@@ -116,7 +116,7 @@ TEST_CASE("catch_up_tracker: the sync reply may come before its marker", "[unit]
   catch_up_tracker t("7");
   t.start_round();
   auto req = t.next_sync();
-  CHECK(t.on_sync(at(5), true) == synced::initial);
+  CHECK(t.on_sync(sync_at(5), true) == synced::initial);
   CHECK_FALSE(t.replay_done());                      // wait for the marker
   CHECK(t.on_live(pub("a", "A")) == live::dropped);  // still before the marker
   CHECK(t.current_phase() == phase::syncing);
@@ -144,7 +144,7 @@ TEST_CASE(
   CHECK(t.on_live(pub("c", "C1")) == live::buffered);
   CHECK(t.on_live(pub("b", "B2")) == live::buffered);
 
-  REQUIRE(t.on_sync(at(15), false) == synced::replay);
+  REQUIRE(t.on_sync(sync_at(15), false) == synced::replay);
   CHECK_FALSE(t.take_change("a", "A1"));  // delivered live before the gap
   CHECK(t.take_change("b", "B1"));
   CHECK(t.take_retraction("d", 12));
@@ -187,7 +187,7 @@ TEST_CASE("catch_up_tracker: a full buffer is dropped and the round runs again",
   CHECK(t.buffered() == 0);
   CHECK(t.buffered_bytes() == 0);
   CHECK(t.on_live(pub("d", "D")) == live::dropped);  // and no more kept this round
-  REQUIRE(t.on_sync(at(3), true) == synced::replay);
+  REQUIRE(t.on_sync(sync_at(3), true) == synced::replay);
   CHECK(t.replay_done());
   CHECK(t.finish_round() == round_end::restart);
   CHECK(t.current_phase() == phase::buffering);  // not live: nothing delivered
@@ -253,7 +253,7 @@ TEST_CASE("catch_up_tracker: a counter that went backwards replays the feed from
   auto t = live_at(20, o);
   CHECK(t.next_sync().window_from == std::nullopt);  // the initial sync had no window
   auto m = gap_and_round(t);
-  CHECK(t.on_sync(at(5), true) == synced::counter_reset);
+  CHECK(t.on_sync(sync_at(5), true) == synced::counter_reset);
   CHECK(t.cursor() == 0);
   CHECK(t.on_marker(m) == marker::ignored);  // that attempt is over
   auto req = t.next_sync();
@@ -261,7 +261,7 @@ TEST_CASE("catch_up_tracker: a counter that went backwards replays the feed from
   REQUIRE(req.window_from);
   CHECK(*req.window_from == "-inf");
   CHECK(t.on_marker(req.marker) == marker::buffering);
-  REQUIRE(t.on_sync(at(5), true) == synced::replay);
+  REQUIRE(t.on_sync(sync_at(5), true) == synced::replay);
   CHECK(t.take_window_item("a", "100", "A"));
   CHECK(t.replay_done());
   CHECK(t.finish_round() == round_end::caught_up);
@@ -301,7 +301,7 @@ TEST_CASE("catch_up_tracker: resuming from a saved cursor replays from it", "[un
   CHECK_FALSE(req.initial);
   CHECK(req.from == 33);
   CHECK(t.on_marker(req.marker) == marker::buffering);
-  REQUIRE(t.on_sync(at(35), true) == synced::replay);
+  REQUIRE(t.on_sync(sync_at(35), true) == synced::replay);
   CHECK(t.take_change("a", "A"));
   CHECK(t.replay_done());
   CHECK(t.finish_round() == round_end::caught_up);  // reported: not the initial sync
@@ -334,7 +334,7 @@ TEST_CASE("catch_up_tracker: a re-anchor whose marker comes before its reply", "
   CHECK(t.on_marker(req.marker) == marker::split);
   CHECK(t.ledger().split_pending());
   CHECK(t.on_live(pub("late", "L")) == live::deliver);  // after the marker
-  t.on_reanchor_read(req.generation, at(2000));
+  t.on_reanchor_read(req.generation, sync_at(2000));
   CHECK_FALSE(t.reanchoring());
   CHECK(t.ledger().anchor().seq == 2000);
   CHECK(t.cursor() == 2001);  // the sync point plus what came after its marker
@@ -345,7 +345,7 @@ TEST_CASE("catch_up_tracker: a re-anchor whose reply comes before its marker", "
   auto t = live_at(100);
   until_reanchor(t);
   auto req = t.current_reanchor();
-  t.on_reanchor_read(req.generation, at(1500));
+  t.on_reanchor_read(req.generation, sync_at(1500));
   CHECK(t.reanchoring());  // waits for the marker
   CHECK(t.on_live(pub("before", "B")) == live::deliver);
   CHECK(t.on_marker(req.marker) == marker::reanchored);
@@ -364,14 +364,14 @@ TEST_CASE("catch_up_tracker: a re-anchor cut by a gap keeps the old anchor", "[u
   t.on_disconnected();  // unsplit: nothing delivered is forgotten
   CHECK_FALSE(t.reanchoring());
   CHECK_FALSE(t.ledger().split_pending());
-  t.on_reanchor_read(req.generation, at(5000));  // a stale answer
+  t.on_reanchor_read(req.generation, sync_at(5000));  // a stale answer
   CHECK(t.ledger().anchor().seq == 100);
 
   t.start_round();
   auto sreq = t.next_sync();
   CHECK(sreq.from == 100);
   CHECK(t.on_marker(sreq.marker) == marker::buffering);
-  REQUIRE(t.on_sync(at(2000), true) == synced::replay);
+  REQUIRE(t.on_sync(sync_at(2000), true) == synced::replay);
   CHECK_FALSE(t.take_change("a", "A1"));  // still known from before the split
 }
 
@@ -396,7 +396,7 @@ TEST_CASE("catch_up_tracker: late messages of changes a replay showed are skippe
   o.score_window = true;
   auto t = live_at(10, o);
   auto m = gap_and_round(t);
-  CHECK(t.on_sync(at(10), true) == synced::replay);
+  CHECK(t.on_sync(sync_at(10), true) == synced::replay);
   CHECK(t.take_window_item("w", "60", "W"));
   CHECK_FALSE(t.replay_done());
   CHECK(t.on_marker(m) == marker::finish_round);

@@ -4,6 +4,7 @@
 // (No co_await inside Catch macros: g++ 12 evaluates it more than once.)
 #include "connection/stream.hpp"
 
+#include "support/helpers.hpp"
 #include "support/loopback.hpp"
 #include "support/run_coro.hpp"
 
@@ -29,11 +30,10 @@
 
 namespace asio = boost::asio;
 using thoonk::detail::stream;
+using thoonk::test::nothrow;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 
 // Accepts one connection, reads `expect` bytes, answers `answer`, then
 // keeps the socket open until the test ends.
