@@ -200,6 +200,13 @@ async function usedMemory(redis) {
   return Number(info.match(/used_memory:(\d+)/)[1]);
 }
 
+// Bytes of the server's script interpreter (INFO memory used_memory_lua):
+// the scripts cached so far and their garbage. Recorded before every run.
+async function luaMemory(redis) {
+  const info = await redis.info('memory');
+  return Number(info.match(/used_memory_lua:(\d+)/)[1]);
+}
+
 function rateOf(jobs, startNs, endNs) {
   return jobs / (Number(BigInt(endNs) - BigInt(startNs)) / 1e9);
 }
@@ -427,6 +434,7 @@ async function main() {
       const order = members.map((_, i) => members[(i + round) % members.length]);
       for (const m of order) {
         await redis.flushall();
+        const lua = await luaMemory(redis);
         const t = Date.now();
         let rec;
         try {
@@ -436,6 +444,7 @@ async function main() {
           rec = { round, scenario: sc.id, system: m.id, error: String(e.message || e) };
         }
         rec.seconds = (Date.now() - t) / 1000;
+        rec.lua_memory_before = lua;
         runs.push(rec);
         const shown = rec.error ? `ERROR ${rec.error}` :
           Object.entries(rec.figures).map(([k, v]) => `${k}=${Number(v).toPrecision(4)}`).join(' ');
