@@ -3,6 +3,7 @@
 #include "connection/handshake.hpp"
 
 #include "detail/executor_util.hpp"
+#include "detail/use_nothrow.hpp"
 
 #include <thoonk/error.hpp>
 
@@ -25,7 +26,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;
 
 // The first element of a RESP2 array that is a pub/sub event.

@@ -4,6 +4,7 @@
 #include "connection/router.hpp"
 
 #include "connection/cluster.hpp"
+#include "detail/use_nothrow.hpp"
 
 #include <thoonk/error.hpp>
 
@@ -26,7 +27,6 @@ namespace thoonk::detail {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 class cluster_router : public slot_source, public std::enable_shared_from_this<cluster_router> {
  public:

@@ -1,5 +1,7 @@
 #include "connection/stream.hpp"
 
+#include "detail/use_nothrow.hpp"
+
 #include <thoonk/config.hpp>
 #include <thoonk/error.hpp>
 
@@ -30,8 +32,6 @@ namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
 
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 using socket_type = asio::generic::stream_protocol::socket;
 // The TLS layer borrows the stream's socket: closing the socket ends the

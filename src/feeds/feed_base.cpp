@@ -10,6 +10,7 @@
 #include "detail/keys.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
+#include "detail/use_nothrow.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -24,8 +25,6 @@ using boost::system::error_code;
 using opt_string = std::optional<std::string>;
 
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 bool is_feed(feed_type kind) { return kind == feed_type::feed; }
 

@@ -28,6 +28,7 @@
 
 #include "detail/keys.hpp"
 #include "detail/spawn.hpp"
+#include "detail/use_nothrow.hpp"
 #include "feeds/catch_up_tracker.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
@@ -72,8 +73,6 @@ std::optional<feed_position> feed_position::parse(std::string_view s) {
 namespace detail {
 
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 // Replay batches: at most this many changed items, or about this many bytes
 // of items, per script call (each call is atomic and must stay short).

@@ -17,6 +17,7 @@
 #include "detail/keys.hpp"
 #include "detail/op_status.hpp"
 #include "detail/script_exec.hpp"
+#include "detail/use_nothrow.hpp"
 #include "jobs/fetch_policy.hpp"
 
 #include <thoonk/client.hpp>
@@ -52,7 +53,6 @@ namespace thoonk::detail::jobs {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using clock_type = std::chrono::steady_clock;
-inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 /// Milliseconds since the Unix epoch (system clock), decimal.
 std::string now_ms_string();

@@ -358,6 +358,7 @@ using boost::system::error_code;
 using detail::job_queue_impl;
 using detail::op_result;
 using detail::op_status;
+using detail::use_nothrow;
 using namespace detail::jobs;  // NOLINT
 namespace scripts = detail::scripts;
 

@@ -45,7 +45,6 @@ namespace detail {
 namespace asio = boost::asio;
 using jobs::as_int;
 using jobs::runner_book;
-using jobs::use_nothrow;
 
 class runner;
 

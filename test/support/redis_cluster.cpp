@@ -104,7 +104,7 @@ std::string tail(const std::string& path) {
 
 }  // namespace
 
-redis_cluster::redis_cluster(int primaries, int replicas) {
+redis_cluster::redis_cluster(int primaries, int replicas, std::chrono::milliseconds node_timeout) {
   const int total = primaries * (1 + replicas);
   for (int i = 0; i < total; ++i) {
     redis_server_options o;
@@ -113,7 +113,7 @@ redis_cluster::redis_cluster(int primaries, int replicas) {
                     "--cluster-port",
                     std::to_string(free_port()),
                     "--cluster-node-timeout",
-                    "1000",
+                    std::to_string(node_timeout.count()),
                     "--cluster-replica-validity-factor",
                     "0",
                     "--repl-ping-replica-period",
@@ -301,7 +301,7 @@ void redis_cluster::migrate_slot(std::uint16_t slot, unsigned short to_port, int
 namespace {
 
 struct shared_cluster_state {
-  redis_cluster cluster;
+  redis_cluster cluster{3, 1, std::chrono::seconds(60)};
   std::vector<unsigned short> owner;  // slot -> primary port
   shared_cluster_state() : owner(16384, 0) {
     for (const auto& n : cluster.nodes(cluster.servers().front()->port())) {

@@ -36,7 +36,11 @@ struct cluster_node_info {
 /// redis_server on PR_SET_PDEATHSIG).
 class redis_cluster {
  public:
-  explicit redis_cluster(int primaries = 3, int replicas = 1);
+  /// `node_timeout` is each node's cluster-node-timeout: how long a
+  /// primary may go unanswered before its replica takes over. The failover
+  /// tests want it short; shared_cluster() uses a long one.
+  explicit redis_cluster(int primaries = 3, int replicas = 1,
+                         std::chrono::milliseconds node_timeout = std::chrono::milliseconds(1000));
   ~redis_cluster();
   redis_cluster(const redis_cluster&) = delete;
   redis_cluster& operator=(const redis_cluster&) = delete;
@@ -86,7 +90,9 @@ class redis_cluster {
 /// first use on the calling thread (the test runner's main thread), every
 /// server stopped by its pid at process exit. Tests must not change its
 /// topology (no failover, no slot migration): shared_slot_owner() reads the
-/// slot map once.
+/// slot map once. Its node timeout is 60 s: a primary kept busy by a heavy
+/// test on a loaded machine must not be failed over (that moved slots under
+/// every later test, which then got MOVED replies).
 redis_cluster& shared_cluster();
 
 /// The port of the primary of shared_cluster() serving `slot`.
