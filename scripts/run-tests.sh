@@ -26,8 +26,8 @@ cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 # Leaks are failures; UB stops the test at the first report, with a stack.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# One entry at a time: entries that run side by side have failed (two
-# entries starting Redis Clusters on loopback, MOVED replies; docs/testing.md).
+# One entry at a time: side by side, the load once had a cluster test's
+# busy primary failed over (docs/testing.md, "Build time").
 ctest --test-dir build-tests --output-on-failure "$@"
 
 if [ "$#" -eq 0 ] && [ "${THOONK_TSAN:-1}" != "0" ]; then
