@@ -195,16 +195,12 @@ async function serverCpu(redis) {
   return f('used_cpu_user') + f('used_cpu_sys');
 }
 
-async function usedMemory(redis) {
+// One byte count of INFO memory: used_memory (the data), or
+// used_memory_lua (the script interpreter: the scripts cached so far and
+// their garbage, recorded before every run).
+async function memoryField(redis, field) {
   const info = await redis.info('memory');
-  return Number(info.match(/used_memory:(\d+)/)[1]);
-}
-
-// Bytes of the server's script interpreter (INFO memory used_memory_lua):
-// the scripts cached so far and their garbage. Recorded before every run.
-async function luaMemory(redis) {
-  const info = await redis.info('memory');
-  return Number(info.match(/used_memory_lua:(\d+)/)[1]);
+  return Number(info.match(new RegExp(`^${field}:(\\d+)`, 'm'))[1]);
 }
 
 function rateOf(jobs, startNs, endNs) {
@@ -225,16 +221,16 @@ function scenarios(o, p) {
   list.push({
     id: 'enqueue_bulk', kind: 'jobs',
     async run(sys, redis) {
-      const m0 = await usedMemory(redis);
+      const m0 = await memoryField(redis, 'used_memory');
       const r = await runOne(sys.cmd('enqueue', ['--mode', 'bulk', '--jobs', String(p.bulk)]), 'enqueue bulk');
       checkComplete(r);
-      const m1 = await usedMemory(redis);
+      const m1 = await memoryField(redis, 'used_memory');
       return { figures: { enqueue_bulk: r.per_s, memory_per_job: (m1 - m0) / p.bulk }, raw: r };
     },
     async ceiling(redis) {
-      const m0 = await usedMemory(redis);
+      const m0 = await memoryField(redis, 'used_memory');
       const rps = redisBenchmark(o, ['-c', '1', '-P', '1000', '-n', String(p.bulk), 'LPUSH', CEILING_KEY, payload]);
-      const m1 = await usedMemory(redis);
+      const m1 = await memoryField(redis, 'used_memory');
       return { figures: { enqueue_bulk: rps, memory_per_job: (m1 - m0) / p.bulk },
         raw: { command: `LPUSH, -c 1 -P 1000 -n ${p.bulk}` } };
     },
@@ -434,7 +430,7 @@ async function main() {
       const order = members.map((_, i) => members[(i + round) % members.length]);
       for (const m of order) {
         await redis.flushall();
-        const lua = await luaMemory(redis);
+        const lua = await memoryField(redis, 'used_memory_lua');
         const t = Date.now();
         let rec;
         try {
