@@ -312,21 +312,55 @@ struct work_state {
   asio::steady_timer* done = nullptr;
 };
 
-asio::awaitable<void> raw_worker(thoonk::job_queue q, std::shared_ptr<work_state> st) {
+// finish_and_claim (finish a job and claim the next in one call) is newer
+// than claim and finish: an older build of the library (scripts/
+// bench-compare.sh --old) finishes and claims in two calls.
+template <class Q>
+concept finishes_and_claims = requires(Q& q, thoonk::claimed_job& j) {
+  q.finish_and_claim(j, nothrow);
+};
+
+// Counts one finished job; the last one stops every worker.
+void count_finished(work_state& st) {
+  if (++st.finished >= st.target && !st.stop) {
+    st.t_last = now_ns();
+    st.stop = true;
+    st.done->cancel();
+  }
+}
+
+// A worker loop of the raw API: claim (waiting up to 200 ms when the queue
+// is dry), run the no-op handler, then finish it and claim the next in one
+// call; a claim again only when that call found nothing waiting.
+template <class Q>
+asio::awaitable<void> raw_worker(Q q, std::shared_ptr<work_state> st) {
+  boost::system::error_code ec = thoonk::error::queue_empty;
+  thoonk::claimed_job j;
   while (!st->stop) {
-    auto [ec, j] = co_await q.claim(200ms, nothrow);
-    if (ec) continue;  // queue_empty after the wait: look again
-    if (st->lat_ns) st->lat_ns->push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
-    // The no-op handler ran; acknowledge.
-    auto [fec] = co_await q.finish(j, nothrow);
-    if (fec) {
-      ++st->errors;
-      continue;
+    if (ec) {
+      std::tie(ec, j) = co_await q.claim(200ms, nothrow);
+      if (ec) continue;  // queue_empty after the wait: look again
     }
-    if (++st->finished >= st->target && !st->stop) {
-      st->t_last = now_ns();
-      st->stop = true;
-      st->done->cancel();
+    if (st->lat_ns) st->lat_ns->push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
+    // The no-op handler ran; acknowledge (and take the next job).
+    if constexpr (finishes_and_claims<Q>) {
+      auto [fec, next] = co_await q.finish_and_claim(j, nothrow);
+      if (fec && fec != thoonk::error::queue_empty) {
+        ++st->errors;
+        ec = fec;
+        continue;
+      }
+      count_finished(*st);
+      ec = fec;
+      j = std::move(next);
+    } else {
+      auto [fec] = co_await q.finish(j, nothrow);
+      ec = thoonk::error::queue_empty;  // claim next
+      if (fec) {
+        ++st->errors;
+        continue;
+      }
+      count_finished(*st);
     }
   }
   --st->live;

@@ -158,7 +158,7 @@ run_tsan_tests() {
   thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan"
   cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
     -DTHOONK_SANITIZE=OFF -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF \
-    -DTHOONK_TEST_UNITY_BATCH=8
+    -DTHOONK_TEST_UNITY_BATCH=8 -DTHOONK_LIB_UNITY_BATCH=8
   cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests
   thoonk_log "ThreadSanitizer: running tsan_tests"
   # Kernels with 32 bits of mmap randomness place memory where the TSan

@@ -278,6 +278,40 @@ class job_queue : public detail::queue_base,
         std::optional<std::string>(std::move(result)));
   }
 
+  /// Finishes a claimed job as finish() does and, in the same script call,
+  /// claims the next waiting job as claim() does: a worker loop that does
+  /// not use run() takes each job without a round trip of its own. Calls
+  /// made in the same tick (or while one is in flight) share one script
+  /// call. It claims only on the server: jobs claimed ahead for this object
+  /// (job_queue_options::prefetch) are left for claim().
+  ///
+  /// Completion `void(error_code, claimed_job)`:
+  /// - success: `claim` is finished and the job passed is claimed;
+  /// - error::queue_empty: `claim` IS finished, but no job was waiting (or
+  ///   the queue is paused or at its rate limit); call claim() to wait;
+  /// - the errors of finish() (invalid_id, item_too_large, job_not_found,
+  ///   job_not_claimed, lost_claim, no_channel_permission, the common
+  ///   ones): as there; no job is claimed for this call.
+  ///
+  /// Cancellation: before the script is sent nothing happens; after, it
+  /// completes with operation_aborted, may have finished the job, and a
+  /// job the script claimed for it is given back to the front of the queue
+  /// (no failure counted). A lost reply (unknown_outcome) may have finished
+  /// the job and claimed one for nobody, which is recovered when that claim
+  /// lapses (claim_timeout), as for claim().
+  template <class CompletionToken>
+  auto finish_and_claim(const claim_ref& claim, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, claimed_job)>(
+        std::forward<CompletionToken>(token), &job_queue::start_finish_and_claim, *this, claim,
+        std::optional<std::string>());
+  }
+  template <class CompletionToken>
+  auto finish_and_claim(const claim_ref& claim, std::string result, CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, claimed_job)>(
+        std::forward<CompletionToken>(token), &job_queue::start_finish_and_claim, *this, claim,
+        std::optional<std::string>(std::move(result)));
+  }
+
   /// Puts one job with options: scheduled (`run_at`, `delay`), with its own
   /// retry strategy, or under an explicit id that de-duplicates (an
   /// existing job with that id is updated under `opts.update`; a put for an
@@ -704,6 +738,8 @@ class job_queue : public detail::queue_base,
   void start_read_settings(handler<settings> h);
   void start_claim(std::chrono::milliseconds timeout, handler<claimed_job> h);
   void start_finish(claim_ref claim, std::optional<std::string> result, handler<> h);
+  void start_finish_and_claim(claim_ref claim, std::optional<std::string> result,
+                              handler<claimed_job> h);
   void start_cancel(claim_ref claim, handler<std::int64_t> h);
   void start_put_with_options(std::string item, put_options opts, handler<put_result> h);
   void start_fail(claim_ref claim, std::string error, fail_options opts, handler<fail_result> h);

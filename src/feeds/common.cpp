@@ -10,13 +10,6 @@ namespace thoonk::detail {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-std::string now_ms() {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
-  return std::to_string(ms);
-}
-
 namespace {
 
 // Lua numbers are doubles: integers above 2^53 - 1 are not exact there.

@@ -27,10 +27,6 @@
 
 namespace thoonk::detail {
 
-/// Milliseconds since the Unix epoch (std::chrono::system_clock), decimal:
-/// the contract's publish timestamp.
-std::string now_ms();
-
 /// The outcome of checking one config field: `ec` is success or
 /// error::invalid_argument; `reason` names the field and its allowed values
 /// (empty on success).

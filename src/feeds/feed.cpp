@@ -6,6 +6,7 @@
 #include "detail/keys.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "feeds/bench_access.hpp"
 #include "feeds/common.hpp"
@@ -51,7 +52,7 @@ asio::awaitable<detail::op_result<publish_result>> publish_op(client& c, std::st
   std::vector<std::string> args;
   args.push_back(out.id);
   args.push_back(std::move(item));
-  args.push_back(detail::now_ms());
+  args.push_back(detail::unix_ms_string());
   args.push_back(n.channel("publish"));
   args.push_back(n.channel("edit"));
   args.push_back(n.channel("retract"));

@@ -5,14 +5,6 @@
 
 namespace thoonk::detail::jobs {
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string now_ms_string() { return std::to_string(now_ms()); }
-
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback) {
   if (v.type == resp3::type::number) return v.integer;
   if (v.type == resp3::type::double_number) return static_cast<std::int64_t>(v.dbl);

@@ -54,9 +54,6 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using clock_type = std::chrono::steady_clock;
 
-/// Milliseconds since the Unix epoch (system clock), decimal.
-std::string now_ms_string();
-std::int64_t now_ms();
 
 // Scripts run with detail::run_script and their errors map with
 // detail::reply_error (detail/script_exec.hpp): one runner and one mapper
@@ -375,12 +372,18 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
  public:
   /// Runs one batch; on success returns one result per request, in order.
   using run_fn = std::function<asio::awaitable<op_result<std::vector<Res>>>(std::vector<Req>)>;
+  /// Takes the result of a request whose caller cancelled while its batch
+  /// was in flight (a result that holds something, such as a claimed job,
+  /// must not be dropped).
+  using orphan_fn = std::function<void(Res)>;
 
-  batcher(asio::any_io_executor ex, std::size_t max_batch, std::size_t max_in_flight, run_fn run)
+  batcher(asio::any_io_executor ex, std::size_t max_batch, std::size_t max_in_flight, run_fn run,
+          orphan_fn orphan = {})
       : ex_(std::move(ex)),
         max_batch_(clamp_batch(max_batch)),
         max_in_flight_(std::clamp<std::size_t>(max_in_flight, 1, 8)),
-        run_(std::move(run)) {}
+        run_(std::move(run)),
+        orphan_(std::move(orphan)) {}
 
   using handler_type = asio::any_completion_handler<void(error_code, Res)>;
 
@@ -464,7 +467,10 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     if (!st && res.size() != batch.size()) st = error::unexpected_type;
     const error_code ec = st.ec;
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i]->h) continue;
+      if (!batch[i]->h) {
+        if (!ec && orphan_) orphan_(std::move(res[i]));
+        continue;
+      }
       diagnostics_access::set(batch[i]->diag, st.server_message);
       post_handler(batch[i]->h.take(), ex_, ec, ec ? Res{} : std::move(res[i]));
     }
@@ -475,6 +481,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   std::size_t max_batch_;
   std::size_t max_in_flight_;
   run_fn run_;
+  orphan_fn orphan_;
   std::deque<std::shared_ptr<entry>> queue_;
   error_code close_ec_;
   std::size_t in_flight_ = 0;

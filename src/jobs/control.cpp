@@ -6,6 +6,7 @@
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -47,7 +48,7 @@ void job_queue::start_abort(std::string id, abort_options o, handler<> h) {
     std::vector<std::string> args;
     args.reserve(9);
     args.push_back(std::move(id));
-    args.push_back(detail::jobs::now_ms_string());
+    args.push_back(detail::unix_ms_string());
     args.push_back(failed ? "failed" : "cancelled");
     args.push_back(failed ? std::move(o.error) : std::string{});
     args.push_back(o.permanent ? "1" : "0");

@@ -5,6 +5,7 @@
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -145,7 +146,7 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   args.reserve(12);
   args.push_back(std::move(c.id));
   args.push_back(std::to_string(c.token));
-  args.push_back(jobs::now_ms_string());
+  args.push_back(unix_ms_string());
   args.push_back(std::move(text));
   args.push_back(o.retry_at ? std::to_string(*o.retry_at) : std::string{});
   args.push_back(o.permanent ? "1" : "0");

@@ -4,6 +4,7 @@
 
 #include "connection/cluster.hpp"
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "subscriber/notify.hpp"
@@ -46,6 +47,19 @@ void job_queue_impl::init() {
       [weak](std::vector<finish_request> reqs) {
         return finish_batch(weak.lock(), std::move(reqs));
       });
+  finish_claims = std::make_shared<batcher<finish_request, finish_claim_outcome>>(
+      ex, opts.max_claim_batch, opts.max_finishes_in_flight,
+      [weak](std::vector<finish_request> reqs) {
+        return finish_claim_batch(weak.lock(), std::move(reqs));
+      },
+      // A caller that cancelled while its call was out: its job goes back
+      // to the front of the queue (no failure counted).
+      [weak, ex](finish_claim_outcome o) {
+        if (!o.next) return;
+        std::vector<claimed_job> back;
+        back.push_back(std::move(*o.next));
+        asio::co_spawn(ex, give_back(weak.lock(), std::move(back)), asio::detached);
+      });
   init_puts();
 }
 
@@ -54,6 +68,7 @@ void job_queue_impl::close() {
   const error_code aborted = asio::error::operation_aborted;
   claims->close(aborted);
   finishes->close(aborted);
+  finish_claims->close(aborted);
   queue_core::close();
   for (auto& w : tracked)
     if (auto p = w.lock()) p->complete(aborted, {});
@@ -124,7 +139,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   std::vector<claimed_job> out;
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   std::vector<std::string> args;
-  args.push_back(now_ms_string());
+  args.push_back(unix_ms_string());
   args.push_back(std::to_string(n));
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
@@ -132,7 +147,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   out = parse_claims(v.elements, 0, &due);
   auto at = fetch_policy::time_point::max();
   if (due && *due > 0) {
-    const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - jobs::now_ms()));
+    const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
     at = fetch_policy::clock::now() + wait;
   }
   if (self->claims) self->claims->due_at(at);
@@ -158,19 +173,19 @@ asio::awaitable<std::uint64_t> job_queue_impl::release(std::shared_ptr<job_queue
   co_return st ? 0 : static_cast<std::uint64_t>(as_int(v));
 }
 
-asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(
-    std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs) {
-  std::vector<error_code> out;
-  if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
-  std::vector<std::string> keys = self->keys;
-  std::vector<std::string> args;
-  args.reserve(1 + 4 * reqs.size());
-  args.push_back(self->finish_channel);
+namespace {
+
+// The finish arguments of jobs/finish.lua and jobs/finish_claim.lua: per
+// job id, token, the index of its result key in `keys` (0: no result),
+// result; each result key is appended to `keys`.
+void add_finish_args(const job_queue_impl& q, std::vector<finish_request>& reqs,
+                     std::vector<std::string>& keys, std::vector<std::string>& args) {
+  args.reserve(args.size() + 4 * reqs.size());
   for (auto& r : reqs) {
-    args.push_back(r.id);
+    args.push_back(std::move(r.id));
     args.push_back(std::to_string(r.token));
     if (r.result) {
-      keys.push_back(self->names.job_result_key(r.id));
+      keys.push_back(q.names.job_result_key(args[args.size() - 2]));
       args.push_back(std::to_string(keys.size()));
       args.push_back(std::move(*r.result));
     } else {
@@ -178,10 +193,53 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
       args.push_back(std::string{});
     }
   }
+}
+
+}  // namespace
+
+asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(
+    std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs) {
+  std::vector<error_code> out;
+  if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
+  std::vector<std::string> keys = self->keys;
+  std::vector<std::string> args{self->finish_channel};
+  add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
   co_return std::tuple{op_status{}, claim_statuses(v)};
+}
+
+asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::finish_claim_batch(
+    std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs) {
+  std::vector<finish_claim_outcome> out;
+  if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
+  const std::size_t m = reqs.size();
+  std::vector<std::string> keys = self->keys;
+  std::vector<std::string> args{unix_ms_string(), self->finish_channel};
+  add_finish_args(*self, reqs, keys, args);
+  auto [st, v] = co_await run_script(self->cl, scripts::jobs_finish_claim(), std::move(keys),
+                                     std::move(args));
+  if (st) co_return std::tuple{std::move(st), std::move(out)};
+  // {m, m statuses, then claim_jobs' reply}: a reply of another shape is
+  // not ours to guess at.
+  auto& e = v.elements;
+  if (e.size() < m + 1 || as_int(e[0], -1) != static_cast<std::int64_t>(m))
+    co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
+  out.resize(m);
+  std::size_t finished = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    out[j].status = claim_status(as_int(e[j + 1], -1));
+    if (!out[j].status) ++finished;
+  }
+  auto next = parse_claims(e, m + 1, nullptr);
+  if (next.size() > finished) co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
+  // The claimed jobs go to the finished requests in order; those left
+  // without one complete with queue_empty.
+  std::size_t k = 0;
+  for (auto& o : out)
+    if (!o.status && k < next.size()) o.next = std::move(next[k++]);
+  co_return std::tuple{op_status{}, std::move(out)};
 }
 
 boost::system::error_code job_queue_impl::claim_status(std::int64_t s) {
@@ -233,7 +291,7 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
     const std::size_t last = std::min(claims.size(), first + 1000);
     std::vector<std::string> args;
     args.reserve(1 + 2 * (last - first));
-    args.push_back(now_ms_string());
+    args.push_back(unix_ms_string());
     for (std::size_t i = first; i < last; ++i) {
       args.push_back(std::move(claims[i].id));
       args.push_back(std::to_string(claims[i].token));
@@ -508,11 +566,36 @@ void job_queue::start_finish(claim_ref claim, std::optional<std::string> result,
   impl.finishes->submit(std::move(req), std::move(done), h.diag);
 }
 
+void job_queue::start_finish_and_claim(claim_ref claim, std::optional<std::string> result,
+                                       handler<claimed_job> h) {
+  // As start_finish: straight to the batcher, validation before any I/O.
+  const auto& ex = client_->get_executor();
+  auto& impl = detail::impl_of(core_);
+  auto invalid = detail::check_id(impl, claim.id);
+  if (!invalid && result) invalid = detail::validate_item(client_->get_config(), *result);
+  if (invalid) {
+    detail::post_handler(std::move(h), ex, invalid, claimed_job{});
+    return;
+  }
+  detail::finish_request req{std::move(claim.id), claim.token, std::move(result)};
+  auto slot = asio::get_associated_cancellation_slot(h.handler);
+  auto hex = asio::get_associated_executor(h.handler, ex);
+  auto done = asio::bind_cancellation_slot(
+      slot, asio::bind_executor(hex, [h = std::move(h.handler)](
+                                         error_code ec, detail::finish_claim_outcome o) mutable {
+        if (!ec) ec = o.status;
+        // Finished, but the queue had nothing to claim for this call.
+        if (!ec && !o.next) ec = error::queue_empty;
+        std::move(h)(ec, o.next ? std::move(*o.next) : claimed_job{});
+      }));
+  impl.finish_claims->submit(std::move(req), std::move(done), h.diag);
+}
+
 void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl,
                claim_ref c) -> asio::awaitable<op_result<std::int64_t>> {
     std::vector<std::string> args{std::to_string(c.token), impl->wake_channel,
-                                  detail::jobs::now_ms_string()};
+                                  detail::unix_ms_string()};
     auto [st, v] =
         co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
@@ -522,7 +605,7 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
 }
 
 void job_queue::start_stall(claim_ref claim, handler<> h) {
-  std::vector<std::string> args{std::to_string(claim.token), detail::jobs::now_ms_string(),
+  std::vector<std::string> args{std::to_string(claim.token), detail::unix_ms_string(),
                                 core_->wake_channel};
   detail::spawn_op(client_->get_executor(),
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
@@ -551,7 +634,7 @@ void job_queue::start_heartbeat_many(std::vector<claim_ref> claims,
 // ---- any job ----------------------------------------------------------------------
 
 void job_queue::start_retry(std::string id, handler<> h) {
-  std::vector<std::string> args{detail::jobs::now_ms_string(), core_->wake_channel};
+  std::vector<std::string> args{detail::unix_ms_string(), core_->wake_channel};
   detail::spawn_op(client_->get_executor(),
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retry(),
                                              std::move(id), std::move(args)),

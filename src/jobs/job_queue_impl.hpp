@@ -23,6 +23,13 @@ struct finish_request {
   std::optional<std::string> result;
 };
 
+/// What one finish_and_claim got: the finish's status and, when it
+/// finished, the job claimed for it (none when the queue had none).
+struct finish_claim_outcome {
+  boost::system::error_code status;
+  std::optional<claimed_job> next;
+};
+
 class job_queue_impl final : public queue_core {
  public:
   template <class T>
@@ -63,6 +70,10 @@ class job_queue_impl final : public queue_core {
   static awaitable<void> give_back(std::shared_ptr<job_queue_impl> self,
                                    std::vector<claimed_job> js);
   static awaitable<op_result<std::vector<error_code>>> finish_batch(
+      std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs);
+  /// Finishes the jobs and claims one for each that finished, in one script
+  /// call (jobs/finish_claim.lua).
+  static awaitable<op_result<std::vector<finish_claim_outcome>>> finish_claim_batch(
       std::shared_ptr<job_queue_impl> self, std::vector<finish_request> reqs);
   static awaitable<void> prepare(std::shared_ptr<job_queue_impl> self);
   /// Renews claims (validated here; chunks of 1000 per script call).
@@ -135,6 +146,7 @@ class job_queue_impl final : public queue_core {
   job_queue_options opts;
   std::shared_ptr<jobs::fetcher<claimed_job>> claims;
   std::shared_ptr<jobs::batcher<finish_request, error_code>> finishes;
+  std::shared_ptr<jobs::batcher<finish_request, finish_claim_outcome>> finish_claims;
   std::vector<std::weak_ptr<jobs::pending<std::string>>> tracked;
   std::vector<std::pair<std::uint64_t, std::function<void()>>> wake_listeners;
   std::uint64_t last_listener = 0;

@@ -6,6 +6,7 @@
 
 #include "connection/router.hpp"
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 
 #include <thoonk/feed.hpp>
@@ -180,7 +181,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
   // changes, so the pass stops before any other step has written.
   for (;;) {
     std::vector<std::string> args;
-    args.push_back(now_ms_string());
+    args.push_back(unix_ms_string());
     args.push_back(batch_s);
     args.push_back(self->wake_channel);
     auto [ec, v] = co_await self->call_with_dlq(scripts::maintenance_expire(), std::move(args), {});
@@ -197,7 +198,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
   // millisecond (250 measured up to 2.8 ms, 500 up to 5 ms).
   const std::size_t promote_batch = std::min<std::size_t>(batch, 100);
   for (;;) {
-    std::vector<std::string> args{now_ms_string(), std::to_string(promote_batch),
+    std::vector<std::string> args{unix_ms_string(), std::to_string(promote_batch),
                                   self->wake_channel};
     auto [ec, v] = co_await self->call(scripts::maintenance_promote(), std::move(args));
     if (ec) co_return std::tuple{ec, rep};
@@ -219,7 +220,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
   // ---- 3. held puts whose claim ended without this library ---------------------
   {
     const scan_args held_args = [&](const std::string& cursor) {
-      return std::vector<std::string>{now_ms_string(), cursor, batch_s, self->wake_channel};
+      return std::vector<std::string>{unix_ms_string(), cursor, batch_s, self->wake_channel};
     };
     auto ec = co_await count_scan(*self, scripts::maintenance_held(), held_args, rep.held_released);
     if (ec) co_return std::tuple{ec, rep};
@@ -303,7 +304,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
   }
   if (opts.publish_stats) {
     std::string name = opts.stats_feed.empty() ? self->names.name() + ".stats" : opts.stats_feed;
-    auto item = stats_json(self->names.name(), now_ms(), rep);
+    auto item = stats_json(self->names.name(), unix_ms(), rep);
     auto ec =
         co_await publish_stats(self->cl, std::move(name), opts.stats_max_length, std::move(item));
     // A stats feed that cannot be written does not fail the maintenance.

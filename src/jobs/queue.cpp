@@ -89,7 +89,7 @@ class queue_impl final : public queue_core {
 
 namespace {
 
-queue_impl& impl_of(const std::shared_ptr<queue_core>& core) {
+queue_impl& plain_impl_of(const std::shared_ptr<queue_core>& core) {
   return static_cast<queue_impl&>(*core);
 }
 
@@ -126,7 +126,7 @@ void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) 
     detail::post_handler(std::move(h), client_->get_executor(), core_->name_ec, queue_item{});
     return;
   }
-  detail::impl_of(core_).gets->wait(timeout, std::move(h.handler), h.diag);
+  detail::plain_impl_of(core_).gets->wait(timeout, std::move(h.handler), h.diag);
 }
 
 void queue::start_get_item(std::string id, handler<std::optional<std::string>> h) {
@@ -148,7 +148,7 @@ void queue::start_get_item(std::string id, handler<std::optional<std::string>> h
 void queue::start_get_ids(handler<std::vector<std::string>> h) {
   auto op = [](std::shared_ptr<detail::queue_core> core)
       -> asio::awaitable<op_result<std::vector<std::string>>> {
-    auto [st, v] = co_await detail::impl_of(core).read("ids");
+    auto [st, v] = co_await detail::plain_impl_of(core).read("ids");
     if (st) co_return std::tuple{std::move(st), std::vector<std::string>{}};
     co_return std::tuple{op_status{}, detail::jobs::as_strings(std::move(v))};
   };
@@ -158,7 +158,7 @@ void queue::start_get_ids(handler<std::vector<std::string>> h) {
 void queue::start_length(handler<std::size_t> h) {
   auto op =
       [](std::shared_ptr<detail::queue_core> core) -> asio::awaitable<op_result<std::size_t>> {
-    auto [st, v] = co_await detail::impl_of(core).read("len");
+    auto [st, v] = co_await detail::plain_impl_of(core).read("len");
     if (st) co_return std::tuple{std::move(st), std::size_t{0}};
     co_return std::tuple{op_status{}, static_cast<std::size_t>(detail::jobs::as_int(v))};
   };

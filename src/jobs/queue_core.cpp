@@ -3,6 +3,7 @@
 #include "jobs/queue_core.hpp"
 
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
 
 #include <thoonk/detail/queue_base.hpp>
@@ -100,7 +101,7 @@ asio::awaitable<op_result<std::vector<std::string>>> queue_core::put_batch(
   const std::size_t n = items.size();
   std::vector<std::string> args;
   args.reserve(n + 3);
-  args.push_back(now_ms_string());
+  args.push_back(unix_ms_string());
   args.push_back(high ? "1" : "0");
   args.push_back(self->wake_channel);
   for (auto& i : items) args.push_back(std::move(i));

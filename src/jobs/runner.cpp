@@ -17,6 +17,7 @@
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"
+#include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
@@ -370,7 +371,7 @@ class runner : public std::enable_shared_from_this<runner> {
     std::vector<std::string> keys = q.keys;
     std::vector<std::string> args;
     args.reserve(6 + 4 * r.finishes.size());
-    args.push_back(jobs::now_ms_string());
+    args.push_back(unix_ms_string());
     args.push_back(self->worker);
     args.push_back(std::to_string(r.claim));
     args.push_back(q.finish_channel);
@@ -418,7 +419,7 @@ class runner : public std::enable_shared_from_this<runner> {
     auto jobs_claimed = job_queue_impl::parse_claims(e, 2 + m, &due);
     std::optional<runner_book::time_point> retry_at;
     if (due && *due > 0)
-      retry_at = now + std::chrono::milliseconds(std::max<std::int64_t>(0, *due - jobs::now_ms()));
+      retry_at = now + std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
     const std::size_t starting =
         self->book.round_done(r.claim, jobs_claimed.size(), retry_at, now, now - sent);
     for (std::size_t i = 0; i < jobs_claimed.size(); ++i) {
@@ -654,7 +655,7 @@ class runner : public std::enable_shared_from_this<runner> {
       // that turned out long: back to the line, for idle workers.
       self->give_back_ready(runner_book::clock::now() - self->heartbeat_interval(), true);
       std::vector<std::string> args{self->worker, std::to_string(self->opts.worker_ttl.count()),
-                                    jobs::now_ms_string(), self->impl->wake_channel};
+                                    unix_ms_string(), self->impl->wake_channel};
       // The claims to renew, named by the worker (the server's records are
       // indexed by job, not by worker): those its handlers hold and those
       // whose finish waits for the next round.
@@ -687,7 +688,7 @@ class runner : public std::enable_shared_from_this<runner> {
     o["queue"] = impl->names.name();
     o["concurrency"] = static_cast<std::int64_t>(opts.concurrency);
     o["ttl_ms"] = static_cast<std::int64_t>(opts.worker_ttl.count());
-    o["started_ms"] = jobs::now_ms();
+    o["started_ms"] = unix_ms();
     return boost::json::serialize(o);
   }
 

@@ -526,6 +526,63 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
   });
 }
 
+TEST_CASE("acl: finish_and_claim with a result is refused alone: nothing finished or claimed "
+          "for it; the call without a result in its batch finishes and claims",
+          "[acl][job][claim][counts][create_feed][delete_feed][finish_and_claim][get_result]") {
+  with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
+                     const acl_user& user) -> asio::awaitable<void> {
+    const auto name = unique_name("acl-finclaim");
+    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    thoonk::job_queue aq(admin, name);
+    std::vector<std::string> items{"one", "two", "three"};
+    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    auto j1 = co_await aq.claim(1s, asio::use_awaitable);
+    auto j2 = co_await aq.claim(1s, asio::use_awaitable);
+    auto before = co_await dump(admin.conn(), job_keys(name));
+
+    // One batch: j1 with a result (needs PUBLISH job.finish), j2 without.
+    thoonk::job_queue uq(uc, name);
+    error_code r1, r2;
+    thoonk::claimed_job n1, n2;
+    int done = 0;
+    uq.finish_and_claim(j1, std::string("result"), [&](error_code e, thoonk::claimed_job j) {
+      r1 = e;
+      n1 = std::move(j);
+      ++done;
+    });
+    uq.finish_and_claim(j2, [&](error_code e, thoonk::claimed_job j) {
+      r2 = e;
+      n2 = std::move(j);
+      ++done;
+    });
+    for (int i = 0; i < 500 && done < 2; ++i) co_await sleep_for(5ms);
+    REQUIRE(done == 2);
+    CHECK(r1 == k.expected);
+    CHECK(n1.id.empty());
+    auto tok = co_await cmd(admin.conn(), "HGET", key("attempts", name), j1.id);
+    CHECK(tok.str == std::to_string(j1.token));
+    auto c = co_await aq.counts(asio::use_awaitable);
+    if (k.expected == E::no_script_permission) {
+      CHECK(r2 == k.expected);
+      auto after = co_await dump(admin.conn(), job_keys(name));
+      CHECK(after == before);
+    } else {
+      CHECK(!r2);
+      CHECK(n2.item == "three");
+      CHECK(c.finishes == 1);
+      CHECK(c.claimed == 2);  // j1 (still) and "three"
+      CHECK(c.waiting == 0);
+    }
+    // After the grant the same call goes through.
+    co_await user.grant_all(admin.conn());
+    auto [ec, none] = co_await uq.finish_and_claim(j1, std::string("result"), nothrow);
+    CHECK((k.expected == E::no_script_permission ? !ec : ec == E::queue_empty));
+    auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
+    CHECK(res == "result");
+    co_await admin.delete_feed(name, asio::use_awaitable);
+  });
+}
+
 TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what needs none works",
           "[acl][job][queue][cancel][claim][create_feed][delete_feed][heartbeat][maintain][put]["
           "put_many][retry][stall]") {
