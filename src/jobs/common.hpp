@@ -54,7 +54,6 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using clock_type = std::chrono::steady_clock;
 
-
 // Scripts run with detail::run_script and their errors map with
 // detail::reply_error (detail/script_exec.hpp): one runner and one mapper
 // for feeds and jobs.

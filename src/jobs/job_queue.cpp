@@ -218,8 +218,8 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
   std::vector<std::string> keys = self->keys;
   std::vector<std::string> args{unix_ms_string(), self->finish_channel};
   add_finish_args(*self, reqs, keys, args);
-  auto [st, v] = co_await run_script(self->cl, scripts::jobs_finish_claim(), std::move(keys),
-                                     std::move(args));
+  auto [st, v] =
+      co_await run_script(self->cl, scripts::jobs_finish_claim(), std::move(keys), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
   // {m, m statuses, then claim_jobs' reply}: a reply of another shape is
   // not ours to guess at.
@@ -233,7 +233,8 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
     if (!out[j].status) ++finished;
   }
   auto next = parse_claims(e, m + 1, nullptr);
-  if (next.size() > finished) co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
+  if (next.size() > finished)
+    co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
   // The claimed jobs go to the finished requests in order; those left
   // without one complete with queue_empty.
   std::size_t k = 0;

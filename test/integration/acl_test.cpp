@@ -526,9 +526,10 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
   });
 }
 
-TEST_CASE("acl: finish_and_claim with a result is refused alone: nothing finished or claimed "
-          "for it; the call without a result in its batch finishes and claims",
-          "[acl][job][claim][counts][create_feed][delete_feed][finish_and_claim][get_result]") {
+TEST_CASE(
+    "acl: finish_and_claim with a result is refused alone: nothing finished or claimed "
+    "for it; the call without a result in its batch finishes and claims",
+    "[acl][job][claim][counts][create_feed][delete_feed][finish_and_claim][get_result]") {
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-finclaim");

@@ -242,13 +242,12 @@ TWO_CLIENT_TEST_CASE("finclaim",
   co_await cmd(other.conn(), "CLIENT", "PAUSE", "400", "WRITE");
   asio::cancellation_signal sig;
   finish_claim_call o;
-  q.finish_and_claim(
-      j1, asio::bind_cancellation_slot(sig.slot(),
-                                       [&o](boost::system::error_code ec, thoonk::claimed_job j) {
-                                         o.done = true;
-                                         o.ec = ec;
-                                         o.next = std::move(j);
-                                       }));
+  q.finish_and_claim(j1, asio::bind_cancellation_slot(
+                             sig.slot(), [&o](boost::system::error_code ec, thoonk::claimed_job j) {
+                               o.done = true;
+                               o.ec = ec;
+                               o.next = std::move(j);
+                             }));
   co_await sleep_for(100ms);
   sig.emit(asio::cancellation_type::terminal);
   const bool done = co_await wait_until([&] { return o.done; }, 2s);
