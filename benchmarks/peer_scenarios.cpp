@@ -42,6 +42,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/diagnostics.hpp>
+#include <thoonk/error.hpp>
 #include <thoonk/feed.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/job_queue.hpp>
