@@ -418,7 +418,9 @@ function section(doc, svgNames, docPath, svgDir) {
   let runnerNote;
   if (m.runner) {
     runnerNote = 'This library\'s rows through the runner (`job_queue::run`, a no-op handler) are the ' +
-      '"thoonk-asio (runner)" rows; the "claim/finish" rows are C coroutines calling claim and finish.';
+      '"thoonk-asio (runner)" rows; the "claim/finish" rows are C++ coroutines of the raw API, each calling claim, then ' +
+      '`finish_and_claim` for every job (it finishes the job and claims the next in one call; claim ' +
+      'again only when that finds the queue empty).';
   } else if (m.runner_skipped) {
     runnerNote = 'Rows through the runner (`job_queue::run`) are missing: this run left them out (`--no-runner`).';
   } else {
