@@ -437,8 +437,9 @@ function section(doc, svgNames, docPath, svgDir) {
     `Machine: ${mc.nproc} CPUs (${mc.cpu_model}), ${mc.memory_gib} GiB, ${mc.kernel}; ${mc.redis_server.replace(/ sha=.*$/, '')}; ` +
       `Node.js ${mc.node}; BullMQ ${mc.packages.bullmq}, bee-queue ${mc.packages['bee-queue']}, ioredis ${mc.packages.ioredis}. ` +
       `Load average (1, 5, 15 min) ${m.load_before.join(', ')} at the start and ${m.load_after.join(', ')} at the end ` +
-      `(1-minute load at the start of each round: ${m.load_1min_per_round.join(', ')}): other builds shared the two cores, ` +
-      'so read the ratios of the same run, not the absolute figures.',
+      `(1-minute load at the start of each round: ${m.load_1min_per_round.join(', ')}; the harness's own processes count ` +
+      'in it). A machine\'s speed differs from run to run, and the Node.js systems, which spend the most client CPU, ' +
+      'feel it most: read the ratios of the same run, not the absolute figures.',
     '',
     'Every figure is the median over the rounds, with the lowest and highest run; the systems ran one after the other ' +
       'in an order that rotates each round, against one redis-server (loopback, no persistence) emptied with FLUSHALL ' +
