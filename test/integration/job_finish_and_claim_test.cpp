@@ -28,13 +28,23 @@ struct finish_claim_call {
   thoonk::claimed_job next;
 };
 
-// Starts finish_and_claim(claim) without awaiting it; `out` gets the result.
-void start_call(thoonk::job_queue& q, const thoonk::claim_ref& claim, finish_claim_call& out) {
-  q.finish_and_claim(claim, [&out](boost::system::error_code ec, thoonk::claimed_job j) {
+// Starts finish_and_claim(claim) without awaiting it; `out` gets the
+// result. With `sig`, the call can be cancelled through it.
+void start_call(thoonk::job_queue& q, const thoonk::claim_ref& claim, finish_claim_call& out,
+                asio::cancellation_signal* sig = nullptr) {
+  auto done = [&out](boost::system::error_code ec, thoonk::claimed_job j) {
     out.done = true;
     out.ec = ec;
     out.next = std::move(j);
-  });
+  };
+  if (sig) q.finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
+  else q.finish_and_claim(claim, std::move(done));
+}
+
+// Waits (at most 5 s) for a call start_call started; it must complete.
+asio::awaitable<void> wait_done(const finish_claim_call& out) {
+  const bool done = co_await wait_until([&] { return out.done; }, 5s);
+  REQUIRE(done);
 }
 
 }  // namespace
@@ -140,8 +150,9 @@ FIXTURE_TEST_CASE("finclaim",
   start_call(q, held[0], a);
   start_call(q, thoonk::claim_ref{held[1].id, held[1].token + 7}, b);
   start_call(q, held[2], c);
-  const bool all = co_await wait_until([&] { return a.done && b.done && c.done; }, 5s);
-  REQUIRE(all);
+  co_await wait_done(a);
+  co_await wait_done(b);
+  co_await wait_done(c);
   // On a cluster the call goes to the queue's node, not always this one.
   if (!cluster_topology()) CHECK(f.c.conn().stats().requests == requests_before + 1);
   CHECK(!a.ec);
@@ -221,14 +232,9 @@ TWO_CLIENT_TEST_CASE("finclaim",
   {
     asio::cancellation_signal sig;
     finish_claim_call o;
-    q.finish_and_claim(j1, asio::bind_cancellation_slot(
-                               sig.slot(), [&o](boost::system::error_code ec, thoonk::claimed_job) {
-                                 o.done = true;
-                                 o.ec = ec;
-                               }));
+    start_call(q, j1, o, &sig);
     sig.emit(asio::cancellation_type::terminal);
-    const bool done = co_await wait_until([&] { return o.done; }, 2s);
-    REQUIRE(done);
+    co_await wait_done(o);
     CHECK(o.ec == asio::error::operation_aborted);
     co_await sleep_for(100ms);
     auto c = co_await counts_of(q);
@@ -242,16 +248,10 @@ TWO_CLIENT_TEST_CASE("finclaim",
   co_await cmd(other.conn(), "CLIENT", "PAUSE", "400", "WRITE");
   asio::cancellation_signal sig;
   finish_claim_call o;
-  q.finish_and_claim(j1, asio::bind_cancellation_slot(
-                             sig.slot(), [&o](boost::system::error_code ec, thoonk::claimed_job j) {
-                               o.done = true;
-                               o.ec = ec;
-                               o.next = std::move(j);
-                             }));
+  start_call(q, j1, o, &sig);
   co_await sleep_for(100ms);
   sig.emit(asio::cancellation_type::terminal);
-  const bool done = co_await wait_until([&] { return o.done; }, 2s);
-  REQUIRE(done);
+  co_await wait_done(o);
   CHECK(o.ec == asio::error::operation_aborted);
   CHECK(o.next.id.empty());
   // After the pause: j1 finished; the job claimed for nobody is back at the
@@ -284,8 +284,7 @@ TWO_CLIENT_TEST_CASE("finclaim",
   start_call(q, j, o);
   co_await sleep_for(100ms);
   co_await cmd(other.conn(), "CLIENT", "KILL", "ID", std::to_string(me.integer));
-  const bool done = co_await wait_until([&] { return o.done; }, 5s);
-  REQUIRE(done);
+  co_await wait_done(o);
   CHECK(o.ec == E::unknown_outcome);
   CHECK(o.next.id.empty());
   // The client reconnects; the same call again either finishes the job now
