@@ -2,26 +2,18 @@
 // application was given live since the anchor, re-anchoring in either order
 // of marker and reply, and late messages of other contract clients.
 #include "feeds/catch_up_ledger.hpp"
+#include "support/sync_points.hpp"
 
 #include <catch2/catch.hpp>
 
 using thoonk::detail::catch_up_ledger;
 using thoonk::detail::sync_point;
-
-namespace {
-
-sync_point at(std::uint64_t seq) {
-  sync_point sp;
-  sp.seq = seq;
-  return sp;
-}
-
-}  // namespace
+using thoonk::test::sync_at;
 
 TEST_CASE("catch_up_ledger: a replay skips exactly what was delivered live since the anchor",
           "[unit][catch_up]") {
   catch_up_ledger l;
-  l.anchor_at(at(10));
+  l.anchor_at(sync_at(10));
   l.delivered_publish("a", "A1");
   l.delivered_retract("b");
 
@@ -38,7 +30,7 @@ TEST_CASE("catch_up_ledger: a replay skips exactly what was delivered live since
 TEST_CASE("catch_up_ledger: retractions logged at the anchor's counter before the sync are known",
           "[unit][catch_up]") {
   catch_up_ledger l;
-  sync_point sp = at(5);
+  sync_point sp = sync_at(5);
   sp.retracted_at_seq = {"x"};
   l.anchor_at(sp);
   CHECK_FALSE(l.take_retraction("x", 5));  // before the sync point
@@ -49,7 +41,7 @@ TEST_CASE("catch_up_ledger: retractions logged at the anchor's counter before th
 TEST_CASE("catch_up_ledger: the score window skips the ids at its starting score",
           "[unit][catch_up]") {
   catch_up_ledger l;
-  sync_point sp = at(3);
+  sync_point sp = sync_at(3);
   sp.window_from = "1000.5";
   sp.window_excluded = {"top"};
   l.anchor_at(sp);
@@ -61,7 +53,7 @@ TEST_CASE("catch_up_ledger: the score window skips the ids at its starting score
 TEST_CASE("catch_up_ledger: buffered live events that repeat the replayed item are not new",
           "[unit][catch_up]") {
   catch_up_ledger l;
-  l.anchor_at(at(1));
+  l.anchor_at(sync_at(1));
   CHECK(l.take_change("a", "A2"));
   std::string_view same = "A2", newer = "A3";
   CHECK_FALSE(l.take_buffered("a", &same));  // the replay read it after this change
@@ -80,13 +72,13 @@ TEST_CASE("catch_up_ledger: buffered live events that repeat the replayed item a
 TEST_CASE("catch_up_ledger: late messages of changes shown from the score window",
           "[unit][catch_up]") {
   catch_up_ledger l;
-  sync_point sp = at(1);
+  sync_point sp = sync_at(1);
   sp.window_from = "-inf";
   l.anchor_at(sp);
   CHECK(l.take_window_item("k", "5", "K"));
   CHECK(l.take_window_item("m", "6", "M"));
   l.end_replay();
-  l.anchor_at(at(9));  // the round's own sync point
+  l.anchor_at(sync_at(9));  // the round's own sync point
   std::string_view k = "K", m2 = "M2";
   CHECK(l.late_duplicate("k", &k));         // the EXEC was read, the PUBLISH came after
   CHECK_FALSE(l.late_duplicate("k", &k));   // once only
@@ -102,12 +94,12 @@ TEST_CASE("catch_up_ledger: re-anchoring with the marker before or after the rep
           "[unit][catch_up]") {
   SECTION("marker, then reply: what came after the marker is kept") {
     catch_up_ledger l;
-    l.anchor_at(at(1));
+    l.anchor_at(sync_at(1));
     l.delivered_publish("before", "B");
     l.split();
     CHECK(l.split_pending());
     l.delivered_publish("after", "A");
-    l.commit(at(7));
+    l.commit(sync_at(7));
     CHECK(l.anchor().seq == 7);
     CHECK(l.take_change("before", "B"));       // covered by the new anchor: the
                                                // replay would not list it
@@ -115,7 +107,7 @@ TEST_CASE("catch_up_ledger: re-anchoring with the marker before or after the rep
   }
   SECTION("the re-anchor fails after its marker: nothing is forgotten") {
     catch_up_ledger l;
-    l.anchor_at(at(1));
+    l.anchor_at(sync_at(1));
     l.delivered_publish("x", "X1");
     l.delivered_publish("y", "Y");
     l.split();
@@ -129,14 +121,14 @@ TEST_CASE("catch_up_ledger: re-anchoring with the marker before or after the rep
   }
   SECTION("a re-anchor is asked for after reanchor_after live events") {
     catch_up_ledger l;
-    l.anchor_at(at(0));
+    l.anchor_at(sync_at(0));
     for (std::size_t i = 0; i + 1 < catch_up_ledger::reanchor_after; ++i)
       l.delivered_publish(std::to_string(i), "v");
     CHECK_FALSE(l.wants_reanchor());
     l.delivered_retract("0");
     CHECK(l.wants_reanchor());
     l.split();
-    l.commit(at(2000));
+    l.commit(sync_at(2000));
     CHECK_FALSE(l.wants_reanchor());
     CHECK(l.size() == 0);
   }

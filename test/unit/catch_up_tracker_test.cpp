@@ -2,6 +2,7 @@
 // what happens to live events in each, the buffer during a replay and its
 // bounds, gaps, counter resets, re-anchors in either order, and the cursor.
 #include "feeds/catch_up_tracker.hpp"
+#include "support/sync_points.hpp"
 
 #include <thoonk/error.hpp>
 
@@ -10,6 +11,7 @@
 using thoonk::feed_event;
 using thoonk::detail::catch_up_tracker;
 using thoonk::detail::sync_point;
+using thoonk::test::sync_at;
 using phase = catch_up_tracker::phase;
 using live = catch_up_tracker::live_action;
 using marker = catch_up_tracker::marker_action;
@@ -17,12 +19,6 @@ using synced = catch_up_tracker::sync_action;
 using round_end = catch_up_tracker::round_end;
 
 namespace {
-
-sync_point sync_at(std::uint64_t seq) {
-  sync_point sp;
-  sp.seq = seq;
-  return sp;
-}
 
 feed_event pub(std::string_view id, std::string_view item) {
   feed_event ev;
