@@ -47,6 +47,21 @@ asio::awaitable<void> wait_done(const finish_claim_call& out) {
   REQUIRE(done);
 }
 
+// f.name as a job queue holding `n` copies of "x", the first of them
+// claimed.
+struct first_claimed {
+  thoonk::job_queue q;
+  std::vector<std::string> ids;
+  thoonk::claimed_job job;
+};
+
+asio::awaitable<first_claimed> queue_with_first_claimed(fixture& f, std::size_t n) {
+  auto q = co_await engine_queue(f);
+  auto ids = co_await put_copies(q, n, "x");
+  auto job = co_await q.claim(1s, asio::use_awaitable);
+  co_return first_claimed{std::move(q), std::move(ids), std::move(job)};
+}
+
 }  // namespace
 
 FIXTURE_TEST_CASE("finclaim",
@@ -203,9 +218,7 @@ FIXTURE_TEST_CASE("finclaim",
                   "finish_and_claim: a paused queue finishes the job and claims nothing "
                   "(queue_empty); after resume the next claim gets it",
                   "[job][finish_and_claim][pause]") {
-  auto q = co_await engine_queue(f);
-  auto ids = co_await put_copies(q, 2, "x");
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto [q, ids, j] = co_await queue_with_first_claimed(f, 2);
   co_await q.pause(asio::use_awaitable);
   auto [ec, none] = co_await q.finish_and_claim(j, nothrow);
   CHECK(ec == E::queue_empty);
@@ -223,10 +236,8 @@ TWO_CLIENT_TEST_CASE("finclaim",
                      "flight, the job it claimed goes back to the front with no failure counted",
                      "[job][finish_and_claim][cancel][single]") {
   // [single]: CLIENT PAUSE must reach the queue's own server.
-  auto q = co_await engine_queue(f);
+  auto [q, ids, j1] = co_await queue_with_first_claimed(f, 3);
   co_await other.connect(asio::use_awaitable);
-  auto ids = co_await put_copies(q, 3, "x");
-  auto j1 = co_await q.claim(1s, asio::use_awaitable);
 
   // Cancelled in the tick it starts: not sent.
   {
@@ -274,10 +285,8 @@ TWO_CLIENT_TEST_CASE("finclaim",
                      "unknown_outcome, and finishing again tells what happened",
                      "[job][finish_and_claim][kill][single]") {
   // [single]: CLIENT PAUSE and KILL must reach the queue's own server.
-  auto q = co_await engine_queue(f);
+  auto [q, ids, j] = co_await queue_with_first_claimed(f, 2);
   co_await other.connect(asio::use_awaitable);
-  auto ids = co_await put_copies(q, 2, "x");
-  auto j = co_await q.claim(1s, asio::use_awaitable);
   auto me = co_await cmd(f.c.conn(), "CLIENT", "ID");
   co_await cmd(other.conn(), "CLIENT", "PAUSE", "300", "WRITE");
   finish_claim_call o;

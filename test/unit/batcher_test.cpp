@@ -81,6 +81,22 @@ void settle_batcher(asio::io_context& ioc) {
   ioc.poll();
 }
 
+// One call out, holding request 1 and request 2, which can be cancelled
+// through `sig`; results of cancelled requests land in `orphans`.
+struct call_out {
+  call_out() {
+    b->submit(1, record_into(o1));
+    b->submit(2, asio::bind_cancellation_slot(sig.slot(), record_into(o2)));
+    settle_batcher(ioc);
+  }
+  asio::io_context ioc;
+  calls_seen seen;
+  std::vector<int> orphans;
+  std::shared_ptr<int_batcher> b = make_batcher(ioc, seen, 2, &orphans);
+  asio::cancellation_signal sig;
+  batch_outcome o1, o2;
+};
+
 }  // namespace
 
 TEST_CASE("batcher: requests of one tick share one call; each gets its own result",
@@ -135,45 +151,29 @@ TEST_CASE(
     "batcher: a request cancelled while its call is out completes at once; its result "
     "then goes to the orphan function, not to the caller and not lost",
     "[unit][batcher][cancel]") {
-  asio::io_context ioc;
-  calls_seen seen;
-  std::vector<int> orphans;
-  auto b = make_batcher(ioc, seen, 2, &orphans);
-  asio::cancellation_signal sig;
-  batch_outcome o1, o2;
-  b->submit(1, record_into(o1));
-  b->submit(2, asio::bind_cancellation_slot(sig.slot(), record_into(o2)));
-  settle_batcher(ioc);
-  REQUIRE(seen.calls.size() == 1);
-  sig.emit(asio::cancellation_type::terminal);
-  settle_batcher(ioc);
-  CHECK(o2.done);
-  CHECK(o2.ec == asio::error::operation_aborted);
-  CHECK(orphans.empty());  // the reply has not come yet
-  seen.open(0);
-  settle_batcher(ioc);
-  CHECK(o1.value == 10);
-  CHECK(o2.value == 0);  // the caller's handler ran once, with the abort
-  CHECK(orphans == std::vector<int>{20});
+  call_out t;
+  REQUIRE(t.seen.calls.size() == 1);
+  t.sig.emit(asio::cancellation_type::terminal);
+  settle_batcher(t.ioc);
+  CHECK(t.o2.done);
+  CHECK(t.o2.ec == asio::error::operation_aborted);
+  CHECK(t.orphans.empty());  // the reply has not come yet
+  t.seen.open(0);
+  settle_batcher(t.ioc);
+  CHECK(t.o1.value == 10);
+  CHECK(t.o2.value == 0);  // the caller's handler ran once, with the abort
+  CHECK(t.orphans == std::vector<int>{20});
 }
 
 TEST_CASE("batcher: a failed call fails each of its requests; nothing is orphaned",
           "[unit][batcher][errors]") {
-  asio::io_context ioc;
-  calls_seen seen;
-  std::vector<int> orphans;
-  auto b = make_batcher(ioc, seen, 2, &orphans);
-  asio::cancellation_signal sig;
-  batch_outcome o1, o2;
-  b->submit(1, record_into(o1));
-  b->submit(2, asio::bind_cancellation_slot(sig.slot(), record_into(o2)));
-  settle_batcher(ioc);
-  sig.emit(asio::cancellation_type::terminal);
-  seen.open(0, thoonk::error::unknown_outcome);
-  settle_batcher(ioc);
-  CHECK(o1.ec == thoonk::error::unknown_outcome);
-  CHECK(o2.ec == asio::error::operation_aborted);
-  CHECK(orphans.empty());
+  call_out t;
+  t.sig.emit(asio::cancellation_type::terminal);
+  t.seen.open(0, thoonk::error::unknown_outcome);
+  settle_batcher(t.ioc);
+  CHECK(t.o1.ec == thoonk::error::unknown_outcome);
+  CHECK(t.o2.ec == asio::error::operation_aborted);
+  CHECK(t.orphans.empty());
 }
 
 TEST_CASE("batcher: while max_in_flight calls are out, requests wait and form the next call",
