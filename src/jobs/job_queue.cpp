@@ -545,50 +545,66 @@ void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_j
   detail::impl_of(core_).claims->wait(timeout, std::move(h.handler), h.diag);
 }
 
+namespace detail {
+namespace {
+
+// What makes a finish fail before any I/O (start_finish,
+// start_finish_and_claim).
+error_code finish_problem(const job_queue_impl& impl, const claim_ref& claim,
+                          const std::optional<std::string>& result) {
+  if (auto ec = check_id(impl, claim.id)) return ec;
+  if (result) return validate_item(impl.cl.get_config(), *result);
+  return {};
+}
+
+// The batcher's handler for the caller's `h`: `fn(h, batcher's results...)`
+// on h's executor, cancelled through h's slot.
+template <class Handler, class Fn>
+auto adapt_handler(Handler h, const asio::any_io_executor& ex, Fn fn) {
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto hex = asio::get_associated_executor(h, ex);
+  return asio::bind_cancellation_slot(
+      slot, asio::bind_executor(hex, [h = std::move(h), fn = std::move(fn)](auto&&... r) mutable {
+        fn(std::move(h), std::forward<decltype(r)>(r)...);
+      }));
+}
+
+}  // namespace
+}  // namespace detail
+
 void job_queue::start_finish(claim_ref claim, std::optional<std::string> result, handler<> h) {
   // No coroutine per finish: the request goes straight to the batcher, whose
   // (status) result completes h. Validation fails before any I/O.
   const auto& ex = client_->get_executor();
   auto& impl = detail::impl_of(core_);
-  auto invalid = detail::check_id(impl, claim.id);
-  if (!invalid && result) invalid = detail::validate_item(client_->get_config(), *result);
-  if (invalid) {
+  if (auto invalid = detail::finish_problem(impl, claim, result)) {
     detail::post_handler(std::move(h), ex, invalid);
     return;
   }
   detail::finish_request req{std::move(claim.id), claim.token, std::move(result)};
-  auto slot = asio::get_associated_cancellation_slot(h.handler);
-  auto hex = asio::get_associated_executor(h.handler, ex);
-  auto done = asio::bind_cancellation_slot(
-      slot, asio::bind_executor(
-                hex, [h = std::move(h.handler)](error_code ec, error_code status) mutable {
-                  std::move(h)(ec ? ec : status);
-                }));
+  auto done = detail::adapt_handler(
+      std::move(h.handler), ex,
+      [](auto h, error_code ec, error_code status) { std::move(h)(ec ? ec : status); });
   impl.finishes->submit(std::move(req), std::move(done), h.diag);
 }
 
 void job_queue::start_finish_and_claim(claim_ref claim, std::optional<std::string> result,
                                        handler<claimed_job> h) {
-  // As start_finish: straight to the batcher, validation before any I/O.
+  // As start_finish, with the next job (or queue_empty) in the completion.
   const auto& ex = client_->get_executor();
   auto& impl = detail::impl_of(core_);
-  auto invalid = detail::check_id(impl, claim.id);
-  if (!invalid && result) invalid = detail::validate_item(client_->get_config(), *result);
-  if (invalid) {
+  if (auto invalid = detail::finish_problem(impl, claim, result)) {
     detail::post_handler(std::move(h), ex, invalid, claimed_job{});
     return;
   }
   detail::finish_request req{std::move(claim.id), claim.token, std::move(result)};
-  auto slot = asio::get_associated_cancellation_slot(h.handler);
-  auto hex = asio::get_associated_executor(h.handler, ex);
-  auto done = asio::bind_cancellation_slot(
-      slot, asio::bind_executor(hex, [h = std::move(h.handler)](
-                                         error_code ec, detail::finish_claim_outcome o) mutable {
-        if (!ec) ec = o.status;
-        // Finished, but the queue had nothing to claim for this call.
-        if (!ec && !o.next) ec = error::queue_empty;
-        std::move(h)(ec, o.next ? std::move(*o.next) : claimed_job{});
-      }));
+  auto done = detail::adapt_handler(std::move(h.handler), ex,
+                                    [](auto h, error_code ec, detail::finish_claim_outcome o) {
+                                      if (!ec) ec = o.status;
+                                      // Finished, but the queue had nothing to claim for this call.
+                                      if (!ec && !o.next) ec = error::queue_empty;
+                                      std::move(h)(ec, o.next ? std::move(*o.next) : claimed_job{});
+                                    });
   impl.finish_claims->submit(std::move(req), std::move(done), h.diag);
 }
 
