@@ -10,7 +10,8 @@
 //   produce   --jobs N [--rate R]
 //             without --rate: put_many in chunks of 1,000 as fast as it
 //             goes; with it: single puts at R per second, open loop (not
-//             awaited), each payload stamped with the steady clock
+//             awaited), each payload stamped with the steady clock, and
+//             the result has "put_ack": stamp -> reply percentiles
 //   work      --jobs N --concurrency C [--latency] [--runner]
 //             C coroutines claim and finish (raw claim/finish) until N jobs
 //             are finished; --latency: record put -> handler start from
@@ -266,6 +267,9 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
   const double cpu0 = bench::own_cpu();
   const auto t_start = now_ns();
   auto cnt = std::make_shared<reply_counts>();
+  // With --rate: each put's time from its stamp to its reply (the put's own
+  // round trip, for docs/benchmarks.md); shared, as replies may outlive a timeout.
+  std::shared_ptr<std::vector<double>> ack_ns;
   if (o.rate <= 0) {
     const auto item = payload(0);
     for (long done = 0; done < o.jobs;) {
@@ -277,7 +281,16 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
     cnt->acked = o.jobs;
   } else {
     // Open loop: the schedule does not wait for the put's reply.
-    auto put_one = [&](auto on_reply) { q.put(payload(now_ns()), std::move(on_reply)); };
+    ack_ns = std::make_shared<std::vector<double>>();
+    ack_ns->reserve(static_cast<std::size_t>(o.jobs));
+    auto put_one = [&](auto on_reply) {
+      const auto stamp = now_ns();
+      q.put(payload(stamp), [stamp, acks = ack_ns, on_reply = std::move(on_reply)](
+                                error_code ec, auto&&... rest) mutable {
+        acks->push_back(static_cast<double>(now_ns() - stamp));
+        on_reply(ec, std::forward<decltype(rest)>(rest)...);
+      });
+    };
     const auto start = steady::now();
     co_await send_open_loop(start, o.rate, o.jobs, cnt, put_one);
     co_await await_replies(*cnt, o.jobs);
@@ -292,6 +305,7 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
   r["rate_achieved"] = static_cast<double>(o.jobs) / (static_cast<double>(t_end - t_start) / 1e9);
   r["cpu_s"] = bench::own_cpu() - cpu0;
   r["complete"] = cnt->acked == o.jobs;
+  if (ack_ns) r["put_ack"] = latency_summary(*ack_ns);
   emit(r);
 }
 

@@ -319,6 +319,8 @@ function scenarios(o, p) {
         figures: {
           latency_p50_ms: l.p50_ms, latency_p90_ms: l.p90_ms, latency_p99_ms: l.p99_ms,
           latency_max_ms: l.max_ms, latency_rate: pr.rate_achieved,
+          // This library's producer also times each put's reply.
+          ...(pr.put_ack ? { put_ack_p50_ms: pr.put_ack.p50_ms, put_ack_p99_ms: pr.put_ack.p99_ms } : {}),
         },
         raw: { worker: w, producer: pr },
       };
