@@ -187,6 +187,7 @@ function floorSentence(doc) {
     ours.push(`${L[id] || id} ${ms(t.median)}, ${vs}`);
   }
   if (ours.length) parts.push(`This library's p99: ${ours.join('; ')}.`);
+  else parts.push('This library\'s put → handler p99 was not measured in this run.');
   // The producer's own round trip (peer_scenarios reports it): the part of
   // the latency spent before the server's reply reaches the producer.
   const ackIds = ['thoonk_runner', 'thoonk'].filter((id) => S.put_ack_p50_ms && S.put_ack_p50_ms[id]);
@@ -196,7 +197,6 @@ function floorSentence(doc) {
     parts.push('The put itself, from the stamp to its reply at the producer (the put script\'s work on the server ' +
       `and a round trip), took a median p50 of ${a.join(' and ')}.`);
   }
-  else parts.push('This library\'s put → handler p99 was not measured in this run.');
   return parts.join(' ');
 }
 
