@@ -127,6 +127,20 @@ struct config {
   std::size_t max_id_length = 1024;       ///< item and job ids, bytes
   std::size_t max_item_size = 64u << 20;  ///< item/job payload/result, bytes
 
+  /// How the library's own Lua scripts (feeds, queues, jobs) run. true (the
+  /// default): each as a Redis function, loaded once per server with
+  /// FUNCTION LOAD (on first use, and again after FUNCTION FLUSH) and run
+  /// with FCALL; its helpers are made once instead of on every call, which
+  /// takes most of the Lua garbage out of every call (docs/design.md §3).
+  /// A server without functions (before Redis 7.0), or an ACL user that may
+  /// not FCALL or FUNCTION LOAD, turns this off for the client after one
+  /// refused attempt that ran nothing: EVALSHA from then on. A call that a
+  /// function cannot start but a script can (out of memory for a read, a
+  /// read-only replica) runs with EVALSHA. false: always EVALSHA (SCRIPT
+  /// LOAD on NOSCRIPT). client::eval runs the application's scripts with
+  /// EVALSHA either way.
+  bool use_functions = true;
+
   // ---- Redis Cluster ---------------------------------------------------------
   /// Talk to a Redis Cluster (docs/cluster.md): `host`:`port`, or each of
   /// `endpoints`, is a seed node the slot map is read from (CLUSTER SHARDS,

@@ -418,7 +418,8 @@ void cluster_router::stop() {
 
 // ---- router -----------------------------------------------------------------------
 
-router::router(connection& single) : single_(&single) {
+router::router(connection& single)
+    : single_(&single), functions_(single.get_config().use_functions) {
   if (single.get_config().cluster) cluster_ = std::make_shared<cluster_router>(single);
 }
 

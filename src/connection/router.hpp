@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -103,9 +104,18 @@ class router {
   /// server). It lives as long as the router's cluster state; hold it weakly.
   std::shared_ptr<slot_source> slots() const noexcept;
 
+  /// Whether the library's scripts may run as Redis functions through this
+  /// router (src/detail/script_functions.hpp): config::use_functions, until
+  /// a server refuses them (no FCALL before Redis 7.0, or an ACL user that
+  /// may not FCALL or FUNCTION LOAD). Thread-safe.
+  bool functions_usable() const noexcept { return functions_.load(std::memory_order_relaxed); }
+  /// From now on the library's scripts run with EVALSHA through this router.
+  void refuse_functions() noexcept { functions_.store(false, std::memory_order_relaxed); }
+
  private:
   connection* single_;
   std::shared_ptr<cluster_router> cluster_;
+  std::atomic<bool> functions_;
 };
 
 }  // namespace thoonk::detail

@@ -1,6 +1,7 @@
 #include "detail/script_exec.hpp"
 
 #include "connection/router.hpp"
+#include "detail/script_functions.hpp"
 
 #include <thoonk/error.hpp>
 
@@ -8,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace thoonk::detail {
@@ -82,11 +84,48 @@ struct exec_target {
     if (r) co_return co_await r->exec(req, key, opts);
     co_return co_await conn->exec(req, opts, asio::as_tuple(asio::use_awaitable));
   }
+
+  // The library's scripts run as functions through a client's router only.
+  const function_library* library_of(const script& s) const {
+    return r && r->functions_usable() ? function_library_of(s) : nullptr;
+  }
 };
+
+// The FCALL path (script_functions.hpp): FCALL, and FUNCTION LOAD + FCALL
+// when the server lacks the library. Returns the script's reply, or no
+// value when the call is to run with EVALSHA (nothing ran).
+asio::awaitable<std::tuple<error_code, std::optional<resp3::value>>> fcall_on(
+    const exec_target& target, const function_library& lib, std::span<const std::string_view> keys,
+    std::span<const std::string_view> args, exec_options opts) {
+  request req;
+  push_script_call(req, "FCALL", lib.name, keys, args);
+  auto [ec, resp] = co_await target.exec(req, opts);
+  if (ec) co_return std::tuple{ec, std::nullopt};
+  auto step = after_fcall(resp[0]);
+  resp3::value reply = std::move(resp[0]);
+  // Twice at most: a second load is needed only when the key's slot moved
+  // to another node between the load and the call.
+  for (int loads = 0; step == fcall_step::load && loads < 2; ++loads) {
+    req.clear();
+    req.push("FUNCTION", "LOAD", lib.text);
+    push_script_call(req, "FCALL", lib.name, keys, args);
+    auto [ec2, resp2] = co_await target.exec(req, opts);
+    if (ec2) co_return std::tuple{ec2, std::nullopt};
+    step = after_function_load(resp2[0], resp2[1]);
+    reply = std::move(resp2[1]);
+  }
+  if (step == fcall_step::done) co_return std::tuple{error_code{}, std::move(reply)};
+  if (step == fcall_step::use_eval_for_good) target.r->refuse_functions();
+  co_return std::tuple{error_code{}, std::nullopt};
+}
 
 asio::awaitable<std::tuple<error_code, resp3::value>> eval_on(
     const exec_target& target, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts) {
+  if (const auto* lib = target.library_of(s)) {
+    auto [ec, reply] = co_await fcall_on(target, *lib, keys, args, opts);
+    if (ec || reply) co_return std::tuple{ec, reply ? std::move(*reply) : resp3::value{}};
+  }
   request req;
   push_evalsha(req, s, keys, args);
   auto [ec, resp] = co_await target.exec(req, opts);
@@ -190,7 +229,8 @@ error_code permission_error(std::string_view s) {
     auto rest = s.substr(p + 9);
     auto cmd = lower(rest.substr(0, rest.find('\'')));
     if (cmd == "eval" || cmd == "evalsha" || cmd == "eval_ro" || cmd == "evalsha_ro" ||
-        cmd == "script" || cmd.starts_with("script|"))
+        cmd == "script" || cmd.starts_with("script|") || cmd == "fcall" || cmd == "fcall_ro" ||
+        cmd == "function" || cmd.starts_with("function|"))
       return error::no_script_permission;
     if (cmd == "publish" || cmd == "spublish") return error::no_channel_permission;
   }
@@ -237,7 +277,8 @@ error_code reply_error(const resp3::value& v) {
     return error::script_error;  // a code this build does not know
   }
   if (auto pe = permission_error(s)) return pe;
-  if (contains(s, "user_script") || contains(s, "Error running script") ||
+  if (contains(s, "user_script") || contains(s, "user_function") ||
+      contains(s, "Error running script") || contains(s, "Error compiling function") ||
       contains(s, "Error compiling script") || s.starts_with("ERR Lua"))
     return error::script_error;
   return error::server_error;

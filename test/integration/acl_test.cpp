@@ -69,7 +69,7 @@ const std::vector<kind>& kinds() {
       {"without access to the channels",
        {"~*", "resetchannels", "&unrelated.*", "+@all"},
        E::no_channel_permission},
-      {"without +evalsha", {"~*", "&*", "+@all", "-evalsha"}, E::no_script_permission},
+      {"without +evalsha", {"~*", "&*", "+@all", "-evalsha", "-fcall"}, E::no_script_permission},
   };
   return k;
 }

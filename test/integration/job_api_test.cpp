@@ -393,7 +393,7 @@ TEST_CASE("job_queue: the server's text reaches with_diagnostics",
     co_await admin_q.put("held", asio::use_awaitable);
     auto held = co_await claim_one(admin_q);
     co_await cmd(f.c.conn(), "ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all",
-                 "-evalsha");
+                 "-evalsha", "-fcall");
     auto cfg = named_config("thoonk-jobapi-acl");
     cfg.username = user;
     cfg.password = pass;

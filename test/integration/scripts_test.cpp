@@ -6,6 +6,7 @@
 
 #include "detail/keys.hpp"
 #include "detail/script_exec.hpp"
+#include "detail/script_functions.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_keys.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -26,10 +27,11 @@ std::size_t line_of(std::string_view file_text, std::string_view needle) {
   return 1 + static_cast<std::size_t>(std::count(file_text.begin(), file_text.begin() + at, '\n'));
 }
 
-// The line number in `user_script:N` of a server error text (0 when absent).
+// The line number in `user_script:N` (EVALSHA) or `user_function:N` (FCALL)
+// of a server error text (0 when absent).
 std::size_t reported_line(const std::string& text) {
   std::smatch m;
-  if (!std::regex_search(text, m, std::regex("user_script:([0-9]+)"))) return 0;
+  if (!std::regex_search(text, m, std::regex("user_(?:script|function):([0-9]+)"))) return 0;
   return std::stoul(m[1].str());
 }
 
@@ -55,6 +57,9 @@ asio::awaitable<void> expect_error_line(fixture& f, std::string type, std::strin
   INFO(v.str);
   CHECK(ec == thoonk::error::script_error);
   CHECK(reported_line(v.str) == want);
+  // Run the way the client is configured: as a function or with EVALSHA.
+  CHECK(v.str.find(f.c.get_config().use_functions ? "user_function:" : "user_script:") !=
+        std::string::npos);
 }
 
 }  // namespace
@@ -89,8 +94,37 @@ TEST_CASE("scripts: every embedded script has its layout and loads on the server
       INFO(v.str);
       CHECK(!v.is_error());
       CHECK(v.str == s.get().sha1());
+      // And as a function library (config::use_functions), in both forms:
+      // a function with more than 60 upvalues, say, fails here.
+      for (const auto& variant : {s.get(), thoonk::detail::sharded_variant(s.get())}) {
+        const auto* lib = thoonk::detail::function_library_of(variant);
+        REQUIRE(lib != nullptr);
+        co_await cmd(f.c.conn(), "FUNCTION", "DELETE", lib->name);  // may not exist
+        auto l = co_await cmd(f.c.conn(), "FUNCTION", "LOAD", lib->text);
+        INFO(l.str);
+        CHECK(!l.is_error());
+        CHECK(l.str == lib->name);
+      }
     }
   });
+}
+
+namespace {
+thoonk::config scripts_eval_config() {
+  auto cfg = named_config("thoonk-scripts-eval");
+  cfg.use_functions = false;
+  return cfg;
+}
+}  // namespace
+
+FIXTURE_TEST_CASE_WITH_CONFIG(scripts_eval_config(), "scripts",
+                              "scripts: a Lua error reports the line of the .lua file (EVALSHA)",
+                              "[scripts]") {
+  co_await f.c.connect(asio::use_awaitable);
+  const thoonk::detail::feed_names names(f.c.get_config(), f.name);
+  std::vector<std::string> args{"not a number"};
+  co_await expect_error_line(f, "queue", "queues/get.lua", "redis.call('RPOP'",
+                             thoonk::detail::jobs::queue_keys(names).keys, std::move(args));
 }
 
 FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua file",

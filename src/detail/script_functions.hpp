@@ -1,0 +1,63 @@
+// The library's scripts as Redis functions (FUNCTION LOAD, FCALL; Redis 7):
+// each embedded script's library form (cmake/embed_lua.cmake, library_form)
+// named for its text, and the decisions of the FCALL path, without I/O
+// (test/unit/script_functions_test.cpp). The runner that sends the
+// commands is eval_on in script_exec.cpp; docs/design.md §3 says why.
+#pragma once
+
+#include <thoonk/resp3/value.hpp>
+#include <thoonk/script.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace thoonk::detail {
+
+/// A library script as one function library: `name` is the library's and
+/// its one function's name, `thoonk_` and the SHA1 of the library's text
+/// before naming, so two builds with different scripts never share a name
+/// and one build's library loads once per server whichever client loads it.
+struct function_library {
+  std::string name;
+  std::string text;  ///< what FUNCTION LOAD sends
+};
+
+/// The library form of a template from cmake/embed_lua.cmake (its name
+/// written @FN@), named; `sharded`: notifications with SPUBLISH, as
+/// sharded_variant() makes the EVALSHA form.
+function_library make_function_library(std::string_view template_text, bool sharded);
+
+/// The library form of `s` when `s` is one of the embedded scripts or the
+/// sharded_variant() of one; nullptr for any other script (an
+/// application's own, run by client::eval). Each is made once and kept.
+/// Thread-safe.
+const function_library* function_library_of(const script& s);
+
+/// What the runner does after an FCALL reply.
+enum class fcall_step {
+  done,              ///< the reply is the script's (a Lua error included)
+  load,              ///< no such function on this server: FUNCTION LOAD and FCALL again
+  use_eval,          ///< nothing ran; run this call with EVALSHA (OOM, READONLY, ...)
+  use_eval_for_good  ///< nothing ran and functions cannot work here: EVALSHA from now on
+};
+
+/// After FCALL alone:
+///  * `ERR Function not found` → load;
+///  * FCALL unknown (before Redis 7.0) or refused by the ACL → use_eval_for_good;
+///  * refused before it ran for a reason EVALSHA meets only at the script's
+///    first write (`OOM`, `READONLY`, `MISCONF`, `NOREPLICAS`): a
+///    script that only reads still runs → use_eval;
+///  * anything else → done.
+fcall_step after_fcall(const resp3::value& fcall);
+
+/// After FUNCTION LOAD and FCALL sent together:
+///  * the FCALL found its function (loaded now, or by another client
+///    first, which makes the load fail with "already exists"): as after_fcall;
+///  * it did not, and the load failed: refused by the ACL, or any failure
+///    of the library itself → use_eval_for_good; refused for the server's
+///    state (OOM, READONLY, ...) → use_eval;
+///  * it did not though the load succeeded (the key's slot moved to
+///    another node in between) → load.
+fcall_step after_function_load(const resp3::value& load, const resp3::value& fcall);
+
+}  // namespace thoonk::detail
