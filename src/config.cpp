@@ -39,7 +39,8 @@ bool percent_decode(std::string_view in, std::string& out) {
   return true;
 }
 
-// Applies `db=N`, `password=...`, `username=...`, `cluster=yes|no` and the
+// Applies `db=N`, `password=...`, `username=...`, `cluster=yes|no`,
+// `functions=yes|no` and the
 // `tls_*` query parameters.
 bool apply_query(std::string_view query, config& cfg) {
   while (!query.empty()) {
@@ -57,9 +58,10 @@ bool apply_query(std::string_view query, config& cfg) {
       if (!percent_decode(val, cfg.password)) return false;
     } else if (key == "username") {
       if (!percent_decode(val, cfg.username)) return false;
-    } else if (key == "cluster") {
-      if (val == "yes" || val == "1" || val == "true") cfg.cluster = true;
-      else if (val == "no" || val == "0" || val == "false") cfg.cluster = false;
+    } else if (key == "cluster" || key == "functions") {
+      bool& field = key == "cluster" ? cfg.cluster : cfg.use_functions;
+      if (val == "yes" || val == "1" || val == "true") field = true;
+      else if (val == "no" || val == "0" || val == "false") field = false;
       else return false;
     } else if (key.starts_with("tls_")) {
       // TLS settings only make sense with TLS: on a redis:// URL they would

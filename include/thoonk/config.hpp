@@ -138,7 +138,7 @@ struct config {
   /// function cannot start but a script can (out of memory for a read, a
   /// read-only replica) runs with EVALSHA. false: always EVALSHA (SCRIPT
   /// LOAD on NOSCRIPT). client::eval runs the application's scripts with
-  /// EVALSHA either way.
+  /// EVALSHA either way. A URL's `?functions=no` (or `yes`) sets it.
   bool use_functions = true;
 
   // ---- Redis Cluster ---------------------------------------------------------
@@ -171,7 +171,8 @@ struct config {
   /// `redis://[user[:password]@][host][:port]?db=N` or
   /// `unix:///path/to/socket[?db=N&password=...]` into a config that keeps
   /// every other field of `base`. Percent-escapes are decoded in user and
-  /// password. `?cluster=yes` (or `no`) sets `cluster`. `rediss://` (same form) turns TLS on and
+  /// password. `?cluster=yes` (or `no`) sets `cluster`, `?functions=no` (or `yes`)
+  /// `use_functions`. `rediss://` (same form) turns TLS on and
   /// also takes the query parameters `tls_ca_file`, `tls_ca_dir`, `tls_cert_file`, `tls_key_file`,
   /// `tls_server_name` (percent-decoded) and `tls_verify=none` (UNSAFE: no verification at all);
   /// `redis://` turns TLS off and refuses them. Sets ec = error::invalid_url on anything else.

@@ -5,6 +5,9 @@
 #include "detail/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
+#include <thoonk/config.hpp>
+#include <thoonk/error.hpp>
+
 #include <catch2/catch.hpp>
 
 #include "support/resp3_values.hpp"
@@ -145,4 +148,20 @@ TEST_CASE("script functions: after FUNCTION LOAD and FCALL", "[unit][scripts]") 
             error_reply(fn_not_found)) == fcall_step::use_eval_for_good);
   CHECK(after_function_load(error_reply(fn_oom), error_reply(fn_not_found)) ==
         fcall_step::use_eval);
+}
+
+TEST_CASE("script functions: the URL option", "[unit][scripts][config]") {
+  boost::system::error_code ec;
+  auto cfg = thoonk::config::from_url("redis://h:1", ec);
+  REQUIRE_FALSE(ec);
+  CHECK(cfg.use_functions);  // the default
+  cfg = thoonk::config::from_url("redis://h:1?functions=no&db=2", ec);
+  REQUIRE_FALSE(ec);
+  CHECK_FALSE(cfg.use_functions);
+  CHECK(cfg.database == 2);
+  cfg = thoonk::config::from_url("redis://h:1?functions=yes", ec, cfg);
+  REQUIRE_FALSE(ec);
+  CHECK(cfg.use_functions);
+  thoonk::config::from_url("redis://h:1?functions=sometimes", ec);
+  CHECK(ec == thoonk::error::invalid_url);
 }
