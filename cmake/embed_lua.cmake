@@ -230,7 +230,9 @@ function(library_form top call body out)
   math(EXPR nl "${nl} + 1")
   string(SUBSTRING "${body}" ${nl} -1 rest)
   set(open "redis.register_function('@FN@', function(keys, args) ")
-  set(${out} "#!lua name=@FN@\n${top}${open}${call}${rest}\nend)" PARENT_SCOPE)
+  # The `;` ends the last statement of the call part: a file whose line 2
+  # opened with `(` would otherwise continue it as a function call.
+  set(${out} "#!lua name=@FN@\n${top}${open}${call}; ${rest}\nend)" PARENT_SCOPE)
 endfunction()
 
 split_definitions("${LUA_DIR}/prelude.lua" prelude)
