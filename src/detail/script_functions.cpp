@@ -3,6 +3,8 @@
 #include "detail/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
+#include <thoonk/error.hpp>
+
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -86,8 +88,9 @@ fcall_step after_fcall(const resp3::value& fcall) {
       (text.substr(0, 28).find("fcall") != std::string_view::npos ||
        text.substr(0, 28).find("FCALL") != std::string_view::npos))
     return fcall_step::use_eval_for_good;
-  if (text.starts_with("NOPERM") && text.find("run the 'fcall'") != std::string_view::npos)
-    return fcall_step::use_eval_for_good;
+  // The one mapper of ACL refusals: FCALL refused is a script permission
+  // (a key refused is refused to EVALSHA alike, and stays the reply).
+  if (permission_error(text) == error::no_script_permission) return fcall_step::use_eval_for_good;
   if (refused_for_state(text)) return fcall_step::use_eval;
   return fcall_step::done;
 }
