@@ -51,6 +51,11 @@ struct connection_stats {
   /// error: the connection goes on without a name (see
   /// connection_event::client_name_refused).
   std::uint64_t client_name_refusals = 0;
+  /// Setups answered as a TLS port answers a plain client (error::
+  /// tls_required) and retried at once on a new connection to confirm it:
+  /// a proxy or a server dropping its clients does it once, a TLS port to
+  /// every connection. Only a second one in the same attempt fails it.
+  std::uint64_t setup_retries = 0;
 };
 
 /// What happened to the connection, for on_event().

@@ -311,11 +311,31 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   attempt_refused_ = false;  // only a refused handshake sets it
   attempt_message_.clear();
   asio::steady_timer deadline(executor_, cfg_.connect_timeout);
+  // With several addresses, each attempt goes to the one failover_ names.
+  const config attempt = failover_.attempt_config(cfg_);
+  error_code ec = co_await set_up(attempt, deadline);
+  if (ec == error::tls_required) {
+    // A TLS port answers every plain connection this way (mostly with a
+    // reset before any reply), but a proxy or load balancer restarting, or
+    // a server dropping its clients, resets whatever setup is in flight
+    // once. A refusal fails every queued request and stops a runner, so it
+    // is confirmed first, at once, on a new connection and within the same
+    // connect_timeout: a TLS port answers that one the same way.
+    ++stats_.setup_retries;
+    ec = co_await set_up(attempt, deadline);
+  }
+  if (detail::stream::is_refusal(ec)) {
+    attempt_refused_ = true;
+    attempt_message_ = stream_.failure_detail();
+  }
+  co_return ec;
+}
+
+asio::awaitable<error_code> connection_impl::set_up(const config& attempt,
+                                                    asio::steady_timer& deadline) {
   reset_read_buffer();
   parser_.reset();
   const auto bytes_before = stats_.bytes_read;
-  // With several addresses, each attempt goes to the one failover_ names.
-  const config attempt = failover_.attempt_config(cfg_);
   auto r = co_await (stream_.connect(attempt) || deadline.async_wait(use_nothrow));
   error_code ec = r.index() == 1 ? error_code(error::connect_timeout) : std::get<0>(r);
   if (!ec) {
@@ -325,12 +345,7 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   // The transport names its own failures (TLS: a rejected certificate, a
   // plain port, a refused client certificate) and says why; like a refused
   // AUTH they will not go away by retrying soon.
-  ec = stream_.setup_error(ec, stats_.bytes_read != bytes_before);
-  if (detail::stream::is_refusal(ec)) {
-    attempt_refused_ = true;
-    attempt_message_ = stream_.failure_detail();
-  }
-  co_return ec;
+  co_return stream_.setup_error(ec, stats_.bytes_read != bytes_before);
 }
 
 asio::awaitable<error_code> connection_impl::write_all(const std::string& bytes) {

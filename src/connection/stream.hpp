@@ -65,8 +65,10 @@ class stream {
   /// On a plain TCP connection, a reset before any answer becomes
   /// tls_required: that is how a TLS port (OpenSSL: "wrong version
   /// number") drops a plain client, while Redis itself closes a connection
-  /// it refuses with an error reply or a clean close. Other errors come
-  /// back unchanged.
+  /// it refuses with an error reply or a clean close (a proxy restarting
+  /// can do it too, once: the connection confirms tls_required on a second
+  /// connection before calling it a refusal). Other errors come back
+  /// unchanged.
   error_code setup_error(error_code ec, bool answered);
   /// Why the last connect or setup failed, in OpenSSL's and the
   /// certificate's words (e.g. "certificate verify failed: certificate has

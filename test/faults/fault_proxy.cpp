@@ -19,8 +19,14 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-fault_plan::action fault_plan::on_read(direction d, std::size_t n) noexcept {
+fault_plan::action fault_plan::on_read(direction d, std::size_t n, bool first) noexcept {
   action a;
+  if (d == direction::to_server && first && refusals_ > 0) {
+    --refusals_;
+    ++refused_;
+    a.reset = true;
+    return a;
+  }
   if (mode_ == fault_mode::blackhole) return a;  // dropped
   a.forward = n;
   a.chunk = mode_ == fault_mode::trickle ? 1 : n;
@@ -74,12 +80,12 @@ asio::awaitable<void> pump(std::shared_ptr<fault_proxy::state> st, std::shared_p
   auto& from = d == direction::to_server ? l->client : l->server;
   auto& to = d == direction::to_server ? l->server : l->client;
   std::array<char, 16384> buf;
-  for (;;) {
+  for (bool first = true;; first = false) {
     error_code ec;
     const std::size_t n = co_await from.async_read_some(
         asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
-    const auto a = st->plan.on_read(d, n);
+    const auto a = st->plan.on_read(d, n, first);
     for (std::size_t off = 0; off < a.forward && !ec; off += a.chunk) {
       const std::size_t len = std::min(a.chunk, a.forward - off);
       co_await asio::async_write(to, asio::buffer(buf.data() + off, len),

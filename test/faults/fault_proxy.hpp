@@ -1,7 +1,8 @@
 // A TCP proxy on 127.0.0.1 that sits between a client and redis-server and
 // misbehaves on demand: drops everything (a dead peer), resets every
-// connection, forwards one byte per write, or cuts the connection after a
-// given number of bytes from the server (in the middle of a large reply).
+// connection, resets the next connections at their first command, forwards
+// one byte per write, or cuts the connection after a given number of bytes
+// from the server (in the middle of a large reply).
 //
 // fault_plan decides, without I/O, what happens to the bytes one read
 // produced; fault_proxy is the thin coroutine loop that carries it out.
@@ -50,13 +51,25 @@ class fault_plan {
   /// Cuts made so far.
   std::uint64_t cuts() const noexcept { return cuts_; }
 
-  action on_read(direction d, std::size_t n) noexcept;
+  /// Arms `connections` one-shot refusals: each of the next connections to
+  /// send a first byte is reset there, unanswered and with nothing
+  /// forwarded (what a TLS port does to a plain client, and a proxy
+  /// restarting to a setup in flight).
+  void refuse_next(int connections) noexcept { refusals_ = connections; }
+  /// Refusals made so far.
+  std::uint64_t refused() const noexcept { return refused_; }
+
+  /// What to do with `n` bytes just read; `first`: the connection's first
+  /// read in direction `d`.
+  action on_read(direction d, std::size_t n, bool first = false) noexcept;
 
  private:
   fault_mode mode_ = fault_mode::pass;
   bool cut_armed_ = false;
   std::size_t cut_remaining_ = 0;
   std::uint64_t cuts_ = 0;
+  int refusals_ = 0;
+  std::uint64_t refused_ = 0;
 };
 
 /// Listens on 127.0.0.1 (a free port) and connects each accepted client to
