@@ -155,9 +155,7 @@ asio::awaitable<std::tuple<error_code, resp3::value>> eval_on(
 }  // namespace
 
 script sharded_variant(const script& s) {
-  static constexpr std::string_view classic = "local NOTIFY = 'publish'";
-  static constexpr std::string_view sharded = "local NOTIFY = 'spublish'";
-  const auto at = s.source().find(classic);
+  const auto at = s.source().find(classic_notify);
   if (at == std::string::npos) return s;
   static std::mutex mutex;
   static std::unordered_map<std::string, script> made;  // by the classic script's SHA1
@@ -165,7 +163,7 @@ script sharded_variant(const script& s) {
   auto it = made.find(s.sha1());
   if (it == made.end()) {
     std::string text = s.source();
-    text.replace(at, classic.size(), sharded);
+    text.replace(at, classic_notify.size(), sharded_notify);
     it = made.emplace(s.sha1(), script(std::move(text))).first;
   }
   return it->second;

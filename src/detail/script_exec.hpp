@@ -88,6 +88,13 @@ op_status reply_status(const resp3::value& v);
 ///    no_script_permission; anything else → no_permission.
 boost::system::error_code permission_error(std::string_view text);
 
+/// How the prelude defines the notification command (src/lua/prelude.lua:
+/// `local NOTIFY = 'publish'`; the library form assigns it per call
+/// without `local`), and what both sharded forms, sharded_variant() and
+/// make_function_library(), turn it into.
+inline constexpr std::string_view classic_notify = "NOTIFY = 'publish'";
+inline constexpr std::string_view sharded_notify = "NOTIFY = 'spublish'";
+
 /// The script as cluster mode runs it: every notification with SPUBLISH
 /// (sharded pub/sub) instead of PUBLISH. The prelude defines the command
 /// once (`local NOTIFY = 'publish'`, src/lua/prelude.lua); the variant is

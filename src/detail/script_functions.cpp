@@ -14,8 +14,6 @@ namespace thoonk::detail {
 namespace {
 
 constexpr std::string_view name_mark = "@FN@";
-constexpr std::string_view classic_notify = "NOTIFY = 'publish'";
-constexpr std::string_view sharded_notify = "NOTIFY = 'spublish'";
 
 void replace_all(std::string& text, std::string_view from, std::string_view to) {
   for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
