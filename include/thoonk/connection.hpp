@@ -51,10 +51,12 @@ struct connection_stats {
   /// error: the connection goes on without a name (see
   /// connection_event::client_name_refused).
   std::uint64_t client_name_refusals = 0;
-  /// Setups answered as a TLS port answers a plain client (error::
-  /// tls_required) and retried at once on a new connection to confirm it:
-  /// a proxy or a server dropping its clients does it once, a TLS port to
-  /// every connection. Only a second one in the same attempt fails it.
+  /// Setups that failed as a TLS port or a TLS refusal fails them (error::
+  /// tls_required, tls_handshake_failed: a reset, a close or silence) and
+  /// were repeated at once on a new connection, each with its own
+  /// connect_timeout: a proxy restarting or a server dropping its clients
+  /// does it to one connection, a TLS port to every one. Only a second
+  /// such failure in a row is reported (a refused setup).
   std::uint64_t setup_retries = 0;
 };
 

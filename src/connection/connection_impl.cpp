@@ -310,19 +310,17 @@ asio::awaitable<void> connection_impl::run() {
 asio::awaitable<error_code> connection_impl::connect_once() {
   attempt_refused_ = false;  // only a refused handshake sets it
   attempt_message_.clear();
-  asio::steady_timer deadline(executor_, cfg_.connect_timeout);
   // With several addresses, each attempt goes to the one failover_ names.
   const config attempt = failover_.attempt_config(cfg_);
-  error_code ec = co_await set_up(attempt, deadline);
-  if (ec == error::tls_required) {
-    // A TLS port answers every plain connection this way (mostly with a
-    // reset before any reply), but a proxy or load balancer restarting, or
-    // a server dropping its clients, resets whatever setup is in flight
-    // once. A refusal fails every queued request and stops a runner, so it
-    // is confirmed first, at once, on a new connection and within the same
-    // connect_timeout: a TLS port answers that one the same way.
+  error_code ec = co_await set_up(attempt);
+  if (detail::stream::needs_confirming(ec)) {
+    // A refusal fails every queued request and stops a job runner, but a
+    // reset or silence during the setup is also what a proxy or load
+    // balancer restarting, or a server dropping its clients, does to one
+    // connection. A TLS port (or a TLS server refusing this client) answers
+    // a new connection the same way: ask it once more, at once.
     ++stats_.setup_retries;
-    ec = co_await set_up(attempt, deadline);
+    ec = co_await set_up(attempt);
   }
   if (detail::stream::is_refusal(ec)) {
     attempt_refused_ = true;
@@ -331,8 +329,8 @@ asio::awaitable<error_code> connection_impl::connect_once() {
   co_return ec;
 }
 
-asio::awaitable<error_code> connection_impl::set_up(const config& attempt,
-                                                    asio::steady_timer& deadline) {
+asio::awaitable<error_code> connection_impl::set_up(const config& attempt) {
+  asio::steady_timer deadline(executor_, cfg_.connect_timeout);
   reset_read_buffer();
   parser_.reset();
   const auto bytes_before = stats_.bytes_read;

@@ -95,9 +95,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   awaitable<void> run();
   awaitable<error_code> connect_once();
-  // One connect + handshake of an attempt, bounded by `deadline`; the
-  // error as the transport names it (stream::setup_error).
-  awaitable<error_code> set_up(const config& attempt, boost::asio::steady_timer& deadline);
+  // One connect + handshake, bounded by connect_timeout; the error as the
+  // transport names it (stream::setup_error).
+  awaitable<error_code> set_up(const config& attempt);
   awaitable<error_code> handshake();
   awaitable<error_code> write_all(const std::string& bytes);
   awaitable<error_code> read_reply(resp3::value& out);

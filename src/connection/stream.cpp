@@ -323,6 +323,10 @@ bool stream::is_refusal(error_code ec) noexcept {
          ec == error::tls_config_invalid || ec == error::tls_required;
 }
 
+bool stream::needs_confirming(error_code ec) noexcept {
+  return ec == error::tls_required || ec == error::tls_handshake_failed;
+}
+
 // Not coroutines: these return the socket (or TLS layer) operation's own
 // awaitable, so a read or write costs exactly what it cost on the bare
 // socket, plus one branch.

@@ -66,8 +66,7 @@ class stream {
   /// tls_required: that is how a TLS port (OpenSSL: "wrong version
   /// number") drops a plain client, while Redis itself closes a connection
   /// it refuses with an error reply or a clean close (a proxy restarting
-  /// can do it too, once: the connection confirms tls_required on a second
-  /// connection before calling it a refusal). Other errors come back
+  /// can do it too, once: see needs_confirming). Other errors come back
   /// unchanged.
   error_code setup_error(error_code ec, bool answered);
   /// Why the last connect or setup failed, in OpenSSL's and the
@@ -79,6 +78,14 @@ class stream {
   /// will be again until the config or the server changes (the TLS
   /// errors): the connection then backs off to its longest delay.
   static bool is_refusal(error_code ec) noexcept;
+  /// True for the refusals a passing fault can also cause, tls_required
+  /// and tls_handshake_failed: a reset, a close or silence where a TLS port
+  /// or a TLS server refusing this client answers the same way. A proxy or
+  /// load balancer restarting, or a server dropping its clients, does it to
+  /// one setup; the connection confirms these on a new connection before
+  /// acting on them. A certificate that fails verification or a TLS file
+  /// that does not load is the same on every connection.
+  static bool needs_confirming(error_code ec) noexcept;
   /// Whether the open stream runs TLS.
   bool tls() const noexcept;
 

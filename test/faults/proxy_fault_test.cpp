@@ -286,55 +286,6 @@ TEST_CASE("faults: proxy resets every connection repeatedly", "[faults][proxy][r
           "reset → next reply ≤ " + std::to_string(worst) + " ms"});
 }
 
-// A reset at the first command, before any reply, is how a TLS port
-// answers a plain client: a refusal (tls_required). A proxy restarting does
-// the same once to a setup in flight, so the connection confirms it on a
-// second connection before failing anything.
-TEST_CASE("faults: a setup reset once is retried at once, twice in a row is tls_required",
-          "[faults][proxy][setup_reset]") {
-  rig t;
-  std::vector<thoonk::connection_event> failed;
-  t.conn.on_event([&](const thoonk::connection_event& e) {
-    if (e.kind == thoonk::connection_event::connect_failed) failed.push_back(e);
-  });
-  SECTION("once: the setup goes on, nothing fails") {
-    t.proxy.plan().refuse_next(1);
-    run_coro(t.ioc, [&]() -> asio::awaitable<void> {
-      auto [ec] = co_await t.conn.connect(nothrow);
-      CHECK(!ec);
-      const auto ping = co_await try_ping(t.conn);
-      CHECK(!ping);
-      t.conn.stop();
-      t.proxy.stop();
-    });
-    CHECK(t.proxy.plan().refused() == 1);
-    CHECK(t.proxy.accepted() == 2);
-    CHECK(t.conn.stats().setup_retries == 1);
-    CHECK(t.conn.stats().connects == 1);
-    CHECK(failed.empty());
-  }
-  SECTION("twice: tls_required, refused, then connected once the resets stop") {
-    t.proxy.plan().refuse_next(2);
-    run_coro(t.ioc, [&]() -> asio::awaitable<void> {
-      auto [ec] = co_await t.conn.connect(nothrow);
-      CHECK(ec == thoonk::error::tls_required);
-      // The plan is spent: the next attempt, after the back-off, connects.
-      const bool back = co_await wait_until([&] { return t.conn.stats().connects == 1; }, 10s);
-      CHECK(back);
-      const auto ping = co_await try_ping(t.conn);
-      CHECK(!ping);
-      t.conn.stop();
-      t.proxy.stop();
-    });
-    CHECK(t.proxy.plan().refused() == 2);
-    CHECK(t.conn.stats().setup_retries == 1);
-    REQUIRE(failed.size() == 1);
-    CHECK(failed[0].error == thoonk::error::tls_required);
-    CHECK(failed[0].setup_refused);
-    CHECK(failed[0].server_message.find("rediss://") != std::string::npos);
-  }
-}
-
 TEST_CASE("faults: proxy forwards one byte at a time", "[faults][proxy][trickle]") {
   rig t;
   auto r = t.run([&](kv_history&) -> asio::awaitable<void> {

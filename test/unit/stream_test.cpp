@@ -267,6 +267,15 @@ TEST_CASE("stream: what a failed setup is called", "[unit][stream][tls]") {
     CHECK(t.s.setup_error({}, false) == boost::system::error_code{});
     CHECK_FALSE(stream::is_refusal(reset));
     CHECK_FALSE(stream::is_refusal(thoonk::error::auth_failed));
+    // Read from a reset or silence, which a passing fault also causes: the
+    // connection asks once more. What verification or a file decided, not.
+    CHECK(stream::needs_confirming(thoonk::error::tls_required));
+    CHECK(stream::needs_confirming(thoonk::error::tls_handshake_failed));
+    CHECK_FALSE(stream::needs_confirming(thoonk::error::tls_certificate_rejected));
+    CHECK_FALSE(stream::needs_confirming(thoonk::error::tls_config_invalid));
+    CHECK_FALSE(stream::needs_confirming(thoonk::error::auth_failed));
+    CHECK_FALSE(stream::needs_confirming(reset));
+    CHECK_FALSE(stream::needs_confirming({}));
     t.s.close();
   });
 }
