@@ -15,33 +15,22 @@ using namespace thoonk::faults;
 
 namespace {
 
-const tls_certs& setup_certs() {
-  static const tls_certs instance;
-  return instance;
-}
-
 // A redis-server (with a TLS port when `tls`), the proxy in front of the
 // port the client uses, and a client connection through the proxy whose
 // connect_failed events are kept.
 struct setup_rig {
-  bool tls;
   std::unique_ptr<redis_server> srv;
   asio::io_context ioc;
   std::unique_ptr<fault_proxy> proxy;
   std::unique_ptr<thoonk::connection> conn;
   std::vector<thoonk::connection_event> failed;
 
-  explicit setup_rig(bool use_tls, std::chrono::milliseconds connect_timeout = 2s) : tls(use_tls) {
-    redis_server_options o;
-    if (tls) {
-      const auto server = setup_certs().server();
-      o.tls =
-          redis_server_options::tls_files{server.cert, server.key, setup_certs().ca_file(), false};
-    }
-    srv = std::make_unique<redis_server>(std::move(o));
+  explicit setup_rig(bool tls, std::chrono::milliseconds connect_timeout = 2s)
+      : srv(std::make_unique<redis_server>(tls ? tls_server_options(shared_tls_certs().server())
+                                               : redis_server_options{})) {
     proxy = std::make_unique<fault_proxy>(ioc.get_executor(), tls ? srv->tls_port() : srv->port());
     const std::string url = tls ? "rediss://127.0.0.1:" + std::to_string(proxy->port()) +
-                                      "?tls_ca_file=" + setup_certs().ca_file()
+                                      "?tls_ca_file=" + shared_tls_certs().ca_file()
                                 : "redis://127.0.0.1:" + std::to_string(proxy->port());
     auto cfg = fault_config(url);
     cfg.connect_timeout = connect_timeout;

@@ -15,18 +15,8 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// One set of certificates for the whole test binary: making them costs a
-// few hundred milliseconds.
-const tls_certs& certs() {
-  static const tls_certs instance;
-  return instance;
-}
-
 std::unique_ptr<redis_server> tls_server(const cert_pair& server_cert, bool auth_clients = false) {
-  redis_server_options o;
-  o.tls = redis_server_options::tls_files{server_cert.cert, server_cert.key, certs().ca_file(),
-                                          auth_clients};
-  return std::make_unique<redis_server>(std::move(o));
+  return std::make_unique<redis_server>(tls_server_options(server_cert, auth_clients));
 }
 
 // A config for `url` with the test's short timeouts.
@@ -41,7 +31,7 @@ thoonk::config config_for(const std::string& url) {
 // rediss:// to the server's TLS port, trusting the test CA (given in the URL,
 // as an application would).
 thoonk::config tls_config(const redis_server& s) {
-  return config_for(s.tls_url() + "?tls_ca_file=" + certs().ca_file());
+  return config_for(s.tls_url() + "?tls_ca_file=" + shared_tls_certs().ca_file());
 }
 
 // A plain connection to the server's plain port, for admin commands.
@@ -118,7 +108,7 @@ void expect_ping(const thoonk::config& cfg) {
 
 TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnects",
           "[tls][connection][subscriber]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   asio::io_context ioc;
   thoonk::client c(ioc.get_executor(), tls_config(*server));
   thoonk::client admin(ioc.get_executor(), plain_config(*server));
@@ -176,20 +166,20 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
 }
 
 TEST_CASE("tls: the server name can differ from the address (SNI and name check)", "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto cfg = tls_config(*server);
   cfg.tls.server_name = "localhost";  // in the certificate; the address is 127.0.0.1
   expect_ping(cfg);
 }
 
 TEST_CASE("tls: mutual TLS", "[tls]") {
-  auto server = tls_server(certs().server(), true);
+  auto server = tls_server(shared_tls_certs().server(), true);
   auto cfg = tls_config(*server);
 
   SECTION("a client certificate from the CA is accepted") {
     auto with_cert = cfg;
-    with_cert.tls.cert_file = certs().client().cert;
-    with_cert.tls.key_file = certs().client().key;
+    with_cert.tls.cert_file = shared_tls_certs().client().cert;
+    with_cert.tls.key_file = shared_tls_certs().client().key;
     expect_ping(with_cert);
   }
   SECTION("no client certificate: refused, with the reason, backing off") {
@@ -201,8 +191,8 @@ TEST_CASE("tls: mutual TLS", "[tls]") {
   }
   SECTION("a client certificate from another CA: refused") {
     auto foreign = cfg;
-    foreign.tls.cert_file = certs().foreign_client().cert;
-    foreign.tls.key_file = certs().foreign_client().key;
+    foreign.tls.cert_file = shared_tls_certs().foreign_client().cert;
+    foreign.tls.key_file = shared_tls_certs().foreign_client().key;
     auto attempts = watch_failing_connect(foreign, E::tls_handshake_failed);
     check_backs_off(attempts);
   }
@@ -218,7 +208,7 @@ TEST_CASE("tls: a server certificate that fails verification is refused and back
                     bad_case{"another host", &tls_certs::wrong_host, "IP address mismatch"},
                     bad_case{"expired", &tls_certs::expired, "certificate has expired"});
   INFO(c.what);
-  auto server = tls_server((certs().*c.cert)());
+  auto server = tls_server((shared_tls_certs().*c.cert)());
   auto attempts = watch_failing_connect(tls_config(*server), E::tls_certificate_rejected);
   check_backs_off(attempts);
   REQUIRE(!attempts.empty());
@@ -230,7 +220,7 @@ TEST_CASE("tls: a server certificate that fails verification is refused and back
 }
 
 TEST_CASE("tls: a host name that is not in the certificate is refused", "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto cfg = tls_config(*server);
   cfg.tls.server_name = "elsewhere.example";
   auto attempts = watch_failing_connect(cfg, E::tls_certificate_rejected, 500ms);
@@ -240,12 +230,12 @@ TEST_CASE("tls: a host name that is not in the certificate is refused", "[tls]")
 }
 
 TEST_CASE("tls: turning verification off accepts any certificate (unsafe)", "[tls]") {
-  auto server = tls_server(certs().foreign());
+  auto server = tls_server(shared_tls_certs().foreign());
   expect_ping(config_for(server->tls_url() + "?tls_verify=none"));
 }
 
 TEST_CASE("tls: plain TCP to the TLS port is refused with tls_required and backed off", "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto attempts = watch_failing_connect(
       config_for("redis://127.0.0.1:" + std::to_string(server->tls_port())), E::tls_required);
   check_backs_off(attempts);
@@ -253,9 +243,9 @@ TEST_CASE("tls: plain TCP to the TLS port is refused with tls_required and backe
 
 TEST_CASE("tls: TLS to the plain port is refused with tls_handshake_failed and backed off",
           "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto cfg = config_for("rediss://127.0.0.1:" + std::to_string(server->port()) +
-                        "?tls_ca_file=" + certs().ca_file());
+                        "?tls_ca_file=" + shared_tls_certs().ca_file());
   // Redis reads a ClientHello as an unfinished inline command and may say
   // nothing: the handshake then ends at the connect timeout, twice per
   // attempt (silence is confirmed on a second connection).
@@ -267,7 +257,7 @@ TEST_CASE("tls: TLS to the plain port is refused with tls_handshake_failed and b
 }
 
 TEST_CASE("tls: files that do not load give tls_config_invalid", "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto base = tls_config(*server);
   // The connect fails with tls_config_invalid and its message names `what`.
   auto expect_invalid = [](const thoonk::config& cfg, std::string_view what) {
@@ -279,18 +269,18 @@ TEST_CASE("tls: files that do not load give tls_config_invalid", "[tls]") {
   };
   SECTION("a CA file that does not exist") {
     auto cfg = base;
-    cfg.tls.ca_file = certs().dir() + "/missing.crt";
+    cfg.tls.ca_file = shared_tls_certs().dir() + "/missing.crt";
     expect_invalid(cfg, "missing.crt");
   }
   SECTION("a certificate without its key") {
     auto cfg = base;
-    cfg.tls.cert_file = certs().client().cert;
+    cfg.tls.cert_file = shared_tls_certs().client().cert;
     expect_invalid(cfg, "tls.key_file");
   }
   SECTION("a key that belongs to another certificate") {
     auto cfg = base;
-    cfg.tls.cert_file = certs().client().cert;
-    cfg.tls.key_file = certs().server().key;
+    cfg.tls.cert_file = shared_tls_certs().client().cert;
+    cfg.tls.key_file = shared_tls_certs().server().key;
     expect_invalid(cfg, "");  // OpenSSL's own words: not checked
   }
   SECTION("a minimum version other than 1.2 or 1.3") {
@@ -301,7 +291,7 @@ TEST_CASE("tls: files that do not load give tls_config_invalid", "[tls]") {
 }
 
 TEST_CASE("tls: TLS 1.3 as the minimum still connects to a TLS 1.3 server", "[tls]") {
-  auto server = tls_server(certs().server());
+  auto server = tls_server(shared_tls_certs().server());
   auto cfg = tls_config(*server);
   cfg.tls.min_version = 13;
   expect_ping(cfg);
@@ -311,7 +301,7 @@ TEST_CASE("tls: a refusal lasts until the server's certificate is fixed", "[tls]
   // The server starts with an expired certificate; while the client backs
   // off, the server is given a good one (CONFIG SET on its plain port), and
   // the next attempt connects and clears the refusal.
-  auto server = tls_server(certs().expired());
+  auto server = tls_server(shared_tls_certs().expired());
   asio::io_context ioc;
   auto cfg = tls_config(*server);
   cfg.reconnect_min_delay = 20ms;
@@ -327,8 +317,9 @@ TEST_CASE("tls: a refusal lasts until the server's certificate is fixed", "[tls]
         const auto refused_ping = co_await try_ping(conn);
         CHECK(refused_ping == E::tls_certificate_rejected);
         co_await admin.connect(asio::use_awaitable);
-        auto ok = co_await cmd(admin, "CONFIG", "SET", "tls-cert-file", certs().server().cert,
-                               "tls-key-file", certs().server().key);
+        auto ok =
+            co_await cmd(admin, "CONFIG", "SET", "tls-cert-file", shared_tls_certs().server().cert,
+                         "tls-key-file", shared_tls_certs().server().key);
         CHECK(ok.str == "OK");
         auto arrived = co_await wait_until([&] { return conn.is_connected(); }, 5s);
         CHECK(arrived);

@@ -106,4 +106,16 @@ void tls_certs::make_signed(const std::string& name, const std::string& ca,
        "-out", p.cert, "-days", std::to_string(days), "-extfile", ext});
 }
 
+const tls_certs& shared_tls_certs() {
+  static const tls_certs instance;
+  return instance;
+}
+
+redis_server_options tls_server_options(const cert_pair& server_cert, bool auth_clients) {
+  redis_server_options o;
+  o.tls = redis_server_options::tls_files{server_cert.cert, server_cert.key,
+                                          shared_tls_certs().ca_file(), auth_clients};
+  return o;
+}
+
 }  // namespace thoonk::test

@@ -5,6 +5,7 @@
 // repository, so nothing expires there.
 #pragma once
 
+#include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 
 #include <string>
@@ -58,5 +59,14 @@ class tls_certs {
 
   temp_dir dir_;
 };
+
+/// One set for the whole test binary, made at first use (making them costs
+/// a few hundred milliseconds).
+const tls_certs& shared_tls_certs();
+
+/// A redis-server with a TLS port serving `server_cert` (from
+/// shared_tls_certs()), trusting the shared CA for client certificates;
+/// `auth_clients`: it requires one (tls-auth-clients yes).
+redis_server_options tls_server_options(const cert_pair& server_cert, bool auth_clients = false);
 
 }  // namespace thoonk::test
