@@ -79,7 +79,12 @@ struct job_queue_options : detail::queue_options_base {
   /// Claim scripts in flight at once for this object's claimers (1..8).
   /// More overlap server work with round trips; each call takes fewer jobs.
   std::size_t max_claims_in_flight = 2;
-  /// Finish scripts in flight at once (1..8).
+  /// Finish scripts in flight at once (1..8), finish_and_claim's counted
+  /// apart. With 2 or more, a call that carried 16 or more finishes while
+  /// no other was out resumes its callers in two halves, the second once
+  /// the first half's next call is out, so a loop of callers keeps the
+  /// server busy while this process resumes them (docs/jobs.md "A large
+  /// batch completes in two halves").
   std::size_t max_finishes_in_flight = 2;
   /// Claim ahead: once claims are being served from a busy queue, keep up
   /// to this many jobs claimed for this object before any worker asks

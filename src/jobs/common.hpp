@@ -420,6 +420,7 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     if (closed_) return;
     closed_ = true;
     close_ec_ = ec;
+    release_held();  // their calls succeeded: they complete with their results
     for (auto& e : queue_) {
       if (!e->h) continue;
       diagnostics_access::set(e->diag, {});
@@ -461,19 +462,61 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
     if (batch.empty()) co_return;
     ++in_flight_;
     schedule();  // a full batch left more behind
+    if (!held_.empty()) {
+      // Posted before run_ starts, so the results it posts queue behind
+      // the connection's write of this call (see deliver()).
+      asio::post(ex_, [self = this->shared_from_this()] { self->release_held(); });
+    }
     auto [st, res] = co_await run_(std::move(reqs));
     --in_flight_;
     if (!st && res.size() != batch.size()) st = error::unexpected_type;
+    deliver(std::move(batch), std::move(res), st);
+    schedule();
+  }
+
+  // Completes a batch's callers. When the call was the only one out and
+  // carried many, only the first half resume now; the rest wait until the
+  // call those first callers make has gone out, so the two halves reach
+  // the server apart and it works on one while the client resumes the
+  // other (otherwise both go in one write and come back in one read, and
+  // server and client take turns idling).
+  void deliver(std::vector<std::shared_ptr<entry>> batch, std::vector<Res> res,
+               const op_status& st) {
     const error_code ec = st.ec;
+    std::size_t now_n = batch.size();
+    if (!ec && !closed_ && in_flight_ == 0 && max_in_flight_ >= 2 && batch.size() >= split_min)
+      now_n = batch.size() / 2;
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i]->h) {
-        if (!ec && orphan_) orphan_(std::move(res[i]));
+      if (i >= now_n) {
+        held_.push_back({std::move(batch[i]), std::move(res[i])});
         continue;
       }
-      diagnostics_access::set(batch[i]->diag, st.server_message);
-      post_handler(batch[i]->h.take(), ex_, ec, ec ? Res{} : std::move(res[i]));
+      complete(*batch[i], st, ec ? Res{} : std::move(res[i]));
     }
-    schedule();
+    if (now_n < batch.size()) {
+      // If the first half makes no call, the rest go after a few turns.
+      asio::co_spawn(ex_, release_later(this->shared_from_this()), asio::detached);
+    }
+  }
+
+  void complete(entry& e, const op_status& st, Res r) {
+    if (!e.h) {
+      if (!st.ec && orphan_) orphan_(std::move(r));
+      return;
+    }
+    diagnostics_access::set(e.diag, st.server_message);
+    post_handler(e.h.take(), ex_, st.ec, std::move(r));
+  }
+
+  void release_held() {
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& h : held) complete(*h.e, op_status{}, std::move(h.r));
+  }
+
+  asio::awaitable<void> release_later([[maybe_unused]] std::shared_ptr<batcher> self) {
+    for (int i = 0; i < 4 && !held_.empty(); ++i) co_await asio::post(ex_, asio::use_awaitable);
+    release_held();
   }
 
   asio::any_io_executor ex_;
@@ -481,7 +524,15 @@ class batcher : public std::enable_shared_from_this<batcher<Req, Res>> {
   std::size_t max_in_flight_;
   run_fn run_;
   orphan_fn orphan_;
+  struct held_result {
+    std::shared_ptr<entry> e;
+    Res r;
+  };
+  // A batch this large or larger is completed in two halves (deliver()).
+  static constexpr std::size_t split_min = 16;
+
   std::deque<std::shared_ptr<entry>> queue_;
+  std::vector<held_result> held_;  // results completed once the next call is out
   error_code close_ec_;
   std::size_t in_flight_ = 0;
   bool scheduled_ = false;

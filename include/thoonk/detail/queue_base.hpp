@@ -37,7 +37,10 @@ struct queue_options_base {
   /// one script call; put_many is split into chunks of this size).
   /// Clamped to 1..1000.
   std::size_t max_put_batch = 1000;
-  /// Put scripts in flight at once per priority (1..8).
+  /// Put scripts in flight at once per priority (1..8). With 2 or more, a
+  /// call that carried 16 or more puts while no other was out resumes its
+  /// callers in two halves (docs/jobs.md "A large batch completes in two
+  /// halves").
   std::size_t max_puts_in_flight = 2;
 };
 
