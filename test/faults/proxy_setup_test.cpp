@@ -116,3 +116,29 @@ TEST_CASE("faults: a TLS handshake that hears nothing is repeated before it is r
   INFO(t.failed[0].server_message);
   CHECK(t.failed[0].server_message.find("connect_timeout") != std::string::npos);
 }
+
+TEST_CASE(
+    "faults: a setup reset once whose repeat fails another way reports that failure as a "
+    "passing one, not a refusal, and connects once the faults stop",
+    "[faults][proxy][setup_reset]") {
+  // The first connection is reset at its first bytes (read as a refusal to
+  // confirm); the repeat gets 5 bytes of the server's first reply and is
+  // then cut: a connection lost mid-reply, which no TLS port or refusing
+  // server causes. The attempt reports that, and the connection backs off
+  // and tries again, as after any passing fault.
+  setup_rig t(false);
+  t.proxy->plan().refuse_next(1);
+  t.proxy->plan().arm_cut(5);
+  const auto [ec, ping] = t.first_connect();
+  CHECK(ec != thoonk::error::tls_required);
+  CHECK(ping != thoonk::error::tls_required);
+  CHECK(t.proxy->plan().refused() == 1);
+  CHECK(t.proxy->plan().cuts() == 1);
+  CHECK(t.conn->stats().setup_retries == 1);
+  CHECK(t.proxy->accepted() >= 3);  // the reset, the cut, the one that connected
+  REQUIRE(!t.failed.empty());
+  INFO(t.failed[0].error.message() << ": " << t.failed[0].server_message);
+  CHECK(!t.failed[0].setup_refused);
+  CHECK(t.failed[0].error != thoonk::error::tls_required);
+  CHECK(t.failed[0].error != thoonk::error::tls_handshake_failed);
+}
