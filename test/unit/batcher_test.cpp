@@ -45,18 +45,25 @@ struct calls_seen {
   }
 };
 
+// One call of the batcher: recorded in `seen`, its reply held until the
+// test opens its gate.
+asio::awaitable<op_result<std::vector<int>>> gated_call(asio::io_context& ioc, calls_seen& seen,
+                                                        std::vector<int> reqs) {
+  const std::size_t i = seen.calls.size();
+  auto gate = std::make_shared<asio::steady_timer>(ioc, asio::steady_timer::time_point::max());
+  seen.calls.push_back({reqs, gate, {}});
+  co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
+  if (seen.calls[i].fail_with) co_return op_result<std::vector<int>>{seen.calls[i].fail_with, {}};
+  std::vector<int> out;
+  for (int r : reqs) out.push_back(r * 10);
+  co_return op_result<std::vector<int>>{op_status{}, std::move(out)};
+}
+
 std::shared_ptr<int_batcher> make_batcher(asio::io_context& ioc, calls_seen& seen,
                                           std::size_t max_in_flight,
                                           std::vector<int>* orphans = nullptr) {
-  auto run = [&ioc, &seen](std::vector<int> reqs) -> asio::awaitable<op_result<std::vector<int>>> {
-    const std::size_t i = seen.calls.size();
-    auto gate = std::make_shared<asio::steady_timer>(ioc, asio::steady_timer::time_point::max());
-    seen.calls.push_back({reqs, gate, {}});
-    co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
-    if (seen.calls[i].fail_with) co_return op_result<std::vector<int>>{seen.calls[i].fail_with, {}};
-    std::vector<int> out;
-    for (int r : reqs) out.push_back(r * 10);
-    co_return op_result<std::vector<int>>{op_status{}, std::move(out)};
+  auto run = [&ioc, &seen](std::vector<int> reqs) {
+    return gated_call(ioc, seen, std::move(reqs));
   };
   int_batcher::orphan_fn orphan;
   if (orphans) orphan = [orphans](int v) { orphans->push_back(v); };
@@ -237,23 +244,12 @@ struct halves_rig {
   explicit halves_rig(int n, bool again = true, std::size_t max_in_flight = 2) : again(again) {
     auto run = [this](std::vector<int> reqs) -> asio::awaitable<op_result<std::vector<int>>> {
       log.push_back("call " + std::to_string(reqs.front()));
-      return inner(std::move(reqs));
+      return gated_call(ioc, seen, std::move(reqs));
     };
     b = std::make_shared<int_batcher>(ioc.get_executor(), 100, max_in_flight, run,
                                       [this](int v) { orphans.push_back(v); });
     for (int i = 1; i <= n; ++i) submit(i);
     settle_batcher(ioc);
-  }
-
-  asio::awaitable<op_result<std::vector<int>>> inner(std::vector<int> reqs) {
-    const std::size_t i = seen.calls.size();
-    auto gate = std::make_shared<asio::steady_timer>(ioc, asio::steady_timer::time_point::max());
-    seen.calls.push_back({reqs, gate, {}});
-    co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
-    if (seen.calls[i].fail_with) co_return op_result<std::vector<int>>{seen.calls[i].fail_with, {}};
-    std::vector<int> out;
-    for (int r : reqs) out.push_back(r * 10);
-    co_return op_result<std::vector<int>>{op_status{}, std::move(out)};
   }
 
   void submit(int v) {
