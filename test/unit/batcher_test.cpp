@@ -333,8 +333,8 @@ TEST_CASE("batcher: a held half completes after a few turns when the first half 
 }
 
 TEST_CASE(
-    "batcher: a batch under 16, one replied while another call is out, or one of a batcher "
-    "with one call slot completes whole",
+    "batcher: a batch under 16, one replied while another call is out, one of a batcher "
+    "with one call slot, or a failed call completes whole",
     "[unit][batcher][split]") {
   SECTION("15 requests") {
     halves_rig t(15);
@@ -363,6 +363,15 @@ TEST_CASE(
     t.step_until_done(1);
     for (int i = 0; i < 19; ++i) t.ioc.poll_one();
     for (int v = 1; v <= 20; ++v) CHECK(t.outcomes[v].value == 10 * v);
+  }
+  SECTION("a failed call") {
+    halves_rig t(20);
+    t.seen.open(0, thoonk::error::unknown_outcome);
+    t.step_until_done(1);
+    for (int i = 0; i < 19; ++i) t.ioc.poll_one();
+    for (int v = 1; v <= 20; ++v) CHECK(t.outcomes[v].ec == thoonk::error::unknown_outcome);
+    CHECK(t.seen.calls.size() == 1);  // failed callers do not call again here
+    CHECK(t.orphans.empty());
   }
   SECTION("a split batch, for contrast") {
     halves_rig t(20, false);
