@@ -4,6 +4,8 @@
 #   ensure_deps   install missing build/test dependencies (Debian 12, apt-get)
 #   start_redis   start a throwaway redis-server unless THOONK_REDIS_URL is set
 #   run_tsan_tests   build tsan_tests with ThreadSanitizer in build-tsan and run it
+#   start_tsan_build, finish_tsan_tests, stop_tsan_build   the same, its build
+#                    in the background at idle priority while other tests run
 #
 # The scripts cd to the repository root (THOONK_ROOT) before building.
 
@@ -156,10 +158,64 @@ start_redis() {
 run_tsan_tests() {
   local started=$SECONDS
   thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan"
+  build_tsan_tests
+  run_built_tsan_tests
+  thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s (build and run)"
+}
+
+build_tsan_tests() {
   cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
     -DTHOONK_SANITIZE=OFF -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF \
     -DTHOONK_TEST_UNITY_BATCH=8 -DTHOONK_LIB_UNITY_BATCH=8
   cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests
+}
+
+# The ThreadSanitizer build while something else runs: in the background,
+# at idle priority (SCHED_IDLE through chrt, else nice 19), so it takes only
+# CPU time the foreground leaves unused. Its output goes to
+# build-tsan/build.log; THOONK_TSAN_BUILD_PID is its process id, for
+# finish_tsan_tests or stop_tsan_build.
+THOONK_TSAN_BUILD_PID=""
+start_tsan_build() {
+  local idle=(nice -n 19)
+  if command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null; then
+    idle=(chrt --idle 0)
+  fi
+  thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan in the background (${idle[*]}; log: build-tsan/build.log)"
+  mkdir -p "$THOONK_ROOT/build-tsan"
+  # setsid: a process group of its own, so stop_tsan_build stops the
+  # compilers with it.
+  setsid "${idle[@]}" bash -c 'source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
+    >"$THOONK_ROOT/build-tsan/build.log" 2>&1 &
+  THOONK_TSAN_BUILD_PID=$!
+}
+
+# Stops a background build started by start_tsan_build: its whole process
+# group, by the id setsid gave it (the build's own pid).
+stop_tsan_build() {
+  [ -n "$THOONK_TSAN_BUILD_PID" ] || return 0
+  kill -TERM -- "-$THOONK_TSAN_BUILD_PID" 2>/dev/null || true
+  wait "$THOONK_TSAN_BUILD_PID" 2>/dev/null || true
+  THOONK_TSAN_BUILD_PID=""
+}
+
+# Waits for the background build, then runs the tests; a failed build
+# prints its log and fails.
+finish_tsan_tests() {
+  local started=$SECONDS status=0
+  thoonk_log "ThreadSanitizer: waiting for the background build"
+  wait "$THOONK_TSAN_BUILD_PID" || status=$?
+  THOONK_TSAN_BUILD_PID=""
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$THOONK_ROOT/build-tsan/build.log" >&2
+    thoonk_die "the ThreadSanitizer build failed (exit $status): build-tsan/build.log"
+  fi
+  thoonk_log "ThreadSanitizer: build done (waited $((SECONDS - started)) s)"
+  run_built_tsan_tests
+  thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s after the other tests"
+}
+
+run_built_tsan_tests() {
   thoonk_log "ThreadSanitizer: running tsan_tests"
   # Kernels with 32 bits of mmap randomness place memory where the TSan
   # runtime of GCC 12 does not expect it ("unexpected memory mapping"):
@@ -170,5 +226,4 @@ run_tsan_tests() {
   fi
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
     "${runner[@]}" "$THOONK_ROOT/build-tsan/test/tsan_tests" --reporter console
-  thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s (build and run)"
 }
