@@ -183,18 +183,24 @@ start_tsan_build() {
   fi
   thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan in the background (${idle[*]}; log: build-tsan/build.log)"
   mkdir -p "$THOONK_ROOT/build-tsan"
-  # setsid: a process group of its own, so stop_tsan_build stops the
-  # compilers with it.
-  setsid "${idle[@]}" bash -c 'source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
+  # setsid: a session and process group of its own, so stop_tsan_build
+  # stops the compilers with it. A background job of this script is no
+  # group leader, so setsid runs the build itself (its pid is the group's
+  # id); should it have to fork, --wait keeps `wait` on the build.
+  setsid --wait "${idle[@]}" bash -c 'source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
     >"$THOONK_ROOT/build-tsan/build.log" 2>&1 &
   THOONK_TSAN_BUILD_PID=$!
 }
 
 # Stops a background build started by start_tsan_build: its whole process
-# group, by the id setsid gave it (the build's own pid).
+# group, by the id setsid gave it (the build's own pid, or its child's when
+# setsid forked).
 stop_tsan_build() {
   [ -n "$THOONK_TSAN_BUILD_PID" ] || return 0
-  kill -TERM -- "-$THOONK_TSAN_BUILD_PID" 2>/dev/null || true
+  local group
+  for group in "$THOONK_TSAN_BUILD_PID" $(pgrep -P "$THOONK_TSAN_BUILD_PID" 2>/dev/null); do
+    kill -TERM -- "-$group" 2>/dev/null || true
+  done
   wait "$THOONK_TSAN_BUILD_PID" 2>/dev/null || true
   THOONK_TSAN_BUILD_PID=""
 }
