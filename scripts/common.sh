@@ -27,6 +27,10 @@ THOONK_DEPS=(
   openssl clang libclang-rt-14-dev
   # The style check (scripts/check-format.sh, ctest "format").
   clang-format
+  # The test builds use Ninja: it schedules the compiler calls of all
+  # targets as one graph, where make waits for each target's library
+  # first (docs/testing.md, "Build time").
+  ninja-build
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no
@@ -163,8 +167,20 @@ run_tsan_tests() {
   thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s (build and run)"
 }
 
+# The generator arguments for a test build directory: Ninja for a new one
+# (when installed); nothing for one that exists, which keeps the generator
+# it was made with (CMake refuses to change it). Prints one argument per
+# line, for mapfile.
+thoonk_generator_args() {
+  if [ ! -f "$1/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    printf '%s\n' -G Ninja
+  fi
+}
+
 build_tsan_tests() {
-  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
+  local gen=()
+  mapfile -t gen < <(thoonk_generator_args "$THOONK_ROOT/build-tsan")
+  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" "${gen[@]}" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
     -DTHOONK_SANITIZE=OFF -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF \
     -DTHOONK_TEST_UNITY_BATCH=8 -DTHOONK_LIB_UNITY_BATCH=8
   cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests

@@ -21,9 +21,10 @@ command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on
 # Unity batches of 8 files, for the tests (16 minutes instead of 27 on 2
 # cores) and the library; the benchmarks are not built here (Release builds
 # of them are what scripts/bench-compare.sh and benchmarks/peers/run.sh
-# run); the fuzz entry runs each target 10 s (docs/testing.md, "Build
-# time").
-cmake -S . -B build-tests -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON -DTHOONK_TEST_UNITY_BATCH=8 \
+# run); the fuzz entry runs each target 10 s; a new build directory uses
+# Ninja (docs/testing.md, "Build time").
+mapfile -t generator < <(thoonk_generator_args build-tests)
+cmake -S . -B build-tests "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON -DTHOONK_TEST_UNITY_BATCH=8 \
   -DTHOONK_LIB_UNITY_BATCH=8 -DTHOONK_BUILD_BENCHMARKS=OFF -DTHOONK_FUZZ_SECONDS=10
 cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 
