@@ -167,20 +167,19 @@ run_tsan_tests() {
   thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s (build and run)"
 }
 
-# The generator arguments for a test build directory: Ninja for a new one
-# (when installed); nothing for one that exists, which keeps the generator
-# it was made with (CMake refuses to change it). Prints one argument per
-# line, for mapfile.
-thoonk_generator_args() {
+# The generator argument for a test build directory: -GNinja for a new one
+# (when ninja is installed); nothing for one that exists, which keeps the
+# generator it was made with (CMake refuses to change it).
+thoonk_generator_arg() {
   if [ ! -f "$1/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
-    printf '%s\n' -G Ninja
+    echo -GNinja
   fi
 }
 
 build_tsan_tests() {
-  local gen=()
-  mapfile -t gen < <(thoonk_generator_args "$THOONK_ROOT/build-tsan")
-  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" "${gen[@]}" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
+  local gen
+  gen=$(thoonk_generator_arg "$THOONK_ROOT/build-tsan")
+  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-tsan" ${gen:+"$gen"} -DCMAKE_BUILD_TYPE=Debug -DTHOONK_TSAN=ON \
     -DTHOONK_SANITIZE=OFF -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF \
     -DTHOONK_TEST_UNITY_BATCH=8 -DTHOONK_LIB_UNITY_BATCH=8
   cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests
@@ -203,7 +202,8 @@ start_tsan_build() {
   # stops the compilers with it. A background job of this script is no
   # group leader, so setsid runs the build itself (its pid is the group's
   # id); should it have to fork, --wait keeps `wait` on the build.
-  setsid --wait "${idle[@]}" bash -c 'source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
+  # set -e as in the foreground: a failed configure must not go on to build.
+  setsid --wait "${idle[@]}" bash -c 'set -euo pipefail; source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
     >"$THOONK_ROOT/build-tsan/build.log" 2>&1 &
   THOONK_TSAN_BUILD_PID=$!
 }

@@ -23,8 +23,8 @@ command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on
 # of them are what scripts/bench-compare.sh and benchmarks/peers/run.sh
 # run); the fuzz entry runs each target 10 s; a new build directory uses
 # Ninja (docs/testing.md, "Build time").
-mapfile -t generator < <(thoonk_generator_args build-tests)
-cmake -S . -B build-tests "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON -DTHOONK_TEST_UNITY_BATCH=8 \
+generator=$(thoonk_generator_arg build-tests)
+cmake -S . -B build-tests ${generator:+"$generator"} -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON -DTHOONK_TEST_UNITY_BATCH=8 \
   -DTHOONK_LIB_UNITY_BATCH=8 -DTHOONK_BUILD_BENCHMARKS=OFF -DTHOONK_FUZZ_SECONDS=10
 cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 
