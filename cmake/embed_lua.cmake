@@ -310,14 +310,35 @@ foreach(rel IN LISTS files)
       math(EXPR def_count "${def_count} + 1")
     endforeach()
   endforeach()
-  needed_headers("${body}" header)
+  # Every script first checks that the user may run each command it can
+  # run (prelude.lua check_commands): Redis keeps the writes a script made
+  # before a command the user may not run. The list is every literal
+  # `redis.call('X'` / `redis.pcall('X'` of the script and of the header
+  # code it embeds but PUBLISH.
+  needed_headers("${body} check_commands" header)
+  string(REGEX MATCHALL "redis\\.p?call\\('[A-Za-z]+'" calls "${header} ${body}")
+  set(commands "")
+  foreach(c IN LISTS calls)
+    string(REGEX REPLACE "^.*\\('([A-Za-z]+)'$" "\\1" c "${c}")
+    string(TOLOWER "${c}" c)
+    # PUBLISH is checked with its channels before the first write
+    # (check_publish, check_classic_publish); without a channel Redis
+    # refuses it for any user whose channels are restricted.
+    if(NOT c MATCHES "^s?publish$")
+      list(APPEND commands "'${c}'")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES commands)
+  list(SORT commands)
+  string(REPLACE ";" ", " commands "${commands}")
+  set(check "do local refused = check_commands(${commands}) if refused then return refused end end")
   refuse_if_contains("${body}" ")${delim}\""
                      "src/lua/${rel} contains the raw string delimiter )${delim}\"")
   string(REGEX REPLACE "\\.lua$" "" name "${rel}")
   string(MAKE_C_IDENTIFIER "${name}" ident)
   string(APPEND cpp "constexpr char file_${ident}[] = R\"${delim}(${body})${delim}\";\n")
-  string(APPEND cpp "constexpr char source_${ident}[] = R\"${delim}(${header} ${body})${delim}\";\n")
-  library_form("${header_lib_top}" "${header_lib_call}" "${body}" library)
+  string(APPEND cpp "constexpr char source_${ident}[] = R\"${delim}(${header} ${check} ${body})${delim}\";\n")
+  library_form("${header_lib_top}" "${header_lib_call}; ${check}" "${body}" library)
   string(APPEND cpp "constexpr char library_${ident}[] = R\"${delim}(${library})${delim}\";\n")
   string(APPEND hpp "/// src/lua/${rel}\nconst script& ${ident}();\n")
   string(APPEND accessors "const script& ${ident}() {

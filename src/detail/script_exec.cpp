@@ -256,6 +256,8 @@ constexpr script_code script_codes[] = {
     {"worker_exists", error::worker_exists},
     {"queue_empty", error::queue_empty},
     {"no_channel_permission", error::no_channel_permission},
+    // A command the user may not run (prelude.lua check_commands).
+    {"no_permission", error::no_permission},
 };
 
 }  // namespace

@@ -6,10 +6,12 @@
 #include "support/acl.hpp"
 #include "support/doc_snippet.hpp"
 #include "support/helpers.hpp"
+#include "support/runner.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <thoonk/diagnostics.hpp>
 
+#include <cctype>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -236,6 +238,24 @@ TEST_CASE(
         auto res = co_await jq.get_result(again.id, 1s, asio::use_awaitable);
         CHECK(res == "done");
 
+        // The runner (job_queue::run) works with the role's rules: it
+        // registers, claims, finishes and stops (without hand-off: the
+        // role has no job.take channel).
+        co_await ajq.put("run me", asio::use_awaitable);
+        thoonk::job_coroutine noop =
+            [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+          co_return std::nullopt;
+        };
+        thoonk::run_options ro;
+        ro.concurrency = 1;
+        auto run = start_run(jq, noop, ro);
+        auto ran = co_await wait_finishes(ajq, 2);
+        CHECK(ran);
+        co_await stop_run_cleanly(*run);
+        CHECK(run->report.finished == 1);
+        auto workers = co_await ajq.get_workers(asio::use_awaitable);
+        CHECK(workers.empty());
+
         // Not its work: publishing to a feed, creating one.
         thoonk::feed f(uc, fname);
         const auto before = co_await dump_keys(admin.conn(), fname);
@@ -374,5 +394,57 @@ TEST_CASE(
       CHECK(!r2.edited);
       co_await admin.delete_feed(name, asio::use_awaitable);
     });
+  }
+}
+
+TEST_CASE("acl: a user denied one command a script runs is refused before the script writes",
+          "[acl][acl_roles][fail][put][finish][register_worker]") {
+  // Every command but one: Redis would refuse it only when the script got
+  // there, after its first writes (fail() runs HDEL on the job's item
+  // before the ZADD that schedules its retry).
+  for (const char* denied : {"zadd", "hset", "lpush", "hdel"}) {
+    INFO(denied);
+    as_user({"+@all", std::string("-") + denied, "~*", "&*"},
+            [denied](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+              const auto jname = co_await make_feed(admin, "role-deny", thoonk::feed_type::job);
+              thoonk::job_queue ajq(admin, jname);
+              thoonk::job_queue jq(uc, jname);
+              co_await ajq.put("a", asio::use_awaitable);
+              auto job = co_await ajq.claim(1s, asio::use_awaitable);
+              const auto before = co_await dump_keys(admin.conn(), jname);
+              std::string named = "may not run ";
+              for (const char* ch = denied; *ch; ++ch)
+                named += static_cast<char>(std::toupper(static_cast<unsigned char>(*ch)));
+
+              thoonk::diagnostics diag;
+              auto [fec, fr] =
+                  co_await jq.fail(job, "boom", thoonk::with_diagnostics(diag, nothrow));
+              CHECK(fec == E::no_permission);
+              CHECK(diag.server_message().find(named) != std::string::npos);
+              auto [rec] = co_await jq.finish(job, std::string("result"), nothrow);
+              CHECK(rec == E::no_permission);
+              auto [pec, pid] = co_await jq.put("b", nothrow);
+              CHECK(pec == E::no_permission);
+              auto after = co_await dump_keys(admin.conn(), jname);
+              CHECK(after == before);
+
+              // A runner's start is refused whole: no registration is left
+              // to block its name.
+              thoonk::job_coroutine noop =
+                  [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
+                co_return std::nullopt;
+              };
+              thoonk::run_options ro;
+              ro.worker_name = "denied-worker";
+              auto run = start_run(jq, noop, ro);
+              auto ended = co_await wait_until([&] { return run->done; }, 10s);
+              CHECK(ended);
+              CHECK(run->ec == E::no_permission);
+              auto workers = co_await ajq.get_workers(asio::use_awaitable);
+              CHECK(workers.empty());
+
+              co_await ajq.finish(job, asio::use_awaitable);
+              co_await admin.delete_feed(jname, asio::use_awaitable);
+            });
   }
 }

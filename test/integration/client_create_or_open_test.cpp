@@ -118,3 +118,75 @@ TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly on
     other.stop();
   });
 }
+
+TEST_CASE(
+    "create_or_open_feed: a feed a contract client made without a type is adopted, "
+    "never wiped",
+    "[feed_admin][create_or_open_feed][create_feed]") {
+  fixture f("coo");
+  f.run_connected([&]() -> asio::awaitable<void> {
+    using conf = std::map<std::string, std::string>;
+    auto cap = co_await capture_patterns(f.raw, "newfeed");
+    // Contract 002's Create Feed (SADD feeds, no config), a Set Config
+    // Value and two Job puts, as a plain client writes them.
+    co_await cmd(f.c.conn(), "SADD", "feeds", f.name);
+    co_await cmd(f.c.conn(), "HSET", key("config", f.name), "claim_timeout_ms", "60000");
+    for (const char* id : {"j1", "j2"}) {
+      co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), id);
+      co_await cmd(f.c.conn(), "HSET", key("items", f.name), id, std::string("item ") + id);
+      co_await cmd(f.c.conn(), "INCR", key("publishes", f.name));
+    }
+
+    // create_feed: the feed exists; nothing changes.
+    auto [ec0] = co_await f.c.create_feed(f.name, feed_type::job, {}, nothrow);
+    CHECK(ec0 == E::feed_exists);
+    auto before = co_await hash_of(f.c.conn(), key("config", f.name));
+    CHECK(before == conf{{"claim_timeout_ms", "60000"}});
+
+    // create_or_open: adopted with its data; the config it has is kept,
+    // the fields it lacks are added.
+    const thoonk::feed_config asked{{"claim_timeout_ms", "5000"}, {"max_stalls", "7"}};
+    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, asked, nothrow);
+    REQUIRE(!ec);
+    CHECK(!created);
+    auto after = co_await hash_of(f.c.conn(), key("config", f.name));
+    CHECK(after == conf{{"type", "job"}, {"claim_timeout_ms", "60000"}, {"max_stalls", "7"}});
+    auto ids = co_await cmd(f.c.conn(), "LLEN", key("ids", f.name));
+    CHECK(ids.integer == 2);
+    auto items = co_await cmd(f.c.conn(), "HLEN", key("items", f.name));
+    CHECK(items.integer == 2);
+    auto puts = co_await cmd(f.c.conn(), "GET", key("publishes", f.name));
+    CHECK(puts.str == "2");
+
+    // The library works on the adopted jobs.
+    thoonk::job_queue q(f.c, f.name);
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j.id == "j1");
+    CHECK(j.item == "item j1");
+    co_await q.finish(j, asio::use_awaitable);
+
+    // Ids of another kind's Redis type (a plain feed's sorted set): refused,
+    // nothing changes; opened as that kind, adopted.
+    auto other = unique_name("coo");
+    co_await cmd(f.c.conn(), "SADD", "feeds", other);
+    co_await cmd(f.c.conn(), "ZADD", key("ids", other), "1", "a");
+    co_await cmd(f.c.conn(), "HSET", key("items", other), "a", "entry");
+    thoonk::diagnostics diag;
+    auto [ec2, created2] = co_await f.c.create_or_open_feed(
+        other, feed_type::job, {}, thoonk::with_diagnostics(diag, nothrow));
+    CHECK(ec2 == E::wrong_feed_type);
+    CHECK(!created2);
+    CHECK(diag.server_message().find("no list") != std::string::npos);
+    auto untouched = co_await cmd(f.c.conn(), "EXISTS", key("config", other));
+    CHECK(untouched.integer == 0);
+    auto [ec3, created3] = co_await f.c.create_or_open_feed(other, feed_type::feed, {}, nothrow);
+    CHECK(!ec3);
+    CHECK(!created3);
+    auto entry = co_await cmd(f.c.conn(), "HGET", key("items", other), "a");
+    CHECK(entry.str == "entry");
+
+    // The makers announced these feeds; adopting them announces nothing.
+    co_await settle();
+    CHECK(cap->on("newfeed").empty());
+  });
+}

@@ -284,6 +284,30 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         CHECK_FALSE(ec_del2);
         names = co_await c.list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 0);
+
+        // A queue a plain client made without a type (contract 002's Create
+        // Feed, then a Queue put): create refuses it, create_or_open adopts
+        // it with its data.
+        thoonk::request listed;
+        listed.push("SADD", "feeds", name);
+        co_await router_of(c).exec(listed, "feeds", eo);
+        const std::string ids_key = "feed.ids:{" + name + "}";
+        thoonk::request plain_put;
+        plain_put.push("LPUSH", ids_key, "p1");
+        plain_put.push("HSET", "feed.items:{" + name + "}", "p1", "plain item");
+        auto [ec_put, r_put] = co_await router_of(c).exec(plain_put, ids_key, eo);
+        REQUIRE_FALSE(ec_put);
+        auto [ec_exists] = co_await c.create_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        CHECK(ec_exists == thoonk::error::feed_exists);
+        auto [ec_adopt, made_again] =
+            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        CHECK_FALSE(ec_adopt);
+        CHECK_FALSE(made_again);
+        auto adopted = co_await thoonk::queue::open(c, name, asio::use_awaitable);
+        auto got = co_await adopted.get(1s, asio::use_awaitable);
+        CHECK(got.id == "p1");
+        CHECK(got.item == "plain item");
+        co_await c.delete_feed(name, asio::use_awaitable);
       },
       60s);
 }

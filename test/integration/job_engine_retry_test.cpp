@@ -385,3 +385,63 @@ FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when
   co_await settle();
   CHECK(seen.empty());
 }
+
+FIXTURE_TEST_CASE("retry",
+                  "retry: an id put again after a contract client's Finish starts with no "
+                  "record; a negative token never matches",
+                  "[job][retry][fail][cancel][put][get_job][interop]") {
+  auto q = co_await engine_queue(f, fast_retries(10));
+  thoonk::put_options o;
+  o.id = "reused";
+  o.retry = thoonk::retry_strategy{};
+  o.retry->max_retries = 9;
+  o.retry->min_backoff = 0ms;
+  co_await q.put("first", o, asio::use_awaitable);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto failed = co_await q.fail(j, "boom", asio::use_awaitable);
+  CHECK(failed.outcome == outcome::retry_scheduled);
+  j = co_await q.claim(2s, asio::use_awaitable);
+  REQUIRE(j.id == "reused");
+  auto info = co_await job_of(q, "reused");
+  CHECK(info.retry_count == 1);
+  CHECK(info.last_error == "boom");
+
+  // The library's cancel ends the claim (its attempts value turns
+  // negative); a contract client's Get claims the job with plain commands.
+  co_await q.cancel(j, asio::use_awaitable);
+  auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
+  REQUIRE(popped.str == "reused");
+  co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+    r.push("ZADD", key("claimed", f.name), std::to_string(ms_now()), "reused");
+    r.push("HGET", key("items", f.name), "reused");
+  });
+  // No token the library gives out is negative: the negated old one is refused.
+  const thoonk::claim_ref negated{"reused", -j.token};
+  auto [fec] = co_await q.finish(negated, nothrow);
+  CHECK(fec == E::lost_claim);
+  auto [hec] = co_await q.heartbeat(negated, nothrow);
+  CHECK(hec == E::lost_claim);
+
+  // The contract client's Finish: it cannot know the job's record.
+  co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
+    r.push("ZREM", key("claimed", f.name), "reused");
+    r.push("HDEL", key("cancelled", f.name), "reused");
+    r.push("INCR", key("finishes", f.name));
+    r.push("HDEL", key("items", f.name), "reused");
+  });
+  auto gone = co_await q.get_job("reused", asio::use_awaitable);
+  CHECK(!gone);
+
+  // The same id put again is a new job: no strategy, no counts, no error.
+  thoonk::put_options again;
+  again.id = "reused";
+  auto r = co_await q.put("second", again, asio::use_awaitable);
+  CHECK(r.outcome == thoonk::put_result::outcome_t::added);
+  info = co_await job_of(q, "reused");
+  CHECK(info.item == "second");
+  CHECK(info.retry == thoonk::retry_strategy{});
+  CHECK(info.retry_count == 0);
+  CHECK(info.stall_count == 0);
+  CHECK(info.last_error.empty());
+  CHECK(info.failures == 0);
+}

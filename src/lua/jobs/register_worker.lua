@@ -21,6 +21,6 @@ if redis.call('ZSCORE', K_WORKERS, w) then rq, dl = fail_worker(w, now) end
 local exp = now + tonumber(ARGV[2])
 redis.call('ZADD', K_WORKERS, exp, w)
 redis.call('HSET', K_WORKER_INFO, w, ARGV[3])
-redis.call('HSETNX', K_WORKER_JOBS, KEEP_FIELD, KEEP_VALUE)
+redis.call('HSET', K_WORKER_JOBS, KEEP_FIELD, KEEP_VALUE)
 wake_woken(ARGV[4])
 return {exp, rq, dl}

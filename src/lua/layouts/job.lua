@@ -45,6 +45,10 @@ local function claim_check(id, token)
     if redis.call('HEXISTS', K_ITEMS, id) == 1 then return 'job_not_claimed' end
     return 'job_not_found'
   end
-  if redis.call('HGET', K_ATTEMPTS, id) ~= token then return 'lost_claim' end
+  -- A negative attempts value marks a claim that ended: no token given
+  -- out is negative, so one never matches it.
+  if string.byte(token) == 45 or redis.call('HGET', K_ATTEMPTS, id) ~= token then
+    return 'lost_claim'
+  end
   return nil
 end

@@ -214,15 +214,18 @@ local function dispatch(id, p, now)
     end
   end
   if not state then
+    -- A new job starts with no retry or stall record. A caller's id can
+    -- have one left under it by a plain-command client's Finish or
+    -- Retract, which cannot know feed.jobmeta.
+    if p.s or p.explicit then
+      local m = {}
+      if p.s then set_strategy(m, p.s) end
+      meta_set(id, m)
+    end
     if p.run_at > now then
       schedule(id, p.item, p.run_at, next_seq(now))
     else
       enqueue(id, p.item, p.high)
-    end
-    if p.s then
-      local m = {}
-      set_strategy(m, p.s)
-      meta_set(id, m)
     end
     if p.explicit then
       local base = redis.call('HINCRBY', K_ATTEMPTS, TOKEN_BASE, 1048576)
@@ -598,7 +601,7 @@ end
 
 -- Whether the claim of `id` under `token` is current (claimed, same token).
 local function claim_current(id, token)
-  return redis.call('ZSCORE', K_CLAIMED, id) ~= false and
+  return string.byte(token) ~= 45 and redis.call('ZSCORE', K_CLAIMED, id) ~= false and
              redis.call('HGET', K_ATTEMPTS, id) == token
 end
 
@@ -796,7 +799,7 @@ local function finish_jobs(channel, base, m, ttl, worker)
       st[j] = 4
     elseif seen[id] then
       st[j] = 1
-    elseif att[j] == tok and redis.call('ZREM', K_CLAIMED, id) == 1 then
+    elseif att[j] == tok and string.byte(tok) ~= 45 and redis.call('ZREM', K_CLAIMED, id) == 1 then
       -- One ZREM per job checks and removes in one step (ZMSCORE first was
       -- slower: Redis formats every score as a string for Lua).
       st[j] = 0

@@ -20,4 +20,7 @@ if t then
   end
   return 0
 end
+-- No type: made anew when it has no keys, adopted when it holds data.
+local adopted = adopt_untyped_feed()
+if adopted then return adopted end
 return write_new_feed()

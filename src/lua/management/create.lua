@@ -21,7 +21,9 @@ if redis.call('SADD', K_FEEDS, ARGV[1]) == 0 then
     end
     return 0
   end
-  -- Listed without a type: every operation reports it missing, so it is
-  -- made anew below.
+  -- Listed without a type: every operation reports it missing. Made anew
+  -- below when it has no keys; adopted, never wiped, when it holds data.
+  local adopted = adopt_untyped_feed()
+  if adopted then return adopted end
 end
 return write_new_feed()
