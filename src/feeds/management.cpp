@@ -75,9 +75,11 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
     if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec, false};
   detail::feed_names n(c->get_config(), name);
   const bool cl = clustered(c);
+  bool listed_before = false;
   if (cl) {
     auto [lst, added] = co_await feeds_set_op(c, "SADD", name);
     if (lst) co_return std::tuple{std::move(lst), false};
+    listed_before = added == 0;
   }
   auto keys = cl ? detail::feed_admin_keys(n, true) : detail::admin_keys(n, true);
   std::vector<std::string> args;
@@ -86,6 +88,9 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
   args.push_back(c->instance_id());
   args.emplace_back(detail::newfeed_channel);
   args.emplace_back(or_open ? "create_or_open" : "create");
+  // cluster_create.lua: whether the name was listed (a listed name without
+  // a type that holds keys was made by a plain client: adopted, not wiped).
+  if (cl) args.emplace_back(listed_before ? "1" : "0");
   for (auto& [f, v] : cfg) {
     args.push_back(std::move(f));
     args.push_back(std::move(v));

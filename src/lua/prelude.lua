@@ -94,13 +94,13 @@ end
 local function write_new_feed()
   for i = K_FEED_FIRST, #KEYS do redis.call('UNLINK', KEYS[i]) end
   redis.call('HSET', K_CONFIG, 'type', ARGV[2])
-  for i = 6, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
+  for i = CONFIG_FIRST, #ARGV, 2 do redis.call('HSET', K_CONFIG, ARGV[i], ARGV[i + 1]) end
   redis.call('PUBLISH', ARGV[4], ARGV[1] .. '\0' .. ARGV[3])
   return 1
 end
 
--- A feed listed without a type (create.lua; cluster_create.lua, where
--- cluster mode lists it first). When none of its keys exists it was left
+-- A feed listed without a type (create.lua; cluster_create.lua, when the
+-- name was listed before its create's SADD). When none of its keys exists it was left
 -- half made or half deleted: nil, and the caller makes it anew. Otherwise
 -- a client that writes no type made it (contract 002's Create Feed writes
 -- none) and its keys hold its data, which is never deleted here: `create`
@@ -121,7 +121,7 @@ local function adopt_untyped_feed()
                 want .. ', as a ' .. ARGV[2] .. ' keeps them')
   end
   local h = {'type', ARGV[2]}
-  for k = 6, #ARGV, 2 do
+  for k = CONFIG_FIRST, #ARGV, 2 do
     if redis.call('HEXISTS', K_CONFIG, ARGV[k]) == 0 then
       h[#h + 1] = ARGV[k]
       h[#h + 1] = ARGV[k + 1]

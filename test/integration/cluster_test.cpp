@@ -308,6 +308,18 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         CHECK(got.id == "p1");
         CHECK(got.item == "plain item");
         co_await c.delete_feed(name, asio::use_awaitable);
+        // Not listed, with a key left over: create makes the feed anew and
+        // deletes the leftover, as on one server.
+        const std::string items_key = "feed.items:{" + name + "}";
+        thoonk::request leftover;
+        leftover.push("HSET", items_key, "old", "left over");
+        co_await router_of(c).exec(leftover, items_key, eo);
+        auto [ec_anew, made_anew] =
+            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        CHECK_FALSE(ec_anew);
+        CHECK(made_anew);
+        CHECK(keys_on(cl, other, items_key) == 0);
+        co_await c.delete_feed(name, asio::use_awaitable);
       },
       60s);
 }

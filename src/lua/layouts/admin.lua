@@ -5,3 +5,5 @@
 -- detail::all_keys in src/detail/keys.hpp).
 local K_FEEDS, K_CONFIG = KEYS[1], KEYS[2]
 local K_FEED_FIRST = 2
+-- create.lua: ARGV[6..] the config's field, value pairs.
+local CONFIG_FIRST = 6

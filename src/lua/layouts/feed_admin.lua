@@ -7,3 +7,5 @@
 -- key of the feed (create and delete only, see detail::all_keys).
 local K_CONFIG = KEYS[1]
 local K_FEED_FIRST = 1
+-- cluster_create.lua: ARGV[7..] the config's field, value pairs.
+local CONFIG_FIRST = 7

@@ -6,7 +6,8 @@
 -- KEYS: K_CONFIG, then every other key of the feed.
 -- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
 -- ARGV[5] 'create' or 'create_or_open'
--- ARGV[6..] config field, value, field, value, ...
+-- ARGV[6] '1' when the name was listed before this create's SADD, else '0'
+-- ARGV[7..] config field, value, field, value, ...
 -- Returns 1 when the feed was created, 0 when an existing one was opened.
 local perm = check_classic_publish(ARGV[4])
 if perm then return perm end
@@ -20,7 +21,11 @@ if t then
   end
   return 0
 end
--- No type: made anew when it has no keys, adopted when it holds data.
-local adopted = adopt_untyped_feed()
-if adopted then return adopted end
+-- No type. Not listed before: made anew, leftovers deleted, as on one
+-- server. Listed: made anew when it has no keys, adopted when it holds
+-- data (a plain client made it).
+if ARGV[6] == '1' then
+  local adopted = adopt_untyped_feed()
+  if adopted then return adopted end
+end
 return write_new_feed()
