@@ -185,8 +185,12 @@ TEST_CASE(
     auto entry = co_await cmd(f.c.conn(), "HGET", key("items", other), "a");
     CHECK(entry.str == "entry");
 
-    // The makers announced these feeds; adopting them announces nothing.
+    // The makers announced these feeds; adopting them announces nothing,
+    // while a feed made anew is announced once.
+    auto made_new = unique_name("coo");
+    co_await f.c.create_or_open_feed(made_new, feed_type::queue, {}, asio::use_awaitable);
     co_await settle();
-    CHECK(cap->on("newfeed").empty());
+    const std::vector<msg> only_new{{"newfeed", nul_join(made_new, f.c.instance_id())}};
+    CHECK(cap->on("newfeed") == only_new);
   });
 }

@@ -600,8 +600,10 @@ local function worker_alive(w, now)
 end
 
 -- Whether the claim of `id` under `token` is current (claimed, same token).
+-- Its tokens are the claim records' and the runner's own (never negative);
+-- a caller's token goes through claim_check or finish_jobs.
 local function claim_current(id, token)
-  return string.byte(token) ~= 45 and redis.call('ZSCORE', K_CLAIMED, id) ~= false and
+  return redis.call('ZSCORE', K_CLAIMED, id) ~= false and
              redis.call('HGET', K_ATTEMPTS, id) == token
 end
 
