@@ -99,6 +99,14 @@ struct job_queue_options : detail::queue_options_base {
   std::size_t prefetch = 0;
   /// How long a prefetched job waits for a claim() before it is released.
   std::chrono::milliseconds prefetch_hold{1000};
+  /// Hand-off (docs/jobs.md "Hand-off to claim()"): while claim() calls
+  /// wait on a dry queue, this object offers them to puts, which claim
+  /// their jobs for it and send them on its own channel
+  /// (`job.take:<queue>:claim-<uuid>`): one hop from put to claim() instead
+  /// of a wake-up and a claim round trip. Needs SUBSCRIBE and PUBLISH on
+  /// that channel (without SUBSCRIBE, claims work by wake-ups as with
+  /// false); producers need PUBLISH on it to hand off (else they wake).
+  bool hand_off = true;
 };
 
 /// What one maintenance run does.

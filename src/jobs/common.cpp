@@ -1,5 +1,9 @@
 #include "jobs/common.hpp"
 
+#include <thoonk/error.hpp>
+
+#include <boost/asio/error.hpp>
+
 #include <charconv>
 #include <string_view>
 
@@ -21,6 +25,14 @@ std::vector<std::string> as_strings(resp3::value&& v) {
   out.reserve(v.elements.size());
   for (auto& e : v.elements) out.push_back(std::move(e.str));
   return out;
+}
+
+bool is_transient(const boost::system::error_code& ec) {
+  namespace ae = boost::asio::error;
+  return ec == error::unknown_outcome || ec == error::not_connected ||
+         ec == error::request_timeout || ec == error::health_check_timeout ||
+         ec == error::connect_timeout || ec.category() == ae::get_system_category() ||
+         ec.category() == ae::get_misc_category() || ec.category() == ae::get_netdb_category();
 }
 
 }  // namespace thoonk::detail::jobs

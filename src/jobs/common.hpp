@@ -62,6 +62,10 @@ using clock_type = std::chrono::steady_clock;
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback = 0);
 /// String elements of an array reply (null elements become "").
 std::vector<std::string> as_strings(resp3::value&& v);
+/// Whether `ec` says the connection, not the request, failed: the
+/// runner's rounds and heartbeats and a handle's hand-off check are tried
+/// again after one.
+bool is_transient(const boost::system::error_code& ec);
 
 /// Clamps a batch size option to 1..1000 (the scripts unpack at most a few
 /// thousand arguments per call).
@@ -154,16 +158,20 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     auto slot = asio::get_associated_cancellation_slot(w.h.get());
     if (slot.is_connected()) {
       slot.assign([weak = this->weak_from_this(), id](asio::cancellation_type) {
-        if (auto self = weak.lock())
+        if (auto self = weak.lock()) {
           self->act([&](fetch_policy::actions& a) { self->policy_.cancel_waiter(id, a); });
+          self->left();
+        }
       });
     }
     if (timeout != std::chrono::milliseconds::max()) {
       w.timer.emplace(ex_, std::max(timeout, std::chrono::milliseconds(0)));
       w.timer->async_wait([weak = this->weak_from_this(), id](error_code ec) {
         if (ec) return;
-        if (auto self = weak.lock())
+        if (auto self = weak.lock()) {
           self->act([&](fetch_policy::actions& a) { self->policy_.deadline(id, a); });
+          self->left();
+        }
       });
     }
     if (!running_) {
@@ -200,6 +208,20 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     policy_.notify();
     if (idle_) wake_.cancel();
   }
+
+  /// Items that came without a fetch (hand-off): to waiters, the rest held
+  /// or given back (fetch_policy::on_handed). On the fetcher's executor.
+  void handed(std::vector<T> items) {
+    act([&](fetch_policy::actions& a) { policy_.on_handed(clock_type::now(), items.size(), a); },
+        &items);
+  }
+
+  /// Waiters not yet completed.
+  std::size_t waiting() const noexcept { return policy_.waiting(); }
+
+  /// Called (on the executor) when the last waiter left by its deadline or
+  /// its cancellation, not with an item: nobody waits any more.
+  void on_idle(std::function<void()> f) { idle_hook_ = std::move(f); }
 
   /// Completes every waiter with `ec` and ends the loop.
   void close(error_code ec) {
@@ -283,6 +305,12 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     if (scratch_.capacity() < acts.capacity()) scratch_.swap(acts);
   }
 
+  // A waiter gave up or reached its deadline: tell the idle hook when
+  // nobody waits any more.
+  void left() {
+    if (idle_hook_ && !policy_.closed() && policy_.waiting() == 0) idle_hook_();
+  }
+
   // The live waiter `id`, or null.
   waiter* find(fetch_policy::waiter_id id) {
     auto it = std::lower_bound(waiters_.begin(), waiters_.end(), id,
@@ -334,6 +362,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
           policy_.on_reply(id, clock_type::now(), ec, results.size(), a);
         },
         &results, &status.server_message);
+    left();  // waiters past their deadline fail once their attempt completed
     if (!was_closed && policy_.closed()) {  // client_stopped
       close_ec_ = ec;
       waiters_.clear();
@@ -354,6 +383,7 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   fetch_fn fetch_;
   give_back_fn give_back_;
   prepare_fn prepare_;
+  std::function<void()> idle_hook_;
   asio::steady_timer wake_;
   std::deque<std::unique_ptr<waiter>> waiters_;  // ids ascending, as in the policy
   std::deque<T> buffer_;                         // held jobs, in step with the policy's

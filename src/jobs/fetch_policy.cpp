@@ -193,6 +193,28 @@ void fetch_policy::on_reply(fetch_id id, time_point now, error_code ec, std::siz
   if (used > 0) refill(out);                       // served waiters: they are likely to come back
 }
 
+void fetch_policy::on_handed(time_point now, std::size_t jobs, actions& out) {
+  std::size_t used = 0;
+  if (!closed_) {
+    for (const bool with_call : {false, true})
+      for (auto& w : waiters_) {
+        if (used == jobs) break;
+        if (w.live && w.in_batch == with_call)
+          complete(w, action{action::kind::deliver, 0, 0, used++, 0, {}}, out);
+      }
+  }
+  if (used == jobs) return;
+  if (opts_.prefetch > 0 && !closed_) {
+    const auto expires = now + opts_.hold;
+    for (std::size_t i = used; i < jobs; ++i) {
+      buffer_.push_back(expires);
+      out.push_back(action{action::kind::hold, 0, 0, i, 0, {}});
+    }
+  } else {
+    out.push_back(action{action::kind::return_reply, 0, 0, used, jobs - used, {}});
+  }
+}
+
 void fetch_policy::close(error_code ec, actions& out) {
   if (closed_) return;
   closed_ = true;

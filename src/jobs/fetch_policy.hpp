@@ -114,6 +114,13 @@ class fetch_policy {
   void on_wakeup(time_point now, bool timer_fired, actions& out);
   /// Claim call `f` completed at `now` with `ec` or `jobs` jobs.
   void on_reply(fetch_id f, time_point now, error_code ec, std::size_t jobs, actions& out);
+  /// `jobs` jobs came at `now` without a claim call: a put claimed them for
+  /// the waiters this object offered (docs/jobs.md "Hand-off"). They go to
+  /// live waiters, oldest first, those without a call in flight before
+  /// those with one (whose call's jobs then go on as any call's do); the
+  /// rest are held (prefetch) or returned, as a reply's are. Actions name
+  /// the jobs by their index in the message.
+  void on_handed(time_point now, std::size_t jobs, actions& out);
   /// Fails every live waiter with `ec`, returns every held job; no more
   /// claim calls. A second close does nothing.
   void close(error_code ec, actions& out);

@@ -7,6 +7,7 @@
 #include "detail/spawn.hpp"
 #include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
+#include "jobs/claim_taker.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
@@ -154,11 +155,18 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   args.push_back(self->wake_channel);
   // call_with_dlq appends the dead-letter queue's name and wake channel
   // (ARGV 9, 10); the worker follows as ARGV 11.
+  // A job that reached this handle by hand-off: its claim record goes too.
+  std::string handed;
+  if (worker.empty() && self->taker && !self->taker->taker_for(args[0]).empty()) {
+    worker = self->taker->name();
+    handed = args[0];
+  }
   std::vector<std::string> after;
   if (!worker.empty()) after.push_back(worker);
   auto [st, v] =
       co_await self->call_with_dlq(scripts::jobs_fail(), std::move(args), std::move(after));
   if (st) co_return std::tuple{std::move(st), r};
+  if (!handed.empty()) self->taker->settled(handed);
   if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};
   r.outcome = v.elements[0].str == "dead" ? fail_result::outcome_t::dead_lettered
                                           : fail_result::outcome_t::retry_scheduled;

@@ -6,6 +6,7 @@
 #include "detail/spawn.hpp"
 #include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
+#include "jobs/claim_taker.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "subscriber/notify.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -42,6 +43,12 @@ void job_queue_impl::init() {
       [weak](std::vector<claimed_job> js) { return give_back(weak.lock(), std::move(js)); },
       [weak]() { return prepare(weak.lock()); },
       fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
+  if (opts.hand_off) {
+    taker = std::make_shared<claim_taker>(shared());
+    claims->on_idle([weak_taker = std::weak_ptr<claim_taker>(taker)] {
+      if (auto t = weak_taker.lock()) t->idle();
+    });
+  }
   finishes = std::make_shared<batcher<finish_request, error_code>>(
       ex, opts.max_finish_batch, opts.max_finishes_in_flight,
       [weak](std::vector<finish_request> reqs) {
@@ -67,6 +74,7 @@ void job_queue_impl::close() {
   if (closed) return;
   const error_code aborted = asio::error::operation_aborted;
   claims->close(aborted);
+  if (taker) taker->close();
   finishes->close(aborted);
   finish_claims->close(aborted);
   queue_core::close();
@@ -132,6 +140,7 @@ asio::awaitable<void> job_queue_impl::prepare(std::shared_ptr<job_queue_impl> se
   if (!self || self->closed) co_return;
   // Bounded: if the subscriber cannot connect, claims still work (polling).
   co_await self->ensure_wake(std::chrono::milliseconds(1000));
+  if (self->taker) co_await claim_taker::start(self->taker);
 }
 
 asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch(
@@ -141,10 +150,14 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   std::vector<std::string> args;
   args.push_back(unix_ms_string());
   args.push_back(std::to_string(n));
+  const bool offered = self->taker && self->taker->add_offer(args, self->claims->waiting());
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
-  if (st) co_return std::tuple{std::move(st), std::move(out)};
   std::optional<std::int64_t> due;
-  out = parse_claims(v.elements, 0, &due);
+  if (!st) out = parse_claims(v.elements, 0, &due);
+  // A reply that says when to look again got fewer jobs than asked: the
+  // offer stands (an error leaves that open).
+  if (offered) self->taker->offer_done(st || due.has_value());
+  if (st) co_return std::tuple{std::move(st), std::move(out)};
   auto at = fetch_policy::time_point::max();
   if (due && *due > 0) {
     const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
@@ -166,6 +179,7 @@ asio::awaitable<std::uint64_t> job_queue_impl::release(std::shared_ptr<job_queue
   args.reserve(1 + 2 * js.size());
   args.push_back(self->wake_channel);
   for (auto& j : js) {
+    if (self->taker) self->taker->settled(j.id);
     args.push_back(std::move(j.id));
     args.push_back(std::to_string(j.token));
   }
@@ -195,6 +209,26 @@ void add_finish_args(const job_queue_impl& q, std::vector<finish_request>& reqs,
   }
 }
 
+// The ids of `reqs` that reached this handle by hand-off, each with its
+// index in `reqs` (empty when none did).
+std::vector<std::pair<std::size_t, std::string>> handed_ids(
+    const job_queue_impl& q, const std::vector<finish_request>& reqs) {
+  std::vector<std::pair<std::size_t, std::string>> out;
+  if (!q.taker || q.taker->taker_for(reqs).empty()) return out;
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    if (!q.taker->taker_for(reqs[i].id).empty()) out.emplace_back(i, reqs[i].id);
+  return out;
+}
+
+// A finish reply settles the handed-off jobs it names, except one left as
+// it was because its result could not be published (the caller may try
+// again).
+void settle_handed(job_queue_impl& q, const std::vector<std::pair<std::size_t, std::string>>& ids,
+                   const std::vector<boost::system::error_code>& statuses) {
+  for (const auto& [i, id] : ids)
+    if (i < statuses.size() && statuses[i] != error::no_channel_permission) q.taker->settled(id);
+}
+
 }  // namespace
 
 asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(
@@ -202,12 +236,15 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
   std::vector<error_code> out;
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   std::vector<std::string> keys = self->keys;
-  std::vector<std::string> args{self->finish_channel};
+  auto handed = handed_ids(*self, reqs);
+  std::vector<std::string> args{self->finish_channel, handed.empty() ? "" : self->taker->name()};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
-  co_return std::tuple{op_status{}, claim_statuses(v)};
+  out = claim_statuses(v);
+  settle_handed(*self, handed, out);
+  co_return std::tuple{op_status{}, std::move(out)};
 }
 
 asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::finish_claim_batch(
@@ -216,7 +253,9 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   const std::size_t m = reqs.size();
   std::vector<std::string> keys = self->keys;
-  std::vector<std::string> args{unix_ms_string(), self->finish_channel};
+  auto handed = handed_ids(*self, reqs);
+  std::vector<std::string> args{unix_ms_string(), self->finish_channel,
+                                handed.empty() ? "" : self->taker->name()};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish_claim(), std::move(keys), std::move(args));
@@ -228,10 +267,12 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
     co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
   out.resize(m);
   std::size_t finished = 0;
+  std::vector<error_code> statuses(m);
   for (std::size_t j = 0; j < m; ++j) {
-    out[j].status = claim_status(as_int(e[j + 1], -1));
+    out[j].status = statuses[j] = claim_status(as_int(e[j + 1], -1));
     if (!out[j].status) ++finished;
   }
+  settle_handed(*self, handed, statuses);
   auto next = parse_claims(e, m + 1, nullptr);
   if (next.size() > finished)
     co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
@@ -613,8 +654,10 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
                claim_ref c) -> asio::awaitable<op_result<std::int64_t>> {
     std::vector<std::string> args{std::to_string(c.token), impl->wake_channel,
                                   detail::unix_ms_string()};
+    std::string id = c.id;
     auto [st, v] =
         co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
+    if (!st && impl->taker) impl->taker->settled(id);
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
   detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
@@ -622,11 +665,16 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
 }
 
 void job_queue::start_stall(claim_ref claim, handler<> h) {
-  std::vector<std::string> args{std::to_string(claim.token), detail::unix_ms_string(),
-                                core_->wake_channel};
-  detail::spawn_op(client_->get_executor(),
-                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
-                                             std::move(claim.id), std::move(args)),
+  auto op = [](std::shared_ptr<job_queue_impl> impl, claim_ref c) -> asio::awaitable<op_result<>> {
+    std::vector<std::string> args{std::to_string(c.token), detail::unix_ms_string(),
+                                  impl->wake_channel};
+    std::string id = c.id;
+    auto [st] = co_await detail::job_script_status(impl, scripts::jobs_stall(), std::move(c.id),
+                                                   std::move(args));
+    if (!st && impl->taker) impl->taker->settled(id);
+    co_return std::tuple{std::move(st)};
+  };
+  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
                    std::move(h));
 }
 

@@ -30,6 +30,8 @@ struct finish_claim_outcome {
   std::optional<claimed_job> next;
 };
 
+class claim_taker;
+
 class job_queue_impl final : public queue_core {
  public:
   template <class T>
@@ -145,6 +147,8 @@ class job_queue_impl final : public queue_core {
   std::string finish_channel;
   job_queue_options opts;
   std::shared_ptr<jobs::fetcher<claimed_job>> claims;
+  /// The hand-off to waiting claim() calls (null with hand_off = false).
+  std::shared_ptr<claim_taker> taker;
   std::shared_ptr<jobs::batcher<finish_request, error_code>> finishes;
   std::shared_ptr<jobs::batcher<finish_request, finish_claim_outcome>> finish_claims;
   std::vector<std::weak_ptr<jobs::pending<std::string>>> tracked;

@@ -45,6 +45,7 @@ namespace detail {
 
 namespace asio = boost::asio;
 using jobs::as_int;
+using jobs::is_transient;
 using jobs::runner_book;
 
 class runner;
@@ -77,16 +78,6 @@ class job_slot : public std::enable_shared_from_this<job_slot> {
     });
   }
 };
-
-// Every transient error: the connection, not the request, failed. Rounds
-// and heartbeats that end so are tried again.
-bool is_transient(const boost::system::error_code& ec) {
-  return ec == error::unknown_outcome || ec == error::not_connected ||
-         ec == error::request_timeout || ec == error::health_check_timeout ||
-         ec == error::connect_timeout || ec.category() == asio::error::get_system_category() ||
-         ec.category() == asio::error::get_misc_category() ||
-         ec.category() == asio::error::get_netdb_category();
-}
 
 class runner : public std::enable_shared_from_this<runner> {
  public:
@@ -542,7 +533,7 @@ class runner : public std::enable_shared_from_this<runner> {
     self->fence_timer = nullptr;
     const bool fence_lost = !st && self->fence_seen < n;
     if (!st && self->fence_seen >= n && !self->leaving) {
-      std::vector<std::string> known{self->worker, self->impl->wake_channel};
+      std::vector<std::string> known{self->worker, self->impl->wake_channel, "0"};
       for (auto& c : self->held_claims()) known.push_back(std::move(c));
       for (const auto& [id, token] : self->failing) {
         known.push_back(id);

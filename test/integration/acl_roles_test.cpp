@@ -38,12 +38,13 @@ const std::string acl_writes =
 // What each role adds to acl_connection, acl_scripts and acl_reads.
 const std::map<std::string, std::string> acl_roles{
     // Publishes to feeds, puts queue items and jobs.
+    // (job.take: the hand-off of its jobs to waiting claimers.)
     {"producer", acl_writes + " +publish resetchannels ~feed.* &feed.publish:* &feed.retract:* "
-                              "&feed.edit:* &feed.position:* &feed.wake:*"},
+                              "&feed.edit:* &feed.position:* &feed.wake:* &job.take:*"},
     // Claims, finishes (with results), stalls, retries, cancels; waits for
-    // wake-ups and results.
+    // wake-ups, hand-offs and results.
     {"worker", acl_writes + " +publish +subscribe +unsubscribe resetchannels ~feed.* &feed.wake:* "
-                            "&job.finish:* &job.abort:* &job.event:*"},
+                            "&job.finish:* &job.abort:* &job.event:* &job.take:*"},
     // Reads feeds and subscribes to them, catch-up included (its marker is
     // a PUBLISH on the client's own thoonk.sync channel). No write command.
     {"feed_subscriber",
@@ -239,8 +240,7 @@ TEST_CASE(
         CHECK(res == "done");
 
         // The runner (job_queue::run) works with the role's rules: it
-        // registers, claims, finishes and stops (without hand-off: the
-        // role has no job.take channel).
+        // registers, claims, finishes and stops.
         co_await ajq.put("run me", asio::use_awaitable);
         thoonk::job_coroutine noop =
             [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {

@@ -36,10 +36,13 @@ struct put_outcome {
 };
 
 /// A registered worker of f's queue that offers idle slots while a claimer
-/// sleeps on the queue, and what arrives on the worker's channel.
+/// sleeps on the queue, and what arrives on the worker's channel. With a
+/// `mark` (a job_queue handle's offer is ":c"), the offer carries it and no
+/// worker is registered.
 struct fake_taker {
   fixture& f;
   std::string worker = unique_name("taker");
+  std::string mark;
   std::vector<std::string> messages;
   std::optional<thoonk::subscription> sub;
 
@@ -47,8 +50,9 @@ struct fake_taker {
     auto& c = f.c.conn();
     auto t = co_await cmd(c, "TIME");
     const auto later = std::to_string(std::stoll(t.elements.at(0).str) * 1000 + 60000);
-    co_await cmd(c, "ZADD", key("workers", f.name), later, worker);
-    co_await cmd(c, "HSET", key("takers", f.name), worker, later + ":" + std::to_string(slots));
+    if (mark.empty()) co_await cmd(c, "ZADD", key("workers", f.name), later, worker);
+    co_await cmd(c, "HSET", key("takers", f.name), worker,
+                 later + ":" + std::to_string(slots) + mark);
     co_await cmd(c, "SET", key("sleepers", f.name), "1");
     if (!sub) {
       auto s = co_await subscribe_notifications(
@@ -189,4 +193,36 @@ FIXTURE_TEST_CASE("handoffdue",
   auto j = co_await q.claim(1s, asio::use_awaitable);
   CHECK(j.id == due);
   CHECK(j.item == "due");
+}
+
+FIXTURE_TEST_CASE("handoffmark",
+                  "put: a job_queue handle's offer (marked ':c', no worker registered) gets the "
+                  "jobs, keeps its mark while slots are left; an offer with another mark is "
+                  "dropped and the put wakes the sleepers instead",
+                  "[job][hand_off][put]") {
+  auto q = co_await engine_queue(f);
+  fake_taker t{f, unique_name("claim"), ":c"};
+  auto r = co_await t.put(q, 3, items(2, "c"));
+  CHECK(r.handed == ids{r.ids[0], r.ids[1]});
+  CHECK(r.line.empty());
+  auto record = co_await cmd(f.c.conn(), "HGET", key("worker_jobs", f.name), r.ids[0]);
+  CHECK(record.str == t.worker + std::string("\0"
+                                             "1",
+                                             2));
+  // One slot left, still marked.
+  auto left = co_await cmd(f.c.conn(), "HGET", key("takers", f.name), t.worker);
+  CHECK(left.str.ends_with(":1:c"));
+  auto registered = co_await cmd(f.c.conn(), "ZCARD", key("workers", f.name));
+  CHECK(registered.integer == 0);
+
+  // An entry with a mark no version writes is not a taker.
+  fake_taker odd{f, unique_name("claim"), ":x"};
+  co_await cmd(f.c.conn(), "HDEL", key("takers", f.name), t.worker);
+  auto r2 = co_await odd.put(q, 1, items(1, "x"));
+  CHECK(r2.handed.empty());
+  CHECK(r2.line == ids{r2.ids[0]});
+  auto gone = co_await cmd(f.c.conn(), "HEXISTS", key("takers", f.name), odd.worker);
+  CHECK(gone.integer == 0);
+  auto sleeping = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
+  CHECK(sleeping.integer == 0);
 }

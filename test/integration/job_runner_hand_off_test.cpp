@@ -9,6 +9,7 @@
 // wake-ups; a hand-off lost while the runner's subscriber was down is
 // given back after it reconnects, or at the stop.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "support/hand_off.hpp"
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
@@ -37,41 +38,10 @@ thoonk::job_coroutine recording(std::vector<seen_job>& seen) {
   };
 }
 
-/// Worker `w`'s offer on f's queue (`<lapses at>:<slots>`), or "" when it
-/// has none.
-asio::awaitable<std::string> offer_of(thoonk::connection& c, const std::string& queue,
-                                      const std::string& w) {
-  auto v = co_await cmd(c, "HGET", key("takers", queue), w);
-  co_return v.type == thoonk::resp3::type::null ? std::string{} : v.str;
-}
-
-/// Waits (up to 5 s) until worker `w` offers `slots` idle slots (0: until
-/// it has no offer).
-asio::awaitable<bool> offered(thoonk::connection& c, const std::string& queue, const std::string& w,
-                              int slots) {
-  const auto suffix = ":" + std::to_string(slots);
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < until) {
-    const auto o = co_await offer_of(c, queue, w);
-    if (slots == 0 ? o.empty() : o.size() > suffix.size() && o.ends_with(suffix)) co_return true;
-    co_await sleep_for(2ms);
-  }
-  co_return false;
-}
-
 /// The server's clock in ms.
 asio::awaitable<std::int64_t> server_ms(thoonk::connection& c) {
   auto t = co_await cmd(c, "TIME");
   co_return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
-}
-
-/// Creates job queue `name` on `c` with the default settings.
-asio::awaitable<thoonk::job_queue> create_job_queue(thoonk::client& c, std::string name) {
-  thoonk::job_queue::settings s;
-  thoonk::job_queue_options o;
-  auto q = co_await thoonk::job_queue::create_or_open(c, std::move(name), std::move(s),
-                                                      std::move(o), asio::use_awaitable);
-  co_return q;
 }
 
 thoonk::run_options named(std::string worker, std::size_t concurrency) {
@@ -335,23 +305,6 @@ FIXTURE_TEST_CASE("handoffdead",
   CHECK(still == later + ":1");
 }
 
-namespace {
-
-/// The job queue `name`, made by `p.pub` (every permission), and the same
-/// queue on the client of `p`'s gap user, whose permissions are `rules`
-/// (ACL SETUSER ... reset on >pass rules...).
-template <class... Rules>
-asio::awaitable<std::pair<thoonk::job_queue, thoonk::job_queue>> restricted_pair(
-    gap_parties& p, const std::string& name, const Rules&... rules) {
-  co_await p.start();
-  co_await p.user.create_with(p.admin, rules...);
-  auto q = co_await create_job_queue(p.pub, name);
-  auto theirs = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
-  co_return std::pair{std::move(q), std::move(theirs)};
-}
-
-}  // namespace
-
 TEST_CASE("hand-off: a producer that may not publish on the runner's channel wakes it instead",
           "[job][run][hand_off][acl]") {
   gap_parties p;
@@ -432,37 +385,6 @@ TEST_CASE(
 }
 
 namespace {
-
-/// In one write from `admin`: locks the gap user out (its subscriber
-/// connection killed, no reconnect), then puts `item` on `name` with the
-/// library's put script. The server runs the put before it reads anything
-/// the runner sends after losing its subscriber, so the runner's offer is
-/// still there: the put hands the job off, and the message reaches no one.
-/// Returns the job's id.
-asio::awaitable<std::string> put_while_unsubscribed(gap_parties& p, const std::string& name,
-                                                    const std::string& item) {
-  const thoonk::detail::feed_names names(p.pub.get_config(), name);
-  const thoonk::detail::jobs::job_keys k(names);
-  const auto& put = thoonk::detail::scripts::jobs_put();
-  thoonk::request r;
-  r.push("ACL", "SETUSER", p.user.name, "off");
-  r.push("CLIENT", "KILL", "USER", p.user.name, "TYPE", "pubsub");
-  std::vector<std::string> tail = k.keys;
-  tail.push_back(std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count()));
-  tail.push_back("0");
-  tail.push_back(k.wake_channel);
-  tail.push_back(item);
-  const std::string nkeys = std::to_string(k.keys.size());
-  const std::string_view head[] = {put.source(), nkeys};
-  r.push_range("EVAL", head, tail);
-  auto resp = co_await raw_exec(p.admin, r);
-  REQUIRE(resp.size() == 3);
-  CHECK(resp[1].integer == 1);
-  REQUIRE(resp[2].elements.size() == 1);
-  co_return resp[2].elements[0].str;
-}
 
 /// A runner on the gap user's client whose one hand-off was lost: the
 /// queue (on `pub`), the runner at concurrency 1, what its handler saw, and

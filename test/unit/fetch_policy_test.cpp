@@ -424,3 +424,49 @@ TEST_CASE("fetch_policy: no waiters, no wake-up for a due time", "[unit][fetch_p
   p.due_at(t0 + 100ms);
   CHECK(p.next_wakeup() == tp::max());
 }
+
+namespace {
+
+fetch_policy::actions handed(fetch_policy& p, tp now, std::size_t jobs) {
+  fetch_policy::actions out;
+  p.on_handed(now, jobs, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fetch_policy: jobs handed off go to waiters without a call first, the rest back",
+          "[unit][fetch_policy][hand_off]") {
+  fetch_policy p(opts(1, 1));
+  auto [a, b, c] = start_with<3>(p);
+  CHECK(pump(p) == list{claim(1, 1)});  // a's call is out; b and c wait for a slot
+  // Four jobs came by hand-off: b and c (no call out) first, then a (whose
+  // call's job then goes on as a surplus one), the fourth back to the queue.
+  CHECK(handed(p, t0, 4) ==
+        list{deliver(0, b, 0), deliver(0, c, 1), deliver(0, a, 2), return_reply(0, 3, 1)});
+  CHECK(p.waiting() == 0);
+  // a's call comes back with a job nobody waits for: it goes back.
+  CHECK(reply(p, 1, t0, 1) == list{return_reply(1, 0, 1)});
+  // Nobody waits: everything handed off goes back.
+  CHECK(handed(p, t0, 2) == list{return_reply(0, 0, 2)});
+}
+
+TEST_CASE("fetch_policy: with prefetch, jobs handed off beyond the waiters are held",
+          "[unit][fetch_policy][hand_off]") {
+  fetch_policy p(opts(256, 2, 4));
+  auto [a] = start_with<1>(p);
+  CHECK(pump(p) == list{claim(1, 1)});
+  CHECK(handed(p, t0, 3) == list{deliver(0, a, 0), hold(0, 1), hold(0, 2)});
+  CHECK(p.buffered() == 2);
+  // Held jobs expire as prefetched ones do.
+  CHECK(wakeup(p, t0 + 500ms, false) == list{return_buffered(2)});
+}
+
+TEST_CASE("fetch_policy: jobs handed off after close go back", "[unit][fetch_policy][hand_off]") {
+  fetch_policy p(opts());
+  auto [a] = start_with<1>(p);
+  fetch_policy::actions out;
+  p.close(aborted_ec, out);
+  CHECK(out == list{fail(a, aborted_ec)});
+  CHECK(handed(p, t0, 2) == list{return_reply(0, 0, 2)});
+}

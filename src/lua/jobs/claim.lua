@@ -1,8 +1,23 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::claim.
--- ARGV: 1 now_ms, 2 n. claim_jobs (layouts/job_engine.lua) for up to n
--- jobs, recorded under no worker. Returns {id, item, failures, token, ...}
--- and, when it got fewer than n, when to try again (ms; 0: at a wake-up
--- or poll): the time the rate limit allows more, else the earliest run_at
--- of a scheduled job.
+-- ARGV: 1 now_ms, 2 n, then for a handle that takes hand-offs (docs/jobs.md
+-- "Hand-off"): 3 its taker name, 4 the claimers it has waiting (0: none,
+-- its offer goes), 5 how long an offer lasts (ms). claim_jobs
+-- (layouts/job_engine.lua) for up to n jobs, recorded under no worker.
+-- With a taker and the queue found dry, the waiting claimers the call did
+-- not serve are offered for hand-off (offer_slots); otherwise the offer
+-- goes. n = 0 only withdraws the offer. Returns {id, item, failures,
+-- token, ...} and, when it got fewer than n, when to try again (ms; 0: at
+-- a wake-up or poll): the time the rate limit allows more, else the
+-- earliest run_at of a scheduled job.
 local e = open_claim() if e then return e end
-return claim_jobs(tonumber(ARGV[1]), tonumber(ARGV[2]), nil)
+local n, taker = tonumber(ARGV[2]), ARGV[3]
+if n == 0 then
+  if taker then redis.call('HDEL', K_TAKERS, taker) end
+  return {0}
+end
+local c = claim_jobs(tonumber(ARGV[1]), n, nil)
+if taker then
+  offer_slots(taker, tonumber(ARGV[4]), math.floor(#c / 4), #c % 4 == 1, server_ms(),
+              tonumber(ARGV[5]), ':c')
+end
+return c

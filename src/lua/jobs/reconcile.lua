@@ -1,18 +1,23 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::run: a runner gives back the claims it never learnt of (docs/jobs.md "Hand-off").
--- ARGV: 1 worker, 2 wake channel, then id, token pairs of every claim the
--- runner knows. Each claim recorded under the worker that the runner does
--- not know (a hand-off message lost while its subscriber reconnected, a
--- round whose reply was lost) loses its record, and goes back to the
--- front of the line with no failure counted if it is still current.
--- Returns how many went back.
+-- ARGV: 1 worker (or a job_queue handle's taker name), 2 wake channel,
+-- 3 '1' when the taker leaves for good (a handle's close: the records of
+-- the claims it knows go too, the claims stay with their holders; '0'
+-- keeps them), then id, token pairs of every claim the taker knows. Each
+-- claim recorded under the taker that it does not know (a hand-off message
+-- lost while its subscriber reconnected, a round whose reply was lost)
+-- loses its record, and goes back to the front of the line with no
+-- failure counted if it is still current. Returns how many went back.
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
 local known = {}
-for i = 3, #ARGV - 1, 2 do known[ARGV[i]] = ARGV[i + 1] end
+for i = 4, #ARGV - 1, 2 do known[ARGV[i]] = ARGV[i + 1] end
+local leaving = ARGV[3] == '1'
 local unknown, gone = {}, {}
 local cs = worker_claims(ARGV[1])
 for i = 1, #cs do
   local c = cs[i]
-  if known[c[1]] ~= c[2] then
+  if leaving and known[c[1]] == c[2] then
+    gone[#gone + 1] = c[1]
+  elseif known[c[1]] ~= c[2] then
     unknown[#unknown + 1] = c
     gone[#gone + 1] = c[1]
   end

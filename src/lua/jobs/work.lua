@@ -24,5 +24,5 @@ if alive and want > 0 then
   for i = 1, #c do out[m + 2 + i] = c[i] end
   got, dry = math.floor(#c / 4), #c % 4 == 1
 end
-offer_slots(worker, alive and tonumber(ARGV[5]) or 0, got, dry, srv, tonumber(ARGV[6]))
+offer_slots(worker, alive and tonumber(ARGV[5]) or 0, got, dry, srv, tonumber(ARGV[6]), '')
 return out

@@ -857,13 +857,16 @@ local function finish_jobs(channel, base, m, ttl, worker)
   return st
 end
 
--- Hand-off (docs/jobs.md "Hand-off"). feed.takers lists the runners that
--- found the queue dry and wait with idle slots: field the worker, value
--- `<lapses at, server ms>:<idle slots>`. A put that finds sleepers claims
--- its jobs for live takers (claim_jobs, recorded under the worker) and
--- publishes them on the taker's own channel, so a job reaches an idle
--- runner in one hop, not a wake-up followed by a claim round trip.
--- jobs/work.lua keeps a runner's entry; remove_worker drops it.
+-- Hand-off (docs/jobs.md "Hand-off"). feed.takers lists the runners and
+-- job_queue handles that found the queue dry and wait with idle slots:
+-- field the taker, value `<lapses at, server ms>:<idle slots>` for a
+-- runner (a registered worker) and the same with `:c` after it for a
+-- handle's waiting claim() calls (no registration: its entry lives only as
+-- long as it says). A put that finds sleepers claims its jobs for live
+-- takers (claim_jobs, recorded under the taker) and publishes them on the
+-- taker's own channel, so a job reaches an idle claimer in one hop, not a
+-- wake-up followed by a claim round trip. jobs/work.lua keeps a runner's
+-- entry and jobs/claim.lua a handle's; remove_worker drops a runner's.
 local function take_channel(w)
   return 'job.take:' .. string.sub(K_CONFIG, 13) .. ':' .. w
 end
@@ -882,7 +885,7 @@ end
 
 -- The takers a put of `n` jobs may hand them to, found before the put's
 -- first write (then nothing after it can fail): the entry has not lapsed,
--- the worker's registration is alive and the user may publish on its
+-- a runner's registration is alive and the user may publish on its
 -- channel (a taker this user may not reach is skipped: its runner is woken
 -- as any sleeper is). Entries that lapsed or whose worker is gone are
 -- dropped as they are met. Stops once the takers found have `n` idle slots
@@ -896,12 +899,13 @@ local function live_takers(n)
   for i = 1, #all, 2 do
     if room >= n then break end
     local w = all[i]
-    local exp, slots = string.match(all[i + 1], '^(%d+):(%d+)$')
+    local exp, slots, mark = string.match(all[i + 1], '^(%d+):(%d+)(.*)$')
     exp, slots = tonumber(exp), tonumber(slots)
-    if not exp or exp < now or slots < 1 or not worker_alive(w, now) then
+    if mark ~= '' and mark ~= ':c' then exp = nil end
+    if not exp or exp < now or slots < 1 or (mark == '' and not worker_alive(w, now)) then
       gone[#gone + 1] = w
     elseif not check_publish(take_channel(w)) then
-      out[#out + 1] = {w, slots, exp}
+      out[#out + 1] = {w, slots, exp, mark}
       room = room + slots
     end
   end
@@ -942,7 +946,7 @@ local function hand_off(takers, now, n, fresh, first)
       redis.call(NOTIFY, take_channel(t[1]), take_message(c, 4 * got))
       handed = handed + got
       if got < t[2] then
-        redis.call('HSET', K_TAKERS, t[1], int(t[3]) .. ':' .. int(t[2] - got))
+        redis.call('HSET', K_TAKERS, t[1], int(t[3]) .. ':' .. int(t[2] - got) .. t[4])
       else
         redis.call('HDEL', K_TAKERS, t[1])
       end
@@ -952,14 +956,16 @@ local function hand_off(takers, now, n, fresh, first)
   return handed
 end
 
--- jobs/work.lua's offer: after a round that asked for jobs, a runner with
--- `offer` idle slots (-1: it offers none and has no entry; 0: it offers
--- none) is a taker for the slots the round left idle, while the queue ran
--- dry (`dry`), until server time `srv` + `ttl`; else its entry goes.
-local function offer_slots(worker, offer, got, dry, srv, ttl)
+-- The offer of jobs/work.lua (a runner) and jobs/claim.lua (a handle's
+-- claimers, `mark` ':c'; a runner's is ''): after a call that asked for
+-- jobs, a taker with `offer` idle slots (-1: it offers none and has no
+-- entry; 0: it offers none) is a taker for the slots the call left idle,
+-- while the queue ran dry (`dry`), until server time `srv` + `ttl`; else
+-- its entry goes.
+local function offer_slots(worker, offer, got, dry, srv, ttl, mark)
   if offer < 0 then return end
   if dry and offer > got then
-    redis.call('HSET', K_TAKERS, worker, int(srv + ttl) .. ':' .. int(offer - got))
+    redis.call('HSET', K_TAKERS, worker, int(srv + ttl) .. ':' .. int(offer - got) .. mark)
   else
     redis.call('HDEL', K_TAKERS, worker)
   end

@@ -1,0 +1,107 @@
+// The hand-off for job_queue::claim (docs/jobs.md "Hand-off to claim()"): a
+// job_queue handle whose claim() calls wait on a dry queue offers them to
+// puts, which claim their jobs for it and send them on the handle's own
+// channel, so a job reaches a waiting claim() in one hop instead of a
+// wake-up followed by a claim round trip.
+//
+// The handle is not a registered worker: its entry in feed.takers carries
+// the `:c` mark and lives only as long as it says (2 poll intervals,
+// renewed by every claim call that finds the queue dry). The claims a put
+// makes for it are recorded under its taker name (feed.worker_jobs), which
+// serves one purpose: after its subscriber reconnects, the handle finds the
+// claims whose messages were lost (a fence on its channel, then
+// jobs/reconcile.lua with the claims it did receive) and gives them back.
+// A received job's record goes when it is finished or failed through this
+// handle; a job handed to a process that died lapses with its lease, as any
+// claim of a dead claimer does.
+#pragma once
+
+#include "jobs/common.hpp"
+
+#include <thoonk/job_types.hpp>
+#include <thoonk/subscriber.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace thoonk::detail {
+
+namespace asio = boost::asio;
+
+class job_queue_impl;
+struct finish_request;
+
+class claim_taker : public std::enable_shared_from_this<claim_taker> {
+ public:
+  explicit claim_taker(const std::shared_ptr<job_queue_impl>& q);
+
+  /// Subscribes to the handle's channel, waiting at most a second (without
+  /// it, claims work by wake-ups as before). Called once, before the first
+  /// claim call.
+  static asio::awaitable<void> start(std::shared_ptr<claim_taker> self);
+
+  /// Adds the offer to a claim call's arguments (jobs/claim.lua ARGV 3..5)
+  /// when the handle takes hand-offs now: `waiting` claimers. Each call that
+  /// returns true is matched by one offer_done().
+  bool add_offer(std::vector<std::string>& args, std::size_t waiting);
+  /// The claim call that carried an offer completed: `dry` when it found
+  /// the queue dry, so the offer now stands.
+  void offer_done(bool dry);
+  /// Nobody waits any more: withdraw an offer that stands.
+  void idle();
+
+  /// Jobs that reached this handle by hand-off are `known` from their
+  /// arrival until a finish or fail through this handle settles them (a
+  /// reply came: the claim ended, or it was not this handle's to end).
+  /// taker_for() returns the taker name when one of the ids is known (the
+  /// script then drops its claim record too), else an empty string.
+  std::string taker_for(const std::vector<finish_request>& reqs) const;
+  std::string taker_for(std::string_view id) const;
+  void settled(const std::string& id);
+
+  /// The handle closed: no more offers; the entry is withdrawn behind a
+  /// fence, and the claims sent meanwhile and never received go back.
+  void close();
+
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  void taken(std::string_view payload);
+  void want_reconcile();
+  /// After a reconnect, a message it could not read, and at the close:
+  /// withdraws the offer behind a fence, waits for the fence, then gives
+  /// back the claims recorded under this taker that did not arrive
+  /// (jobs/take_fence.lua, jobs/reconcile.lua). One at a time; asked for
+  /// again meanwhile, it runs once more.
+  static asio::awaitable<void> reconcile(std::shared_ptr<claim_taker> self);
+  /// Waits (at most 2 s) until no claim call with an offer is in flight.
+  asio::awaitable<void> quiesce();
+  std::chrono::milliseconds offer_ttl() const;
+
+  std::weak_ptr<job_queue_impl> q_;
+  asio::any_io_executor ex_;
+  std::string name_;
+  std::string channel_;
+  subscription takes_;
+  subscription events_;
+  /// Received by hand-off and not yet finished or given up here: id → token.
+  std::unordered_map<std::string, std::int64_t> known_;
+  bool subscribed_ = false;
+  bool offering_ = false;  ///< claim calls carry an offer
+  bool offered_ = false;   ///< an offer may stand on the server
+  bool closed_ = false;
+  bool reconciling_ = false;
+  bool reconcile_wanted_ = false;
+  std::size_t offers_in_flight_ = 0;
+  std::uint64_t fences_sent_ = 0;
+  std::uint64_t fence_seen_ = 0;
+  /// Wakes reconcile() when the fence came or the offers in flight ended.
+  asio::steady_timer* waiting_ = nullptr;
+};
+
+}  // namespace thoonk::detail

@@ -1,0 +1,319 @@
+// job_queue::claim's hand-off (job_queue_options::hand_off, docs/jobs.md
+// "Hand-off to claim()"): while claim() calls wait on a dry queue, the
+// handle offers them, and a put claims its jobs for the handle and sends
+// them on its channel. Checked here: the job arrives whole, its claim is
+// recorded under the handle's taker until finish or fail takes the record
+// along; a put of more jobs than waiting claims hands off what fits; a
+// claim that gives up withdraws the offer; no offer with the option off or
+// SUBSCRIBE refused; a hand-off lost while the handle's subscriber was down
+// goes back (no failure counted) after the reconnect, or at the close.
+// co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "support/hand_off.hpp"
+#include "support/job_engine.hpp"
+#include "support/runner.hpp"
+
+#include <set>
+
+using namespace thoonk::test;
+
+namespace {
+
+/// A claim() running in the background, and its outcome.
+struct pending_claim {
+  bool done = false;
+  boost::system::error_code ec;
+  thoonk::claimed_job job;
+};
+
+std::shared_ptr<pending_claim> start_claim(thoonk::job_queue q, std::chrono::milliseconds wait) {
+  auto p = std::make_shared<pending_claim>();
+  q.claim(wait, [p](boost::system::error_code ec, thoonk::claimed_job j) {
+    p->done = true;
+    p->ec = ec;
+    p->job = std::move(j);
+  });
+  return p;
+}
+
+/// Waits (up to 5 s) until a job_queue handle offers `slots` waiting claims
+/// on `queue` (an entry of feed.takers marked ":c"); returns its taker name
+/// ("" when none came).
+asio::awaitable<std::string> handle_offers(thoonk::connection& c, const std::string& queue,
+                                           int slots) {
+  const auto suffix = ":" + std::to_string(slots) + ":c";
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto all = co_await cmd(c, "HGETALL", key("takers", queue));
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
+      if (all.elements[i + 1].str.ends_with(suffix)) co_return all.elements[i].str;
+    co_await sleep_for(2ms);
+  }
+  co_return std::string{};
+}
+
+/// The claim record of job `id` (`taker\0token`), or "" when it has none.
+asio::awaitable<std::string> record_of(thoonk::connection& c, const std::string& queue,
+                                       const std::string& id) {
+  auto v = co_await cmd(c, "HGET", key("worker_jobs", queue), id);
+  co_return v.type == thoonk::resp3::type::null ? std::string{} : v.str;
+}
+
+/// How many claim records of job_queue handles `queue` holds.
+asio::awaitable<std::size_t> handle_records(thoonk::connection& c, const std::string& queue) {
+  auto all = co_await cmd(c, "HGETALL", key("worker_jobs", queue));
+  std::size_t n = 0;
+  for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
+    n += all.elements[i + 1].str.starts_with("claim-");
+  co_return n;
+}
+
+/// Waits (up to 5 s) until job `id` of `q` waits in the line.
+asio::awaitable<bool> waits_again(thoonk::job_queue& q, const std::string& id) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto j = co_await job_of(q, id);
+    if (j.state == thoonk::job_state::waiting) co_return true;
+    co_await sleep_for(10ms);
+  }
+  co_return false;
+}
+
+std::string record(const std::string& taker, std::int64_t token) {
+  return taker + '\0' + std::to_string(token);
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("claimhandoff",
+                  "claim: a put reaches a waiting claim() by hand-off: the job arrives whole, "
+                  "recorded under the handle until its finish or fail",
+                  "[job][claim][hand_off][put]") {
+  auto q = co_await engine_queue(f, retries(3, 10ms, 20ms));
+  // Items with a NUL, an empty one, a long one: the message carries bytes.
+  std::vector<std::string> items{std::string("a\0b", 3), "", std::string(5000, 'x'), "last"};
+  std::string taker;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto p = start_claim(q, 10s);
+    const auto offered_by = co_await handle_offers(f.c.conn(), f.name, 1);
+    REQUIRE(!offered_by.empty());
+    if (taker.empty()) taker = offered_by;
+    CHECK(offered_by == taker);  // one taker per handle
+    auto id = co_await q.put(items[i], asio::use_awaitable);
+    auto got = co_await wait_until([&] { return p->done; }, 5s);
+    REQUIRE(got);
+    REQUIRE(!p->ec);
+    CHECK(p->job.id == id);
+    CHECK(p->job.item == items[i]);
+    CHECK(p->job.token == 1);
+    CHECK(p->job.failures == 0);
+    auto rec = co_await record_of(f.c.conn(), f.name, id);
+    CHECK(rec == record(taker, 1));
+    // The offer was used up by the put.
+    auto offer = co_await offer_of(f.c.conn(), f.name, taker);
+    CHECK(offer.empty());
+    if (i + 1 < items.size()) {
+      co_await q.finish(p->job, asio::use_awaitable);
+    } else {
+      // A fail takes the record along too; the retry comes back by hand-off
+      // with its failure count.
+      auto p2 = start_claim(q, 10s);
+      co_await q.fail(p->job, "boom", asio::use_awaitable);
+      auto again = co_await wait_until([&] { return p2->done; }, 5s);
+      REQUIRE(again);
+      REQUIRE(!p2->ec);
+      CHECK(p2->job.id == id);
+      CHECK(p2->job.failures == 1);
+      CHECK(p2->job.token == 2);
+      co_await q.finish(p2->job, asio::use_awaitable);
+    }
+    rec = co_await record_of(f.c.conn(), f.name, id);
+    CHECK(rec.empty());
+  }
+  co_await check_drained(q);
+  auto left = co_await handle_records(f.c.conn(), f.name);
+  CHECK(left == 0);
+}
+
+FIXTURE_TEST_CASE("claimhandoffsplit",
+                  "claim: a put of more jobs than waiting claims hands off what fits; the rest "
+                  "wait in the line for the next claims, with no record",
+                  "[job][claim][hand_off][put_many]") {
+  auto q = co_await engine_queue(f);
+  std::vector<std::shared_ptr<pending_claim>> ps;
+  for (int i = 0; i < 3; ++i) ps.push_back(start_claim(q, 10s));
+  const auto taker = co_await handle_offers(f.c.conn(), f.name, 3);
+  REQUIRE(!taker.empty());
+  std::vector<std::string> items{"j0", "j1", "j2", "j3", "j4"};
+  auto ids = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto all = co_await wait_until(
+      [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 5s);
+  REQUIRE(all);
+  std::set<std::string> got;
+  for (auto& p : ps) {
+    CHECK(!p->ec);
+    got.insert(p->job.id);
+    auto rec = co_await record_of(f.c.conn(), f.name, p->job.id);
+    CHECK(rec == record(taker, 1));
+  }
+  const std::set<std::string> first_three{ids[0], ids[1], ids[2]};
+  CHECK(got == first_three);
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == 3);
+  CHECK(c.waiting == 2);
+  // The next two claims take the rest from the line: no record.
+  for (int i = 3; i < 5; ++i) {
+    auto j = co_await q.claim(1s, asio::use_awaitable);
+    CHECK(j.id == ids[static_cast<std::size_t>(i)]);
+    auto rec = co_await record_of(f.c.conn(), f.name, j.id);
+    CHECK(rec.empty());
+    co_await q.finish(j, asio::use_awaitable);
+  }
+  for (auto& p : ps) co_await q.finish(p->job, asio::use_awaitable);
+  co_await check_drained(q);
+  auto left = co_await handle_records(f.c.conn(), f.name);
+  CHECK(left == 0);
+}
+
+FIXTURE_TEST_CASE("claimhandoffidle",
+                  "claim: a claim() that gives up withdraws the handle's offer, so a later put "
+                  "leaves its job in the line",
+                  "[job][claim][hand_off]") {
+  auto q = co_await engine_queue(f);
+  auto p = start_claim(q, 300ms);
+  const auto taker = co_await handle_offers(f.c.conn(), f.name, 1);
+  REQUIRE(!taker.empty());
+  auto gave_up = co_await wait_until([&] { return p->done; }, 5s);
+  REQUIRE(gave_up);
+  CHECK(p->ec == thoonk::error::queue_empty);
+  auto withdrawn = co_await offered(f.c.conn(), f.name, taker, 0);
+  CHECK(withdrawn);
+  auto id = co_await q.put("later", asio::use_awaitable);
+  auto c = co_await counts_of(q);
+  CHECK(c.waiting == 1);
+  CHECK(c.claimed == 0);
+  auto j = co_await q.claim(1s, asio::use_awaitable);
+  CHECK(j.id == id);
+  auto rec = co_await record_of(f.c.conn(), f.name, id);
+  CHECK(rec.empty());
+  co_await q.finish(j, asio::use_awaitable);
+  co_await check_drained(q);
+}
+
+FIXTURE_TEST_CASE("claimhandoffoff",
+                  "claim: with hand_off = false a waiting claim() offers nothing and gets its "
+                  "job by the wake-up",
+                  "[job][claim][hand_off]") {
+  thoonk::job_queue_options o;
+  o.hand_off = false;
+  auto q = co_await engine_queue(f, {}, o);
+  for (int i = 0; i < 3; ++i) {
+    auto p = start_claim(q, 10s);
+    co_await sleep_for(50ms);
+    auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
+    CHECK(offers.integer == 0);
+    auto id = co_await q.put("woken", asio::use_awaitable);
+    auto got = co_await wait_until([&] { return p->done; }, 5s);
+    REQUIRE(got);
+    CHECK(!p->ec);
+    CHECK(p->job.id == id);
+    auto rec = co_await record_of(f.c.conn(), f.name, id);
+    CHECK(rec.empty());
+    co_await q.finish(p->job, asio::use_awaitable);
+  }
+  co_await check_drained(q);
+}
+
+TEST_CASE("claim hand-off: a handle that may not subscribe to its channel works by wake-ups",
+          "[job][claim][hand_off][acl]") {
+  gap_parties p;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    const auto name = unique_name("claimhoacl");
+    // The gap user claims here: no job.take channel.
+    auto [q, mine] = co_await restricted_pair(p, name, "~*", "+@all", "&feed.*", "&job.finish:*",
+                                              "&job.event:*", "&job.abort:*");
+    for (int i = 0; i < 3; ++i) {
+      auto pc = start_claim(mine, 10s);
+      co_await sleep_for(50ms);
+      auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
+      CHECK(offers.integer == 0);
+      auto id = co_await q.put("woken", asio::use_awaitable);
+      auto got = co_await wait_until([&] { return pc->done; }, 5s);
+      REQUIRE(got);
+      CHECK(!pc->ec);
+      CHECK(pc->job.id == id);
+      co_await mine.finish(pc->job, asio::use_awaitable);
+    }
+    co_await check_drained(q);
+    co_await p.finish();
+  });
+}
+
+TEST_CASE(
+    "claim hand-off: a job handed off while the handle's subscriber was down is given back "
+    "after it reconnects, with no failure counted, and a waiting claim() gets it",
+    "[job][claim][hand_off][subscriber][single]") {
+  gap_parties p;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    const auto name = unique_name("claimholost");
+    auto q = co_await create_job_queue(p.pub, name);
+    auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+    auto pc = start_claim(mine, 15s);
+    const auto taker = co_await handle_offers(p.admin, name, 1);
+    REQUIRE(!taker.empty());
+    const auto id = co_await put_while_unsubscribed(p, name, "lost");
+    auto rec = co_await record_of(p.admin, name, id);
+    CHECK(rec == record(taker, 1));
+    co_await sleep_for(300ms);
+    CHECK(!pc->done);
+    co_await p.user.close_gap(p.admin);
+    // Back within a few seconds (the lease is a minute).
+    auto got = co_await wait_until([&] { return pc->done; }, 8s);
+    REQUIRE(got);
+    REQUIRE(!pc->ec);
+    CHECK(pc->job.id == id);
+    CHECK(pc->job.item == "lost");
+    CHECK(pc->job.failures == 0);
+    CHECK(pc->job.token == 2);  // the lost claim was ended
+    auto j = co_await job_of(q, id);
+    CHECK(j.stall_count == 0);
+    CHECK(j.retry_count == 0);
+    co_await mine.finish(pc->job, asio::use_awaitable);
+    co_await check_drained(q);
+    auto left = co_await handle_records(p.admin, name);
+    CHECK(left == 0);
+    co_await p.finish();
+  });
+}
+
+TEST_CASE("claim hand-off: a job handed off that the handle never received goes back at its close",
+          "[job][claim][hand_off][close][single]") {
+  gap_parties p;
+  run_coro(p.ioc, [&]() -> asio::awaitable<void> {
+    co_await p.start();
+    const auto name = unique_name("claimhoclose");
+    auto q = co_await create_job_queue(p.pub, name);
+    std::string id;
+    {
+      auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+      auto pc = start_claim(mine, 1s);
+      const auto taker = co_await handle_offers(p.admin, name, 1);
+      REQUIRE(!taker.empty());
+      id = co_await put_while_unsubscribed(p, name, "never");
+      auto gave_up = co_await wait_until([&] { return pc->done; }, 5s);
+      REQUIRE(gave_up);
+      CHECK(pc->ec == thoonk::error::queue_empty);
+    }
+    // The last copy of the handle went: the close, with its subscriber
+    // still locked out, gives the job back.
+    auto back = co_await waits_again(q, id);
+    CHECK(back);
+    auto j = co_await job_of(q, id);
+    CHECK(j.retry_count == 0);
+    CHECK(j.stall_count == 0);
+    auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
+    CHECK(offers.integer == 0);
+    co_await p.user.close_gap(p.admin);
+    co_await p.finish();
+  });
+}
