@@ -90,16 +90,8 @@ void claim_taker::idle() {
   asio::co_spawn(ex_, withdraw(std::move(q), name_), asio::detached);
 }
 
-std::string claim_taker::taker_for(const std::vector<finish_request>& reqs) const {
-  if (known_.empty()) return {};
-  for (const auto& r : reqs)
-    if (known_.contains(r.id)) return name_;
-  return {};
-}
-
-std::string claim_taker::taker_for(std::string_view id) const {
-  if (known_.empty()) return {};
-  return known_.contains(std::string(id)) ? name_ : std::string{};
+bool claim_taker::knows(const std::string& id) const {
+  return !known_.empty() && known_.contains(id);
 }
 
 void claim_taker::settled(const std::string& id) {
@@ -126,6 +118,33 @@ void claim_taker::taken(std::string_view payload) {
   }
   for (const auto& j : *js) known_[j.id] = j.token;
   q->claims->handed(std::move(*js));
+  if (known_.size() >= prune_at_ && !pruning_)
+    asio::co_spawn(ex_, prune(shared_from_this()), asio::detached);
+}
+
+asio::awaitable<void> claim_taker::prune(std::shared_ptr<claim_taker> self) {
+  auto q = self->q_.lock();
+  if (!q) co_return;
+  self->pruning_ = true;
+  const auto sent = self->known_;
+  std::vector<std::string> args{self->name_};
+  args.reserve(1 + 2 * sent.size());
+  for (const auto& [id, token] : sent) {
+    args.push_back(id);
+    args.push_back(std::to_string(token));
+  }
+  auto [st, v] = co_await q->call(scripts::jobs_claim_records(), std::move(args));
+  // Each claim named ended before the read. The same id may have come
+  // again meanwhile, with another token: that claim stays known.
+  if (!st)
+    for (const auto& e : v.elements) {
+      auto it = self->known_.find(e.str);
+      auto was = sent.find(e.str);
+      if (it != self->known_.end() && was != sent.end() && it->second == was->second)
+        self->known_.erase(it);
+    }
+  self->prune_at_ = std::max<std::size_t>(min_prune, 2 * self->known_.size());
+  self->pruning_ = false;
 }
 
 void claim_taker::want_reconcile() {

@@ -34,7 +34,6 @@ namespace thoonk::detail {
 namespace asio = boost::asio;
 
 class job_queue_impl;
-struct finish_request;
 
 class claim_taker : public std::enable_shared_from_this<claim_taker> {
  public:
@@ -56,12 +55,12 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   void idle();
 
   /// Jobs that reached this handle by hand-off are `known` from their
-  /// arrival until a finish or fail through this handle settles them (a
-  /// reply came: the claim ended, or it was not this handle's to end).
-  /// taker_for() returns the taker name when one of the ids is known (the
-  /// script then drops its claim record too), else an empty string.
-  std::string taker_for(const std::vector<finish_request>& reqs) const;
-  std::string taker_for(std::string_view id) const;
+  /// arrival until a reply to a finish, fail, cancel or stall through this
+  /// handle settles them (the claim ended, or it was not this handle's to
+  /// end), or a check finds that their claim record went (the job was
+  /// finished elsewhere). A reconnect's check keeps their claims.
+  bool knows_any() const noexcept { return !known_.empty(); }
+  bool knows(const std::string& id) const;
   void settled(const std::string& id);
 
   /// The handle closed: no more offers; the entry is withdrawn behind a
@@ -79,6 +78,11 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   /// (jobs/take_fence.lua, jobs/reconcile.lua). One at a time; asked for
   /// again meanwhile, it runs once more.
   static asio::awaitable<void> reconcile(std::shared_ptr<claim_taker> self);
+  /// Forgets the known jobs whose claims ended elsewhere
+  /// (jobs/claim_records.lua): run when `known_` reaches `prune_at_`, which
+  /// then doubles what is left, so the map stays within twice the jobs the
+  /// callers hold at a cost of one read per job at most.
+  static asio::awaitable<void> prune(std::shared_ptr<claim_taker> self);
   /// Waits (at most 2 s) until no claim call with an offer is in flight.
   asio::awaitable<void> quiesce();
   std::chrono::milliseconds offer_ttl() const;
@@ -91,6 +95,9 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   subscription events_;
   /// Received by hand-off and not yet finished or given up here: id → token.
   std::unordered_map<std::string, std::int64_t> known_;
+  static constexpr std::size_t min_prune = 1024;
+  std::size_t prune_at_ = min_prune;
+  bool pruning_ = false;
   bool subscribed_ = false;
   bool offering_ = false;  ///< claim calls carry an offer
   bool offered_ = false;   ///< an offer may stand on the server

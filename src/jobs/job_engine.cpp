@@ -155,12 +155,9 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   args.push_back(self->wake_channel);
   // call_with_dlq appends the dead-letter queue's name and wake channel
   // (ARGV 9, 10); the worker follows as ARGV 11.
-  // A job that reached this handle by hand-off: its claim record goes too.
+  // A job that reached this handle by hand-off is settled by the reply.
   std::string handed;
-  if (worker.empty() && self->taker && !self->taker->taker_for(args[0]).empty()) {
-    worker = self->taker->name();
-    handed = args[0];
-  }
+  if (self->taker && self->taker->knows(args[0])) handed = args[0];
   std::vector<std::string> after;
   if (!worker.empty()) after.push_back(worker);
   auto [st, v] =

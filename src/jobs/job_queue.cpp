@@ -214,9 +214,9 @@ void add_finish_args(const job_queue_impl& q, std::vector<finish_request>& reqs,
 std::vector<std::pair<std::size_t, std::string>> handed_ids(
     const job_queue_impl& q, const std::vector<finish_request>& reqs) {
   std::vector<std::pair<std::size_t, std::string>> out;
-  if (!q.taker || q.taker->taker_for(reqs).empty()) return out;
+  if (!q.taker || !q.taker->knows_any()) return out;
   for (std::size_t i = 0; i < reqs.size(); ++i)
-    if (!q.taker->taker_for(reqs[i].id).empty()) out.emplace_back(i, reqs[i].id);
+    if (q.taker->knows(reqs[i].id)) out.emplace_back(i, reqs[i].id);
   return out;
 }
 
@@ -237,7 +237,7 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   std::vector<std::string> keys = self->keys;
   auto handed = handed_ids(*self, reqs);
-  std::vector<std::string> args{self->finish_channel, handed.empty() ? "" : self->taker->name()};
+  std::vector<std::string> args{self->finish_channel};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
@@ -254,8 +254,7 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
   const std::size_t m = reqs.size();
   std::vector<std::string> keys = self->keys;
   auto handed = handed_ids(*self, reqs);
-  std::vector<std::string> args{unix_ms_string(), self->finish_channel,
-                                handed.empty() ? "" : self->taker->name()};
+  std::vector<std::string> args{unix_ms_string(), self->finish_channel};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish_claim(), std::move(keys), std::move(args));

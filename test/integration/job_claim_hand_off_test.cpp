@@ -317,3 +317,31 @@ TEST_CASE("claim hand-off: a job handed off that the handle never received goes 
     co_await p.finish();
   });
 }
+
+FIXTURE_TEST_CASE("claimhandoffelsewhere",
+                  "claim: a job handed to one handle and finished, failed, cancelled or stalled "
+                  "through another leaves no claim record behind",
+                  "[job][claim][hand_off]") {
+  auto q = co_await engine_queue(f, retries(3, 10ms, 20ms));
+  auto other = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
+  for (int how = 0; how < 4; ++how) {
+    auto p = start_claim(q, 10s);
+    const auto taker = co_await handle_offers(f.c.conn(), f.name, 1);
+    REQUIRE(!taker.empty());
+    auto id = co_await q.put("elsewhere", asio::use_awaitable);
+    auto got = co_await wait_until([&] { return p->done; }, 5s);
+    REQUIRE(got);
+    REQUIRE(!p->ec);
+    auto rec = co_await record_of(f.c.conn(), f.name, id);
+    CHECK(rec == record(taker, p->job.token));
+    if (how == 0) co_await other.finish(p->job, asio::use_awaitable);
+    else if (how == 1) co_await other.fail(p->job, "x", asio::use_awaitable);
+    else if (how == 2) co_await other.cancel(p->job, asio::use_awaitable);
+    else co_await other.stall(p->job, asio::use_awaitable);
+    rec = co_await record_of(f.c.conn(), f.name, id);
+    CHECK(rec.empty());
+    if (how > 0) co_await q.retract(id, asio::use_awaitable);
+  }
+  auto left = co_await handle_records(f.c.conn(), f.name);
+  CHECK(left == 0);
+}

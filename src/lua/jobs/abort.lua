@@ -27,6 +27,7 @@ if not redis.call('ZSCORE', K_CLAIMED, id) then
   return fail('job_not_found')
 end
 redis.call('ZREM', K_CLAIMED, id)
+redis.call('HDEL', K_WORKER_JOBS, id)
 -- The token ends, and is remembered in the job's record so that its holder
 -- gets lost_claim (claim_check, finish.lua) whatever the job's state next.
 -- A job claimed with plain commands has no token (nothing to end).

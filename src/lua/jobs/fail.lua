@@ -4,7 +4,8 @@
 -- 4 error, 5 retry_at ('' for the backoff), 6 permanent ('1'), 7 jitter in
 -- [0, 1), 8 wake channel, 9 dead-letter queue name as the caller knows it,
 -- 10 its wake channel, 11 the worker that held the claim ('' or absent:
--- none; its record of the claim goes). Counts the failure (retry count, feed.cancelled),
+-- none; unused: the claim's record goes whoever failed it). Counts the
+-- failure (retry count, feed.cancelled),
 -- then schedules the retry or makes a dead letter; then applies a held
 -- put. Returns {'retry', run_at, retry_count} or {'dead', 0, retry_count},
 -- or {'dlq', name} when the config names another dead-letter queue
@@ -17,7 +18,7 @@ local id, now = ARGV[1], tonumber(ARGV[3])
 local c = claim_check(id, ARGV[2]) if c then return fail(c) end
 redis.call('ZREM', K_CLAIMED, id)
 redis.call('HSET', K_ATTEMPTS, id, '-' .. ARGV[2])
-if ARGV[11] and ARGV[11] ~= '' then redis.call('HDEL', K_WORKER_JOBS, id) end
+redis.call('HDEL', K_WORKER_JOBS, id)
 redis.call('HINCRBY', K_CANCELLED, id, 1)
 local m = meta_get(id)
 m.rc = (m.rc or 0) + 1

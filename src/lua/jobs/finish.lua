@@ -1,11 +1,8 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::finish (batched).
 -- KEYS: the job layout, then result keys (KEYS[K_FIRST_RESULT..]).
--- ARGV: 1 job.finish channel, 2 the handle's taker name when some of the
--- jobs came to it by hand-off ('' otherwise: their claim records then go
--- too), then per job id, token, result key index in KEYS (0: no result),
--- result. finish_jobs (layouts/job_engine.lua) for each: returns one status
--- per job, 0 finished, 1 job_not_found, 2 job_not_claimed, 3 lost_claim,
--- 4 no_channel_permission.
+-- ARGV: 1 job.finish channel, then per job id, token, result key index in
+-- KEYS (0: no result), result. finish_jobs (layouts/job_engine.lua) for
+-- each: returns one status per job, 0 finished, 1 job_not_found,
+-- 2 job_not_claimed, 3 lost_claim, 4 no_channel_permission.
 local e = open_job('result_ttl_ms') if e then return e end
-local taker = ARGV[2] ~= '' and ARGV[2] or nil
-return finish_jobs(ARGV[1], 3, (#ARGV - 2) / 4, conf_int(Q.conf[3], 300000, 1), taker)
+return finish_jobs(ARGV[1], 2, (#ARGV - 1) / 4, conf_int(Q.conf[3], 300000, 1))

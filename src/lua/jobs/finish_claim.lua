@@ -1,15 +1,14 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::finish_and_claim (batched).
 -- KEYS: the job layout, then result keys (KEYS[K_FIRST_RESULT..]).
--- ARGV: 1 now_ms, 2 job.finish channel, 3 the handle's taker name ('' or,
--- as jobs/finish.lua's ARGV 2), then per job id, token, result key index in
--- KEYS (0: none), result. Finishes those jobs as jobs/finish.lua does, then claims one job for each of them that finished, as
+-- ARGV: 1 now_ms, 2 job.finish channel, then per job id, token, result key
+-- index in KEYS (0: none), result. Finishes those jobs as jobs/finish.lua
+-- does, then claims one job for each of them that finished, as
 -- jobs/claim.lua does (recorded under no worker): a worker loop finishes a
 -- job and takes the next in one round trip. Returns {m, the m finish
 -- statuses, then claim_jobs' reply (empty when none finished)}.
 local e = open_claim('result_ttl_ms') if e then return e end
-local m = (#ARGV - 3) / 4
-local taker = ARGV[3] ~= '' and ARGV[3] or nil
-local st = finish_jobs(ARGV[2], 4, m, conf_int(Q.conf[5], 300000, 1), taker)
+local m = (#ARGV - 2) / 4
+local st = finish_jobs(ARGV[2], 3, m, conf_int(Q.conf[5], 300000, 1))
 local out, want = {m}, 0
 for j = 1, m do
   out[j + 1] = st[j]

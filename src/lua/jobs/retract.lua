@@ -1,6 +1,6 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::retract.
 -- ARGV: 1 id. Contract "Retract", plus the extension state: a scheduled
--- job, the job's record and a put held for it go too.
+-- job, the job's record, its claim record and a put held for it go too.
 local e = open_feed('job') if e then return e end
 local id = ARGV[1]
 local sv = redis.call('HGET', K_SCHED_ITEMS, id)
@@ -19,5 +19,6 @@ redis.call('SREM', K_STALLED, id)
 redis.call('ZREM', K_CLAIMED, id)
 redis.call('LREM', K_IDS, 1, id)
 redis.call('HDEL', K_ATTEMPTS, id)
+redis.call('HDEL', K_WORKER_JOBS, id)
 redis.call('SREM', K_UNACCOUNTED, id)
 return 1

@@ -13,7 +13,7 @@
 local e = open_claim('result_ttl_ms') if e then return e end
 local now, worker, want = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local m = (#ARGV - 6) / 4
-local st = finish_jobs(ARGV[4], 7, m, conf_int(Q.conf[5], 300000, 1), worker)
+local st = finish_jobs(ARGV[4], 7, m, conf_int(Q.conf[5], 300000, 1))
 local srv = server_ms()
 local alive = worker_alive(worker, srv)
 local out = {alive and 1 or 0, m}

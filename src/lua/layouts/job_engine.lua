@@ -776,13 +776,12 @@ end
 -- when claimed under its token (jobs/finish.lua, jobs/work.lua): ZREM
 -- claimed, HDEL cancelled, items and token, INCR finishes; with a result
 -- PUBLISH `id\0result` on `channel` and keep it in its result key for
--- `ttl` ms (contract 001). The job's put time and record go too; a put
--- held for it is applied. With `worker`, the records of the claims it
--- finished go. Returns one status per job:
+-- `ttl` ms (contract 001). The job's put time, record and claim record go
+-- too; a put held for it is applied. Returns one status per job:
 -- 0 finished, 1 job_not_found, 2 job_not_claimed, 3 lost_claim,
 -- 4 no_channel_permission (a result this user may not PUBLISH: that job
 -- is left as it was; the others finish).
-local function finish_jobs(channel, base, m, ttl, worker)
+local function finish_jobs(channel, base, m, ttl)
   if m == 0 then return {} end
   local ids = {}
   for j = 1, m do ids[j] = ARGV[base + 4 * j - 4] end
@@ -817,9 +816,12 @@ local function finish_jobs(channel, base, m, ttl, worker)
     end
   end
   if #ok > 0 then
-    -- A worker's finished claims take their records along (another
-    -- worker's claim of a job this one lost keeps its record).
-    if worker then redis.call('HDEL', K_WORKER_JOBS, unpack(o)) end
+    -- Finished claims take their records along, whoever finishes them: a
+    -- job handed to a job_queue handle may be finished through another
+    -- handle or process, and nothing else would ever drop that record.
+    -- Only current claims finish here, so each record is this claim's (or
+    -- an older one's); another claim of a job this one lost keeps its own.
+    redis.call('HDEL', K_WORKER_JOBS, unpack(o))
     redis.call('HDEL', K_ITEMS, unpack(o))
     redis.call('HDEL', K_ATTEMPTS, unpack(o))
     redis.call('INCRBY', K_FINISHES, int(#o))
