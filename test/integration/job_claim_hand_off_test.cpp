@@ -51,6 +51,14 @@ asio::awaitable<std::string> handle_offers(thoonk::connection& c, const std::str
   co_return std::string{};
 }
 
+/// handle_offers, which must find the offer.
+asio::awaitable<std::string> offer_made(thoonk::connection& c, const std::string& queue,
+                                        int slots) {
+  auto taker = co_await handle_offers(c, queue, slots);
+  REQUIRE(!taker.empty());
+  co_return taker;
+}
+
 /// The claim record of job `id` (`taker\0token`), or "" when it has none.
 asio::awaitable<std::string> record_of(thoonk::connection& c, const std::string& queue,
                                        const std::string& id) {
@@ -65,6 +73,15 @@ asio::awaitable<std::size_t> handle_records(thoonk::connection& c, const std::st
   for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
     n += all.elements[i + 1].str.starts_with("claim-");
   co_return n;
+}
+
+/// Checks that no job of `q` waits or is claimed and that no claim record
+/// of a handle is left.
+asio::awaitable<void> check_clean(thoonk::job_queue& q, thoonk::connection& c,
+                                  const std::string& queue) {
+  co_await check_drained(q);
+  auto left = co_await handle_records(c, queue);
+  CHECK(left == 0);
 }
 
 /// Waits (up to 5 s) until job `id` of `q` waits in the line.
@@ -94,8 +111,7 @@ FIXTURE_TEST_CASE("claimhandoff",
   std::string taker;
   for (std::size_t i = 0; i < items.size(); ++i) {
     auto p = start_claim(q, 10s);
-    const auto offered_by = co_await handle_offers(f.c.conn(), f.name, 1);
-    REQUIRE(!offered_by.empty());
+    const auto offered_by = co_await offer_made(f.c.conn(), f.name, 1);
     if (taker.empty()) taker = offered_by;
     CHECK(offered_by == taker);  // one taker per handle
     auto id = co_await q.put(items[i], asio::use_awaitable);
@@ -129,9 +145,7 @@ FIXTURE_TEST_CASE("claimhandoff",
     rec = co_await record_of(f.c.conn(), f.name, id);
     CHECK(rec.empty());
   }
-  co_await check_drained(q);
-  auto left = co_await handle_records(f.c.conn(), f.name);
-  CHECK(left == 0);
+  co_await check_clean(q, f.c.conn(), f.name);
 }
 
 FIXTURE_TEST_CASE("claimhandoffsplit",
@@ -141,8 +155,7 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
   auto q = co_await engine_queue(f);
   std::vector<std::shared_ptr<pending_claim>> ps;
   for (int i = 0; i < 3; ++i) ps.push_back(start_claim(q, 10s));
-  const auto taker = co_await handle_offers(f.c.conn(), f.name, 3);
-  REQUIRE(!taker.empty());
+  const auto taker = co_await offer_made(f.c.conn(), f.name, 3);
   std::vector<std::string> items{"j0", "j1", "j2", "j3", "j4"};
   auto ids = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_until(
@@ -169,9 +182,7 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
     co_await q.finish(j, asio::use_awaitable);
   }
   for (auto& p : ps) co_await q.finish(p->job, asio::use_awaitable);
-  co_await check_drained(q);
-  auto left = co_await handle_records(f.c.conn(), f.name);
-  CHECK(left == 0);
+  co_await check_clean(q, f.c.conn(), f.name);
 }
 
 FIXTURE_TEST_CASE("claimhandoffidle",
@@ -180,8 +191,7 @@ FIXTURE_TEST_CASE("claimhandoffidle",
                   "[job][claim][hand_off]") {
   auto q = co_await engine_queue(f);
   auto p = start_claim(q, 300ms);
-  const auto taker = co_await handle_offers(f.c.conn(), f.name, 1);
-  REQUIRE(!taker.empty());
+  const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
   auto gave_up = co_await wait_until([&] { return p->done; }, 5s);
   REQUIRE(gave_up);
   CHECK(p->ec == thoonk::error::queue_empty);
@@ -259,8 +269,7 @@ TEST_CASE(
     auto q = co_await create_job_queue(p.pub, name);
     auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
     auto pc = start_claim(mine, 15s);
-    const auto taker = co_await handle_offers(p.admin, name, 1);
-    REQUIRE(!taker.empty());
+    const auto taker = co_await offer_made(p.admin, name, 1);
     const auto id = co_await put_while_unsubscribed(p, name, "lost");
     auto rec = co_await record_of(p.admin, name, id);
     CHECK(rec == record(taker, 1));
@@ -279,9 +288,7 @@ TEST_CASE(
     CHECK(j.stall_count == 0);
     CHECK(j.retry_count == 0);
     co_await mine.finish(pc->job, asio::use_awaitable);
-    co_await check_drained(q);
-    auto left = co_await handle_records(p.admin, name);
-    CHECK(left == 0);
+    co_await check_clean(q, p.admin, name);
     co_await p.finish();
   });
 }
@@ -297,8 +304,7 @@ TEST_CASE("claim hand-off: a job handed off that the handle never received goes 
     {
       auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
       auto pc = start_claim(mine, 1s);
-      const auto taker = co_await handle_offers(p.admin, name, 1);
-      REQUIRE(!taker.empty());
+      const auto taker = co_await offer_made(p.admin, name, 1);
       id = co_await put_while_unsubscribed(p, name, "never");
       auto gave_up = co_await wait_until([&] { return pc->done; }, 5s);
       REQUIRE(gave_up);
@@ -326,8 +332,7 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
   auto other = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
   for (int how = 0; how < 4; ++how) {
     auto p = start_claim(q, 10s);
-    const auto taker = co_await handle_offers(f.c.conn(), f.name, 1);
-    REQUIRE(!taker.empty());
+    const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
     auto id = co_await q.put("elsewhere", asio::use_awaitable);
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
