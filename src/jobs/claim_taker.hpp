@@ -11,9 +11,9 @@
 // serves one purpose: after its subscriber reconnects, the handle finds the
 // claims whose messages were lost (a fence on its channel, then
 // jobs/reconcile.lua with the claims it did receive) and gives them back.
-// A received job's record goes when it is finished or failed through this
-// handle; a job handed to a process that died lapses with its lease, as any
-// claim of a dead claimer does.
+// A received job's record goes with its claim (any finish, fail, cancel,
+// stall, abort, retract or lapse ends both); a job handed to a process that
+// died lapses with its lease, as any claim of a dead claimer does.
 #pragma once
 
 #include "jobs/common.hpp"
@@ -63,8 +63,10 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   bool knows(const std::string& id) const;
   void settled(const std::string& id);
 
-  /// The handle closed: no more offers; the entry is withdrawn behind a
-  /// fence, and the claims sent meanwhile and never received go back.
+  /// The handle closed: no more offers; the entry is withdrawn, the claims
+  /// recorded under the taker that never arrived go back at once (what
+  /// arrives later goes back through the closed fetcher), and the records
+  /// of the jobs its callers hold are dropped.
   void close();
 
   const std::string& name() const noexcept { return name_; }
