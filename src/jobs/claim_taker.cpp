@@ -90,14 +90,6 @@ void claim_taker::idle() {
   asio::co_spawn(ex_, withdraw(std::move(q), name_), asio::detached);
 }
 
-bool claim_taker::knows(const std::string& id) const {
-  return !known_.empty() && known_.contains(id);
-}
-
-void claim_taker::settled(const std::string& id) {
-  if (!known_.empty()) known_.erase(id);
-}
-
 void claim_taker::taken(std::string_view payload) {
   if (auto n = jobs::parse_fence(payload)) {
     // Only the fence this handle sent last counts (any client allowed to

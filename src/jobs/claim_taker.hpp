@@ -54,15 +54,6 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   /// Nobody waits any more: withdraw an offer that stands.
   void idle();
 
-  /// Jobs that reached this handle by hand-off are `known` from their
-  /// arrival until a reply to a finish, fail, cancel or stall through this
-  /// handle settles them (the claim ended, or it was not this handle's to
-  /// end), or a check finds that their claim record went (the job was
-  /// finished elsewhere). A reconnect's check keeps their claims.
-  bool knows_any() const noexcept { return !known_.empty(); }
-  bool knows(const std::string& id) const;
-  void settled(const std::string& id);
-
   /// The handle closed: no more offers; the entry is withdrawn, the claims
   /// recorded under the taker that never arrived go back at once (what
   /// arrives later goes back through the closed fetcher), and the records
@@ -95,7 +86,10 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   std::string channel_;
   subscription takes_;
   subscription events_;
-  /// Received by hand-off and not yet finished or given up here: id → token.
+  /// Received by hand-off: id → token. An entry stays until prune() finds
+  /// its claim ended (every script that ends a claim deletes its record),
+  /// so reconcile() never gives back a job a caller holds; an ended one it
+  /// still lists is harmless (it has no record to match).
   std::unordered_map<std::string, std::int64_t> known_;
   static constexpr std::size_t min_prune = 1024;
   std::size_t prune_at_ = min_prune;

@@ -7,7 +7,6 @@
 #include "detail/spawn.hpp"
 #include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
-#include "jobs/claim_taker.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
@@ -155,15 +154,11 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   args.push_back(self->wake_channel);
   // call_with_dlq appends the dead-letter queue's name and wake channel
   // (ARGV 9, 10); the worker follows as ARGV 11.
-  // A job that reached this handle by hand-off is settled by the reply.
-  std::string handed;
-  if (self->taker && self->taker->knows(args[0])) handed = args[0];
   std::vector<std::string> after;
   if (!worker.empty()) after.push_back(worker);
   auto [st, v] =
       co_await self->call_with_dlq(scripts::jobs_fail(), std::move(args), std::move(after));
   if (st) co_return std::tuple{std::move(st), r};
-  if (!handed.empty()) self->taker->settled(handed);
   if (v.elements.size() != 3) co_return std::tuple{op_status(error::unexpected_type), r};
   r.outcome = v.elements[0].str == "dead" ? fail_result::outcome_t::dead_lettered
                                           : fail_result::outcome_t::retry_scheduled;

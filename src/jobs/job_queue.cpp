@@ -179,7 +179,6 @@ asio::awaitable<std::uint64_t> job_queue_impl::release(std::shared_ptr<job_queue
   args.reserve(1 + 2 * js.size());
   args.push_back(self->wake_channel);
   for (auto& j : js) {
-    if (self->taker) self->taker->settled(j.id);
     args.push_back(std::move(j.id));
     args.push_back(std::to_string(j.token));
   }
@@ -209,26 +208,6 @@ void add_finish_args(const job_queue_impl& q, std::vector<finish_request>& reqs,
   }
 }
 
-// The ids of `reqs` that reached this handle by hand-off, each with its
-// index in `reqs` (empty when none did).
-std::vector<std::pair<std::size_t, std::string>> handed_ids(
-    const job_queue_impl& q, const std::vector<finish_request>& reqs) {
-  std::vector<std::pair<std::size_t, std::string>> out;
-  if (!q.taker || !q.taker->knows_any()) return out;
-  for (std::size_t i = 0; i < reqs.size(); ++i)
-    if (q.taker->knows(reqs[i].id)) out.emplace_back(i, reqs[i].id);
-  return out;
-}
-
-// A finish reply settles the handed-off jobs it names, except one left as
-// it was because its result could not be published (the caller may try
-// again).
-void settle_handed(job_queue_impl& q, const std::vector<std::pair<std::size_t, std::string>>& ids,
-                   const std::vector<boost::system::error_code>& statuses) {
-  for (const auto& [i, id] : ids)
-    if (i < statuses.size() && statuses[i] != error::no_channel_permission) q.taker->settled(id);
-}
-
 }  // namespace
 
 asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_impl::finish_batch(
@@ -236,15 +215,12 @@ asio::awaitable<op_result<std::vector<boost::system::error_code>>> job_queue_imp
   std::vector<error_code> out;
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   std::vector<std::string> keys = self->keys;
-  auto handed = handed_ids(*self, reqs);
   std::vector<std::string> args{self->finish_channel};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
       co_await run_script(self->cl, scripts::jobs_finish(), std::move(keys), std::move(args));
   if (st) co_return std::tuple{std::move(st), std::move(out)};
-  out = claim_statuses(v);
-  settle_handed(*self, handed, out);
-  co_return std::tuple{op_status{}, std::move(out)};
+  co_return std::tuple{op_status{}, claim_statuses(v)};
 }
 
 asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::finish_claim_batch(
@@ -253,7 +229,6 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
   if (!self) co_return std::tuple{op_status(asio::error::operation_aborted), std::move(out)};
   const std::size_t m = reqs.size();
   std::vector<std::string> keys = self->keys;
-  auto handed = handed_ids(*self, reqs);
   std::vector<std::string> args{unix_ms_string(), self->finish_channel};
   add_finish_args(*self, reqs, keys, args);
   auto [st, v] =
@@ -266,12 +241,10 @@ asio::awaitable<op_result<std::vector<finish_claim_outcome>>> job_queue_impl::fi
     co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
   out.resize(m);
   std::size_t finished = 0;
-  std::vector<error_code> statuses(m);
   for (std::size_t j = 0; j < m; ++j) {
-    out[j].status = statuses[j] = claim_status(as_int(e[j + 1], -1));
+    out[j].status = claim_status(as_int(e[j + 1], -1));
     if (!out[j].status) ++finished;
   }
-  settle_handed(*self, handed, statuses);
   auto next = parse_claims(e, m + 1, nullptr);
   if (next.size() > finished)
     co_return std::tuple{op_status(error::unexpected_type), std::move(out)};
@@ -653,10 +626,8 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
                claim_ref c) -> asio::awaitable<op_result<std::int64_t>> {
     std::vector<std::string> args{std::to_string(c.token), impl->wake_channel,
                                   detail::unix_ms_string()};
-    std::string id = c.id;
     auto [st, v] =
         co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
-    if (!st && impl->taker) impl->taker->settled(id);
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
   detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
@@ -664,16 +635,11 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
 }
 
 void job_queue::start_stall(claim_ref claim, handler<> h) {
-  auto op = [](std::shared_ptr<job_queue_impl> impl, claim_ref c) -> asio::awaitable<op_result<>> {
-    std::vector<std::string> args{std::to_string(c.token), detail::unix_ms_string(),
-                                  impl->wake_channel};
-    std::string id = c.id;
-    auto [st] = co_await detail::job_script_status(impl, scripts::jobs_stall(), std::move(c.id),
-                                                   std::move(args));
-    if (!st && impl->taker) impl->taker->settled(id);
-    co_return std::tuple{std::move(st)};
-  };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
+  std::vector<std::string> args{std::to_string(claim.token), detail::unix_ms_string(),
+                                core_->wake_channel};
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
+                                             std::move(claim.id), std::move(args)),
                    std::move(h));
 }
 

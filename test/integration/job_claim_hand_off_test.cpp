@@ -350,3 +350,39 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
   auto left = co_await handle_records(f.c.conn(), f.name);
   CHECK(left == 0);
 }
+
+FIXTURE_TEST_CASE("claimhandoffheld",
+                  "claim: jobs a handle's callers hold stay theirs when the handle checks which "
+                  "of its hand-offs ended (past 1,024 of them) and when it closes",
+                  "[job][claim][hand_off][close]") {
+  auto q = co_await engine_queue(f);
+  constexpr std::size_t n = 1100;  // past the first check of claim_records.lua
+  std::vector<std::shared_ptr<pending_claim>> ps;
+  {
+    auto mine = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
+    for (std::size_t i = 0; i < n; ++i) ps.push_back(start_claim(mine, 20s));
+    co_await offer_made(f.c.conn(), f.name, static_cast<int>(n));
+    std::vector<std::string> items(n, "held");
+    co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    auto all = co_await wait_until(
+        [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 10s);
+    REQUIRE(all);
+    for (auto& p : ps) CHECK(!p->ec);
+    // Half of them end through another handle: their records go.
+    for (std::size_t i = 0; i < n / 2; ++i) co_await q.finish(ps[i]->job, asio::use_awaitable);
+    co_await settle();
+  }
+  // The handle closed: the jobs its callers still hold stay claimed, and
+  // their records go.
+  std::size_t left = n;
+  for (int i = 0; i < 250 && left > 0; ++i) {
+    left = co_await handle_records(f.c.conn(), f.name);
+    if (left > 0) co_await sleep_for(20ms);
+  }
+  CHECK(left == 0);
+  auto c = co_await counts_of(q);
+  CHECK(c.claimed == static_cast<std::int64_t>(n - n / 2));
+  CHECK(c.waiting == 0);
+  for (std::size_t i = n / 2; i < n; ++i) co_await q.finish(ps[i]->job, asio::use_awaitable);
+  co_await check_clean(q, f.c.conn(), f.name);
+}
