@@ -181,6 +181,31 @@ class client {
         std::move(field));
   }
 
+  /// Deletes the Redis function libraries that other builds of this
+  /// library loaded (docs/design.md §3, "Old libraries"): every library
+  /// named `thoonk_` plus 40 hex digits that this build does not use, on
+  /// the server (in cluster mode, on every primary of the slot map, one
+  /// after the other). Libraries of other names are never touched. Call it
+  /// after an upgrade, once no process of the old build runs: a process of
+  /// another build that still runs loads its library again at its next
+  /// call (one extra round trip, nothing fails), so calling it while two
+  /// builds run on purpose costs both of them a load after each call.
+  ///
+  /// Completion signature `void(error_code, std::size_t deleted)`: how many
+  /// libraries this call deleted (a library another client deleted first
+  /// is not counted and is no error). A server without functions (before
+  /// Redis 7.0) has none: 0. Errors: error::no_permission when the user may
+  /// not run FUNCTION LIST or FUNCTION DELETE (grant `+function|list
+  /// +function|delete`); the server's text reaches with_diagnostics. On
+  /// an error, the count is what was deleted before it (run it again for
+  /// the rest). Cancellation: as connection::exec. Thread safety: as the
+  /// client's other operations.
+  template <class CompletionToken>
+  auto delete_stale_functions(CompletionToken&& token) {
+    return detail::initiate<void(boost::system::error_code, std::size_t)>(
+        std::forward<CompletionToken>(token), &client::start_delete_stale_functions, this);
+  }
+
   /// Stops both connections. Pending operations fail (see connection::stop).
   void stop();
 
@@ -202,6 +227,7 @@ class client {
   void start_set_config_json(std::string name, std::string field, boost::json::value value,
                              handler<> h);
   void start_get_config_json(std::string name, std::string field, handler<boost::json::value> h);
+  void start_delete_stale_functions(handler<std::size_t> h);
 
   friend detail::router& detail::router_of(client& c) noexcept;
 

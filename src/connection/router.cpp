@@ -42,6 +42,9 @@ class cluster_router : public slot_source, public std::enable_shared_from_this<c
   asio::awaitable<std::tuple<error_code, response>> exec(const request& req, std::string_view key,
                                                          exec_options opts);
   asio::awaitable<error_code> connect();
+  asio::awaitable<std::tuple<error_code, std::vector<cluster_node>>> primaries();
+  asio::awaitable<std::tuple<error_code, response>> exec_on(const cluster_node& node,
+                                                            const request& req);
   void stop();
   const cluster_stats& stats() const noexcept { return stats_; }
 
@@ -264,6 +267,30 @@ asio::awaitable<error_code> cluster_router::connect() {
   co_return error_code{};
 }
 
+asio::awaitable<std::tuple<error_code, std::vector<cluster_node>>> cluster_router::primaries() {
+  auto self = shared_from_this();
+  if (!have_map_ && !stopped_) co_await refresh_wait();
+  if (stopped_)
+    co_return std::tuple{error_code(error::client_stopped), std::vector<cluster_node>{}};
+  if (!have_map_)
+    co_return std::tuple{error_code(error::cluster_topology_unavailable),
+                         std::vector<cluster_node>{}};
+  co_return std::tuple{error_code{}, map_.primaries()};
+}
+
+asio::awaitable<std::tuple<error_code, response>> cluster_router::exec_on(const cluster_node& node,
+                                                                          const request& req) {
+  auto self = shared_from_this();
+  if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
+  // Only a connection the router holds: making one here would leave it to
+  // the next map to retire.
+  auto it = nodes_.find(to_string(node));
+  if (it == nodes_.end())
+    co_return std::tuple{error_code(error::cluster_topology_unavailable), response{}};
+  auto [ec, resp] = co_await it->second.conn->exec(req, exec_options{}, use_nothrow);
+  co_return std::tuple{ec, std::move(resp)};
+}
+
 asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const request& req,
                                                                        std::string_view key,
                                                                        exec_options opts) {
@@ -444,6 +471,19 @@ asio::awaitable<error_code> router::connect() {
   if (!cluster_) co_return error_code{};
   auto c = cluster_;
   co_return co_await c->connect();
+}
+
+asio::awaitable<std::tuple<error_code, std::vector<cluster_node>>> router::primaries() {
+  if (!cluster_) co_return std::tuple{error_code{}, std::vector<cluster_node>{}};
+  auto c = cluster_;
+  co_return co_await c->primaries();
+}
+
+asio::awaitable<std::tuple<error_code, response>> router::exec_on(const cluster_node& node,
+                                                                  const request& req) {
+  if (!cluster_) co_return std::tuple{error_code(error::cluster_topology_unavailable), response{}};
+  auto c = cluster_;
+  co_return co_await c->exec_on(node, req);
 }
 
 std::shared_ptr<slot_source> router::slots() const noexcept { return cluster_; }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace thoonk::detail {
 
@@ -94,6 +95,21 @@ class router {
 
   /// The seed connection: keyless commands, and everything on one server.
   connection& any() noexcept { return *single_; }
+
+  /// The primaries of the current slot map, reading the map first when
+  /// there is none (cluster mode); on one server, empty. Fails with
+  /// error::client_stopped or error::cluster_topology_unavailable.
+  boost::asio::awaitable<std::tuple<boost::system::error_code, std::vector<cluster_node>>>
+  primaries();
+
+  /// Sends `req` to the connection of primary `node` (cluster mode), for
+  /// commands about that server itself (FUNCTION ...): no key, no
+  /// redirects followed. Fails with error::cluster_topology_unavailable
+  /// when the client has no connection to `node` (it left the map),
+  /// error::client_stopped after stop(). `req` must stay valid until the
+  /// awaitable completes.
+  boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_on(
+      const cluster_node& node, const request& req);
 
   /// Stops the per-primary connections and the periodic refresh.
   void stop();

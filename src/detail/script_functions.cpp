@@ -76,6 +76,59 @@ const function_library* function_library_of(const script& s) {
   return made.emplace(s.sha1(), std::move(lib)).first->second.get();
 }
 
+const std::set<std::string, std::less<>>& this_build_libraries() {
+  static const auto names = [] {
+    std::set<std::string, std::less<>> out;
+    for (const auto& e : scripts::all_scripts()) {
+      out.insert(make_function_library(e.library, false).name);
+      // Only a script that notifies has a sharded form of its own (the
+      // same text otherwise, so the same name).
+      if (e.library.find(classic_notify) != std::string_view::npos)
+        out.insert(make_function_library(e.library, true).name);
+    }
+    return out;
+  }();
+  return names;
+}
+
+bool is_library_name(std::string_view name) noexcept {
+  constexpr std::string_view prefix = "thoonk_";
+  if (name.size() != prefix.size() + 40 || !name.starts_with(prefix)) return false;
+  for (char ch : name.substr(prefix.size()))
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+  return true;
+}
+
+std::vector<std::string> stale_libraries(const resp3::value& function_list,
+                                         const std::set<std::string, std::less<>>& keep,
+                                         boost::system::error_code& ec) {
+  ec = {};
+  std::vector<std::string> out;
+  if (function_list.type != resp3::type::array) {
+    ec = error::unexpected_type;
+    return {};
+  }
+  for (const auto& lib : function_list.elements) {
+    // RESP3 sends each library as a map, RESP2 as a flat array: both hold
+    // key, value, key, value ...
+    const bool pairs = lib.type == resp3::type::map || lib.type == resp3::type::array;
+    if (!pairs || lib.elements.size() % 2 != 0) {
+      ec = error::unexpected_type;
+      return {};
+    }
+    const resp3::value* name = nullptr;
+    for (std::size_t i = 0; i < lib.elements.size(); i += 2)
+      if (lib.elements[i].is_string() && lib.elements[i].str == "library_name")
+        name = &lib.elements[i + 1];
+    if (!name || !name->is_string()) {
+      ec = error::unexpected_type;
+      return {};
+    }
+    if (is_library_name(name->str) && !keep.contains(name->str)) out.push_back(name->str);
+  }
+  return out;
+}
+
 fcall_step after_fcall(const resp3::value& fcall) {
   if (!fcall.is_error()) return fcall_step::done;
   std::string_view text = fcall.str;

@@ -8,8 +8,12 @@
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
 
+#include <boost/system/error_code.hpp>
+
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace thoonk::detail {
 
@@ -59,5 +63,23 @@ fcall_step after_fcall(const resp3::value& fcall);
 ///  * it did not though the load succeeded (the key's slot moved to
 ///    another node in between) → load.
 fcall_step after_function_load(const resp3::value& load, const resp3::value& fcall);
+
+/// The names of every library this build can load: each embedded script's
+/// library form, and the sharded form of each that notifies (the names
+/// make_function_library() gives). Made once; thread-safe.
+const std::set<std::string, std::less<>>& this_build_libraries();
+
+/// Whether `name` is a name this library gives its function libraries in
+/// any build: `thoonk_` and 40 lowercase hex digits (a SHA1).
+bool is_library_name(std::string_view name) noexcept;
+
+/// From a FUNCTION LIST reply (RESP3: an array of maps; RESP2: an array of
+/// flat key/value arrays), the `library_name` of each library that is this
+/// library's (is_library_name) and not in `keep`, in the reply's order;
+/// other libraries (an application's own) are never named. A reply of
+/// another shape sets `ec` to error::unexpected_type and returns nothing.
+std::vector<std::string> stale_libraries(const resp3::value& function_list,
+                                         const std::set<std::string, std::less<>>& keep,
+                                         boost::system::error_code& ec);
 
 }  // namespace thoonk::detail

@@ -372,6 +372,48 @@ unsigned short other_primary(const redis_cluster& cl, unsigned short port) {
 
 }  // namespace
 
+TEST_CASE("cluster: delete_stale_functions deletes other builds' libraries on every primary",
+          "[cluster][functions]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  REQUIRE(ports.size() == 3);
+  // Another build's library on every primary, and an application's on one.
+  const std::string stale = "thoonk_" + std::string(40, 'c');
+  for (auto port : ports)
+    cl.cli(port, {"FUNCTION", "LOAD",
+                  "#!lua name=" + stale + "\nredis.register_function('" + stale +
+                      "', function() return 1 end)"});
+  cl.cli(ports.front(), {"FUNCTION", "LOAD",
+                         "#!lua name=orders\nredis.register_function('orders_total', "
+                         "function() return 1 end)"});
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  cc.run(
+      [&]() -> asio::awaitable<void> {
+        // This build's libraries on every primary: a put on each.
+        for (auto port : ports) {
+          auto q = co_await thoonk::job_queue::create_or_open(c, name_on(cl, port, "fn-"),
+                                                              asio::use_awaitable);
+          co_await q.put("x", asio::use_awaitable);
+        }
+        auto [ec, deleted] = co_await c.delete_stale_functions(nothrow);
+        CHECK_FALSE(ec);
+        CHECK(deleted == 3);
+        auto [ec2, again] = co_await c.delete_stale_functions(nothrow);
+        CHECK_FALSE(ec2);
+        CHECK(again == 0);
+      },
+      60s);
+  for (auto port : ports) {
+    INFO(port);
+    const auto libs = cl.cli(port, {"FUNCTION", "LIST"});
+    CHECK(libs.find(stale) == std::string::npos);
+    CHECK(libs.find("thoonk_") != std::string::npos);  // this build's
+  }
+  CHECK(cl.cli(ports.front(), {"FUNCTION", "LIST", "LIBRARYNAME", "orders"}).find("orders") !=
+        std::string::npos);
+}
+
 TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED after the move",
           "[cluster][ask][moved]") {
   redis_cluster cl;

@@ -174,3 +174,99 @@ FIXTURE_TEST_CASE("fnoom",
   const bool loaded = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(loaded);
 }
+
+namespace {
+
+// A function library as another build of this library would have left it:
+// a `thoonk_` name of 40 hex digits that this build does not use.
+std::string fake_library_text(const std::string& name) {
+  return "#!lua name=" + name + "\nredis.register_function('" + name +
+         "', function(keys, args) return 1 end)";
+}
+
+// The `thoonk_<sha1>` libraries loaded on the server that this build does
+// not use, read with FUNCTION LIST (the test's own reading of the reply).
+asio::awaitable<std::set<std::string>> stale_on_server(thoonk::connection& c) {
+  auto v = co_await cmd(c, "FUNCTION", "LIST");
+  std::set<std::string> out;
+  for (const auto& lib : v.elements)
+    for (std::size_t i = 0; i + 1 < lib.elements.size(); i += 2)
+      if (lib.elements[i].str == "library_name") {
+        const auto& n = lib.elements[i + 1].str;
+        if (n.size() == 47 && n.starts_with("thoonk_") &&
+            !thoonk::detail::this_build_libraries().contains(n))
+          out.insert(n);
+      }
+  co_return out;
+}
+
+const std::string stale_a = "thoonk_" + std::string(40, 'a');
+const std::string stale_b = "thoonk_0123456789abcdef0123456789abcdef01234567";
+// Libraries that are not this library's: never deleted.
+const std::string app_library = "orders";
+const std::string app_lookalike = "thoonk_helpers";
+
+}  // namespace
+
+FIXTURE_TEST_CASE("fnstale",
+                  "functions: delete_stale_functions deletes other builds' libraries, keeps "
+                  "this build's and an application's, and the queue keeps working",
+                  "[functions][scripts][job]") {
+  co_await f.c.connect(asio::use_awaitable);
+  for (const auto& n : {stale_a, stale_b, app_library, app_lookalike})
+    co_await cmd(f.c.conn(), "FUNCTION", "LOAD", "REPLACE", fake_library_text(n));
+  auto q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await q.put("a", asio::use_awaitable);
+  const auto before = co_await stale_on_server(f.c.conn());
+  CHECK(before.contains(stale_a));
+  CHECK(before.contains(stale_b));
+
+  auto [ec, deleted] = co_await f.c.delete_stale_functions(nothrow);
+  REQUIRE_FALSE(ec);
+  CHECK(deleted == before.size());
+  const auto after = co_await stale_on_server(f.c.conn());
+  CHECK(after.empty());
+  for (const auto& n : {app_library, app_lookalike, put_library_name()}) {
+    INFO(n);
+    const bool kept = co_await library_loaded(f.c.conn(), n);
+    CHECK(kept);
+  }
+
+  // Nothing left to delete; the queue's library was never unloaded.
+  auto [ec2, again] = co_await f.c.delete_stale_functions(nothrow);
+  CHECK_FALSE(ec2);
+  CHECK(again == 0);
+  co_await q.put("b", asio::use_awaitable);
+  auto counts = co_await q.counts(asio::use_awaitable);
+  CHECK(counts.waiting == 2);
+  for (const auto& n : {app_library, app_lookalike})
+    co_await cmd(f.c.conn(), "FUNCTION", "DELETE", n);
+}
+
+FIXTURE_TEST_CASE("fnstaleacl",
+                  "functions: delete_stale_functions without FUNCTION LIST or FUNCTION DELETE "
+                  "is no_permission and deletes nothing",
+                  "[functions][scripts][acl]") {
+  co_await f.c.connect(asio::use_awaitable);
+  co_await cmd(f.c.conn(), "FUNCTION", "LOAD", "REPLACE", fake_library_text(stale_a));
+  for (const char* denied : {"-function|list", "-function|delete"}) {
+    INFO(denied);
+    gap_user user;
+    co_await user.create_with(f.c.conn(), "~*", "&*", "+@all", denied);
+    {
+      thoonk::client uc(f.ioc.get_executor(), user.config());
+      co_await uc.connect(asio::use_awaitable);
+      thoonk::diagnostics diag;
+      auto [ec, deleted] =
+          co_await uc.delete_stale_functions(thoonk::with_diagnostics(diag, nothrow));
+      CHECK(ec == thoonk::error::no_permission);
+      CHECK(deleted == 0);
+      CHECK(diag.server_message().starts_with("NOPERM"));
+      uc.stop();
+    }
+    const bool kept = co_await library_loaded(f.c.conn(), stale_a);
+    CHECK(kept);
+    co_await cmd(f.c.conn(), "ACL", "DELUSER", user.name);
+  }
+  co_await cmd(f.c.conn(), "FUNCTION", "DELETE", stale_a);
+}

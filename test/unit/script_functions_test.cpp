@@ -165,3 +165,86 @@ TEST_CASE("script functions: the URL option", "[unit][scripts][config]") {
   thoonk::config::from_url("redis://h:1?functions=sometimes", ec);
   CHECK(ec == thoonk::error::invalid_url);
 }
+
+namespace {
+
+// One library of a FUNCTION LIST reply as RESP3 sends it (a map) or RESP2
+// (a flat array); its one function has the library's name.
+thoonk::resp3::value listed_library(const std::string& name, thoonk::resp3::type t) {
+  return aggregate_reply(
+      t, {simple_reply("library_name"), string_reply(name), simple_reply("engine"),
+          string_reply("LUA"), simple_reply("functions"),
+          array_reply({aggregate_reply(
+              t, {simple_reply("name"), string_reply(name), simple_reply("description"),
+                  aggregate_reply(thoonk::resp3::type::null), simple_reply("flags"),
+                  aggregate_reply(thoonk::resp3::type::set)})})});
+}
+
+const std::string stale_name = "thoonk_" + std::string(40, 'a');
+
+}  // namespace
+
+TEST_CASE("script functions: this build's libraries, both forms", "[unit][scripts]") {
+  const auto& names = thoonk::detail::this_build_libraries();
+  for (const auto& e : scripts::all_scripts()) {
+    INFO(e.file);
+    CHECK(names.contains(function_library_of(e.get())->name));
+    CHECK(names.contains(function_library_of(thoonk::detail::sharded_variant(e.get()))->name));
+  }
+  for (const auto& n : names) CHECK(thoonk::detail::is_library_name(n));
+  CHECK_FALSE(names.contains(stale_name));
+}
+
+TEST_CASE("script functions: which names are the library's", "[unit][scripts]") {
+  using thoonk::detail::is_library_name;
+  CHECK(is_library_name(stale_name));
+  CHECK(is_library_name("thoonk_0123456789abcdef0123456789abcdef01234567"));
+  CHECK_FALSE(is_library_name("thoonk_0123456789ABCDEF0123456789abcdef01234567"));  // upper case
+  CHECK_FALSE(is_library_name("thoonk_" + std::string(39, 'a')));
+  CHECK_FALSE(is_library_name("thoonk_" + std::string(41, 'a')));
+  CHECK_FALSE(is_library_name("thoonk_" + std::string(39, 'a') + "g"));
+  CHECK_FALSE(is_library_name("Thoonk_" + std::string(40, 'a')));
+  CHECK_FALSE(is_library_name("myapp_" + std::string(41, 'a')));
+  CHECK_FALSE(is_library_name("thoonk_"));
+  CHECK_FALSE(is_library_name(""));
+}
+
+TEST_CASE("script functions: stale libraries in a FUNCTION LIST reply", "[unit][scripts]") {
+  using thoonk::detail::stale_libraries;
+  const auto& keep = thoonk::detail::this_build_libraries();
+  const std::string current = *keep.begin();
+  const std::string other_stale = "thoonk_" + std::string(40, '7');
+  for (auto t : {thoonk::resp3::type::map, thoonk::resp3::type::array}) {
+    INFO(thoonk::resp3::to_string(t));
+    auto reply = array_reply({listed_library(stale_name, t), listed_library(current, t),
+                              listed_library("thoonk_app_helpers", t), listed_library("orders", t),
+                              listed_library(other_stale, t)});
+    boost::system::error_code ec = thoonk::error::server_error;
+    CHECK(stale_libraries(reply, keep, ec) == std::vector<std::string>{stale_name, other_stale});
+    CHECK_FALSE(ec);
+  }
+  boost::system::error_code ec;
+  CHECK(stale_libraries(array_reply({}), keep, ec).empty());
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("script functions: a FUNCTION LIST reply of another shape", "[unit][scripts]") {
+  using thoonk::detail::stale_libraries;
+  using thoonk::resp3::type;
+  const auto& keep = thoonk::detail::this_build_libraries();
+  const std::vector<thoonk::resp3::value> bad = {
+      string_reply("OK"),                                                         // not an array
+      array_reply({string_reply(stale_name)}),                                    // names, not maps
+      array_reply({aggregate_reply(type::map, {simple_reply("library_name")})}),  // odd length
+      array_reply({aggregate_reply(type::map, {simple_reply("engine"), string_reply("LUA")})}),
+      array_reply({aggregate_reply(type::map, {simple_reply("library_name"), number_reply(7)})}),
+      // A good entry does not save a bad one after it: nothing is named.
+      array_reply({listed_library(stale_name, type::map), string_reply("x")}),
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    INFO("case " << i);
+    boost::system::error_code ec;
+    CHECK(stale_libraries(bad[i], keep, ec).empty());
+    CHECK(ec == thoonk::error::unexpected_type);
+  }
+}
