@@ -17,15 +17,6 @@ using boost::system::error_code;
 
 namespace {
 
-// A reply's status. An ACL refusal of FUNCTION LIST or DELETE is
-// no_permission: reply_status would call any FUNCTION refusal
-// no_script_permission, whose message is about running the scripts.
-detail::op_status function_reply_status(const resp3::value& v) {
-  auto st = detail::reply_status(v);
-  if (st && detail::permission_error(v.str)) st.ec = error::no_permission;
-  return st;
-}
-
 // One server's command channel: the client's connection on one server, a
 // primary's in cluster mode.
 asio::awaitable<std::tuple<error_code, response>> exec_at(
@@ -44,9 +35,8 @@ asio::awaitable<detail::op_status> delete_on(detail::router& r,
   auto [ec, resp] = co_await exec_at(r, node, list);
   if (ec) co_return ec;
   const auto& reply = resp[0];
-  // Before Redis 7.0 there are no functions, so nothing to delete.
-  if (reply.is_error() && reply.str.starts_with("ERR unknown command")) co_return error_code{};
-  if (auto st = function_reply_status(reply)) co_return st;
+  if (detail::functions_unknown(reply)) co_return error_code{};  // nothing to delete
+  if (auto st = detail::function_reply_status(reply)) co_return st;
   error_code shape;
   auto stale = detail::stale_libraries(reply, detail::this_build_libraries(), shape);
   if (shape) co_return shape;
@@ -56,17 +46,9 @@ asio::awaitable<detail::op_status> delete_on(detail::router& r,
   for (const auto& name : stale) del.push("FUNCTION", "DELETE", name);
   auto [dec, dresp] = co_await exec_at(r, node, del);
   if (dec) co_return dec;
-  detail::op_status first_error;
-  for (const auto& v : dresp) {
-    // Deleted by another client since the list: not this call's, no error.
-    if (v.is_error() && v.str.starts_with("ERR Library not found")) continue;
-    if (auto st = function_reply_status(v)) {
-      if (!first_error) first_error = std::move(st);
-      continue;
-    }
-    ++deleted;
-  }
-  co_return first_error;
+  detail::op_status status;
+  deleted += detail::count_deleted(dresp, status);
+  co_return status;
 }
 
 asio::awaitable<detail::op_result<std::size_t>> delete_stale_op(client* c) {

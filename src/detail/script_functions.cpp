@@ -129,6 +129,30 @@ std::vector<std::string> stale_libraries(const resp3::value& function_list,
   return out;
 }
 
+op_status function_reply_status(const resp3::value& v) {
+  auto st = reply_status(v);
+  if (st && permission_error(v.str)) st.ec = error::no_permission;
+  return st;
+}
+
+bool functions_unknown(const resp3::value& list_reply) noexcept {
+  return list_reply.is_error() && list_reply.str.starts_with("ERR unknown command");
+}
+
+std::size_t count_deleted(std::span<const resp3::value> delete_replies, op_status& status) {
+  status = {};
+  std::size_t n = 0;
+  for (const auto& v : delete_replies) {
+    if (v.is_error() && v.str.starts_with("ERR Library not found")) continue;
+    if (auto st = function_reply_status(v)) {
+      if (!status) status = std::move(st);
+      continue;
+    }
+    ++n;
+  }
+  return n;
+}
+
 fcall_step after_fcall(const resp3::value& fcall) {
   if (!fcall.is_error()) return fcall_step::done;
   std::string_view text = fcall.str;

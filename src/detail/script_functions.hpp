@@ -5,12 +5,15 @@
 // commands is eval_on in script_exec.cpp; docs/design.md §3 says why.
 #pragma once
 
+#include "detail/op_status.hpp"
+
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
 
 #include <boost/system/error_code.hpp>
 
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,5 +84,21 @@ bool is_library_name(std::string_view name) noexcept;
 std::vector<std::string> stale_libraries(const resp3::value& function_list,
                                          const std::set<std::string, std::less<>>& keep,
                                          boost::system::error_code& ec);
+
+/// The status of a reply to FUNCTION LIST or FUNCTION DELETE, as
+/// reply_status() gives it, except that an ACL refusal is
+/// error::no_permission (reply_status calls any FUNCTION refusal
+/// no_script_permission, whose message is about running the scripts).
+op_status function_reply_status(const resp3::value& v);
+
+/// Whether a FUNCTION LIST reply says the server has no functions at all
+/// (before Redis 7.0: an unknown command).
+bool functions_unknown(const resp3::value& list_reply) noexcept;
+
+/// How many of the FUNCTION DELETE replies deleted a library. `Library not
+/// found` (another client deleted it since the list) is neither counted
+/// nor an error; the first other error is `status`
+/// (function_reply_status), the rest still counted.
+std::size_t count_deleted(std::span<const resp3::value> delete_replies, op_status& status);
 
 }  // namespace thoonk::detail

@@ -245,7 +245,7 @@ FIXTURE_TEST_CASE("fnstale",
 
 FIXTURE_TEST_CASE("fnstaleacl",
                   "functions: delete_stale_functions without FUNCTION LIST or FUNCTION DELETE "
-                  "is no_permission and deletes nothing",
+                  "is no_permission and deletes nothing; on a stopped client, an error",
                   "[functions][scripts][acl]") {
   co_await f.c.connect(asio::use_awaitable);
   co_await cmd(f.c.conn(), "FUNCTION", "LOAD", "REPLACE", fake_library_text(stale_a));
@@ -263,6 +263,10 @@ FIXTURE_TEST_CASE("fnstaleacl",
       CHECK(deleted == 0);
       CHECK(diag.server_message().starts_with("NOPERM"));
       uc.stop();
+      // A stopped client: an error, nothing sent.
+      auto [sec, none] = co_await uc.delete_stale_functions(nothrow);
+      CHECK(sec);
+      CHECK(none == 0);
     }
     const bool kept = co_await library_loaded(f.c.conn(), stale_a);
     CHECK(kept);

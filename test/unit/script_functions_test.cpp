@@ -248,3 +248,51 @@ TEST_CASE("script functions: a FUNCTION LIST reply of another shape", "[unit][sc
     CHECK(ec == thoonk::error::unexpected_type);
   }
 }
+
+TEST_CASE("script functions: the FUNCTION DELETE replies counted", "[unit][scripts]") {
+  using thoonk::detail::count_deleted;
+  const std::string noperm =
+      "NOPERM User ops has no permissions to run the 'function|delete' command";
+  thoonk::detail::op_status st = thoonk::error::server_error;
+  std::vector<thoonk::resp3::value> all_ok{simple_reply("OK"), simple_reply("OK")};
+  CHECK(count_deleted(all_ok, st) == 2);
+  CHECK_FALSE(st);
+
+  // Another client deleted one first: neither counted nor an error.
+  std::vector<thoonk::resp3::value> raced{error_reply("ERR Library not found"), simple_reply("OK")};
+  CHECK(count_deleted(raced, st) == 1);
+  CHECK_FALSE(st);
+
+  // The first error is the status (an ACL refusal: no_permission, with the
+  // server's text); the libraries deleted around it still count.
+  std::vector<thoonk::resp3::value> refused{simple_reply("OK"), error_reply(noperm),
+                                            error_reply("ERR something else"), simple_reply("OK")};
+  CHECK(count_deleted(refused, st) == 2);
+  CHECK(st == thoonk::error::no_permission);
+  CHECK(st.server_message == noperm);
+
+  std::vector<thoonk::resp3::value> other{error_reply("ERR something else")};
+  CHECK(count_deleted(other, st) == 0);
+  CHECK(st == thoonk::error::server_error);
+}
+
+TEST_CASE("script functions: FUNCTION LIST refused, or unknown before Redis 7", "[unit][scripts]") {
+  using thoonk::detail::function_reply_status;
+  using thoonk::detail::functions_unknown;
+  CHECK(functions_unknown(
+      error_reply("ERR unknown command `FUNCTION`, with args beginning with: `LIST`, ")));
+  CHECK(
+      functions_unknown(error_reply("ERR unknown command 'FUNCTION', with args beginning with: ")));
+  CHECK_FALSE(functions_unknown(array_reply({})));
+  CHECK_FALSE(
+      functions_unknown(error_reply("NOPERM User ops has no permissions to run the "
+                                    "'function|list' command")));
+  // reply_status calls a FUNCTION refusal a script permission; here it is
+  // a command the operation needs.
+  auto st = function_reply_status(
+      error_reply("NOPERM User ops has no permissions to run the 'function|list' command"));
+  CHECK(st == thoonk::error::no_permission);
+  CHECK_FALSE(function_reply_status(array_reply({})));
+  CHECK(function_reply_status(error_reply("LOADING Redis is loading the dataset in memory")) ==
+        thoonk::error::server_error);
+}
