@@ -402,6 +402,21 @@ TEST_CASE("cluster: delete_stale_functions deletes other builds' libraries on ev
         auto [ec2, again] = co_await c.delete_stale_functions(nothrow);
         CHECK_FALSE(ec2);
         CHECK(again == 0);
+        // A node the client holds no connection to (it left the map): the
+        // request is not sent anywhere else.
+        thoonk::request ping;
+        ping.push("PING");
+        // (Named nodes: g++ 12 mishandles a temporary in a co_await call.)
+        const thoonk::detail::cluster_node gone{"127.0.0.1", 1};
+        auto [nec, nresp] = co_await router_of(c).exec_on(gone, ping);
+        CHECK(nec == thoonk::error::cluster_topology_unavailable);
+        c.stop();
+        const thoonk::detail::cluster_node first{"127.0.0.1", ports.front()};
+        auto [sec, sresp] = co_await router_of(c).exec_on(first, ping);
+        CHECK(sec == thoonk::error::client_stopped);
+        auto [pec, none] = co_await router_of(c).primaries();
+        CHECK(pec == thoonk::error::client_stopped);
+        CHECK(none.empty());
       },
       60s);
   for (auto port : ports) {
