@@ -188,8 +188,9 @@ class client {
   /// after the other). Libraries of other names are never touched. Call it
   /// after an upgrade, once no process of the old build runs: a process of
   /// another build that still runs loads its library again at its next
-  /// call (one extra round trip, nothing fails), so calling it while two
-  /// builds run on purpose costs both of them a load after each call.
+  /// call (one extra round trip, nothing fails); while two builds run on
+  /// purpose, each call of this costs the other build one load of each
+  /// library it uses.
   ///
   /// Completion signature `void(error_code, std::size_t deleted)`: how many
   /// libraries this call deleted (a library another client deleted first
@@ -197,7 +198,7 @@ class client {
   /// Redis 7.0) has none: 0. Errors: error::no_permission when the user may
   /// not run FUNCTION LIST or FUNCTION DELETE (grant `+function|list
   /// +function|delete`); the server's text reaches with_diagnostics. On
-  /// an error, the count is what was deleted before it (run it again for
+  /// an error, the count is what this call did delete (run it again for
   /// the rest). Cancellation: as connection::exec. Thread safety: as the
   /// client's other operations.
   template <class CompletionToken>
