@@ -4,10 +4,7 @@
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
-#include "subscriber/notify.hpp"
 #include "thoonk_lua_scripts.hpp"
-
-#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <algorithm>
 
@@ -16,10 +13,7 @@ namespace thoonk::detail {
 using jobs::is_transient;
 
 claim_taker::claim_taker(const std::shared_ptr<job_queue_impl>& q)
-    : q_(q),
-      ex_(q->cl.get_executor()),
-      name_("claim-" + make_uuid()),
-      channel_(jobs::take_channel(q->key(jobs::job_keys::config), name_)) {}
+    : q_(q), ex_(q->cl.get_executor()), name_("claim-" + make_uuid()) {}
 
 std::chrono::milliseconds claim_taker::offer_ttl() const {
   auto q = q_.lock();
@@ -30,30 +24,27 @@ asio::awaitable<void> claim_taker::start(std::shared_ptr<claim_taker> self) {
   auto q = self->q_.lock();
   if (!q || self->closed_) co_return;
   std::weak_ptr<claim_taker> weak = self;
-  auto cb = [weak](const message& m) {
+  // Named, not temporaries in the co_await expression: g++ 12 destroys
+  // such temporaries twice.
+  std::function<void(const message&)> on_message = [weak](const message& m) {
     if (auto s = weak.lock()) s->taken(m.payload);
   };
-  asio::steady_timer limit(self->ex_, std::chrono::seconds(1));
-  using namespace asio::experimental::awaitable_operators;
-  auto r = co_await (subscribe_notifications(q->cl, self->channel_, std::move(cb), use_nothrow) ||
-                     limit.async_wait(use_nothrow));
-  // Refused (the user may not SUBSCRIBE here) or slow: claims work by
-  // wake-ups alone, as without hand-off.
-  if (r.index() != 0 || std::get<0>(std::get<0>(r))) co_return;
-  self->takes_ = std::move(std::get<1>(std::get<0>(r)));
-  if (self->closed_) {
-    self->takes_.reset();
-    co_return;
-  }
-  self->events_ = q->cl.sub().on_event([weak](const subscriber_event& ev) {
+  std::function<void(const subscriber_event&)> on_event = [weak](const subscriber_event& ev) {
     auto s = weak.lock();
     if (!s) return;
     // Hand-offs sent while the subscriber is down are lost: offer no more,
     // and once it is back, find and give back what was sent meanwhile.
     if (ev.kind == subscriber_event::disconnected) s->offering_ = false;
     else if (ev.kind == subscriber_event::connected) s->want_reconcile();
-  });
-  self->subscribed_ = true;
+  };
+  const bool subscribed = co_await self->channel_.subscribe(*q, self->name_, std::move(on_message),
+                                                            std::move(on_event));
+  // Refused or slow: claims work by wake-ups alone, as without hand-off.
+  if (!subscribed) co_return;
+  if (self->closed_) {
+    self->channel_.stop();
+    co_return;
+  }
   self->offering_ = true;
 }
 
@@ -91,15 +82,7 @@ void claim_taker::idle() {
 }
 
 void claim_taker::taken(std::string_view payload) {
-  if (auto n = jobs::parse_fence(payload)) {
-    // Only the fence this handle sent last counts (any client allowed to
-    // publish here could send another).
-    if (*n == fences_sent_) {
-      fence_seen_ = *n;
-      if (waiting_) waiting_->cancel();
-    }
-    return;
-  }
+  if (channel_.seen_fence(payload)) return;
   auto q = q_.lock();
   if (!q) return;
   auto js = jobs::parse_hand_off(payload);
@@ -140,7 +123,7 @@ asio::awaitable<void> claim_taker::prune(std::shared_ptr<claim_taker> self) {
 }
 
 void claim_taker::want_reconcile() {
-  if (!subscribed_) return;
+  if (!channel_.active()) return;
   offering_ = false;
   reconcile_wanted_ = true;
   if (!reconciling_) asio::co_spawn(ex_, reconcile(shared_from_this()), asio::detached);
@@ -150,7 +133,7 @@ void claim_taker::close() {
   if (closed_) return;
   closed_ = true;
   offering_ = false;
-  if (!subscribed_) return;
+  if (!channel_.active()) return;
   // The entry is withdrawn behind a fence: hand-offs sent before it arrive
   // (the closed fetcher gives them back), and the claims of any that were
   // lost go back too. A check in progress runs once more for this.
@@ -179,22 +162,12 @@ asio::awaitable<void> claim_taker::reconcile(std::shared_ptr<claim_taker> self) 
     // A claim call in flight with an offer could put the entry back after
     // the fence: its reply comes first.
     co_await self->quiesce();
-    const std::uint64_t n = ++self->fences_sent_;
-    std::vector<std::string> args{self->name_, jobs::fence_message(n)};
-    auto [st, v] = co_await q->call(scripts::jobs_take_fence(), std::move(args));
+    // Closing, the handle needs no fence to come: what arrives from now
+    // on goes back through the closed fetcher, so every claim recorded
+    // under the taker that it did not receive can go back at once.
+    auto [st, came] = co_await self->channel_.fence(*q, !leaving);
     if (!st) self->offered_ = false;
-    // Closing, the handle needs no fence: what arrives from now on goes
-    // back through the closed fetcher, so every claim recorded under the
-    // taker that it did not receive can go back at once.
-    if (!st && self->fence_seen_ < n && !leaving) {
-      // Timed from the fence's publication, not from the call's start.
-      asio::steady_timer t(self->ex_, std::max<std::chrono::milliseconds>(
-                                          std::chrono::seconds(2), 2 * q->opts.poll_interval));
-      self->waiting_ = &t;
-      co_await t.async_wait(use_nothrow);
-      self->waiting_ = nullptr;
-    }
-    if (!st && (self->fence_seen_ >= n || leaving)) {
+    if (!st && (came || leaving)) {
       // Every hand-off sent before the fence has arrived: the claims
       // recorded under this taker that it did not receive go back.
       std::vector<std::string> known{self->name_, q->wake_channel, leaving ? "1" : "0"};
@@ -223,10 +196,7 @@ asio::awaitable<void> claim_taker::reconcile(std::shared_ptr<claim_taker> self) 
     if (self->closed_ || q->cl.sub().is_connected()) self->reconcile_wanted_ = true;
   }
   self->reconciling_ = false;
-  if (self->closed_) {
-    self->takes_.reset();
-    self->events_.reset();
-  }
+  if (self->closed_) self->channel_.stop();
 }
 
 }  // namespace thoonk::detail

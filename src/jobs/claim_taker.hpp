@@ -17,9 +17,9 @@
 #pragma once
 
 #include "jobs/common.hpp"
+#include "jobs/taker_channel.hpp"
 
 #include <thoonk/job_types.hpp>
-#include <thoonk/subscriber.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -83,9 +83,7 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   std::weak_ptr<job_queue_impl> q_;
   asio::any_io_executor ex_;
   std::string name_;
-  std::string channel_;
-  subscription takes_;
-  subscription events_;
+  taker_channel channel_;
   /// Received by hand-off: id → token. An entry stays until prune() finds
   /// its claim ended (every script that ends a claim deletes its record),
   /// so reconcile() never gives back a job a caller holds; an ended one it
@@ -94,16 +92,14 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   static constexpr std::size_t min_prune = 1024;
   std::size_t prune_at_ = min_prune;
   bool pruning_ = false;
-  bool subscribed_ = false;
   bool offering_ = false;  ///< claim calls carry an offer
   bool offered_ = false;   ///< an offer may stand on the server
   bool closed_ = false;
   bool reconciling_ = false;
   bool reconcile_wanted_ = false;
   std::size_t offers_in_flight_ = 0;
-  std::uint64_t fences_sent_ = 0;
-  std::uint64_t fence_seen_ = 0;
-  /// Wakes reconcile() when the fence came or the offers in flight ended.
+  /// Wakes reconcile() when the offers in flight ended (quiesce), or from
+  /// its pause before another try.
   asio::steady_timer* waiting_ = nullptr;
 };
 

@@ -22,6 +22,7 @@
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/runner_book.hpp"
+#include "jobs/taker_channel.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -131,18 +132,15 @@ class runner : public std::enable_shared_from_this<runner> {
   bool cancelled_at_deadline = false;
   std::uint64_t wake_listener = 0;
   subscription aborts;
-  /// Hand-off: the runner's channel and the subscriber's connection events.
-  subscription takes;
-  subscription take_events;
+  /// Hand-off: the runner's channel, with the subscriber's connection
+  /// events, and its fence.
+  taker_channel takes;
   /// Claims being failed (fail_op in flight): reconcile() must not give
   /// them back.
   std::unordered_map<std::string, std::int64_t> failing;
   /// Reconciliation (reconcile()): wanted after a reconnect, one at a time.
   bool reconcile_wanted = false;
   bool reconciling = false;
-  std::uint64_t fences_sent = 0;
-  std::uint64_t fence_seen = 0;
-  asio::steady_timer* fence_timer = nullptr;
   /// The pause before a check whose fence did not come is tried again.
   asio::steady_timer* reconcile_retry = nullptr;
   asio::steady_timer* heartbeat_timer = nullptr;
@@ -442,20 +440,12 @@ class runner : public std::enable_shared_from_this<runner> {
   /// it the runner works by wake-ups and claims alone).
   static asio::awaitable<void> start_taking(std::shared_ptr<runner> self) {
     std::weak_ptr<runner> weak = self;
-    auto cb = [weak](const message& m) {
+    // Named, not temporaries in the co_await expression: g++ 12 destroys
+    // such temporaries twice.
+    std::function<void(const message&)> on_message = [weak](const message& m) {
       if (auto s = weak.lock()) s->taken(m.payload);
     };
-    auto& c = self->impl->cl;
-    asio::steady_timer limit(self->ex, std::chrono::seconds(1));
-    using namespace asio::experimental::awaitable_operators;
-    auto r =
-        co_await (subscribe_notifications(
-                      c, jobs::take_channel(self->impl->key(jobs::job_keys::config), self->worker),
-                      std::move(cb), use_nothrow) ||
-                  limit.async_wait(use_nothrow));
-    if (r.index() != 0 || std::get<0>(std::get<0>(r))) co_return;
-    self->takes = std::move(std::get<1>(std::get<0>(r)));
-    self->take_events = c.sub().on_event([weak](const subscriber_event& ev) {
+    std::function<void(const subscriber_event&)> on_event = [weak](const subscriber_event& ev) {
       auto s = weak.lock();
       if (!s) return;
       if (ev.kind == subscriber_event::disconnected) {
@@ -466,21 +456,15 @@ class runner : public std::enable_shared_from_this<runner> {
         s->want_reconcile();
       }
       s->poke();
-    });
-    self->book.set_offering(true);
+    };
+    const bool subscribed = co_await self->takes.subscribe(
+        *self->impl, self->worker, std::move(on_message), std::move(on_event));
+    if (subscribed) self->book.set_offering(true);
   }
 
   /// A message on the runner's channel: jobs handed off, or a fence.
   void taken(std::string_view payload) {
-    if (auto n = jobs::parse_fence(payload)) {
-      // Only the fence this runner sent last counts (any client allowed to
-      // publish here could send another).
-      if (*n == fences_sent) {
-        fence_seen = *n;
-        if (fence_timer) fence_timer->cancel();
-      }
-      return;
-    }
+    if (takes.seen_fence(payload)) return;
     // Leaving: the stop gives back every claim recorded under this worker.
     if (leaving) return;
     auto js = jobs::parse_hand_off(payload);
@@ -518,21 +502,9 @@ class runner : public std::enable_shared_from_this<runner> {
     self->reconciling = true;
     self->reconcile_wanted = false;
     self->book.set_offering(false);
-    const std::uint64_t n = ++self->fences_sent;
-    asio::steady_timer t(self->ex);
-    self->fence_timer = &t;
-    std::vector<std::string> args{self->worker, jobs::fence_message(n)};
-    auto [st, v] = co_await self->impl->call(scripts::jobs_take_fence(), std::move(args));
-    if (!st && self->fence_seen < n && !self->leaving) {
-      // Timed from the fence's publication, not from the call's start (a
-      // call made while the connection reconnects takes longer).
-      t.expires_after(std::max<std::chrono::milliseconds>(std::chrono::seconds(2),
-                                                          2 * self->impl->opts.poll_interval));
-      co_await t.async_wait(use_nothrow);
-    }
-    self->fence_timer = nullptr;
-    const bool fence_lost = !st && self->fence_seen < n;
-    if (!st && self->fence_seen >= n && !self->leaving) {
+    auto [st, came] = co_await self->takes.fence(*self->impl, !self->leaving);
+    const bool fence_lost = !st && !came;
+    if (!st && came && !self->leaving) {
       std::vector<std::string> known{self->worker, self->impl->wake_channel, "0"};
       for (auto& c : self->held_claims()) known.push_back(std::move(c));
       for (const auto& [id, token] : self->failing) {
@@ -781,9 +753,7 @@ class runner : public std::enable_shared_from_this<runner> {
     self->cancel_all(true);
     self->impl->remove_wake_listener(self->wake_listener);
     self->aborts.reset();
-    self->takes.reset();
-    self->take_events.reset();
-    if (self->fence_timer) self->fence_timer->cancel();
+    self->takes.stop();
     if (self->reconcile_retry) self->reconcile_retry->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
     if (self->opts.stop_signals) {
