@@ -54,12 +54,12 @@ asio::awaitable<detail::op_status> delete_on(detail::router& r,
 asio::awaitable<detail::op_result<std::size_t>> delete_stale_op(client* c) {
   auto& r = detail::router_of(*c);
   std::size_t deleted = 0;
-  auto [ec, primaries] = co_await r.primaries();
-  if (ec) co_return std::tuple{detail::op_status(ec), deleted};
   if (!r.clustered()) {
     auto st = co_await delete_on(r, std::nullopt, deleted);
     co_return std::tuple{std::move(st), deleted};
   }
+  auto [ec, primaries] = co_await r.primaries();
+  if (ec) co_return std::tuple{detail::op_status(ec), deleted};
   for (const auto& p : primaries) {
     auto st = co_await delete_on(r, p, deleted);
     if (st) co_return std::tuple{std::move(st), deleted};
