@@ -52,10 +52,22 @@ TEST_CASE("script functions: every embedded script has a library form, line for 
     CHECK(std::count(lib->text.begin(), lib->text.end(), '\n') ==
           std::count(e.file_text.begin(), e.file_text.end(), '\n') + 1);
     // No value of a header is made at load: the top level declares every
-    // name, then makes the functions.
-    const auto top = lib->text.substr(0, lib->text.find("redis.register_function"));
+    // name, then makes the functions. The cold values are assigned by
+    // bind_cold, which runs in a call (the first cold call of each call).
+    auto top = lib->text.substr(0, lib->text.find("redis.register_function"));
     CHECK(top.starts_with("#!lua name=" + lib->name + "\nlocal KEYS, ARGV"));
+    const auto call = lib->text.substr(top.size());
+    if (const auto bind = top.find("local function bind_cold() "); bind != std::string::npos) {
+      const auto bind_end = top.find(" end cold = {", bind);
+      REQUIRE(bind_end != std::string::npos);
+      top.erase(bind, bind_end - bind);
+      CHECK(call.find("cold_bound = false ") != std::string::npos);
+    }
     CHECK(top.find(" = KEYS[") == std::string::npos);
+    // Nothing is built per call for the cold branches: no table, no closure.
+    CHECK(call.find("setmetatable") == std::string::npos);
+    if (e.file_text.find("cold.") != std::string_view::npos)
+      CHECK(top.find(" cold = {") != std::string::npos);
 
     // The sharded variant has its own library, reading 'spublish', exactly
     // when the EVALSHA form differs.
