@@ -6,12 +6,16 @@
 // along; a put of more jobs than waiting claims hands off what fits; a
 // claim that gives up withdraws the offer; no offer with the option off or
 // SUBSCRIBE refused; a hand-off lost while the handle's subscriber was down
-// goes back (no failure counted) after the reconnect, or at the close.
+// goes back (no failure counted) after the reconnect, or at the close;
+// claims that time out or are cancelled while jobs are handed to them, with
+// subscribers killed or not, lose no job and finish none twice.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
 #include "support/hand_off.hpp"
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
+#include <map>
+#include <random>
 #include <set>
 
 using namespace thoonk::test;
@@ -385,4 +389,126 @@ FIXTURE_TEST_CASE("claimhandoffheld",
   CHECK(c.waiting == 0);
   for (std::size_t i = n / 2; i < n; ++i) co_await q.finish(ps[i]->job, asio::use_awaitable);
   co_await check_clean(q, f.c.conn(), f.name);
+}
+
+namespace {
+
+/// What the claimers of the race below saw.
+struct race_state {
+  bool stop = false;
+  int running = 0;
+  std::map<std::string, int> finished;  // id -> successful finishes
+  std::size_t timeouts = 0, cancels = 0;
+  std::vector<std::string> unexpected;  // any other error, with its step
+};
+
+/// Claims on `q` until told to stop, with waits from none to 200 ms, one
+/// claim in four cancelled 0 – 3 ms into its wait, and finishes every job
+/// it gets.
+asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_state> st,
+                                   unsigned seed) {
+  std::minstd_rand rng(seed);
+  auto ex = co_await asio::this_coro::executor;
+  ++st->running;
+  const std::chrono::milliseconds waits[] = {0ms, 1ms, 5ms, 20ms, 200ms};
+  while (!st->stop) {
+    // Shared with the timer's handler, which may run after the claim ends.
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    asio::steady_timer cut(ex);
+    if (rng() % 4 == 0) {
+      cut.expires_after(std::chrono::microseconds(rng() % 3000));
+      cut.async_wait([sig](boost::system::error_code ec) {
+        if (!ec) sig->emit(asio::cancellation_type::terminal);
+      });
+    }
+    const auto wait = waits[rng() % 5];
+    auto [ec, job] = co_await q.claim(
+        wait, asio::bind_cancellation_slot(sig->slot(), asio::as_tuple(asio::use_awaitable)));
+    cut.cancel();
+    if (ec == thoonk::error::queue_empty) ++st->timeouts;
+    else if (ec == asio::error::operation_aborted) ++st->cancels;
+    else if (ec) st->unexpected.push_back("claim: " + ec.message());
+    if (ec) continue;
+    auto [fec] = co_await q.finish(job, asio::as_tuple(asio::use_awaitable));
+    if (fec) st->unexpected.push_back("finish " + job.id + ": " + fec.message());
+    else ++st->finished[job.id];
+  }
+  --st->running;
+}
+
+/// The race of the two cases below: 8 claimers (race_claimer) on two
+/// handles, `q` and `q2`, while 600 jobs are put, one to three per put, 0 –
+/// 3 ms apart, so the claimers are often dry and offering, and their offers
+/// come and go with their waits. With `kill_subscribers`, every subscriber
+/// connection of the server is killed every 20 – 80 ms meanwhile: hand-offs
+/// sent while a handle's subscriber is down are lost and must come back.
+asio::awaitable<void> claim_race(fixture& f, thoonk::job_queue q, thoonk::job_queue q2,
+                                 bool kill_subscribers) {
+  std::shared_ptr<capture> taken;
+  if (!kill_subscribers && !cluster_topology())
+    taken = co_await capture_patterns(f.raw, "job.take:*");
+  auto st = std::make_shared<race_state>();
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::minstd_rand rng(seed);
+  auto ex = co_await asio::this_coro::executor;
+  for (unsigned i = 0; i < 8; ++i)
+    asio::co_spawn(ex, race_claimer(i % 2 ? q2 : q, st, seed + i), asio::detached);
+
+  std::vector<std::string> ids;
+  int kills = 0;
+  auto next_kill = std::chrono::steady_clock::now();
+  while (ids.size() < 600) {
+    std::vector<std::string> items(1 + rng() % 3, "race");
+    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    ids.insert(ids.end(), got.begin(), got.end());
+    if (kill_subscribers && std::chrono::steady_clock::now() >= next_kill) {
+      co_await cmd(f.c.conn(), "CLIENT", "KILL", "TYPE", "pubsub");
+      ++kills;
+      next_kill += std::chrono::milliseconds(20 + rng() % 60);
+    }
+    co_await sleep_for(std::chrono::milliseconds(rng() % 4));
+  }
+  // Far below the lease (60 s): a job lost on the way would wait for it.
+  const auto all = co_await wait_until([&] { return st->finished.size() >= ids.size(); }, 10s);
+  st->stop = true;
+  co_await wait_until([&] { return st->running == 0; }, 5s);
+  CHECK(all);
+  for (const auto& e : st->unexpected) UNSCOPED_INFO(e);
+  CHECK(st->unexpected.empty());
+  std::size_t once = 0;
+  for (const auto& id : ids) once += st->finished.count(id) && st->finished[id] == 1;
+  CHECK(once == ids.size());
+  CHECK(st->finished.size() == ids.size());
+  // The race ran: claims timed out and were cancelled, jobs were handed
+  // off, subscribers were killed.
+  CHECK(st->timeouts > 0);
+  CHECK(st->cancels > 0);
+  if (taken) CHECK(!taken->msgs.empty());
+  if (kill_subscribers) CHECK(kills > 5);
+  auto c = co_await counts_of(q);
+  CHECK(c.finishes == static_cast<std::int64_t>(ids.size()));
+  co_await check_clean(q, f.c.conn(), f.name);
+}
+
+}  // namespace
+
+TWO_CLIENT_TEST_CASE("claimhandoffrace",
+                     "claim: claims that time out or are cancelled while puts hand jobs off to "
+                     "them, on two handles: every job is finished exactly once and none waits "
+                     "for its lease",
+                     "[job][claim][hand_off][cancel]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  co_await claim_race(f, q, q2, false);
+}
+
+TWO_CLIENT_TEST_CASE("claimhandoffkill",
+                     "claim: the same race while every subscriber connection is killed again "
+                     "and again: hand-offs lost with a subscriber come back, every job is "
+                     "finished exactly once and none waits for its lease",
+                     "[job][claim][hand_off][cancel][kill][single]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  co_await claim_race(f, q, q2, true);
 }
