@@ -18,6 +18,8 @@
 #include "jobs/job_keys.hpp"
 #include "thoonk_lua_scripts.hpp"
 
+#include <map>
+#include <random>
 #include <set>
 
 using namespace thoonk::test;
@@ -465,4 +467,100 @@ TEST_CASE("hand-off: a job handed off that the runner never received goes back a
     co_await p.user.close_gap(p.admin);
     co_await p.finish();
   });
+}
+
+namespace {
+
+/// What the runners of the churn below saw.
+struct churn_state {
+  bool stop = false;
+  int running = 0;
+  std::map<std::string, int> starts;  // id -> handler starts
+  thoonk::run_report total;           // summed over every run
+  std::size_t runs = 0;
+  std::vector<std::string> unexpected;
+};
+
+/// Runs `q`'s runner again and again until told to stop: each run with a
+/// fresh worker, 1 – 4 slots and handlers of 0 – 4 ms, stopped gracefully
+/// 5 – 60 ms after its start, so stops often meet hand-offs on the way.
+asio::awaitable<void> churning_runner(thoonk::job_queue q, std::shared_ptr<churn_state> st,
+                                      unsigned seed) {
+  std::minstd_rand rng(seed);
+  ++st->running;
+  while (!st->stop) {
+    auto handler = [st, pause = std::chrono::milliseconds(rng() % 5)](
+                       thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+      ++st->starts[ctx.job().id];
+      co_await sleep_for(pause);
+      co_return std::nullopt;
+    };
+    auto run =
+        start_run(q, thoonk::job_coroutine(handler), named(unique_name("churn"), 1 + rng() % 4));
+    co_await sleep_for(std::chrono::milliseconds(5 + rng() % 56));
+    const bool stopped = co_await stop_run(*run);
+    if (!stopped) st->unexpected.push_back("a run did not stop within 15 s");
+    else if (run->ec) st->unexpected.push_back("run: " + run->ec.message());
+    const auto& r = run->report;
+    st->total.started += r.started;
+    st->total.finished += r.finished;
+    st->total.lost += r.lost;
+    st->total.cancelled += r.cancelled;
+    st->total.released += r.released;
+    st->total.handed_off += r.handed_off;
+    ++st->runs;
+  }
+  --st->running;
+}
+
+}  // namespace
+
+TWO_CLIENT_TEST_CASE("handoffchurn",
+                     "hand-off: runners on two clients started and stopped again and again "
+                     "while puts hand jobs off to them: each job's handler starts once, every "
+                     "job is finished, none waits for its lease",
+                     "[job][run][hand_off][stop]") {
+  auto q = co_await engine_queue(f);
+  auto q2 = co_await open_on(other, f.name);
+  auto st = std::make_shared<churn_state>();
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::minstd_rand rng(seed);
+  auto ex = co_await asio::this_coro::executor;
+  for (unsigned i = 0; i < 4; ++i)
+    asio::co_spawn(ex, churning_runner(i % 2 ? q2 : q, st, seed + i), asio::detached);
+
+  // 600 jobs, one to three per put, 0 – 3 ms apart.
+  std::vector<std::string> ids;
+  while (ids.size() < 600) {
+    std::vector<std::string> items(1 + rng() % 3, "churn");
+    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    ids.insert(ids.end(), got.begin(), got.end());
+    co_await sleep_for(std::chrono::milliseconds(rng() % 4));
+  }
+  // Far below the lease (60 s): a job lost on the way would wait for it.
+  const bool all = co_await wait_finishes(q, static_cast<std::int64_t>(ids.size()), 15s);
+  st->stop = true;
+  co_await wait_until([&] { return st->running == 0; }, 20s);
+  CHECK(all);
+  CHECK(st->running == 0);
+  for (const auto& e : st->unexpected) UNSCOPED_INFO(e);
+  CHECK(st->unexpected.empty());
+  std::size_t once = 0;
+  for (const auto& id : ids) once += st->starts.count(id) && st->starts[id] == 1;
+  CHECK(once == ids.size());
+  CHECK(st->starts.size() == ids.size());
+  // The churn ran: many runs, jobs handed off, and stops that gave jobs
+  // back; no claim was lost and no handler cut short.
+  CHECK(st->runs > 10);
+  CHECK(st->total.handed_off > 0);
+  CHECK(st->total.finished == ids.size());
+  CHECK(st->total.lost == 0);
+  CHECK(st->total.cancelled == 0);
+  CHECK(st->total.released > 0);
+  auto c = co_await counts_of(q);
+  CHECK(c.finishes == static_cast<std::int64_t>(ids.size()));
+  CHECK(c.waiting == 0);
+  CHECK(c.claimed == 0);
+  co_await check_no_claim_records_left(f);
 }
