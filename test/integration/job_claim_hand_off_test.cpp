@@ -399,6 +399,8 @@ struct race_state {
   int running = 0;
   std::map<std::string, int> finished;  // id -> successful finishes
   std::size_t timeouts = 0, cancels = 0;
+  bool putting = true;
+  int kills = 0;
   std::vector<std::string> unexpected;  // any other error, with its step
 };
 
@@ -436,6 +438,21 @@ asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_sta
   --st->running;
 }
 
+/// Kills every subscriber connection of the server (on `c`) every 20 – 80
+/// ms while the race's puts go on; counts as running until it ends.
+asio::awaitable<void> subscriber_killer(thoonk::connection& c, std::shared_ptr<race_state> st,
+                                        unsigned seed) {
+  std::minstd_rand rng(seed);
+  ++st->running;
+  while (st->putting) {
+    co_await sleep_for(std::chrono::milliseconds(20 + rng() % 61));
+    if (!st->putting) break;
+    co_await cmd(c, "CLIENT", "KILL", "TYPE", "pubsub");
+    ++st->kills;
+  }
+  --st->running;
+}
+
 /// The race of the two cases below: 8 claimers (race_claimer) on two
 /// handles, `q` and `q2`, while 600 jobs are put, one to three per put, 0 –
 /// 3 ms apart, so the claimers are often dry and offering, and their offers
@@ -455,25 +472,16 @@ asio::awaitable<void> claim_race(fixture& f, thoonk::job_queue q, thoonk::job_qu
   for (unsigned i = 0; i < 8; ++i)
     asio::co_spawn(ex, race_claimer(i % 2 ? q2 : q, st, seed + i), asio::detached);
 
-  std::vector<std::string> ids;
-  int kills = 0;
-  auto next_kill = std::chrono::steady_clock::now();
-  while (ids.size() < 600) {
-    std::vector<std::string> items(1 + rng() % 3, "race");
-    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-    ids.insert(ids.end(), got.begin(), got.end());
-    if (kill_subscribers && std::chrono::steady_clock::now() >= next_kill) {
-      co_await cmd(f.c.conn(), "CLIENT", "KILL", "TYPE", "pubsub");
-      ++kills;
-      next_kill += std::chrono::milliseconds(20 + rng() % 60);
-    }
-    co_await sleep_for(std::chrono::milliseconds(rng() % 4));
-  }
+  if (kill_subscribers)
+    asio::co_spawn(ex, subscriber_killer(f.c.conn(), st, seed + 100), asio::detached);
+  auto ids = co_await trickle_put(q, 600, rng, "race");
+  st->putting = false;
   // Far below the lease (60 s): a job lost on the way would wait for it.
   const auto all = co_await wait_until([&] { return st->finished.size() >= ids.size(); }, 10s);
   st->stop = true;
-  co_await wait_until([&] { return st->running == 0; }, 5s);
+  const auto ended = co_await wait_until([&] { return st->running == 0; }, 5s);
   CHECK(all);
+  CHECK(ended);
   for (const auto& e : st->unexpected) UNSCOPED_INFO(e);
   CHECK(st->unexpected.empty());
   std::size_t once = 0;
@@ -485,7 +493,7 @@ asio::awaitable<void> claim_race(fixture& f, thoonk::job_queue q, thoonk::job_qu
   CHECK(st->timeouts > 0);
   CHECK(st->cancels > 0);
   if (taken) CHECK(!taken->msgs.empty());
-  if (kill_subscribers) CHECK(kills > 5);
+  if (kill_subscribers) CHECK(st->kills > 5);
   auto c = co_await counts_of(q);
   CHECK(c.finishes == static_cast<std::int64_t>(ids.size()));
   co_await check_clean(q, f.c.conn(), f.name);

@@ -530,14 +530,7 @@ TWO_CLIENT_TEST_CASE("handoffchurn",
   for (unsigned i = 0; i < 4; ++i)
     asio::co_spawn(ex, churning_runner(i % 2 ? q2 : q, st, seed + i), asio::detached);
 
-  // 600 jobs, one to three per put, 0 – 3 ms apart.
-  std::vector<std::string> ids;
-  while (ids.size() < 600) {
-    std::vector<std::string> items(1 + rng() % 3, "churn");
-    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
-    ids.insert(ids.end(), got.begin(), got.end());
-    co_await sleep_for(std::chrono::milliseconds(rng() % 4));
-  }
+  auto ids = co_await trickle_put(q, 600, rng, "churn");
   // Far below the lease (60 s): a job lost on the way would wait for it.
   const bool all = co_await wait_finishes(q, static_cast<std::int64_t>(ids.size()), 15s);
   st->stop = true;

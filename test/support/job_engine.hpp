@@ -8,6 +8,7 @@
 #include <thoonk/job_queue.hpp>
 
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,22 @@ inline asio::awaitable<thoonk::put_result> put_id(thoonk::job_queue& q, std::str
   o.update = flags;
   auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
   co_return r;
+}
+
+/// Puts at least `n` jobs of `item` on `q` in a trickle: one to three per
+/// put, 0 – 3 ms apart, as `rng` draws, so that workers waiting on the queue
+/// are often dry. Returns the ids in put order.
+inline asio::awaitable<std::vector<std::string>> trickle_put(thoonk::job_queue& q, std::size_t n,
+                                                             std::minstd_rand& rng,
+                                                             std::string item) {
+  std::vector<std::string> ids;
+  while (ids.size() < n) {
+    std::vector<std::string> items(1 + rng() % 3, item);
+    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    ids.insert(ids.end(), got.begin(), got.end());
+    co_await sleep_for(std::chrono::milliseconds(rng() % 4));
+  }
+  co_return ids;
 }
 
 /// A put (new id) that runs at `run_at`.
