@@ -482,12 +482,8 @@ asio::awaitable<void> claim_race(fixture& f, thoonk::job_queue q, thoonk::job_qu
   const auto ended = co_await wait_until([&] { return st->running == 0; }, 5s);
   CHECK(all);
   CHECK(ended);
-  for (const auto& e : st->unexpected) UNSCOPED_INFO(e);
-  CHECK(st->unexpected.empty());
-  std::size_t once = 0;
-  for (const auto& id : ids) once += st->finished.count(id) && st->finished[id] == 1;
-  CHECK(once == ids.size());
-  CHECK(st->finished.size() == ids.size());
+  check_none_unexpected(st->unexpected);
+  check_each_once(ids, st->finished);
   // The race ran: claims timed out and were cancelled, jobs were handed
   // off, subscribers were killed.
   CHECK(st->timeouts > 0);

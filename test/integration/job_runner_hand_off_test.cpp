@@ -534,15 +534,11 @@ TWO_CLIENT_TEST_CASE("handoffchurn",
   // Far below the lease (60 s): a job lost on the way would wait for it.
   const bool all = co_await wait_finishes(q, static_cast<std::int64_t>(ids.size()), 15s);
   st->stop = true;
-  co_await wait_until([&] { return st->running == 0; }, 20s);
+  const bool ended = co_await wait_until([&] { return st->running == 0; }, 20s);
   CHECK(all);
-  CHECK(st->running == 0);
-  for (const auto& e : st->unexpected) UNSCOPED_INFO(e);
-  CHECK(st->unexpected.empty());
-  std::size_t once = 0;
-  for (const auto& id : ids) once += st->starts.count(id) && st->starts[id] == 1;
-  CHECK(once == ids.size());
-  CHECK(st->starts.size() == ids.size());
+  CHECK(ended);
+  check_none_unexpected(st->unexpected);
+  check_each_once(ids, st->starts);
   // The churn ran: many runs, jobs handed off, and stops that gave jobs
   // back; no claim was lost and no handler cut short.
   CHECK(st->runs > 10);

@@ -7,6 +7,7 @@
 
 #include <thoonk/job_queue.hpp>
 
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -69,6 +70,25 @@ inline asio::awaitable<std::vector<std::string>> trickle_put(thoonk::job_queue& 
     co_await sleep_for(std::chrono::milliseconds(rng() % 4));
   }
   co_return ids;
+}
+
+/// Checks that `seen` counts each of `ids` exactly once and holds no other
+/// id: every job of a stress test ran (or finished) once.
+inline void check_each_once(const std::vector<std::string>& ids,
+                            const std::map<std::string, int>& seen) {
+  std::size_t once = 0;
+  for (const auto& id : ids) {
+    auto it = seen.find(id);
+    once += it != seen.end() && it->second == 1;
+  }
+  CHECK(once == ids.size());
+  CHECK(seen.size() == ids.size());
+}
+
+/// Checks that a stress test met no error it did not expect (each listed).
+inline void check_none_unexpected(const std::vector<std::string>& unexpected) {
+  for (const auto& e : unexpected) UNSCOPED_INFO(e);
+  CHECK(unexpected.empty());
 }
 
 /// A put (new id) that runs at `run_at`.
