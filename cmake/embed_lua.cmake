@@ -205,12 +205,13 @@ function(needed_headers code out)
   string(STRIP "${text}" text)
   # In the library, the cold functions too are made once, at load, in a
   # block of their own, and `cold` is a table made then that holds each
-  # root behind a wrapper. Their values (key names, constants) are assigned
-  # by the first cold call of a call, as the script form's `__index` does:
-  # the call part only resets `cold_bound`. So a call that takes a cold
-  # branch (a put handing jobs off, on every put while a worker waits)
-  # makes no closure and no table for it. (No metatable: a library's load
-  # may not read globals such as `setmetatable`.)
+  # root (behind a wrapper that binds the values, when there are any). The
+  # values (key names, constants) are assigned by the first cold call of a
+  # call, as the script form's `__index` does: the call part only resets
+  # `cold_bound`. So a call that takes a cold branch (a put handing jobs
+  # off, on every put while a worker waits) makes no closure and no table
+  # for it. (No metatable: a library's load may not read globals such as
+  # `setmetatable`.)
   set(lib_cold "")
   set(lib_cold_reset "")
   if(roots)
@@ -248,7 +249,11 @@ function(needed_headers code out)
       if(NOT is_function)
         message(FATAL_ERROR "`cold.${name}`: only a `local function` can be reached through `cold`")
       endif()
-      string(APPEND lib_cold "${name} = function(...) ${guard}return ${name}(...) end, ")
+      if(guard)
+        string(APPEND lib_cold "${name} = function(...) ${guard}return ${name}(...) end, ")
+      else()
+        string(APPEND lib_cold "${name} = ${name}, ")
+      endif()
     endforeach()
     string(APPEND lib_cold "} end ")
   endif()

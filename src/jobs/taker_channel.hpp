@@ -9,7 +9,6 @@
 
 #include <thoonk/subscriber.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -28,9 +27,9 @@ class job_queue_impl;
 class taker_channel {
  public:
   /// Subscribes to the channel of taker `taker` on the queue `q` (the name
-  /// fence() sends under too), waiting at most a
-  /// second: false when refused (the user may not SUBSCRIBE there) or
-  /// slower, and the taker then works by wake-ups alone. `on_message` gets
+  /// fence() sends under too), waiting at most a second: false when refused
+  /// (the user may not SUBSCRIBE there) or slower, and the taker then works
+  /// by wake-ups alone. `on_message` gets
   /// every message (it asks seen_fence() first), `on_event` the
   /// subscriber's connection events.
   boost::asio::awaitable<bool> subscribe(job_queue_impl& q, std::string taker,
@@ -45,9 +44,9 @@ class taker_channel {
 
   /// Sends the next fence (jobs/take_fence.lua, which also withdraws the
   /// taker's offer) and, when `wait` and stop() was not called meanwhile,
-  /// waits until it comes back, at most
-  /// the longer of 2 s and two poll intervals from the call's reply (a call
-  /// made while the connection reconnects takes longer). Completes with the
+  /// waits until it comes back, at most the longer of 2 s and two poll
+  /// intervals from the call's reply (a call made while the connection
+  /// reconnects takes longer). Completes with the
   /// call's status and whether the fence came.
   boost::asio::awaitable<std::tuple<op_status, bool>> fence(job_queue_impl& q, bool wait);
 
