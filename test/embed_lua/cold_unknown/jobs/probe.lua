@@ -1,0 +1,2 @@
+-- layout: job. Reaches a name no header defines through `cold`: refused.
+return cold.nowhere(1)

@@ -1,0 +1,2 @@
+-- layout: job. Reaches a value through `cold`: refused.
+return twice(cold.LIMIT)

@@ -1,0 +1,1 @@
+-- Empty prelude: these trees test the layout and the script.
