@@ -90,7 +90,7 @@ class client {
         std::move(keys), std::move(args));
   }
 
-  // ---- feed management (spec 002: Create/Delete Feed, Set/Get Config) ------
+  // ---- feed management (docs/contract.md: Create/Delete Feed, Set/Get Config)
   // Every function validates names before any I/O (error::invalid_name).
 
   /// Creates a feed: SADD feeds, config `type` plus `cfg` fields, and

@@ -1,5 +1,5 @@
 // Feed: items ordered by publish time, with max_length trimming and live
-// publish / edit / retract notifications (contract 002 "Feed"; docs/feeds.md).
+// publish / edit / retract notifications (contract "Feed"; docs/feeds.md).
 #pragma once
 
 #include <thoonk/client.hpp>
@@ -51,7 +51,7 @@ struct feed_settings {
 
 /// A handle of one feed of type `feed` on a client.
 ///
-/// Keys (contract 002): `feed.ids:[f]` (zset id → publish time in ms, oldest
+/// Keys (docs/contract.md): `feed.ids:[f]` (zset id → publish time in ms, oldest
 /// first), `feed.items:[f]` (hash id → item), `feed.publishes:[f]`
 /// (counter), `feed.config:[f]` (`type`=feed, `max_length`). Every
 /// operation that changes data is one Lua script that also PUBLISHes its

@@ -1,4 +1,4 @@
-// A Redis-backed job queue (contract 002 "Job", contract 001 "Get Result",
+// A Redis-backed job queue (docs/contract.md "Job", durable job results,
 // docs/design.md §5): atomic claims with claim tokens, finish with durable
 // results, cancel/stall/retry/retract, maintenance with claim timeouts.
 // See docs/jobs.md for the state diagram and the delivery guarantees.
@@ -35,7 +35,7 @@ namespace job_config {
 /// Default 60000.
 inline constexpr std::string_view claim_timeout_ms = "claim_timeout_ms";
 /// Queue defaults of the retry strategy (retry_strategy; per job a put may
-/// set its own). Defaults 10, 3, 2000, 300000 (spec 004).
+/// set its own). Defaults 10, 3, 2000, 300000.
 inline constexpr std::string_view max_retries = "max_retries";
 inline constexpr std::string_view max_stalls = "max_stalls";
 inline constexpr std::string_view min_backoff_ms = "min_backoff_ms";
@@ -651,7 +651,7 @@ class job_queue : public detail::queue_base,
   /// its wake-up (or the poll interval, or the due time) without polling
   /// the server in between.
   ///
-  /// Stopping (graceful, spec 003 stopWork): cancel the operation (any
+  /// Stopping (graceful): cancel the operation (any
   /// cancellation type: a cancellation slot, `||` with a timer, ...) or let
   /// a signal of run_options::stop_signals arrive. No more jobs are claimed;
   /// jobs in flight finish within run_options::stop_timeout, then the rest
@@ -693,7 +693,7 @@ class job_queue : public detail::queue_base,
         std::forward<CompletionToken>(token), &job_queue::start_get_workers, *this);
   }
 
-  /// Fails worker `name` now (spec 003 failWorker), whether it lapsed or
+  /// Fails worker `name` now (worker liveness), whether it lapsed or
   /// not: every claim it holds ends as a lapsed lease does (a stall counted:
   /// back to the end of the line, or a dead letter past max_stalls), at
   /// once, and its registration goes; waiting claimers are woken. A runner

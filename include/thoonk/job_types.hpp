@@ -49,7 +49,7 @@ struct claimed_job : claim_ref {
 
 /// How often a job is retried and how long it waits in between. Every
 /// field left unset takes the queue's default (job_queue::settings, whose
-/// own defaults are spec 004's: 10, 3, 2 s, 300 s).
+/// own defaults are 10, 3, 2 s, 300 s).
 struct retry_strategy {
   /// A failure (fail()) that brings the job's retry count to this makes it
   /// a dead letter; below it, the job is scheduled again after a backoff.
@@ -70,7 +70,7 @@ struct retry_strategy {
 };
 
 /// When a put names an existing job (put_options::id), how it changes it
-/// (spec 004's update flags). A put for an id that no job has adds the job
+/// (update flags). A put for an id that no job has adds the job
 /// whatever the flags.
 struct update_flags {
   enum class data_mode : std::uint8_t {

@@ -1,4 +1,4 @@
-// A Redis-backed queue (contract 002 "Queue"): put at normal or high
+// A Redis-backed queue (docs/contract.md "Queue"): put at normal or high
 // priority, get with a timeout without blocking the shared connection.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Sorted feed: a manually ordered list of items with auto-increment ids and
-// publish / retract / position notifications (contract 002 "Sorted Feed";
+// publish / retract / position notifications (contract "Sorted Feed";
 // docs/feeds.md).
 #pragma once
 
@@ -34,7 +34,7 @@ struct sorted_feed_settings {
 
 /// A handle of one feed of type `sorted_feed` on a client.
 ///
-/// Keys (contract 002): `feed.ids:[f]` (list of ids, in order),
+/// Keys (docs/contract.md): `feed.ids:[f]` (list of ids, in order),
 /// `feed.items:[f]` (hash id → item), `feed.idincr:[f]` (id counter: ids
 /// are "1", "2", ...), `feed.publishes:[f]` (counter). Inserting operations
 /// PUBLISH `feed.publish` `id\0item` then `feed.position` `id\0pos`; edit

@@ -57,7 +57,7 @@ boost::system::error_code validate_item(const config& cfg, std::string_view item
 
 std::vector<std::string> all_keys(const feed_names& n) {
   return {
-      // contract 002
+      // the contract's (docs/contract.md)
       n.key("config"),
       n.key("ids"),
       n.key("items"),

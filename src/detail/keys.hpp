@@ -45,7 +45,7 @@ class feed_names {
   /// Whether the channels are sharded ones (cluster mode): subscribe to
   /// them with SSUBSCRIBE (detail::subscribe_notifications).
   bool sharded() const noexcept { return sharded_; }
-  /// Contract 001's durable result list: `feed.jobfinished:[f]\0<id>`.
+  /// The durable result list: `feed.jobfinished:[f]\0<id>` (docs/contract.md).
   std::string job_result_key(std::string_view id) const;
 
  private:

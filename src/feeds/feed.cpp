@@ -1,4 +1,4 @@
-// Feed (contract 002 "Feed"): items in a zset scored by publish time (ms).
+// Feed (docs/contract.md "Feed"): items in a zset scored by publish time (ms).
 // What feeds share with sorted feeds is in feed_base.cpp; here: publish and
 // the typed settings.
 #include <thoonk/feed.hpp>

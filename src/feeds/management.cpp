@@ -1,4 +1,4 @@
-// Feed management (contract 002: Create Feed, Delete Feed, Set/Get Config
+// Feed management (docs/contract.md: Create Feed, Delete Feed, Set/Get Config
 // Value): the client.hpp functions, each one atomic script or one
 // pipelined read.
 #include <thoonk/client.hpp>

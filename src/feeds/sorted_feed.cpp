@@ -1,4 +1,4 @@
-// Sorted feed (contract 002 "Sorted Feed"): a list of auto-increment ids.
+// Sorted feed (docs/contract.md "Sorted Feed"): a list of auto-increment ids.
 // What sorted feeds share with feeds is in feed_base.cpp; here: insert,
 // edit and move.
 #include <thoonk/sorted_feed.hpp>

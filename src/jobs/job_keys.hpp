@@ -73,7 +73,7 @@ struct job_keys {
   /// `feed.maintenance:[f]`: the maintenance lock (SET NX PX).
   std::string lock_key;
   std::string wake_channel;
-  /// `job.finish:name` (contract 002).
+  /// `job.finish:name` (docs/contract.md).
   std::string finish_channel;
   /// `job.event:name`: typed job events (layouts/job_engine.lua derives the
   /// same name from the config key).

@@ -1,5 +1,5 @@
-// thoonk::job_queue: contract 002 "Job" with atomic batched claims, claim
-// tokens, batched finishes, durable results (contract 001 "Get Result").
+// thoonk::job_queue: the contract's "Job" with atomic batched claims, claim
+// tokens, batched finishes, durable results (docs/contract.md).
 #include <thoonk/job_queue.hpp>
 
 #include "connection/cluster.hpp"

@@ -143,7 +143,7 @@ class job_queue_impl final : public queue_core {
 
   /// `feed.maintenance:[f]`: the maintenance lock (SET NX PX).
   std::string lock_key;
-  /// `job.finish:name` (contract 002).
+  /// `job.finish:name` (docs/contract.md).
   std::string finish_channel;
   job_queue_options opts;
   std::shared_ptr<jobs::fetcher<claimed_job>> claims;

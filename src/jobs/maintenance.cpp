@@ -1,4 +1,4 @@
-// Job queue maintenance (contract 002 "Maintenance", done properly):
+// Job queue maintenance (the contract's "Maintenance", done properly):
 // lapsed claims, jobs in no state (two-pass), orphaned extension state,
 // stats published to a feed. Every server step is one bounded script.
 #include "jobs/job_queue_impl.hpp"
@@ -207,7 +207,7 @@ asio::awaitable<op_result<maintenance_report>> maintain_locked(std::shared_ptr<j
     if (static_cast<std::size_t>(n) < promote_batch) break;
   }
 
-  // ---- 2b. workers whose registration lapsed (spec 003 failWorker) -----------
+  // ---- 2b. workers whose registration lapsed (worker liveness) ---------------
   for (;;) {
     auto [ec, r] = co_await job_queue_impl::fail_workers(self, std::string{}, batch);
     if (ec) co_return std::tuple{ec, rep};

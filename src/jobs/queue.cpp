@@ -1,4 +1,4 @@
-// thoonk::queue: contract 002 "Queue" with non-blocking, coalesced gets.
+// thoonk::queue: the contract's "Queue" with non-blocking, coalesced gets.
 #include <thoonk/queue.hpp>
 
 #include "detail/spawn.hpp"

@@ -1,5 +1,5 @@
 // The worker registry on thoonk::job_queue (docs/jobs.md "Workers and the
-// runner", spec 003): listing the workers and failing one on demand. The
+// runner", worker liveness): listing the workers and failing one on demand. The
 // decisions live in the scripts (jobs/get_workers.lua, jobs/fail_worker.lua
 // and the registry functions of layouts/job_engine.lua); this is their I/O.
 // job_queue::run (runner.cpp) registers, renews and removes workers.

@@ -102,7 +102,7 @@ end
 -- A feed listed without a type (create.lua; cluster_create.lua, when the
 -- name was listed before its create's SADD). When none of its keys exists it was left
 -- half made or half deleted: nil, and the caller makes it anew. Otherwise
--- a client that writes no type made it (contract 002's Create Feed writes
+-- a client that writes no type made it (the contract's Create Feed writes
 -- none) and its keys hold its data, which is never deleted here: `create`
 -- answers feed_exists; `create_or_open` writes the type (and those of its
 -- config fields the feed does not have yet) and opens it (0), unless its

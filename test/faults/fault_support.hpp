@@ -67,7 +67,7 @@ struct tally {
 };
 
 /// Jobs that stored no result (lost) and jobs that stored more than one
-/// (twice), from each job's count of stored results (contract 001's
+/// (twice), from each job's count of stored results (the durable result
 /// feed.jobfinished lists): both 0 when every job finished exactly once.
 struct result_audit {
   std::uint64_t lost = 0, twice = 0;

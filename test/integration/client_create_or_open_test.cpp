@@ -127,7 +127,7 @@ TEST_CASE(
   f.run_connected([&]() -> asio::awaitable<void> {
     using conf = std::map<std::string, std::string>;
     auto cap = co_await capture_patterns(f.raw, "newfeed");
-    // Contract 002's Create Feed (SADD feeds, no config), a Set Config
+    // The contract's Create Feed (SADD feeds, no config), a Set Config
     // Value and two Job puts, as a plain client writes them.
     co_await cmd(f.c.conn(), "SADD", "feeds", f.name);
     co_await cmd(f.c.conn(), "HSET", key("config", f.name), "claim_timeout_ms", "60000");

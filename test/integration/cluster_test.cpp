@@ -285,7 +285,7 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         names = co_await c.list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 0);
 
-        // A queue a plain client made without a type (contract 002's Create
+        // A queue a plain client made without a type (the contract's Create
         // Feed, then a Queue put): create refuses it, create_or_open adopts
         // it with its data.
         thoonk::request listed;

@@ -15,7 +15,7 @@ rec ev(feed_event::kind_t k, std::string id, std::string item = {}, bool replaye
   return rec{k, std::move(id), std::move(item), {}, replayed};
 }
 
-// Contract 002 "Feed: Publish" (no max_length), as two halves.
+// The contract's "Feed: Publish" (no max_length), as two halves.
 struct contract_publisher {
   thoonk::connection& conn;
   std::string feed;

@@ -89,7 +89,7 @@ FIXTURE_TEST_CASE("jobs-config",
   co_await f.c.connect(asio::use_awaitable);
   const thoonk::feed_config cfg{{"claim_timeout_ms", "60000"}};
   co_await f.c.create_feed(f.name, thoonk::feed_type::job, cfg, asio::use_awaitable);
-  // The brief's example: "banana" used to be stored (and read as 60000).
+  // "banana" is refused, not stored (a stored one would read as 60000).
   auto [ec] = co_await f.c.set_config(f.name, "claim_timeout_ms", "banana", nothrow);
   CHECK(ec == thoonk::error::invalid_argument);
   co_await f.c.set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);

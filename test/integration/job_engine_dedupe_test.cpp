@@ -1,5 +1,5 @@
-// De-duplication by explicit id and held puts (docs/jobs.md §9, spec 004
-// "dispatch"), with the three bugs of spec 004's reference each in its own
+// De-duplication by explicit id and held puts (docs/jobs.md §9,
+// "De-duplication by id"), with the three rules of held puts each in its own
 // test case.
 #include "support/job_engine.hpp"
 

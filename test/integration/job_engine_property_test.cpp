@@ -53,7 +53,7 @@ class model {
  public:
   std::map<std::string, job_model> jobs;
 
-  // A put for an id that is not claimed (spec 004 dispatch), as the engine
+  // A put for an id that is not claimed (de-duplication), as the engine
   // applies it; `now` is the put's time.
   void dispatch(const std::string& id, const std::string& item, thoonk::epoch_ms run_at,
                 const flags& f, thoonk::epoch_ms now) {

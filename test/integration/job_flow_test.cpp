@@ -102,7 +102,7 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: stall, retry, claim, finish with a result
   CHECK(early->value == "the result");
   REQUIRE(events.size() == 1);
   CHECK(events[0] == id + std::string("\0the result", 11));
-  // The durable result (contract 001) with its expiry.
+  // The durable result with its expiry.
   auto rk = key("jobfinished", f.name) + std::string(1, '\0') + id;
   auto stored = co_await cmd(f.c.conn(), "LRANGE", rk, 0, -1);
   CHECK(stored.elements.size() == 1);

@@ -1,4 +1,4 @@
-// Interop with clients that follow contract 002 with plain commands
+// Interop with clients that follow the contract (docs/contract.md) with plain commands
 // (jobs put with plain commands exactly as the contract writes them are
 // claimed and finished by the library; a job put by the library and claimed
 // with the contract's plain commands is in the expected keys).
@@ -10,7 +10,7 @@ using thoonk::test::sleep_for;
 
 namespace {
 
-// Contract 002 "Normal Priority Put", verbatim (MULTI ... EXEC).
+// The contract's "Normal Priority Put", verbatim (MULTI ... EXEC).
 asio::awaitable<void> plain_put(thoonk::connection& c, std::string name, std::string id,
                                 std::string item) {
   co_await plain_transaction(c, [&](thoonk::request& r) {

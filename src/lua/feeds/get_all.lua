@@ -1,5 +1,5 @@
 -- layout: feed (src/lua/layouts/feed.lua). feed::get_all, sorted_feed::get_all.
--- Get All (contract 002 "Get IDs" + "Get Items" as one snapshot).
+-- Get All (the contract's "Get IDs" + "Get Items" as one snapshot).
 -- ARGV[1] expected type: 'feed' (zset, oldest first) or 'sorted_feed' (list).
 local err = open_feed(ARGV[1])
 if err then return err end

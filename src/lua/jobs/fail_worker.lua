@@ -3,7 +3,7 @@
 -- ARGV: 1 batch, 2 wake channel, 3 dead-letter queue name as the caller
 -- knows it, 4 its wake channel, 5 worker (absent: every worker whose
 -- registration lapsed, up to `batch` of them). Fails each such worker
--- (spec 003 failWorker, fail_worker in layouts/job_engine.lua): the
+-- (worker liveness, fail_worker in layouts/job_engine.lua): the
 -- claims it still holds end as lapses, a stall counted (requeued, or dead
 -- letters past max_stalls), at once rather than when each lease lapses;
 -- then the queue's claimers are woken. Returns {workers failed, requeued,

@@ -1,4 +1,4 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker registers (spec 003 startWorker).
+-- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker registers (worker liveness).
 -- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 worker, 2 ttl_ms, 3 description (JSON, from the worker), 4 wake
 -- channel, 5 dead-letter queue name as the caller knows it, 6 its wake

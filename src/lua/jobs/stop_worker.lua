@@ -1,4 +1,4 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker leaves (spec 003 stopWork).
+-- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker leaves (worker liveness).
 -- ARGV: 1 worker, 2 wake channel. Every claim the worker still holds goes
 -- back to the front of the line with no failure counted (its token ends,
 -- as jobs/release.lua does; a held put is applied then); its

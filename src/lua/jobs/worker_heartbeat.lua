@@ -1,4 +1,4 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker's heartbeat (spec 003 keepWorkerAlive).
+-- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker's heartbeat (worker liveness).
 -- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 worker, 2 ttl_ms, 3 now_ms (the claims' new time, the claimer's
 -- clock as at claim), 4 wake channel, 5 dead-letter queue name as the

@@ -36,7 +36,7 @@ local function open_job(...)
 end
 
 -- Reads the rest of the config once per script call: the retry
--- strategy's defaults (spec 004: 10, 3, 2 s, 300 s), the dead-letter
+-- strategy's defaults (10, 3, 2 s, 300 s), the dead-letter
 -- queue, the lease, the result time to live, the put-time index.
 local function engine_settings()
   if Q.max_retries then return end
@@ -195,7 +195,7 @@ local function merge_run_at(mode, cur, new)
   return cur
 end
 
--- Applies a put to an id that is not claimed (spec 004 "dispatch"). p:
+-- Applies a put to an id that is not claimed (de-duplication). p:
 -- item, run_at, high, explicit (the id is the caller's), s (strategy or
 -- nil), f (flags: d data r/k, ra run_at a/l/e/n, s strategy r/k, c
 -- counters k/r). Returns 'added' or 'updated'. A stalled job is revived
@@ -274,7 +274,7 @@ local function dispatch(id, p, now)
 end
 
 -- A put for a claimed id waits in feed.held, merged with an earlier held
--- put as spec 004 merges into its blocked job: the first sets everything,
+-- put: the first sets everything,
 -- later ones apply their flags to it; the latest put's flags are kept
 -- for the release.
 local function hold(id, p)
@@ -651,7 +651,7 @@ local function give_back(cs, channel)
   return #back
 end
 
--- Fails worker `w` (spec 003 failWorker): every claim it still holds ends
+-- Fails worker `w` (worker liveness): every claim it still holds ends
 -- as a lapse (a stall counted; requeued or dead-lettered) and it leaves the
 -- registry. use_dlq first. Returns requeued, dead-lettered.
 local function fail_worker(w, now)
@@ -776,7 +776,7 @@ end
 -- when claimed under its token (jobs/finish.lua, jobs/work.lua): ZREM
 -- claimed, HDEL cancelled, items and token, INCR finishes; with a result
 -- PUBLISH `id\0result` on `channel` and keep it in its result key for
--- `ttl` ms (contract 001). The job's put time, record and claim record go
+-- `ttl` ms (durable results). The job's put time, record and claim record go
 -- too; a put held for it is applied. Returns one status per job:
 -- 0 finished, 1 job_not_found, 2 job_not_claimed, 3 lost_claim,
 -- 4 no_channel_permission (a result this user may not PUBLISH: that job
