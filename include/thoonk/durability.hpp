@@ -67,7 +67,7 @@ struct durability {
 ///     if (!ack.satisfied()) log("only", ack.acknowledged, "replicas have it");
 ///
 /// Works on the operations of thoonk::client, feeds, queues and job queues
-/// (not on connection::exec: there is no client to wait through).
+/// (not on connection::async_exec: there is no client to wait through).
 template <class CompletionToken>
 struct with_durability_t {
   using token_type = CompletionToken;

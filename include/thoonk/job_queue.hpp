@@ -26,7 +26,7 @@
 namespace thoonk {
 
 /// Config field names of a job queue (in `feed.config:[f]`), the string
-/// form of job_queue::settings (client::set_config, client::get_config and
+/// form of job_queue::settings (client::async_set_config, client::async_get_config and
 /// contract clients use them). Read by the scripts on every call, so every
 /// client of the queue agrees and changes apply at once.
 namespace job_config {
@@ -44,10 +44,10 @@ inline constexpr std::string_view max_backoff_ms = "max_backoff_ms";
 /// for every job of this queue that becomes a dead letter. Default: none.
 inline constexpr std::string_view dead_letter_queue = "dead_letter_queue";
 /// "1": the scripts publish typed job events on `job.event:[f]`
-/// (job_queue::subscribe_events). Default "0" (no PUBLISH per put, claim
+/// (job_queue::async_subscribe_events). Default "0" (no PUBLISH per put, claim
 /// and finish).
 inline constexpr std::string_view events = "events";
-/// How long a finish result is kept for get_result(), in milliseconds.
+/// How long a finish result is kept for async_get_result(), in milliseconds.
 /// Default 300000 (5 minutes).
 inline constexpr std::string_view result_ttl_ms = "result_ttl_ms";
 /// "1": index jobs by put time in feed.published, as the contract's put
@@ -61,7 +61,7 @@ inline constexpr std::string_view published = "published";
 /// 1000000; 0 or unset: no limit.
 inline constexpr std::string_view rate_limit = "rate_limit";
 /// "1": the queue is paused: no claim script hands out a job; puts go on.
-/// Set by job_queue::pause() and cleared by resume() (which also wakes
+/// Set by job_queue::async_pause() and cleared by async_resume() (which also wakes
 /// waiting claimers). Default "0". Claims made with the contract's plain
 /// commands do not read it.
 inline constexpr std::string_view paused = "paused";
@@ -91,23 +91,25 @@ struct job_queue_options : detail::queue_options_base {
   /// (capped at max_claim_batch). A worker loop then gets its next job
   /// without a round trip, and the server claims while this process runs
   /// its workers. A prefetched job's claim (lease) starts when it is
-  /// prefetched; one that no claim() takes within prefetch_hold, or that is
+  /// prefetched; one that no async_claim() takes within prefetch_hold, or that is
   /// still held at close(), is released: back to the front of the line, no
   /// failure counted, its token ended. If the process dies, its prefetched
   /// jobs lapse like its running ones (maintenance requeues them, counting
-  /// a failure). 0 (default): claim() claims exactly one job, when called.
+  /// a failure). 0 (default): async_claim() claims exactly one job, when called.
   std::size_t prefetch = 0;
-  /// How long a prefetched job waits for a claim() before it is released.
+  /// How long a prefetched job waits for a async_claim() before it is released.
   std::chrono::milliseconds prefetch_hold{1000};
-  /// Hand-off (docs/jobs.md "Hand-off to claim()"): while claim() calls
+  /// Hand-off (docs/jobs.md "Hand-off to async_claim()"): while async_claim() calls
   /// wait on a dry queue, this object offers them to puts, which claim
   /// their jobs for it and send them on its own channel
-  /// (`job.take:<queue>:claim-<uuid>`): one hop from put to claim() instead
+  /// (`job.take:<queue>:claim-<uuid>`): one hop from put to async_claim() instead
   /// of a wake-up and a claim round trip. Needs SUBSCRIBE and PUBLISH on
   /// that channel (without SUBSCRIBE, claims work by wake-ups as with
   /// false); producers need PUBLISH on it to hand off (else they wake).
   bool hand_off = true;
 };
+template <>
+inline constexpr bool is_operation_argument_v<job_queue_options> = true;
 
 /// What one maintenance run does.
 struct maintenance_options {
@@ -127,6 +129,8 @@ struct maintenance_options {
   /// time; a runner that dies frees it after this long.
   std::chrono::milliseconds lock_ttl{30000};
 };
+template <>
+inline constexpr bool is_operation_argument_v<maintenance_options> = true;
 
 /// What a maintenance run did.
 struct maintenance_report {
@@ -148,8 +152,8 @@ struct maintenance_report {
 
 /// A job queue. Each job is claimed by one worker at a time; a worker
 /// finishes it (optionally with a result), cancels it (back to the queue,
-/// failure +1) or stalls it (out of circulation until retry()). A claim
-/// that lapses (worker died or hung) is recovered by maintenance. run() is
+/// failure +1) or stalls it (out of circulation until async_retry()). A claim
+/// that lapses (worker died or hung) is recovered by maintenance. async_run() is
 /// the worker runner built on these: a registered worker with heartbeats, a
 /// concurrency limit and a graceful stop.
 ///
@@ -161,8 +165,8 @@ struct maintenance_report {
 /// channel feed.wake:[name]). Jobs put and claimed with the contract's
 /// plain commands work with this class, and the reverse.
 ///
-/// **Getting a handle**: open() checks an existing job queue,
-/// create_or_open() creates it (with settings) when missing; the
+/// **Getting a handle**: async_open() checks an existing job queue,
+/// async_create_or_open() creates it (with settings) when missing; the
 /// constructor makes an unchecked handle without I/O.
 ///
 /// **Batching**: claimers of one object share a dispatcher (one claim
@@ -182,7 +186,7 @@ class job_queue : public detail::queue_base,
   /// A job queue's config (in `feed.config:[f]`, the job_config fields),
   /// as typed values. Unset fields (nullopt) mean "the default" when
   /// creating and "leave as it is" nowhere else: settings are written only
-  /// by create_or_open (client::set_config changes one field). The scripts
+  /// by create_or_open (client::async_set_config changes one field). The scripts
   /// read the config on every call, so every client agrees and changes
   /// apply at once.
   struct settings {
@@ -198,7 +202,7 @@ class job_queue : public detail::queue_base,
     std::optional<std::string> dead_letter_queue;
     /// Publish typed job events (subscribe_events). Default false.
     std::optional<bool> events;
-    /// How long a finish result is kept for get_result(). At least 1 ms.
+    /// How long a finish result is kept for async_get_result(). At least 1 ms.
     /// Default 5 minutes.
     std::optional<std::chrono::milliseconds> result_ttl;
     /// Index jobs by put time in feed.published, as the contract's put does.
@@ -209,7 +213,7 @@ class job_queue : public detail::queue_base,
     /// limit.
     std::optional<std::int64_t> rate_limit;
     /// The queue is paused (job_config::paused): no claim hands out a job
-    /// until resume(). Creating a queue paused is allowed. Default false.
+    /// until async_resume(). Creating a queue paused is allowed. Default false.
     std::optional<bool> paused;
 
     /// The config fields (job_config names, the contract's string form) of
@@ -226,16 +230,21 @@ class job_queue : public detail::queue_base,
   /// An empty handle; only assign to it.
   job_queue() = default;
   /// An unchecked handle (no I/O): operations report feed_not_found /
-  /// wrong_feed_type. Prefer open().
+  /// wrong_feed_type. Prefer async_open().
   job_queue(client& c, std::string name, job_queue_options opts = {});
 
   /// Reads the job queue's settings in one step. Completion
   /// `void(error_code, settings)`: fields not set in the config are
   /// nullopt (the defaults apply).
-  template <class CompletionToken>
-  auto read_settings(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_read_settings(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, settings)>(
         std::forward<CompletionToken>(token), &job_queue::start_read_settings, *this);
+  }
+  /// Deprecated: async_read_settings.
+  template <class CompletionToken>
+  [[deprecated("use async_read_settings")]] auto read_settings(CompletionToken&& token) {
+    return async_read_settings(std::forward<CompletionToken>(token));
   }
 
   /// Claims the next waiting job, waiting up to `timeout` (0: one attempt;
@@ -256,10 +265,16 @@ class job_queue : public detail::queue_base,
   /// lost (error::unknown_outcome, connection died), jobs may have been
   /// claimed on the server for nobody: they are recovered when their claim
   /// lapses (claim_timeout, by maintenance), with a failure counted.
-  template <class CompletionToken>
-  auto claim(std::chrono::milliseconds timeout, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_claim(std::chrono::milliseconds timeout, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, claimed_job)>(
         std::forward<CompletionToken>(token), &job_queue::start_claim, *this, timeout);
+  }
+  /// Deprecated: async_claim.
+  template <class CompletionToken>
+  [[deprecated("use async_claim")]] auto claim(std::chrono::milliseconds timeout,
+                                               CompletionToken&& token) {
+    return async_claim(std::move(timeout), std::forward<CompletionToken>(token));
   }
 
   /// Finishes a claimed job (pass the claimed_job, or a claim_ref):
@@ -278,31 +293,42 @@ class job_queue : public detail::queue_base,
   /// tells: job_not_found/lost_claim or success). Cancellation: before the
   /// script is sent nothing happens; after, it completes with
   /// operation_aborted and may have finished the job.
-  template <class CompletionToken>
-  auto finish(const claim_ref& claim, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_finish(const claim_ref& claim, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_finish, *this, claim,
                                                              std::optional<std::string>());
   }
+  /// Deprecated: async_finish.
   template <class CompletionToken>
-  auto finish(const claim_ref& claim, std::string result, CompletionToken&& token) {
+  [[deprecated("use async_finish")]] auto finish(const claim_ref& claim, CompletionToken&& token) {
+    return async_finish(claim, std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t>
+  auto async_finish(const claim_ref& claim, std::string result, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &job_queue::start_finish, *this, claim,
         std::optional<std::string>(std::move(result)));
   }
+  /// Deprecated: async_finish.
+  template <class CompletionToken>
+  [[deprecated("use async_finish")]] auto finish(const claim_ref& claim, std::string result,
+                                                 CompletionToken&& token) {
+    return async_finish(claim, std::move(result), std::forward<CompletionToken>(token));
+  }
 
-  /// Finishes a claimed job as finish() does and, in the same script call,
-  /// claims the next waiting job as claim() does: a worker loop that does
-  /// not use run() takes each job without a round trip of its own. Calls
+  /// Finishes a claimed job as async_finish() does and, in the same script call,
+  /// claims the next waiting job as async_claim() does: a worker loop that does
+  /// not use async_run() takes each job without a round trip of its own. Calls
   /// made in the same tick (or while one is in flight) share one script
   /// call. It claims only on the server: jobs claimed ahead for this object
-  /// (job_queue_options::prefetch) are left for claim().
+  /// (job_queue_options::prefetch) are left for async_claim().
   ///
   /// Completion `void(error_code, claimed_job)`:
   /// - success: `claim` is finished and the job passed is claimed;
   /// - error::queue_empty: `claim` IS finished, but no job was waiting (or
-  ///   the queue is paused or at its rate limit); call claim() to wait;
-  /// - the errors of finish() (invalid_id, item_too_large, job_not_found,
+  ///   the queue is paused or at its rate limit); call async_claim() to wait;
+  /// - the errors of async_finish() (invalid_id, item_too_large, job_not_found,
   ///   job_not_claimed, lost_claim, no_channel_permission, the common
   ///   ones): as there; no job is claimed for this call.
   ///
@@ -311,18 +337,32 @@ class job_queue : public detail::queue_base,
   /// job the script claimed for it is given back to the front of the queue
   /// (no failure counted). A lost reply (unknown_outcome) may have finished
   /// the job and claimed one for nobody, which is recovered when that claim
-  /// lapses (claim_timeout), as for claim().
-  template <class CompletionToken>
-  auto finish_and_claim(const claim_ref& claim, CompletionToken&& token) {
+  /// lapses (claim_timeout), as for async_claim().
+  template <completion_token CompletionToken = default_token_t>
+  auto async_finish_and_claim(const claim_ref& claim, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, claimed_job)>(
         std::forward<CompletionToken>(token), &job_queue::start_finish_and_claim, *this, claim,
         std::optional<std::string>());
   }
+  /// Deprecated: async_finish_and_claim.
   template <class CompletionToken>
-  auto finish_and_claim(const claim_ref& claim, std::string result, CompletionToken&& token) {
+  [[deprecated("use async_finish_and_claim")]] auto finish_and_claim(const claim_ref& claim,
+                                                                     CompletionToken&& token) {
+    return async_finish_and_claim(claim, std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t>
+  auto async_finish_and_claim(const claim_ref& claim, std::string result,
+                              CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, claimed_job)>(
         std::forward<CompletionToken>(token), &job_queue::start_finish_and_claim, *this, claim,
         std::optional<std::string>(std::move(result)));
+  }
+  /// Deprecated: async_finish_and_claim.
+  template <class CompletionToken>
+  [[deprecated("use async_finish_and_claim")]] auto finish_and_claim(const claim_ref& claim,
+                                                                     std::string result,
+                                                                     CompletionToken&& token) {
+    return async_finish_and_claim(claim, std::move(result), std::forward<CompletionToken>(token));
   }
 
   /// Puts one job with options: scheduled (`run_at`, `delay`), with its own
@@ -330,17 +370,24 @@ class job_queue : public detail::queue_base,
   /// existing job with that id is updated under `opts.update`; a put for an
   /// id that is claimed now is held and applied when that claim ends, so one
   /// id never runs twice at once). One atomic script call per put (plain
-  /// put() batches; use it when no option is needed).
+  /// async_put() batches; use it when no option is needed).
   ///
   /// Completion `void(error_code, put_result)`. Errors: invalid_id (the
   /// id), item_too_large, invalid_argument (a retry strategy out of range),
-  /// no_channel_permission, the common ones. Cancellation: as finish().
-  template <class CompletionToken>
-  auto put(std::string item, put_options opts, CompletionToken&& token) {
+  /// no_channel_permission, the common ones. Cancellation: as async_finish().
+  template <completion_token CompletionToken = default_token_t>
+  auto async_put(std::string item, put_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, put_result)>(
         std::forward<CompletionToken>(token), &job_queue::start_put_with_options, *this,
         std::move(item), std::move(opts));
   }
+  /// Deprecated: async_put.
+  template <class CompletionToken>
+  [[deprecated("use async_put")]] auto put(std::string item, put_options opts,
+                                           CompletionToken&& token) {
+    return async_put(std::move(item), std::move(opts), std::forward<CompletionToken>(token));
+  }
+  using detail::queue_base::async_put;
   using detail::queue_base::put;
 
   /// Fails a claimed job with `error` (kept as its last error): its retry
@@ -350,43 +397,74 @@ class job_queue : public detail::queue_base,
   /// record `[id, data, error]` goes to the dead-letter queue if the queue
   /// names one). A put held for the job is applied after that.
   ///
-  /// Completion `void(error_code, fail_result)`. Errors as finish(), and
+  /// Completion `void(error_code, fail_result)`. Errors as async_finish(), and
   /// item_too_large for an error text over the item size limit.
-  template <class CompletionToken>
-  auto fail(const claim_ref& claim, std::string error, fail_options opts, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_fail(const claim_ref& claim, std::string error, fail_options opts,
+                  CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, fail_result)>(
         std::forward<CompletionToken>(token), &job_queue::start_fail, *this, claim,
         std::move(error), std::move(opts));
   }
+  /// Deprecated: async_fail.
   template <class CompletionToken>
-  auto fail(const claim_ref& claim, std::string error, CompletionToken&& token) {
-    return fail(claim, std::move(error), fail_options{}, std::forward<CompletionToken>(token));
+  [[deprecated("use async_fail")]] auto fail(const claim_ref& claim, std::string error,
+                                             fail_options opts, CompletionToken&& token) {
+    return async_fail(claim, std::move(error), std::move(opts),
+                      std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t>
+  auto async_fail(const claim_ref& claim, std::string error, CompletionToken&& token = {}) {
+    return async_fail(claim, std::move(error), fail_options{},
+                      std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_fail.
+  template <class CompletionToken>
+  [[deprecated("use async_fail")]] auto fail(const claim_ref& claim, std::string error,
+                                             CompletionToken&& token) {
+    return async_fail(claim, std::move(error), std::forward<CompletionToken>(token));
   }
 
   /// Gives a claimed job back (contract "Cancel"): failure count +1, back to
   /// the end of the line. Completion `void(error_code, std::int64_t
-  /// failures)`. Errors as finish().
-  template <class CompletionToken>
-  auto cancel(const claim_ref& claim, CompletionToken&& token) {
+  /// failures)`. Errors as async_finish().
+  template <completion_token CompletionToken = default_token_t>
+  auto async_cancel(const claim_ref& claim, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::int64_t)>(
         std::forward<CompletionToken>(token), &job_queue::start_cancel, *this, claim);
   }
+  /// Deprecated: async_cancel.
+  template <class CompletionToken>
+  [[deprecated("use async_cancel")]] auto cancel(const claim_ref& claim, CompletionToken&& token) {
+    return async_cancel(claim, std::forward<CompletionToken>(token));
+  }
 
   /// Takes a claimed job out of circulation (contract "Stall"): into
-  /// feed.stalled, failure count cleared, kept until retry() or retract().
-  /// Completion `void(error_code)`. Errors as finish().
-  template <class CompletionToken>
-  auto stall(const claim_ref& claim, CompletionToken&& token) {
+  /// feed.stalled, failure count cleared, kept until async_retry() or async_retract().
+  /// Completion `void(error_code)`. Errors as async_finish().
+  template <completion_token CompletionToken = default_token_t>
+  auto async_stall(const claim_ref& claim, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_stall, *this, claim);
   }
+  /// Deprecated: async_stall.
+  template <class CompletionToken>
+  [[deprecated("use async_stall")]] auto stall(const claim_ref& claim, CompletionToken&& token) {
+    return async_stall(claim, std::forward<CompletionToken>(token));
+  }
 
   /// Renews a claim: its claim time becomes now, so it does not lapse.
-  /// Completion `void(error_code)`. Errors as finish().
-  template <class CompletionToken>
-  auto heartbeat(const claim_ref& claim, CompletionToken&& token) {
+  /// Completion `void(error_code)`. Errors as async_finish().
+  template <completion_token CompletionToken = default_token_t>
+  auto async_heartbeat(const claim_ref& claim, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &job_queue::start_heartbeat, *this, claim);
+  }
+  /// Deprecated: async_heartbeat.
+  template <class CompletionToken>
+  [[deprecated("use async_heartbeat")]] auto heartbeat(const claim_ref& claim,
+                                                       CompletionToken&& token) {
+    return async_heartbeat(claim, std::forward<CompletionToken>(token));
   }
 
   /// Renews many claims at once (a worker holding several jobs): one atomic
@@ -396,23 +474,29 @@ class job_queue : public detail::queue_base,
   /// otherwise the vector has one entry per claim, in order: success
   /// (renewed), job_not_found, job_not_claimed or lost_claim.
   /// Cancellation: as finish; renewals already sent may have happened.
-  template <class CompletionToken>
-  auto heartbeat_many(std::vector<claim_ref> claims, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_heartbeat_many(std::vector<claim_ref> claims, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code,
                                  std::vector<boost::system::error_code>)>(
         std::forward<CompletionToken>(token), &job_queue::start_heartbeat_many, *this,
         std::move(claims));
   }
+  /// Deprecated: async_heartbeat_many.
+  template <class CompletionToken>
+  [[deprecated("use async_heartbeat_many")]] auto heartbeat_many(std::vector<claim_ref> claims,
+                                                                 CompletionToken&& token) {
+    return async_heartbeat_many(std::move(claims), std::forward<CompletionToken>(token));
+  }
 
   /// Ends the claim of job `id`, whoever holds it, from any client: the
   /// holder's token ends (its later finish, fail, cancel, stall, heartbeat
   /// or progress gets error::lost_claim) and the job ends as `opts` says:
-  /// outcome cancelled as cancel() (back to the end of the line, failure
-  /// count + 1), outcome failed as fail() with opts.error (retry after the
+  /// outcome cancelled as async_cancel() (back to the end of the line, failure
+  /// count + 1), outcome failed as async_fail() with opts.error (retry after the
   /// backoff, or a dead letter when opts.permanent or out of retries, with
   /// the dead-letter record). A put held for the job is applied after that,
   /// as after every end of a claim. In the same atomic step the id is
-  /// published on `job.abort:[name]` (always: subscribe_aborts() delivers
+  /// published on `job.abort:[name]` (always: async_subscribe_aborts() delivers
   /// it, so a runner can stop the handler) and, with the events setting,
   /// an `aborted` job event (plus `failed`, `retry_scheduled` or
   /// `dead_lettered` for outcome failed).
@@ -425,11 +509,17 @@ class job_queue : public detail::queue_base,
   /// queue's: nothing changed), the common ones. A job claimed with plain
   /// commands (no token) is aborted too. Cancellation: as finish; an abort
   /// already sent may still happen.
-  template <class CompletionToken>
-  auto abort(std::string id, abort_options opts, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_abort(std::string id, abort_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_abort, *this,
                                                              std::move(id), std::move(opts));
+  }
+  /// Deprecated: async_abort.
+  template <class CompletionToken>
+  [[deprecated("use async_abort")]] auto abort(std::string id, abort_options opts,
+                                               CompletionToken&& token) {
+    return async_abort(std::move(id), std::move(opts), std::forward<CompletionToken>(token));
   }
 
   /// Reports progress on a claimed job: only the current claim holder may
@@ -444,38 +534,59 @@ class job_queue : public detail::queue_base,
   /// invalid_id and item_too_large (a text over config::max_item_size)
   /// before any I/O, no_channel_permission (events on and the user may not
   /// PUBLISH them: nothing stored), the common ones.
-  template <class CompletionToken>
-  auto progress(const claim_ref& claim, std::string text, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_progress(const claim_ref& claim, std::string text, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_progress, *this,
                                                              claim, std::move(text));
+  }
+  /// Deprecated: async_progress.
+  template <class CompletionToken>
+  [[deprecated("use async_progress")]] auto progress(const claim_ref& claim, std::string text,
+                                                     CompletionToken&& token) {
+    return async_progress(claim, std::move(text), std::forward<CompletionToken>(token));
   }
 
   /// Puts a stalled job back in the queue (contract "Retry").
   /// Completion `void(error_code)`. Errors: job_not_stalled (waiting or
   /// claimed), job_not_found, invalid_id, the common ones.
-  template <class CompletionToken>
-  auto retry(std::string id, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_retry(std::string id, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &job_queue::start_retry, *this, std::move(id));
+  }
+  /// Deprecated: async_retry.
+  template <class CompletionToken>
+  [[deprecated("use async_retry")]] auto retry(std::string id, CompletionToken&& token) {
+    return async_retry(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// Removes a job in any state from every structure (contract "Retract").
   /// A worker holding it then gets job_not_found from finish.
   /// Completion `void(error_code)`. Errors: job_not_found, invalid_id, the
   /// common ones.
-  template <class CompletionToken>
-  auto retract(std::string id, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_retract(std::string id, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &job_queue::start_retract, *this, std::move(id));
+  }
+  /// Deprecated: async_retract.
+  template <class CompletionToken>
+  [[deprecated("use async_retract")]] auto retract(std::string id, CompletionToken&& token) {
+    return async_retract(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// The failure count (contract getNumOfFailures).
   /// Completion `void(error_code, std::int64_t)`; job_not_found if unknown.
-  template <class CompletionToken>
-  auto failures(std::string id, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_failures(std::string id, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::int64_t)>(
         std::forward<CompletionToken>(token), &job_queue::start_failures, *this, std::move(id));
+  }
+  /// Deprecated: async_failures.
+  template <class CompletionToken>
+  [[deprecated("use async_failures")]] auto failures(std::string id, CompletionToken&& token) {
+    return async_failures(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// A job with its item, state and failure count, read in one atomic
@@ -484,73 +595,114 @@ class job_queue : public detail::queue_base,
   /// has not yet added to feed.claimed reads as waiting. Completion
   /// `void(error_code, std::optional<job_info>)`. Errors: invalid_id
   /// (before any I/O), the common ones.
-  template <class CompletionToken>
-  auto get_job(std::string id, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_job(std::string id, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::optional<job_info>)>(
         std::forward<CompletionToken>(token), &job_queue::start_get_job, *this, std::move(id));
   }
+  /// Deprecated: async_get_job.
+  template <class CompletionToken>
+  [[deprecated("use async_get_job")]] auto get_job(std::string id, CompletionToken&& token) {
+    return async_get_job(std::move(id), std::forward<CompletionToken>(token));
+  }
 
   /// Every live job (any state) as get_job reads it, in one atomic step (a
-  /// snapshot; on a large queue, one long script: prefer counts() or
-  /// get_ids() for monitoring). Unordered. Completion
+  /// snapshot; on a large queue, one long script: prefer async_counts() or
+  /// async_get_ids() for monitoring). Unordered. Completion
   /// `void(error_code, std::vector<job_info>)`.
-  template <class CompletionToken>
-  auto get_jobs(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_jobs(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<job_info>)>(
         std::forward<CompletionToken>(token), &job_queue::start_get_jobs, *this);
+  }
+  /// Deprecated: async_get_jobs.
+  template <class CompletionToken>
+  [[deprecated("use async_get_jobs")]] auto get_jobs(CompletionToken&& token) {
+    return async_get_jobs(std::forward<CompletionToken>(token));
   }
 
   /// Scheduled jobs in run_at order, `count` per page (1..1000), starting
   /// at `cursor` (empty: the first page). Completion
   /// `void(error_code, job_page)`.
-  template <class CompletionToken>
-  auto get_scheduled(std::string cursor, std::size_t count, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_scheduled(std::string cursor, std::size_t count, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, job_page)>(
         std::forward<CompletionToken>(token), &job_queue::start_list, *this,
         std::string("scheduled"), std::move(cursor), count);
+  }
+  /// Deprecated: async_get_scheduled.
+  template <class CompletionToken>
+  [[deprecated("use async_get_scheduled")]] auto get_scheduled(std::string cursor,
+                                                               std::size_t count,
+                                                               CompletionToken&& token) {
+    return async_get_scheduled(std::move(cursor), std::move(count),
+                               std::forward<CompletionToken>(token));
   }
 
   /// Dead letters (feed.stalled) with their last error and counts, about
   /// `count` per page (SSCAN order; a job stalled or retried during the
   /// listing may be missed or seen twice). Completion
   /// `void(error_code, job_page)`.
-  template <class CompletionToken>
-  auto get_dead_letters(std::string cursor, std::size_t count, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_dead_letters(std::string cursor, std::size_t count, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, job_page)>(
         std::forward<CompletionToken>(token), &job_queue::start_list, *this, std::string("stalled"),
         std::move(cursor), count);
   }
+  /// Deprecated: async_get_dead_letters.
+  template <class CompletionToken>
+  [[deprecated("use async_get_dead_letters")]] auto get_dead_letters(std::string cursor,
+                                                                     std::size_t count,
+                                                                     CompletionToken&& token) {
+    return async_get_dead_letters(std::move(cursor), std::move(count),
+                                  std::forward<CompletionToken>(token));
+  }
 
   /// Ids of every live job, any state (contract: HKEYS feed.items).
   /// Completion `void(error_code, std::vector<std::string>)`.
-  template <class CompletionToken>
-  auto get_ids(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_ids(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
         std::forward<CompletionToken>(token), &job_queue::start_get_ids, *this);
   }
+  /// Deprecated: async_get_ids.
+  template <class CompletionToken>
+  [[deprecated("use async_get_ids")]] auto get_ids(CompletionToken&& token) {
+    return async_get_ids(std::forward<CompletionToken>(token));
+  }
 
   /// Counts per state, read atomically. Completion `void(error_code, job_counts)`.
-  template <class CompletionToken>
-  auto counts(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_counts(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, job_counts)>(
         std::forward<CompletionToken>(token), &job_queue::start_counts, *this);
   }
+  /// Deprecated: async_counts.
+  template <class CompletionToken>
+  [[deprecated("use async_counts")]] auto counts(CompletionToken&& token) {
+    return async_counts(std::forward<CompletionToken>(token));
+  }
 
   /// Pauses the queue: from now on no claim script hands out a job, for
-  /// every client of the library and every claim path (claim(), prefetch
+  /// every client of the library and every claim path (async_claim(), prefetch
   /// top-ups); puts, finishes, fails and maintenance go on. Claims already
   /// made stay (jobs a process claimed ahead with prefetch are still handed
   /// to its workers). Waiting claimers keep waiting (their timeouts run).
   /// Stored as the config field `paused` = "1" (readable with
-  /// read_settings()). Contract clients claim with plain commands and are
+  /// async_read_settings()). Contract clients claim with plain commands and are
   /// not stopped. Idempotent.
   ///
   /// Completion `void(error_code)`. Errors: invalid_name, feed_not_found,
   /// wrong_feed_type, the common ones.
-  template <class CompletionToken>
-  auto pause(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_pause(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_pause, *this);
+  }
+  /// Deprecated: async_pause.
+  template <class CompletionToken>
+  [[deprecated("use async_pause")]] auto pause(CompletionToken&& token) {
+    return async_pause(std::forward<CompletionToken>(token));
   }
 
   /// Resumes a paused queue (clears `paused`) and publishes the queue's
@@ -561,10 +713,15 @@ class job_queue : public detail::queue_base,
   /// Completion `void(error_code)`. Errors: no_channel_permission (the user
   /// may not PUBLISH on `feed.wake:[name]`: the queue stays paused),
   /// invalid_name, feed_not_found, wrong_feed_type, the common ones.
-  template <class CompletionToken>
-  auto resume(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_resume(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_resume, *this);
+  }
+  /// Deprecated: async_resume.
+  template <class CompletionToken>
+  [[deprecated("use async_resume")]] auto resume(CompletionToken&& token) {
+    return async_resume(std::forward<CompletionToken>(token));
   }
 
   /// Calls `on_finished` for every job of this queue finished with a result
@@ -580,12 +737,18 @@ class job_queue : public detail::queue_base,
   /// permissions; the server's text through with_diagnostics),
   /// client_stopped, operation_aborted on cancellation. The callback runs
   /// on the subscriber's executor (see thoonk::subscriber, "Delivery").
-  template <class CompletionToken>
-  auto subscribe_finished(std::function<void(const job_finished&)> on_finished,
-                          CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe_finished(std::function<void(const job_finished&)> on_finished,
+                                CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token), &job_queue::start_subscribe_finished, *this,
         std::move(on_finished));
+  }
+  /// Deprecated: async_subscribe_finished.
+  template <class CompletionToken>
+  [[deprecated("use async_subscribe_finished")]] auto subscribe_finished(
+      std::function<void(const job_finished&)> on_finished, CompletionToken&& token) {
+    return async_subscribe_finished(on_finished, std::forward<CompletionToken>(token));
   }
 
   /// Calls `on_event` for every job event of this queue from now on (by any
@@ -593,29 +756,42 @@ class job_queue : public detail::queue_base,
   /// `void(error_code, subscription)` as subscribe_finished (same errors,
   /// same at-most-once delivery). A message that does not parse is ignored
   /// and counted in malformed_finish_events().
-  template <class CompletionToken>
-  auto subscribe_events(std::function<void(const job_event&)> on_event, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe_events(std::function<void(const job_event&)> on_event,
+                              CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token), &job_queue::start_subscribe_events, *this,
         std::move(on_event));
   }
+  /// Deprecated: async_subscribe_events.
+  template <class CompletionToken>
+  [[deprecated("use async_subscribe_events")]] auto subscribe_events(
+      std::function<void(const job_event&)> on_event, CompletionToken&& token) {
+    return async_subscribe_events(on_event, std::forward<CompletionToken>(token));
+  }
 
   /// Calls `on_abort(id)` for every job of this queue aborted from now on
-  /// (abort(), by any client): the `job.abort:[name]` messages, sent
+  /// (async_abort(), by any client): the `job.abort:[name]` messages, sent
   /// whatever the events setting. Completion `void(error_code,
   /// subscription)` as subscribe_finished (same errors, same at-most-once
   /// delivery: an abort during a subscriber reconnect is missed, but the
   /// worker's next finish, heartbeat or progress still gets lost_claim). An
   /// empty message is ignored and counted in malformed_finish_events().
-  template <class CompletionToken>
-  auto subscribe_aborts(std::function<void(const std::string& id)> on_abort,
-                        CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe_aborts(std::function<void(const std::string& id)> on_abort,
+                              CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token), &job_queue::start_subscribe_aborts, *this,
         std::move(on_abort));
   }
+  /// Deprecated: async_subscribe_aborts.
+  template <class CompletionToken>
+  [[deprecated("use async_subscribe_aborts")]] auto subscribe_aborts(
+      std::function<void(const std::string& id)> on_abort, CompletionToken&& token) {
+    return async_subscribe_aborts(on_abort, std::forward<CompletionToken>(token));
+  }
 
-  /// Finish messages subscribe_finished() ignored because they were not
+  /// Finish messages async_subscribe_finished() ignored because they were not
   /// `id\0result` (written by some other client), for this object and its
   /// copies. Read it on the client's executor.
   std::uint64_t malformed_finish_events() const noexcept;
@@ -629,11 +805,20 @@ class job_queue : public detail::queue_base,
   /// Completion `void(error_code, std::string result)`. Errors:
   /// error::result_timeout, invalid_name, invalid_id, transport errors.
   /// Cancellation: completes with operation_aborted; nothing changes.
-  template <class CompletionToken>
-  auto get_result(std::string id, std::chrono::milliseconds timeout, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_result(std::string id, std::chrono::milliseconds timeout,
+                        CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::string)>(
         std::forward<CompletionToken>(token), &job_queue::start_get_result, *this, std::move(id),
         timeout);
+  }
+  /// Deprecated: async_get_result.
+  template <class CompletionToken>
+  [[deprecated("use async_get_result")]] auto get_result(std::string id,
+                                                         std::chrono::milliseconds timeout,
+                                                         CompletionToken&& token) {
+    return async_get_result(std::move(id), std::move(timeout),
+                            std::forward<CompletionToken>(token));
   }
 
   /// Runs `handler` for the queue's jobs until stopped: the worker runner
@@ -645,7 +830,7 @@ class job_queue : public detail::queue_base,
   /// (retried after the backoff, or a dead letter: permanent_job_error, or
   /// no retries left). A heartbeat on its own timer renews the registration
   /// and every lease the worker holds in one call; a claim found lost there,
-  /// an abort() from any client, or a lapsed registration cancels the
+  /// an async_abort() from any client, or a lapsed registration cancels the
   /// job's handler (job_context::cancelled, and its cancellation slot).
   /// While the queue is empty, paused or rate limited the runner waits for
   /// its wake-up (or the poll interval, or the due time) without polling
@@ -670,27 +855,44 @@ class job_queue : public detail::queue_base,
   /// Lifetimes: the job_queue (a copy is kept), the client and the signal
   /// set must outlive the operation. Handlers still running after the stop
   /// timeout may outlive it (their job_context stays valid).
-  template <class CompletionToken>
-  auto run(job_coroutine handler, run_options opts, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_run(job_coroutine handler, run_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, run_report)>(
         std::forward<CompletionToken>(token), &job_queue::start_run, *this, std::move(handler),
         job_function{}, std::move(opts));
   }
-  /// run() with a plain function handler (see job_function).
+  /// Deprecated: async_run.
   template <class CompletionToken>
-  auto run(job_function handler, run_options opts, CompletionToken&& token) {
+  [[deprecated("use async_run")]] auto run(job_coroutine handler, run_options opts,
+                                           CompletionToken&& token) {
+    return async_run(std::move(handler), std::move(opts), std::forward<CompletionToken>(token));
+  }
+  /// async_run() with a plain function handler (see job_function).
+  template <completion_token CompletionToken = default_token_t>
+  auto async_run(job_function handler, run_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, run_report)>(
         std::forward<CompletionToken>(token), &job_queue::start_run, *this, job_coroutine{},
         std::move(handler), std::move(opts));
+  }
+  /// Deprecated: async_run.
+  template <class CompletionToken>
+  [[deprecated("use async_run")]] auto run(job_function handler, run_options opts,
+                                           CompletionToken&& token) {
+    return async_run(std::move(handler), std::move(opts), std::forward<CompletionToken>(token));
   }
 
   /// The workers registered in this queue (live or lapsed but not yet
   /// failed), with the claims each holds, read in one step. Completion
   /// `void(error_code, std::vector<worker_info>)`. Errors: the common ones.
-  template <class CompletionToken>
-  auto get_workers(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_workers(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<worker_info>)>(
         std::forward<CompletionToken>(token), &job_queue::start_get_workers, *this);
+  }
+  /// Deprecated: async_get_workers.
+  template <class CompletionToken>
+  [[deprecated("use async_get_workers")]] auto get_workers(CompletionToken&& token) {
+    return async_get_workers(std::forward<CompletionToken>(token));
   }
 
   /// Fails worker `name` now (worker liveness), whether it lapsed or
@@ -703,11 +905,17 @@ class job_queue : public detail::queue_base,
   /// `void(error_code, std::int64_t jobs_returned)`. Errors:
   /// worker_not_found, invalid_name (before any I/O), no_channel_permission,
   /// the common ones.
-  template <class CompletionToken>
-  auto fail_worker(std::string name, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_fail_worker(std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::int64_t)>(
         std::forward<CompletionToken>(token), &job_queue::start_fail_worker, *this,
         std::move(name));
+  }
+  /// Deprecated: async_fail_worker.
+  template <class CompletionToken>
+  [[deprecated("use async_fail_worker")]] auto fail_worker(std::string name,
+                                                           CompletionToken&& token) {
+    return async_fail_worker(std::move(name), std::forward<CompletionToken>(token));
   }
 
   /// One maintenance run (contract "Maintenance", done properly), under the
@@ -726,22 +934,35 @@ class job_queue : public detail::queue_base,
   /// the queue free for the next runner (only if the release itself fails
   /// does the lock wait out its lock_ttl). Cancellation: stops between
   /// steps; every step done stays done.
-  template <class CompletionToken>
-  auto maintain(maintenance_options opts, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_maintain(maintenance_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, maintenance_report)>(
         std::forward<CompletionToken>(token), &job_queue::start_maintain, *this, std::move(opts));
   }
+  /// Deprecated: async_maintain.
+  template <class CompletionToken>
+  [[deprecated("use async_maintain")]] auto maintain(maintenance_options opts,
+                                                     CompletionToken&& token) {
+    return async_maintain(std::move(opts), std::forward<CompletionToken>(token));
+  }
 
-  /// Runs maintain() every `interval` until cancelled or the queue object
+  /// Runs async_maintain() every `interval` until cancelled or the queue object
   /// (all copies) is destroyed. Transport errors are retried on the next
   /// tick. Completion `void(error_code)`: operation_aborted when cancelled
   /// or closed; feed_not_found / wrong_feed_type when the queue disappears.
-  template <class CompletionToken>
-  auto run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
-                       CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
+                             CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &job_queue::start_run_maintenance,
                                                              *this, interval, std::move(opts));
+  }
+  /// Deprecated: async_run_maintenance.
+  template <class CompletionToken>
+  [[deprecated("use async_run_maintenance")]] auto run_maintenance(
+      std::chrono::milliseconds interval, maintenance_options opts, CompletionToken&& token) {
+    return async_run_maintenance(std::move(interval), std::move(opts),
+                                 std::forward<CompletionToken>(token));
   }
 
  private:
@@ -786,5 +1007,8 @@ class job_queue : public detail::queue_base,
   void start_fail_worker(std::string name, handler<std::int64_t> h);
   void start_resume(handler<> h);
 };
+
+template <>
+inline constexpr bool is_operation_argument_v<job_queue::settings> = true;
 
 }  // namespace thoonk
