@@ -2,6 +2,8 @@
 #pragma once
 
 #include <thoonk/client.hpp>
+#include <thoonk/completion.hpp>
+#include <thoonk/condition.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/diagnostics.hpp>
