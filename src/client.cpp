@@ -1,6 +1,7 @@
 #include <thoonk/client.hpp>
 
 #include "connection/router.hpp"
+#include "detail/impl_access.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
@@ -36,7 +37,7 @@ client::client(executor_type ex, config cfg)
       router_(std::make_unique<detail::router>(conn_)),
       instance_id_(detail::make_uuid()) {
   // Cluster mode: the subscriber's shard channels go where the map says.
-  sub_.impl()->set_slot_source(router_->slots());
+  detail::impl_access::of(sub_)->set_slot_source(router_->slots());
 }
 
 client::~client() = default;

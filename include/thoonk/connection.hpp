@@ -217,9 +217,6 @@ class connection {
   /// the connection's executor and must not block.
   void on_event(std::function<void(const connection_event&)> listener);
 
-  /// The implementation, for the library's own layers (subscriber, scripts).
-  const std::shared_ptr<detail::connection_impl>& impl() const noexcept { return impl_; }
-
  private:
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using exec_handler = detail::op_handler<void(boost::system::error_code, response)>;

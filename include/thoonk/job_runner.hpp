@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -112,10 +113,23 @@ struct run_options {
   /// heartbeats included, stays on the client's executor, so a handler that
   /// holds its thread does not delay them. Unset: the client's executor.
   std::optional<boost::asio::any_io_executor> handler_executor;
-  /// The runner stops gracefully when one of these signals arrives (the set
-  /// is waited on; keep it alive until async_run() completes, and do not wait on
-  /// it elsewhere meanwhile). Null: none.
-  boost::asio::basic_signal_set<boost::asio::any_io_executor>* stop_signals = nullptr;
+  /// A stop handle: the runner stops gracefully (as when the operation is
+  /// cancelled) once a stop is requested through the std::stop_source this
+  /// token came from, from any thread, before or during the run:
+  ///
+  ///     std::stop_source stop;
+  ///     opts.stop = stop.get_token();
+  ///     signals.async_wait([stop](auto, int) mutable { stop.request_stop(); });
+  ///     co_await q.async_run(handler, opts);
+  ///
+  /// Default: a token that never stops (the cancellation slot still does).
+  std::stop_token stop;
+  /// Deprecated: use `stop` (a std::stop_token) or the operation's
+  /// cancellation slot. The runner stops gracefully when one of these
+  /// signals arrives (the set is waited on; keep it alive until async_run()
+  /// completes, and do not wait on it elsewhere meanwhile). Null: none.
+  [[deprecated("use run_options::stop or cancellation")]] boost::asio::basic_signal_set<
+      boost::asio::any_io_executor>* stop_signals = nullptr;
   /// Most jobs one script call claims (1 .. 1000).
   std::size_t max_claim_batch = 256;
   /// Most jobs claimed ahead of the idle slots (0 .. 10000; unset: 64, or

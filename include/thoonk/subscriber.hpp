@@ -19,7 +19,8 @@ namespace thoonk {
 
 namespace detail {
 class subscriber_impl;
-}
+struct impl_access;
+}  // namespace detail
 
 /// One pub/sub message. The views are valid only during the callback.
 struct message {
@@ -205,9 +206,8 @@ class subscriber {
   bool is_connected() const noexcept;
   subscriber_stats stats() const noexcept;
 
-  const std::shared_ptr<detail::subscriber_impl>& impl() const noexcept { return impl_; }
-
  private:
+  friend struct detail::impl_access;
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using subscribe_handler = detail::op_handler<void(boost::system::error_code, subscription)>;
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);

@@ -132,6 +132,8 @@ class runner : public std::enable_shared_from_this<runner> {
   bool cancelled_at_deadline = false;
   std::uint64_t wake_listener = 0;
   subscription aborts;
+  /// Asks for the graceful stop when run_options::stop is requested.
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
   /// Hand-off: the runner's channel, with the subscriber's connection
   /// events, and its fence.
   taker_channel takes;
@@ -717,6 +719,18 @@ class runner : public std::enable_shared_from_this<runner> {
                          limit.async_wait(use_nothrow));
       if (r.index() == 0) self->aborts = std::move(std::get<1>(std::get<0>(r)));
     }
+    if (self->opts.stop.stop_possible()) {
+      // Requested from any thread (or already): the stop runs on the
+      // runner's executor.
+      self->on_stop.emplace(self->opts.stop, std::function<void()>([weak, ex = self->ex]() {
+                              asio::post(ex, [weak]() {
+                                if (auto s = weak.lock()) s->request_stop();
+                              });
+                            }));
+    }
+    // The deprecated signal set, for one release.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     if (self->opts.stop_signals) {
       self->opts.stop_signals->async_wait(
           asio::bind_executor(self->ex, [weak](boost::system::error_code ec, int) {
@@ -756,10 +770,12 @@ class runner : public std::enable_shared_from_this<runner> {
     self->takes.stop();
     if (self->reconcile_retry) self->reconcile_retry->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
+    self->on_stop.reset();
     if (self->opts.stop_signals) {
       boost::system::error_code ignored;
       self->opts.stop_signals->cancel(ignored);
     }
+#pragma GCC diagnostic pop
     // Rounds, fails and releases in flight end first (their outcome counts,
     // and a release must not follow the stop), and so does the heartbeat.
     while (self->ops > 0) {
