@@ -417,7 +417,7 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   const auto t_start = now_ns();
   thoonk::diagnostics diag;
   auto [ec, report] = co_await q.run(
-      h, ro, thoonk::with_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
+      h, ro, thoonk::capture_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
   const auto t_last = now_ns();
   const double cpu = bench::own_cpu() - cpu0;
   limit.cancel();

@@ -131,6 +131,11 @@ struct put_result {
     updated,  ///< an existing job (waiting, scheduled or stalled) was updated
     held,     ///< the id is claimed: the put waits for that claim to end
   };
+  /// Shorthands: `r.outcome == put_result::held`.
+  static constexpr outcome_t added = outcome_t::added;
+  static constexpr outcome_t updated = outcome_t::updated;
+  static constexpr outcome_t held = outcome_t::held;
+
   std::string id;
   outcome_t outcome = outcome_t::added;
 };
@@ -178,6 +183,10 @@ struct fail_result {
     retry_scheduled,  ///< the job runs again at `run_at`
     dead_lettered,    ///< out of retries (or permanent): in feed.stalled
   };
+  /// Shorthands: `r.outcome == fail_result::dead_lettered`.
+  static constexpr outcome_t retry_scheduled = outcome_t::retry_scheduled;
+  static constexpr outcome_t dead_lettered = outcome_t::dead_lettered;
+
   outcome_t outcome = outcome_t::retry_scheduled;
   /// When the retry is due (epoch ms); 0 for a dead letter.
   epoch_ms run_at = 0;

@@ -539,10 +539,10 @@ asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub
     subscription s;
     if (management) {
       std::tie(ec, s) = co_await c->sub().subscribe(channel, std::move(callback),
-                                                    with_diagnostics(diag, use_nothrow));
+                                                    capture_diagnostics(diag, use_nothrow));
     } else {
       std::tie(ec, s) = co_await subscribe_notifications(*c, channel, std::move(callback),
-                                                         with_diagnostics(diag, use_nothrow));
+                                                         capture_diagnostics(diag, use_nothrow));
     }
     if (ec) co_return op_status(ec, diag.server_message());
     st->subs.push_back(std::move(s));

@@ -167,7 +167,7 @@ TEST_CASE(
             const auto before_new = co_await dump_keys(admin.conn(), other);
             thoonk::diagnostics diag;
             auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::feed, {},
-                                                 thoonk::with_diagnostics(diag, nothrow));
+                                                 thoonk::capture_diagnostics(diag, nothrow));
             CHECK(cec == E::no_key_permission);
             CHECK(diag.server_message().starts_with("NOPERM"));
             auto keys_now_1 = co_await dump_keys(admin.conn(), other);
@@ -375,7 +375,7 @@ TEST_CASE(
       thoonk::feed f(uc, name);
       thoonk::diagnostics diag;
       auto [ec, r] =
-          co_await f.publish(thoonk::item_id("a"), "x", thoonk::with_diagnostics(diag, nothrow));
+          co_await f.publish(thoonk::item_id("a"), "x", thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == E::no_script_permission);
       INFO(diag.server_message());
       CHECK(diag.server_message().find("NOSCRIPT") != std::string::npos);
@@ -418,7 +418,7 @@ TEST_CASE("acl: a user denied one command a script runs is refused before the sc
 
               thoonk::diagnostics diag;
               auto [fec, fr] =
-                  co_await jq.fail(job, "boom", thoonk::with_diagnostics(diag, nothrow));
+                  co_await jq.fail(job, "boom", thoonk::capture_diagnostics(diag, nothrow));
               CHECK(fec == E::no_permission);
               CHECK(diag.server_message().find(named) != std::string::npos);
               auto [rec] = co_await jq.finish(job, std::string("result"), nothrow);

@@ -50,7 +50,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
     thoonk::diagnostics diag;
     auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::queue, {},
-                                                          thoonk::with_diagnostics(diag, nothrow));
+                                                          thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == E::wrong_feed_type);
     CHECK(!created);
     CHECK(diag.server_message().find("job") != std::string::npos);
@@ -173,7 +173,7 @@ TEST_CASE(
     co_await cmd(f.c.conn(), "HSET", key("items", other), "a", "entry");
     thoonk::diagnostics diag;
     auto [ec2, created2] = co_await f.c.create_or_open_feed(
-        other, feed_type::job, {}, thoonk::with_diagnostics(diag, nothrow));
+        other, feed_type::job, {}, thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec2 == E::wrong_feed_type);
     CHECK(!created2);
     CHECK(diag.server_message().find("no list") != std::string::npos);

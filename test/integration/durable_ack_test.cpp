@@ -62,20 +62,20 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     CHECK(fack.acknowledged == 1);
     CHECK(fack.satisfied());
 
-    // Combined with with_diagnostics, in either order.
+    // Combined with capture_diagnostics, in either order.
     thoonk::durability pack;
     pack.timeout = 2s;
     thoonk::diagnostics diag;
     auto r = co_await f.publish(
         thoonk::item_id("a"), "x",
-        thoonk::with_durability(pack, thoonk::with_diagnostics(diag, asio::use_awaitable)));
+        thoonk::with_durability(pack, thoonk::capture_diagnostics(diag, asio::use_awaitable)));
     CHECK(!r.edited);
     CHECK(pack.acknowledged == 1);
     thoonk::durability pack2;
     pack2.timeout = 2s;
     auto r2 = co_await f.publish(
         thoonk::item_id("a"), "y",
-        thoonk::with_diagnostics(diag, thoonk::with_durability(pack2, asio::use_awaitable)));
+        thoonk::capture_diagnostics(diag, thoonk::with_durability(pack2, asio::use_awaitable)));
     CHECK(r2.edited);
     CHECK(pack2.acknowledged == 1);
     auto item = co_await cmd(rc, "HGET", key("items", fname), "a");
@@ -87,7 +87,7 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     thoonk::feed missing(c, unique_name("dur-missing"));
     auto [mec, mr] = co_await missing.publish(
         thoonk::item_id("a"), "x",
-        thoonk::with_durability(nack, thoonk::with_diagnostics(diag, nothrow)));
+        thoonk::with_durability(nack, thoonk::capture_diagnostics(diag, nothrow)));
     CHECK(mec == E::feed_not_found);
     CHECK(nack.acknowledged == -1);
     CHECK(!nack.error);

@@ -1,7 +1,7 @@
 // Getting feed and sorted-feed handles (open, create_or_open), typed
 // settings, item ids that cannot be swapped with items, move-only
 // completion handlers on every operation, and the server's text through
-// with_diagnostics, against a real redis-server.
+// capture_diagnostics, against a real redis-server.
 #include "support/helpers.hpp"
 
 #include <thoonk/diagnostics.hpp>
@@ -246,13 +246,13 @@ CLIENT_TEST_CASE(
   co_await c.delete_feed(sorted_name, asio::use_awaitable);
 }
 
-TEST_CASE("feed handles: with_diagnostics gives the server's text of a failed feed operation",
+TEST_CASE("feed handles: capture_diagnostics gives the server's text of a failed feed operation",
           "[feed][sorted_feed][acl][diagnostics][get_ids][publish][subscribe][create_or_open]"
           "[edit][delete_feed]") {
   fixture fx("handle-diag");
   auto& c = fx.c;
   thoonk::diagnostics diag;
-  auto with_diag = thoonk::with_diagnostics(diag, nothrow);
+  auto with_diag = thoonk::capture_diagnostics(diag, nothrow);
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
     co_await c.connect(asio::use_awaitable);
     auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);

@@ -1,7 +1,7 @@
 // The handle API of queues and job queues as a new user meets it: open and
 // create_or_open with typed settings, typed finish events, reads by id,
 // operations on the claimed job itself, move-only completion handlers, and
-// the server's text through with_diagnostics.
+// the server's text through capture_diagnostics.
 #include "support/helpers.hpp"
 
 #include <thoonk/diagnostics.hpp>
@@ -381,7 +381,7 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
   CHECK(calls == expected);
 }
 
-TEST_CASE("job_queue: the server's text reaches with_diagnostics",
+TEST_CASE("job_queue: the server's text reaches capture_diagnostics",
           "[job][job_api][acl][put]"
           "[claim][finish][cancel][get_job]") {
   fixture f("jobapi");
@@ -404,17 +404,17 @@ TEST_CASE("job_queue: the server's text reaches with_diagnostics",
     // Each path: a coroutine op, the put batcher, the claim dispatcher, the
     // finish batcher.
     thoonk::diagnostics d1, d2, d3, d4;
-    auto [e1, j] = co_await uq.get_job(held.id, thoonk::with_diagnostics(d1, nothrow));
-    auto [e2, id] = co_await uq.put("x", thoonk::with_diagnostics(d2, nothrow));
-    auto [e3, c] = co_await uq.claim(0ms, thoonk::with_diagnostics(d3, nothrow));
-    auto [e4] = co_await uq.finish(held, "r", thoonk::with_diagnostics(d4, nothrow));
+    auto [e1, j] = co_await uq.get_job(held.id, thoonk::capture_diagnostics(d1, nothrow));
+    auto [e2, id] = co_await uq.put("x", thoonk::capture_diagnostics(d2, nothrow));
+    auto [e3, c] = co_await uq.claim(0ms, thoonk::capture_diagnostics(d3, nothrow));
+    auto [e4] = co_await uq.finish(held, "r", thoonk::capture_diagnostics(d4, nothrow));
     for (auto* e : {&e1, &e2, &e3, &e4}) CHECK(*e == E::no_script_permission);
     for (auto* d : {&d1, &d2, &d3, &d4}) {
       INFO(d->server_message());
       CHECK(d->server_message().find("evalsha") != std::string::npos);
     }
     // A success clears what an earlier failure left.
-    auto [e5, n] = co_await admin_q.cancel(held, thoonk::with_diagnostics(d4, nothrow));
+    auto [e5, n] = co_await admin_q.cancel(held, thoonk::capture_diagnostics(d4, nothrow));
     CHECK(!e5);
     CHECK(d4.server_message().empty());
     uc.stop();

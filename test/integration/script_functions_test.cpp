@@ -258,7 +258,7 @@ FIXTURE_TEST_CASE("fnstaleacl",
       co_await uc.connect(asio::use_awaitable);
       thoonk::diagnostics diag;
       auto [ec, deleted] =
-          co_await uc.delete_stale_functions(thoonk::with_diagnostics(diag, nothrow));
+          co_await uc.delete_stale_functions(thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == thoonk::error::no_permission);
       CHECK(deleted == 0);
       CHECK(diag.server_message().starts_with("NOPERM"));

@@ -276,7 +276,7 @@ TEST_CASE(
     thoonk::diagnostics diag;
     auto [ec, s1] = co_await sub.ssubscribe(
         "forbidden-" + user.name, [](const thoonk::message&) {},
-        thoonk::with_diagnostics(diag, nothrow));
+        thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == thoonk::error::subscribe_refused);
     CHECK(diag.server_message().find("NOPERM") != std::string::npos);
     CHECK(!s1.active());

@@ -6,6 +6,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/job_types.hpp>
 
 #include <boost/system/error_code.hpp>
 
@@ -72,33 +73,39 @@ class queue_base {
   const std::string& name() const noexcept;
   client& get_client() const noexcept { return *client_; }
 
-  /// Puts one item; returns its generated id (a short base-36 string from
+  /// Puts one item under a generated id (a short base-36 string from
   /// `feed.idincr:[f]`). Puts issued in the same tick (or while an earlier
   /// put script is in flight) share one script call, in the order they
   /// were issued.
   ///
-  /// Completion `void(error_code, std::string id)`. Errors: item_too_large
-  /// (before any I/O), the common ones. Cancellation: before the script is
-  /// sent the put is dropped; after, it completes with operation_aborted
-  /// but may have happened.
+  /// Completion `void(error_code, put_result)`: the id, and
+  /// put_result::added (a put without an id always adds; job_queue's put
+  /// with put_options may update or hold). Errors: item_too_large (before
+  /// any I/O), the common ones. Cancellation: before the script is sent
+  /// the put is dropped; after, it completes with operation_aborted but may
+  /// have happened. Thread safety: as every operation of the client.
   template <completion_token CompletionToken = default_token_t>
   auto async_put(std::string item, CompletionToken&& token = {}) {
     return async_put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
   }
-  /// Deprecated: async_put.
-  template <class CompletionToken>
-  [[deprecated("use async_put")]] auto put(std::string item, CompletionToken&& token) {
-    return async_put(std::move(item), std::forward<CompletionToken>(token));
-  }
+  /// async_put() at a priority: priority::high puts the item at the front
+  /// of the line (the next one out).
   template <completion_token CompletionToken = default_token_t>
   auto async_put(std::string item, priority p, CompletionToken&& token = {}) {
-    return initiate<void(boost::system::error_code, std::string)>(
+    return initiate<void(boost::system::error_code, put_result)>(
         std::forward<CompletionToken>(token), &queue_base::start_put, *this, std::move(item), p);
   }
-  /// Deprecated: async_put.
+  /// Deprecated: async_put, whose completion carries a put_result; this
+  /// one completes with the id alone, `void(error_code, std::string)`.
+  template <class CompletionToken>
+  [[deprecated("use async_put")]] auto put(std::string item, CompletionToken&& token) {
+    return put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_put (see put(item, token)).
   template <class CompletionToken>
   [[deprecated("use async_put")]] auto put(std::string item, priority p, CompletionToken&& token) {
-    return async_put(std::move(item), std::move(p), std::forward<CompletionToken>(token));
+    return initiate<void(boost::system::error_code, std::string)>(
+        std::forward<CompletionToken>(token), &queue_base::start_put_id, *this, std::move(item), p);
   }
 
   /// Puts many items in as few script calls as possible (chunks of the
@@ -132,7 +139,8 @@ class queue_base {
   std::shared_ptr<queue_core> core_;
 
  private:
-  void start_put(std::string item, priority p, handler<std::string> h);
+  void start_put(std::string item, priority p, handler<put_result> h);
+  void start_put_id(std::string item, priority p, handler<std::string> h);
   void start_put_many(std::vector<std::string> items, priority p,
                       handler<std::vector<std::string>> h);
 
