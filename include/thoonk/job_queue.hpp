@@ -838,7 +838,7 @@ class job_queue : public detail::queue_base,
   ///
   /// Stopping (graceful): cancel the operation (any
   /// cancellation type: a cancellation slot, `||` with a timer, ...) or let
-  /// a signal of run_options::stop_signals arrive. No more jobs are claimed;
+  /// a stop be requested through run_options::stop. No more jobs are claimed;
   /// jobs in flight finish within run_options::stop_timeout, then the rest
   /// are cancelled and go back to the front of the line with no failure
   /// counted; the registration is removed; then the operation completes.

@@ -124,12 +124,6 @@ struct run_options {
   ///
   /// Default: a token that never stops (the cancellation slot still does).
   std::stop_token stop;
-  /// Deprecated: use `stop` (a std::stop_token) or the operation's
-  /// cancellation slot. The runner stops gracefully when one of these
-  /// signals arrives (the set is waited on; keep it alive until async_run()
-  /// completes, and do not wait on it elsewhere meanwhile). Null: none.
-  [[deprecated("use run_options::stop or cancellation")]] boost::asio::basic_signal_set<
-      boost::asio::any_io_executor>* stop_signals = nullptr;
   /// Most jobs one script call claims (1 .. 1000).
   std::size_t max_claim_batch = 256;
   /// Most jobs claimed ahead of the idle slots (0 .. 10000; unset: 64, or

@@ -29,7 +29,6 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -728,15 +727,6 @@ class runner : public std::enable_shared_from_this<runner> {
                               });
                             }));
     }
-    // The deprecated signal set, for one release.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    if (self->opts.stop_signals) {
-      self->opts.stop_signals->async_wait(
-          asio::bind_executor(self->ex, [weak](boost::system::error_code ec, int) {
-            if (auto s = weak.lock(); s && !ec) s->request_stop();
-          }));
-    }
     self->spawn(heartbeats(self));
     if (self->opts.hand_off) co_await start_taking(self);
 
@@ -771,11 +761,6 @@ class runner : public std::enable_shared_from_this<runner> {
     if (self->reconcile_retry) self->reconcile_retry->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
     self->on_stop.reset();
-    if (self->opts.stop_signals) {
-      boost::system::error_code ignored;
-      self->opts.stop_signals->cancel(ignored);
-    }
-#pragma GCC diagnostic pop
     // Rounds, fails and releases in flight end first (their outcome counts,
     // and a release must not follow the stop), and so does the heartbeat.
     while (self->ops > 0) {

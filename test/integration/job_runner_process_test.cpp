@@ -3,7 +3,7 @@
 // of its jobs has them back within its registration's time to live plus
 // one maintenance period, long before their leases would lapse, and every
 // job is then finished exactly once; a worker stopped with SIGTERM (its
-// runner's stop_signals) gives its jobs in flight back within its stop
+// runner's stop request) gives its jobs in flight back within its stop
 // timeout, with no failure counted, and leaves the registry.
 // co_await stays out of CHECK and REQUIRE: Catch2 also passes the
 // expression to __builtin_constant_p, and g++ 12 then awaits it twice.

@@ -35,7 +35,7 @@ asio::awaitable<void> runner_tutorial(thoonk::client& client, std::string name, 
   };
 
   // 2. A registered worker with 8 handlers at once. It runs until stopped:
-  //    by a signal (run_options::stop_signals) or, here, by cancelling the
+  //    by a stop request (run_options::stop) or, here, by cancelling the
   //    operation once the three jobs are done. Either way the stop is
   //    graceful: jobs in flight get run_options::stop_timeout to finish.
   thoonk::run_options options;

@@ -1,7 +1,7 @@
 // A worker process running job_queue::run, for the runner's integration
 // tests (test/integration/job_runner_process_test.cpp): a test kills it
 // with SIGKILL in the middle of its jobs, or stops it with SIGTERM (the
-// runner's graceful stop, through run_options::stop_signals).
+// runner's graceful stop, through run_options::stop).
 //
 //   job_runner_worker <redis url> <queue> <concurrency> <handler ms> <worker ttl ms> <max seconds>
 //
@@ -22,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <stop_token>
 #include <string>
 
 namespace asio = boost::asio;
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
   asio::io_context ioc;
   thoonk::client client(ioc.get_executor(), args->cfg);
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  std::stop_source stop;
+  signals.async_wait([&stop](boost::system::error_code e, int) {
+    if (!e) stop.request_stop();
+  });
   asio::steady_timer limit(ioc, std::chrono::seconds(*max_seconds));
   limit.async_wait([](boost::system::error_code e) {
     if (!e) std::raise(SIGTERM);
@@ -52,7 +57,7 @@ int main(int argc, char** argv) {
         thoonk::run_options o;
         o.concurrency = static_cast<std::size_t>(*concurrency);
         o.worker_ttl = std::chrono::milliseconds(*ttl_ms);
-        o.stop_signals = &signals;
+        o.stop = stop.get_token();
         o.stop_timeout = std::chrono::seconds(2);
         auto handler = [wait = *handler_ms](
                            thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         rc = rec ? 1 : 0;
         limit.cancel();
+        signals.cancel();
         client.stop();
       },
       asio::detached);
