@@ -50,12 +50,12 @@ void client::stop() {
 
 void client::start_connect(handler<> h) {
   auto op = [](client* self) -> asio::awaitable<std::tuple<error_code>> {
-    auto [ec] = co_await self->conn_.connect(asio::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await self->conn_.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return std::tuple{ec};
     // Cluster mode: the slot map and a connection to each primary.
     auto rec = co_await self->router_->connect();
     if (rec) co_return std::tuple{rec};
-    auto [ec2] = co_await self->sub_.connect(asio::as_tuple(asio::use_awaitable));
+    auto [ec2] = co_await self->sub_.async_connect(asio::as_tuple(asio::use_awaitable));
     co_return std::tuple{ec2};
   };
   detail::spawn_op(get_executor(), op(this), std::move(h));

@@ -714,7 +714,7 @@ class runner : public std::enable_shared_from_this<runner> {
       };
       asio::steady_timer limit(self->ex, std::chrono::seconds(1));
       using namespace asio::experimental::awaitable_operators;
-      auto r = co_await (self->handle.subscribe_aborts(std::move(cb), use_nothrow) ||
+      auto r = co_await (self->handle.async_subscribe_aborts(std::move(cb), use_nothrow) ||
                          limit.async_wait(use_nothrow));
       if (r.index() == 0) self->aborts = std::move(std::get<1>(std::get<0>(r)));
     }
@@ -794,7 +794,7 @@ void job_context::progress(std::string text) const {
   // On the client's executor, whatever thread the handler runs on.
   boost::asio::post(r->ex, [r, claim = claim_ref{slot_->job.id, slot_->job.token},
                             text = std::move(text)]() mutable {
-    r->handle.progress(claim, std::move(text), [r](boost::system::error_code ec) {
+    r->handle.async_progress(claim, std::move(text), [r](boost::system::error_code ec) {
       if (ec) ++r->report.progress_refused;
     });
   });

@@ -36,14 +36,14 @@ FIXTURE_TEST_CASE("sched",
   CHECK(b->id == past);
   auto claimed = co_await try_claim(q);
   CHECK(!claimed);  // "later" is not due
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 1);
 
-  auto c = co_await q.claim(5s, asio::use_awaitable);
+  auto c = co_await q.async_claim(5s, asio::use_awaitable);
   CHECK(c.id == later);
   CHECK(c.item == "later");
   CHECK(thoonk::now_epoch_ms() >= later_at);  // never before its time
-  counts = co_await q.counts(asio::use_awaitable);
+  counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 0);
 }
 
@@ -63,10 +63,10 @@ FIXTURE_TEST_CASE("sched",
   // A job due earlier but put last still comes first.
   const auto first = co_await put_at(q, "earlier", at - 50);
   co_await sleep_for(250ms);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == first);
   for (const auto& id : put_order) {
-    auto k = co_await q.claim(1s, asio::use_awaitable);
+    auto k = co_await q.async_claim(1s, asio::use_awaitable);
     CHECK(k.id == id);
   }
 }
@@ -84,7 +84,7 @@ FIXTURE_TEST_CASE("sched",
       f.ioc,
       [](thoonk::job_queue q,
          std::shared_ptr<std::optional<thoonk::claimed_job>> out) -> asio::awaitable<void> {
-        auto [ec, j] = co_await q.claim(10s, nothrow);
+        auto [ec, j] = co_await q.async_claim(10s, nothrow);
         if (!ec) *out = std::move(j);
       }(q, waiting),
       asio::detached);
@@ -92,7 +92,7 @@ FIXTURE_TEST_CASE("sched",
   thoonk::put_options po;
   po.delay = 300ms;
   const auto before = thoonk::now_epoch_ms();
-  auto r = co_await q.put("delayed", po, asio::use_awaitable);
+  auto r = co_await q.async_put("delayed", po, asio::use_awaitable);
   const auto info = co_await job_of(q, r.id);
   CHECK(info.state == thoonk::job_state::scheduled);
   CHECK(info.run_at >= before + 300);
@@ -121,7 +121,7 @@ FIXTURE_TEST_CASE_WITHIN(
       "redis.call('HSET', KEYS[2], 'job' .. i, seq .. 'payload') end return 1";
   co_await cmd(f.c.conn(), "EVAL", fill, "2", key("scheduled", f.name),
                key("scheduled_items", f.name), due);
-  auto filled = co_await q.counts(asio::use_awaitable);
+  auto filled = co_await q.async_counts(asio::use_awaitable);
   CHECK(filled.scheduled == 100000);
   // The bound is on the work per call (batches of at most 1000), not
   // on the machine's speed: one call that promoted all 100,000 would
@@ -136,8 +136,8 @@ FIXTURE_TEST_CASE_WITHIN(
     if (co_await try_claim(q)) ++claimed;
   CHECK(claimed == 20);
   // Maintenance promotes the rest in batches.
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 0);
   CHECK(counts.waiting == 100000 - 20);
   // Each claim call promoted a bounded batch; maintenance the rest.
@@ -168,26 +168,26 @@ FIXTURE_TEST_CASE("sched",
   auto soon = co_await put_at(q, "soon", now + 100);
   auto gone = co_await put_at(q, "gone", now + 100);
   auto far = co_await put_at(q, "far", now + 3600000);
-  auto ids = co_await q.get_ids(asio::use_awaitable);
+  auto ids = co_await q.async_get_ids(asio::use_awaitable);
   std::sort(ids.begin(), ids.end());
   std::vector<std::string> want{soon, gone, far};
   std::sort(want.begin(), want.end());
   CHECK(ids == want);
 
-  co_await q.retract(gone, asio::use_awaitable);
-  auto job = co_await q.get_job(gone, asio::use_awaitable);
+  co_await q.async_retract(gone, asio::use_awaitable);
+  auto job = co_await q.async_get_job(gone, asio::use_awaitable);
   CHECK(!job);
-  auto [rec] = co_await q.retract(gone, nothrow);
+  auto [rec] = co_await q.async_retract(gone, nothrow);
   CHECK(rec == thoonk::error::job_not_found);
 
-  auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
+  auto page = co_await q.async_get_scheduled("", 10, asio::use_awaitable);
   REQUIRE(page.jobs.size() == 2);
   CHECK(page.jobs[0].id == soon);  // run_at order
   CHECK(page.jobs[1].id == far);
   CHECK(page.next.empty());
 
   co_await sleep_for(150ms);
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.promoted == 1);
   CHECK(rep.counts.waiting == 1);
   CHECK(rep.counts.scheduled == 1);
@@ -209,7 +209,7 @@ FIXTURE_TEST_CASE("sched",
   std::string cursor;
   int pages = 0;
   do {
-    auto page = co_await q.get_scheduled(cursor, 10, asio::use_awaitable);
+    auto page = co_await q.async_get_scheduled(cursor, 10, asio::use_awaitable);
     for (auto& j : page.jobs) seen.emplace_back(j.run_at, j.id);
     cursor = page.next;
     ++pages;

@@ -84,7 +84,7 @@ struct fake_taker {
                                    thoonk::priority p = thoonk::priority::normal) {
     co_await offer(slots);
     put_outcome o;
-    o.ids = co_await q.put_many(std::move(jobs), p, asio::use_awaitable);
+    o.ids = co_await q.async_put_many(std::move(jobs), p, asio::use_awaitable);
     o.handed = co_await handed();
     o.line = co_await line_of(f);
     co_return o;
@@ -103,7 +103,7 @@ FIXTURE_TEST_CASE("handoffdirect",
   s.events = true;
   auto q = co_await engine_queue(f, s);
   std::vector<std::string> events;
-  auto esub = co_await q.subscribe_events(
+  auto esub = co_await q.async_subscribe_events(
       [&](const thoonk::job_event& e) {
         events.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id);
       },
@@ -146,7 +146,7 @@ FIXTURE_TEST_CASE("handoffline",
                   "oldest waiting first, and the put's jobs join the end of the line",
                   "[job][hand_off][put][put_many]") {
   auto q = co_await engine_queue(f);
-  auto old = co_await q.put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
+  auto old = co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
   fake_taker t{f};
   auto r = co_await t.put(q, 3, items(2, "new"));
   // As many as the put added, the oldest first: the ones that waited.
@@ -160,13 +160,13 @@ FIXTURE_TEST_CASE("handoffcontrol",
                   "[job][hand_off][put][pause][rate_limit]") {
   auto q = co_await engine_queue(f);
   fake_taker t{f};
-  co_await q.pause(asio::use_awaitable);
+  co_await q.async_pause(asio::use_awaitable);
   auto r = co_await t.put(q, 2, items(1, "held back"));
   CHECK(r.handed.empty());
   CHECK(r.line == r.ids);
   auto offer = co_await cmd(f.c.conn(), "HGET", key("takers", f.name), t.worker);
   CHECK(offer.type != thoonk::resp3::type::null);  // still offered
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   co_await cmd(f.c.conn(), "DEL", key("ids", f.name));
 
   // A limit of 10 jobs/s allows a burst of one: one job goes, the other
@@ -190,7 +190,7 @@ FIXTURE_TEST_CASE("handoffdue",
   fake_taker t{f};
   auto r = co_await t.put(q, 1, items(1, "fresh"));
   CHECK(r.handed == r.ids);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == due);
   CHECK(j.item == "due");
 }

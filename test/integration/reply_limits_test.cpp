@@ -49,14 +49,14 @@ TEST_CASE("reply limits: a reply of too many values fails its request, the conne
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await conn.connect(asio::use_awaitable);
+        co_await conn.async_connect(asio::use_awaitable);
         // Under the limit: fine.
-        auto [ok_ec, ok] = co_await conn.exec(nulls(100), nothrow);
+        auto [ok_ec, ok] = co_await conn.async_exec(nulls(100), nothrow);
         CHECK(!ok_ec);
         REQUIRE(ok.size() == 1);
         CHECK(ok[0].elements.size() == 100);
         // Over it: the request gets the parser's error, not unknown_outcome.
-        auto [ec, resp] = co_await conn.exec(nulls(c.count), nothrow);
+        auto [ec, resp] = co_await conn.async_exec(nulls(c.count), nothrow);
         CHECK(ec == c.expected);
         INFO(ec.message());
         CHECK(resp.empty());

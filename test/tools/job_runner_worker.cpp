@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await client.connect(asio::use_awaitable);
+        co_await client.async_connect(asio::use_awaitable);
         thoonk::job_queue q(client, args->queue);
         thoonk::run_options o;
         o.concurrency = static_cast<std::size_t>(*concurrency);
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
           co_return std::string("done");
         };
         auto [rec, report] =
-            co_await q.run(thoonk::job_coroutine(handler), o, asio::as_tuple(asio::use_awaitable));
+            co_await q.async_run(thoonk::job_coroutine(handler), o, asio::as_tuple(asio::use_awaitable));
         std::printf("finished %llu\n", static_cast<unsigned long long>(report.finished));
         if (rec) std::printf("error %s\n", rec.message().c_str());
         std::fflush(stdout);
