@@ -19,7 +19,6 @@
 
 using namespace thoonk::test;
 using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
 using E = thoonk::error;
 
@@ -136,13 +135,12 @@ asio::awaitable<bool> is_member(thoonk::connection& c, std::string name) {
   co_return v.integer == 1;
 }
 
-// Polls until `key` exists (at most 5 s).
+// Polls until `key` exists (at most 10 s).
 asio::awaitable<bool> exists_soon(thoonk::connection& c, std::string k) {
-  for (int i = 0; i < 500; ++i) {
-    if ((co_await cmd(c, "EXISTS", k)).integer == 1) co_return true;
-    co_await sleep_for(10ms);
-  }
-  co_return false;
+  co_return co_await wait_until([&]() -> asio::awaitable<bool> {
+    auto n = co_await cmd(c, "EXISTS", k);
+    co_return n.integer == 1;
+  });
 }
 
 // One test case body per kind: an io_context, the admin client, the user
@@ -205,9 +203,12 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     const auto other = unique_name("acl-existing");
     co_await admin.async_create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     co_await expect_refused(
-        admin.conn(), feed_keys(other), k.expected, [&] { return uc.async_delete_feed(other, nothrow); },
+        admin.conn(), feed_keys(other), k.expected,
+        [&] { return uc.async_delete_feed(other, nothrow); },
         [&] { return uc.async_set_config(other, "max_length", "7", nothrow); },
-        [&] { return uc.async_set_config_json(other, "owner", boost::json::value("me"), nothrow); });
+        [&] {
+          return uc.async_set_config_json(other, "owner", boost::json::value("me"), nothrow);
+        });
     auto listed = co_await is_member(admin.conn(), other);
     CHECK(listed);
     co_await admin.async_delete_feed(other, asio::use_awaitable);
@@ -256,7 +257,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
         k.expected, [&] { return us.async_append("c", nothrow); },
         [&] { return us.async_publish_after(thoonk::item_id("1"), "d", nothrow); },
         [&] { return us.async_edit(thoonk::item_id("1"), "A", nothrow); },
-        [&] { return us.async_move_to_begin("2", nothrow); }, [&] { return us.async_retract("1", nothrow); });
+        [&] { return us.async_move_to_begin("2", nothrow); },
+        [&] { return us.async_retract("1", nothrow); });
     // Retracting an id that is not there publishes nothing: no PUBLISH
     // permission needed (EVALSHA still is).
     auto [e6, gone6] = co_await us.async_retract("99", nothrow);
@@ -283,7 +285,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
         {"~*", "resetchannels", "&feed.publish:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
           const auto name = unique_name("acl-sorted");
-          co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+          co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {},
+                                           asio::use_awaitable);
           thoonk::sorted_feed as(admin, name);
           co_await as.async_append("a", asio::use_awaitable);
           thoonk::sorted_feed us(uc, name);
@@ -355,8 +358,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           const auto name = co_await small_feed(admin, "acl-feed-edit", held);
           thoonk::feed uf(uc, name);
           // A new id in the full feed: refused on feed.publish, nothing evicted.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("c"), "3", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
           auto [e, r] = co_await uf.async_publish(thoonk::item_id("a"), "1b", nothrow);
           CHECK(!e);
           CHECK(r.edited);
@@ -377,8 +381,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           thoonk::feed uf(uc, name);
           // An edit in the full feed: refused on feed.edit, though the
           // channels of a new id would have been allowed.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("b"), "2b", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("b"), "2b", nothrow);
+          });
           auto [e, r] = co_await uf.async_publish(thoonk::item_id("c"), "3", nothrow);
           CHECK(!e);
           CHECK(!r.edited);
@@ -399,8 +404,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           CHECK(!e);
           CHECK(r.evicted.empty());
           // Full now: the next new id would announce a retraction.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("c"), "3", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
           co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
@@ -446,8 +452,9 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
 
     // The caller retries after the grant: exactly one job.
     co_await user.grant_all(admin.conn());
-    auto id2 = co_await uq.async_put("work", asio::use_awaitable);
-    for (int i = 0; i < 500 && claims == 0; ++i) co_await sleep_for(10ms);
+    auto id2 = (co_await uq.async_put("work", asio::use_awaitable)).id;
+    auto claimed = co_await wait_until([&] { return claims > 0; });
+    CHECK(claimed);
     REQUIRE(claims == 1);
     CHECK(!claim_ec);
     REQUIRE(got);
@@ -491,7 +498,8 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
       r2 = e;
       ++done;
     });
-    for (int i = 0; i < 500 && done < 2; ++i) co_await sleep_for(5ms);
+    auto both = co_await wait_until([&] { return done == 2; });
+    CHECK(both);
     REQUIRE(done == 2);
     CHECK(r1 == k.expected);
     auto n = co_await cmd(admin.conn(), "EXISTS", result_key);
@@ -556,7 +564,8 @@ TEST_CASE(
       n2 = std::move(j);
       ++done;
     });
-    for (int i = 0; i < 500 && done < 2; ++i) co_await sleep_for(5ms);
+    auto both = co_await wait_until([&] { return done == 2; });
+    CHECK(both);
     REQUIRE(done == 2);
     CHECK(r1 == k.expected);
     CHECK(n1.id.empty());
@@ -616,7 +625,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         // maintenance (requeues lapsed claims, waking claimers): refused before
         // any change, and its lock is released.
         auto jb = co_await aq.async_claim(1s, asio::use_awaitable);
-        co_await sleep_for(120ms);
+        auto lapsed = co_await claim_lapsed(admin.conn(), name, jb.id, 50ms);
+        REQUIRE(lapsed);
         auto before = co_await dump(admin.conn(), job_keys(name));
         auto [mec, rep] = co_await uq.async_maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
@@ -665,11 +675,11 @@ TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may
         // The jobs claimed ahead go back anyway (the release must not fail:
         // nobody would see the error); only the wake-up is skipped.
         thoonk::job_counts c;
-        for (int i = 0; i < 500; ++i) {
+        auto released = co_await wait_until([&]() -> asio::awaitable<bool> {
           c = co_await aq.async_counts(asio::use_awaitable);
-          if (c.claimed == 1 && c.waiting == 5) break;
-          co_await sleep_for(10ms);
-        }
+          co_return c.claimed == 1 && c.waiting == 5;
+        });
+        CHECK(released);
         CHECK(c.claimed == 1);
         CHECK(c.waiting == 5);
         auto s = co_await cmd(admin.conn(), "EXISTS", key("sleepers", name));

@@ -103,18 +103,20 @@ struct refused_case : setup_case {
   }
 };
 
-// Issues PING until it succeeds; each failure must be `allowed` and come
-// back quickly (no waiting for a connection that will not come).
+// Issues PING until it succeeds (within 10 s); each failure must be
+// `allowed` and come back quickly (no waiting for a connection that will
+// not come).
 asio::awaitable<void> ping_until_ok(thoonk::connection& c, error_code allowed) {
-  for (;;) {
+  auto ok = co_await wait_until([&]() -> asio::awaitable<bool> {
     auto start = clock_type::now();
     auto ec = co_await try_ping(c);
-    if (!ec) co_return;
+    if (!ec) co_return true;
     CHECK(clock_type::now() - start < 5s);
     CAPTURE(ec.message());
     REQUIRE(ec == allowed);
-    co_await sleep_for(20ms);
-  }
+    co_return false;
+  });
+  REQUIRE(ok);
 }
 
 // The CLIENT LIST line of the connections of `user`.
@@ -191,8 +193,8 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
     thoonk::feed f(c, unique_name("setup-feed"));
     auto [pec, pub] = co_await f.async_publish("item", nothrow);
     CHECK(pec == thoonk::error::auth_failed);
-    auto [cec] =
-        co_await c.async_create_feed(unique_name("setup-feed"), thoonk::feed_type::feed, {}, nothrow);
+    auto [cec] = co_await c.async_create_feed(unique_name("setup-feed"), thoonk::feed_type::feed,
+                                              {}, nothrow);
     CHECK(cec == thoonk::error::auth_failed);
     thoonk::job_queue jobs(c, unique_name("setup-jobs"));
     auto [jec, id] = co_await jobs.async_put("job", nothrow);
@@ -226,18 +228,21 @@ TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and
     co_await t.user.set(t.admin, ">wrong");
     int got = 0;
     thoonk::subscription s2;
-    for (;;) {
+    auto subscribed = co_await wait_until([&]() -> asio::awaitable<bool> {
       auto [ec2, s3] = co_await sub.async_subscribe(
           channel, [&](const thoonk::message&) { ++got; }, nothrow);
       if (!ec2) {
         s2 = std::move(s3);
-        break;
+        co_return true;
       }
       REQUIRE(ec2 == thoonk::error::auth_failed);
-      co_await sleep_for(20ms);
-    }
+      co_return false;
+    });
+    REQUIRE(subscribed);
     co_await cmd(t.admin, "PUBLISH", channel, "x");
-    while (got == 0) co_await sleep_for(2ms);
+    // One message runs every callback of its channel at once.
+    auto arrived = co_await wait_until([&] { return got > 0; });
+    CHECK(arrived);
     CHECK(got == 1);  // the failed subscribe left no callback behind
     sub.stop();
   });
@@ -247,17 +252,25 @@ TEST_CASE("setup: attempts after a refusal are spaced by the maximum delay",
           "[connection][setup][auth]") {
   refused_case t(1ms, 1000ms);
   t.run([&]() -> asio::awaitable<void> {
+    // When each attempt failed. The listener runs before the next delay
+    // starts, so two failures lie at least one delay apart.
+    auto failed_at = std::make_shared<std::vector<clock_type::time_point>>();
+    t.conn.on_event([failed_at](const thoonk::connection_event& e) {
+      if (e.kind == thoonk::connection_event::connect_failed)
+        failed_at->push_back(clock_type::now());
+    });
     auto [ec] = co_await t.conn.async_connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
-    co_await sleep_for(1200ms);
-    // Delays after a refusal are drawn from [max/2, max] = [500, 1000] ms:
-    // at most 3 attempts in 1.2 s. Backing off from the 1 ms minimum would
-    // have made about 10; the old code's loop made them without end.
-    const auto failures = std::count_if(t.events->begin(), t.events->end(), [](const auto& e) {
-      return e.kind == thoonk::connection_event::connect_failed;
-    });
-    CHECK(failures >= 1);
-    CHECK(failures <= 3);
+    auto three = co_await wait_until([&] { return failed_at->size() >= 3; });
+    REQUIRE(three);
+    // Delays after a refusal are drawn from [max/2, max] = [500, 1000] ms.
+    // Backing off from the 1 ms minimum would make the first ones a few ms.
+    for (std::size_t i = 1; i < failed_at->size(); ++i) {
+      const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>((*failed_at)[i] -
+                                                                             (*failed_at)[i - 1]);
+      INFO("attempt " << i + 1 << " failed " << gap.count() << " ms after the one before");
+      CHECK(gap >= 500ms);
+    }
   });
 }
 
@@ -362,7 +375,8 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
         "feed.publish:" + feed_name, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
     auto r = co_await f.async_publish("item", asio::use_awaitable);
     CHECK(!r.id.empty());
-    while (got == 0) co_await sleep_for(2ms);
+    auto arrived = co_await wait_until([&] { return got > 0; });
+    CHECK(arrived);
     CHECK(c.conn().stats().client_name_refusals == 1);
     CHECK(c.sub().stats().connection.client_name_refusals == 1);
     co_await c.async_delete_feed(feed_name, asio::use_awaitable);

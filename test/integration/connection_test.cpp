@@ -112,13 +112,16 @@ TEST_CASE("connection: CLIENT KILL mid-load, unwritten requests survive, written
         auto victim = co_await client_id(conn);
         bool killed = false;
         int ok_before_kill = 0;
+        // Cancelled by the 1,000th success: the moment to kill.
+        asio::steady_timer load_running(t.ioc, asio::steady_timer::time_point::max());
         auto worker = [&]() -> asio::awaitable<void> {
           for (int i = 0; i < 40; ++i) {
             thoonk::request r;
             r.push("INCR", key);
             auto [ec, resp] = co_await conn.async_exec(r, nothrow);
-            if (!ec) ++ok;
-            else if (ec == thoonk::error::unknown_outcome) ++unknown;
+            if (!ec) {
+              if (++ok == 1000) load_running.cancel();
+            } else if (ec == thoonk::error::unknown_outcome) ++unknown;
             else ++other;
           }
         };
@@ -130,7 +133,7 @@ TEST_CASE("connection: CLIENT KILL mid-load, unwritten requests survive, written
           });
         // Kill the connection while the load runs (requests are queued and in
         // flight at this moment).
-        while (ok < 1000) co_await sleep_for(1ms);
+        if (ok < 1000) co_await load_running.async_wait(nothrow);
         ok_before_kill = ok;
         auto k = co_await cmd(admin, "CLIENT", "KILL", "ID", victim);
         killed = k.integer == 1;
@@ -159,8 +162,8 @@ TEST_CASE("connection: a cancelled written request keeps later replies aligned",
     auto slow = debug_sleep("0.3");
     asio::steady_timer timer(t.ioc, 50ms);
     // The timer wins; the DEBUG SLEEP was already written and is abandoned.
-    auto r =
-        co_await (t.conn.async_exec(slow, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+    auto r = co_await (t.conn.async_exec(slow, asio::use_awaitable) ||
+                       timer.async_wait(asio::use_awaitable));
     CHECK(r.index() == 1);
     auto a = co_await cmd(t.conn, "ECHO", "first");
     auto b = co_await cmd(t.conn, "ECHO", "second");
@@ -182,12 +185,14 @@ TEST_CASE("connection: cancellation of a queued request means it is never sent",
     asio::cancellation_signal sig;
     error_code got;
     bool done = false;
-    conn.async_exec(r, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
-                got = ec;
-                done = true;
-              }));
+    conn.async_exec(r,
+                    asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
+                      got = ec;
+                      done = true;
+                    }));
     sig.emit(asio::cancellation_type::terminal);
-    while (!done) co_await sleep_for(1ms);
+    auto ended = co_await wait_until([&] { return done; });
+    CHECK(ended);
     CHECK(got == asio::error::operation_aborted);
     co_await connect_all(conn, admin);
     co_await cmd(conn, "PING");
@@ -346,7 +351,8 @@ TEST_CASE("connection: idle connections are pinged", "[connection]") {
   connected_case t(cfg);
   t.run([&]() -> asio::awaitable<void> {
     auto before = t.conn.stats().writes;
-    co_await sleep_for(400ms);
+    auto pinged = co_await wait_until([&] { return t.conn.stats().writes > before; });
+    CHECK(pinged);
     CHECK(t.conn.stats().writes > before);  // PINGs went out while idle
     CHECK(t.conn.stats().reconnects == 0);
   });
@@ -382,13 +388,17 @@ TEST_CASE("connection: stop fails pending requests", "[connection]") {
     auto slow = debug_sleep("0.2");
     error_code got;
     bool done = false;
+    const auto writes = t.conn.stats().writes;
     t.conn.async_exec(slow, [&](error_code ec, thoonk::response) {
       got = ec;
       done = true;
     });
-    co_await sleep_for(20ms);
+    // Stopped once the request is written: its outcome is unknown.
+    auto written = co_await wait_until([&] { return t.conn.stats().writes > writes; });
+    REQUIRE(written);
     t.conn.stop();
-    while (!done) co_await sleep_for(1ms);
+    auto ended = co_await wait_until([&] { return done; });
+    CHECK(ended);
     CHECK(got == thoonk::error::unknown_outcome);
     auto ping_ec = co_await try_ping(t.conn);
     CHECK(ping_ec == thoonk::error::client_stopped);

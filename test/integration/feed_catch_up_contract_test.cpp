@@ -91,12 +91,13 @@ TEST_CASE(
 
         catch_up_log log;
         auto& [got, infos] = log;
-        auto sub = co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
+        auto sub =
+            co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
 
         co_await theirs.async_publish(thoonk::item_id("a"), "A", asio::use_awaitable);  // counter 1
         bool ok = co_await wait_until([&] { return got.size() == 1; });
         REQUIRE(ok);
-        co_await sleep_for(3ms);
+        co_await next_millisecond();
 
         // The contract client's EXEC lands before the reconnect's sync read
         // (counter 2), its PUBLISH after the sync marker.
@@ -107,30 +108,31 @@ TEST_CASE(
         ok = co_await wait_until([&] { return infos.size() == 1; });
         REQUIRE(ok);
         co_await contract.announce(added, "k1", "K1");
-        co_await settle();
+        co_await fence(p.c->sub(), p.admin, name);  // k1's late PUBLISH is in
 
-        co_await theirs.async_publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // counter 3, live
+        co_await theirs.async_publish(thoonk::item_id("b"), "B",
+                                      asio::use_awaitable);  // counter 3, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "b"; });
         REQUIRE(ok);
-        co_await sleep_for(3ms);
+        co_await next_millisecond();
 
         // A gap with a library publish, a contract publish and a contract
         // edit, all made while the subscriber is away.
         co_await p.open_gap();
         co_await theirs.async_publish(thoonk::item_id("c"), "C", asio::use_awaitable);  // counter 4
-        co_await sleep_for(3ms);
+        co_await next_millisecond();
         co_await contract.publish("k2", "K2");  // counter 5
-        co_await sleep_for(3ms);
+        co_await next_millisecond();
         co_await contract.publish("a", "A2");  // counter 6, an edit
-        co_await settle();
         co_await p.close_gap();
         ok = co_await wait_until([&] { return infos.size() == 2; });
         REQUIRE(ok);
 
-        co_await theirs.async_publish(thoonk::item_id("d"), "D", asio::use_awaitable);  // counter 7, live
+        co_await theirs.async_publish(thoonk::item_id("d"), "D",
+                                      asio::use_awaitable);  // counter 7, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "d"; });
         REQUIRE(ok);
-        co_await settle();
+        co_await fence(p.c->sub(), p.admin, name);
 
         constexpr bool rp = true;
         std::vector<rec> expected{
@@ -187,12 +189,12 @@ TEST_CASE(
             bool added = co_await contract.exec(cid, "X");
             for (int j = 0; j < 50; ++j, ++i)
               co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                      asio::use_awaitable);
+                                            asio::use_awaitable);
             co_await contract.announce(added, cid, "X");
             expected_ids += 51;
           }
           co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                  asio::use_awaitable);
+                                        asio::use_awaitable);
           ++expected_ids;
         }
         bool ok =
@@ -201,11 +203,11 @@ TEST_CASE(
         co_await p.open_gap();
         for (int i = 0; i < 10; ++i)
           co_await theirs.async_publish(thoonk::item_id("gap" + std::to_string(i)), "G",
-                                  asio::use_awaitable);
+                                        asio::use_awaitable);
         co_await p.close_gap();
         ok = co_await wait_until([&] { return catch_ups == 1; });
         REQUIRE(ok);
-        co_await settle();
+        co_await fence(p.c->sub(), p.admin, name);
         for (int i = 0; i < 10; ++i) CHECK(seen["gap" + std::to_string(i)] == 1);
         int twice = 0;
         for (const auto& [id, n] : seen) twice += n != 1;

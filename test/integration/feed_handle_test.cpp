@@ -93,7 +93,8 @@ CLIENT_TEST_CASE("handle",
   // Sorted feeds: no settings; the same two calls.
   auto sorted_name = fx.name + ".sorted";
   auto sf = co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, asio::use_awaitable);
-  auto sf2 = co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, {}, asio::use_awaitable);
+  auto sf2 =
+      co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, {}, asio::use_awaitable);
   auto id = co_await sf.async_append("x", asio::use_awaitable);
   auto item = co_await sf2.async_get_item(id, asio::use_awaitable);
   CHECK(item == "x");
@@ -107,7 +108,7 @@ CLIENT_TEST_CASE("handle",
   };
   bool arrived = co_await wait_until([&] { return created() >= 3; });
   CHECK(arrived);
-  co_await settle();
+  co_await fence(fx.raw, c.conn());
   CHECK(created() == 3);
   std::vector<std::string> names{fx.name, plain_name, sorted_name};
   for (const auto& n : names) co_await c.async_delete_feed(n, asio::use_awaitable);

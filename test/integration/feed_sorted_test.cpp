@@ -100,7 +100,7 @@ FEED_TEST_CASE(
 
   bool arrived = co_await wait_until([&] { return cap->msgs.size() >= expected.size(); });
   CHECK(arrived);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   CHECK(cap->msgs == expected);
 }
 
@@ -144,7 +144,7 @@ FEED_TEST_CASE(
 
   bool arrived = co_await wait_until([&] { return cap->msgs.size() >= 2; });
   CHECK(arrived);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   // The contract: edit is feed.publish only (no position); retract is the id.
   CHECK(cap->msgs == std::vector<msg>{{feed_channel("publish", name), nul_join("2", binary)},
                                       {feed_channel("retract", name), "1"}});
@@ -208,7 +208,7 @@ FEED_TEST_CASE("sorted-missing", feed_type::sorted_feed, thoonk::feed_config{},
   CHECK(ids_after == ids_before);
   CHECK(items_after == items_before);
   CHECK(counters_after == counters_before);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   CHECK(cap->msgs.empty());
 }
 

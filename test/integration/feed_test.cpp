@@ -70,7 +70,7 @@ FEED_TEST_CASE("order-ms", feed_type::feed, thoonk::feed_config{},
     // Ids chosen so that lexicographic order is the reverse of publish order.
     ids.push_back(std::string(1, static_cast<char>('z' - i)));
     co_await f.async_publish(thoonk::item_id(ids.back()), "v", asio::use_awaitable);
-    co_await sleep_for(3ms);  // distinct millisecond scores
+    co_await next_millisecond();  // distinct millisecond scores
   }
   auto r6_ = co_await f.async_get_ids(asio::use_awaitable);
   CHECK(r6_ == ids);
@@ -102,13 +102,15 @@ FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
   CHECK(pubs.str == "1");
 
   // Distinct milliseconds, so the feed order is the publish order.
-  co_await sleep_for(3ms);
+  co_await next_millisecond();
   co_await f.async_publish(thoonk::item_id("id2"), "two", asio::use_awaitable);
-  co_await sleep_for(3ms);
-  auto e = co_await f.async_publish(thoonk::item_id("id1"), "one-edited", asio::use_awaitable);  // edit
+  co_await next_millisecond();
+  auto e =
+      co_await f.async_publish(thoonk::item_id("id1"), "one-edited", asio::use_awaitable);  // edit
   CHECK(e.edited);
-  co_await sleep_for(3ms);
-  auto r3 = co_await f.async_publish(thoonk::item_id("id3"), "three", asio::use_awaitable);  // evicts id2
+  co_await next_millisecond();
+  auto r3 =
+      co_await f.async_publish(thoonk::item_id("id3"), "three", asio::use_awaitable);  // evicts id2
   CHECK(r3.evicted == std::vector<std::string>{"id2"});
   auto gone = co_await f.async_retract("id1", asio::use_awaitable);
   CHECK(gone);
@@ -124,7 +126,7 @@ FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
 
   auto r7_ = co_await wait_until([&] { return cap->msgs.size() >= 6; });
   CHECK(r7_);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   std::vector<msg> expected{
       {feed_channel("publish", name), nul_join("id1", binary)},
       {feed_channel("publish", name), nul_join("id2", "two")},
@@ -144,7 +146,7 @@ FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
   std::vector<std::string> abc{"a", "b", "c"};
   for (const auto& id : abc) {
     co_await f.async_publish(thoonk::item_id(id), "v-" + id, asio::use_awaitable);
-    co_await sleep_for(3ms);
+    co_await next_millisecond();
   }
   auto r = co_await f.async_publish(thoonk::item_id("a"), "v-a2", asio::use_awaitable);
   CHECK(r.edited);
@@ -159,7 +161,7 @@ FEED_TEST_CASE("edit", feed_type::feed, max_len(3),
   CHECK(r9_ == std::optional<std::string>("v-a2"));
   auto r10_ = co_await wait_until([&] { return cap->msgs.size() >= 4; });
   CHECK(r10_);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   REQUIRE(cap->msgs.size() == 4);
   CHECK(cap->msgs[3] == msg{feed_channel("edit", name), nul_join("a", "v-a2")});
 }
@@ -174,9 +176,9 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   for (int i = 0; i < 6; ++i) {
     ids.push_back("id" + std::to_string(i));
     auto r = co_await f.async_publish(thoonk::item_id(ids.back()), "v" + std::to_string(i),
-                                asio::use_awaitable);
+                                      asio::use_awaitable);
     evicted.insert(evicted.end(), r.evicted.begin(), r.evicted.end());
-    co_await sleep_for(3ms);
+    co_await next_millisecond();
   }
   CHECK(evicted == std::vector<std::string>{"id0"});
   auto kept = co_await f.async_get_ids(asio::use_awaitable);
@@ -185,7 +187,7 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   CHECK(hlen.integer == 5);
   auto r11_ = co_await wait_until([&] { return cap->msgs.size() >= 7; });
   CHECK(r11_);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   auto retracts = cap->on(feed_channel("retract", name));
   CHECK(retracts == std::vector<msg>{{feed_channel("retract", name), "id0"}});
   CHECK(cap->on(feed_channel("publish", name)).size() == 6);
@@ -216,7 +218,7 @@ FEED_TEST_CASE("retract", feed_type::feed, thoonk::feed_config{},
   CHECK(r15_ == 0);
   auto r16_ = co_await wait_until([&] { return cap->msgs.size() >= 2; });
   CHECK(r16_);
-  co_await settle();
+  co_await fence(fx.raw, c.conn(), name);
   CHECK(cap->msgs == std::vector<msg>{{feed_channel("publish", name), nul_join("x", "1")},
                                       {feed_channel("retract", name), "x"}});
 }
@@ -243,7 +245,8 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
                   std::string id = (w % 10 == 0 && i % 2 == 1)
                                        ? "w" + std::to_string(w)
                                        : "w" + std::to_string(w) + "-" + std::to_string(i);
-                  auto [ec, r] = co_await f.async_publish(thoonk::item_id(id), "item of " + id, nothrow);
+                  auto [ec, r] =
+                      co_await f.async_publish(thoonk::item_id(id), "item of " + id, nothrow);
                   if (ec) ++failures;
                   evictions += static_cast<int>(r.evicted.size());
                 }

@@ -246,7 +246,7 @@ TEST_CASE("run_coro_for reports a finished coroutine", "[harness][run_coro]") {
   CHECK(run_coro_for(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await sleep_for(10ms);
+        co_await asio::post(ioc, asio::use_awaitable);  // suspends once
         reached = true;
       },
       5s));
@@ -256,8 +256,14 @@ TEST_CASE("run_coro_for reports a finished coroutine", "[harness][run_coro]") {
 TEST_CASE("run_coro_for reports a coroutine that never finishes", "[harness][run_coro]") {
   asio::io_context ioc;
   const auto started = std::chrono::steady_clock::now();
+  // It waits on a timer that never expires.
   CHECK_FALSE(run_coro_for(
-      ioc, []() -> asio::awaitable<void> { co_await sleep_for(1h); }, 100ms));
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer never(ioc, asio::steady_timer::time_point::max());
+        co_await never.async_wait(asio::use_awaitable);
+      },
+      100ms));
   const auto waited = std::chrono::steady_clock::now() - started;
   CHECK(waited >= 100ms);
   CHECK(waited < 5s);
@@ -282,8 +288,8 @@ TEST_CASE("run_coro_for reports a coroutine whose operation is abandoned", "[har
 TEST_CASE("run_coro rethrows what the coroutine throws", "[harness][run_coro]") {
   asio::io_context ioc;
   CHECK_THROWS_WITH(run_coro(ioc,
-                             []() -> asio::awaitable<void> {
-                               co_await sleep_for(1ms);
+                             [&]() -> asio::awaitable<void> {
+                               co_await asio::post(ioc, asio::use_awaitable);
                                throw std::runtime_error("boom");
                              }),
                     "boom");
@@ -307,7 +313,8 @@ TEST_CASE("run_coro returns while background work continues", "[harness][run_cor
       ioc,
       [&]() -> asio::awaitable<void> {
         asio::co_spawn(ioc, background, asio::detached);
-        co_await sleep_for(30ms);
+        auto ticked = co_await wait_until([&] { return ticks > 0; });
+        CHECK(ticked);
       },
       10s);
   CHECK(std::chrono::steady_clock::now() - started < 5s);
@@ -317,7 +324,12 @@ TEST_CASE("run_coro returns while background work continues", "[harness][run_cor
   // resumes meanwhile.
   const int before = ticks;
   run_coro(
-      ioc, [&]() -> asio::awaitable<void> { co_await sleep_for(30ms); }, 10s);
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto ticked = co_await wait_until([&] { return ticks > before; });
+        CHECK(ticked);
+      },
+      10s);
   CHECK(ticks > before);
 }
 

@@ -118,7 +118,7 @@ FIXTURE_TEST_CASE("claimhandoff",
     const auto offered_by = co_await offer_made(f.c.conn(), f.name, 1);
     if (taker.empty()) taker = offered_by;
     CHECK(offered_by == taker);  // one taker per handle
-    auto id = co_await q.async_put(items[i], asio::use_awaitable);
+    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -161,7 +161,8 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
   for (int i = 0; i < 3; ++i) ps.push_back(start_claim(q, 10s));
   const auto taker = co_await offer_made(f.c.conn(), f.name, 3);
   std::vector<std::string> items{"j0", "j1", "j2", "j3", "j4"};
-  auto ids = co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto ids =
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_until(
       [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 5s);
   REQUIRE(all);
@@ -201,7 +202,7 @@ FIXTURE_TEST_CASE("claimhandoffidle",
   CHECK(p->ec == thoonk::error::queue_empty);
   auto withdrawn = co_await offered(f.c.conn(), f.name, taker, 0);
   CHECK(withdrawn);
-  auto id = co_await q.async_put("later", asio::use_awaitable);
+  auto id = (co_await q.async_put("later", asio::use_awaitable)).id;
   auto c = co_await counts_of(q);
   CHECK(c.waiting == 1);
   CHECK(c.claimed == 0);
@@ -225,7 +226,7 @@ FIXTURE_TEST_CASE("claimhandoffoff",
     co_await sleep_for(50ms);
     auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
     CHECK(offers.integer == 0);
-    auto id = co_await q.async_put("woken", asio::use_awaitable);
+    auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     CHECK(!p->ec);
@@ -250,7 +251,7 @@ TEST_CASE("claim hand-off: a handle that may not subscribe to its channel works 
       co_await sleep_for(50ms);
       auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
       CHECK(offers.integer == 0);
-      auto id = co_await q.async_put("woken", asio::use_awaitable);
+      auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
       auto got = co_await wait_until([&] { return pc->done; }, 5s);
       REQUIRE(got);
       CHECK(!pc->ec);
@@ -337,7 +338,7 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
   for (int how = 0; how < 4; ++how) {
     auto p = start_claim(q, 10s);
     const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
-    auto id = co_await q.async_put("elsewhere", asio::use_awaitable);
+    auto id = (co_await q.async_put("elsewhere", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -373,7 +374,8 @@ FIXTURE_TEST_CASE("claimhandoffheld",
     REQUIRE(all);
     for (auto& p : ps) CHECK(!p->ec);
     // Half of them end through another handle: their records go.
-    for (std::size_t i = 0; i < n / 2; ++i) co_await q.async_finish(ps[i]->job, asio::use_awaitable);
+    for (std::size_t i = 0; i < n / 2; ++i)
+      co_await q.async_finish(ps[i]->job, asio::use_awaitable);
     co_await settle();
   }
   // The handle closed: the jobs its callers still hold stay claimed, and
@@ -442,7 +444,8 @@ asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_sta
         else ++st->finished[job.id];
         break;
       }
-      auto [nec, next] = co_await q.async_finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
+      auto [nec, next] =
+          co_await q.async_finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
       if (nec && nec != thoonk::error::queue_empty) {
         st->unexpected.push_back("finish_and_claim " + job.id + ": " + nec.message());
         break;

@@ -64,8 +64,8 @@ TWO_CLIENT_TEST_CASE(
   auto boss = co_await open_on(other, f.name);
 
   auto seen = std::make_shared<std::vector<std::string>>();
-  auto sub = co_await worker.async_subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
-                                              asio::use_awaitable);
+  auto sub = co_await worker.async_subscribe_aborts(
+      [&](const std::string& id) { seen->push_back(id); }, asio::use_awaitable);
   auto cap = co_await capture_patterns(f.raw, "job.abort:" + key_name(f.name));
 
   auto [id, job] = co_await put_and_claim(worker, "long work");
@@ -106,7 +106,7 @@ TWO_CLIENT_TEST_CASE(
   // A second abort of the finished job: job_not_found.
   auto [nec] = co_await boss.async_abort(id, cancelled(), nothrow);
   CHECK(nec == E::job_not_found);
-  co_await settle();
+  co_await fence(f.c.sub(), f.c.conn(), f.name);
   CHECK(seen->size() == 1);
   f.raw.stop();
 }
@@ -218,7 +218,7 @@ TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments chang
     auto q = co_await engine_queue(f);
     auto [stalled, sj] = co_await put_and_claim(q, "x");
     co_await q.async_stall(sj, asio::use_awaitable);
-    auto waiting = co_await q.async_put("w", asio::use_awaitable);
+    auto waiting = (co_await q.async_put("w", asio::use_awaitable)).id;
     auto scheduled = co_await put_at(q, "s", thoonk::now_epoch_ms() + 3600000);
     const auto before = co_await engine_snapshot(f.c.conn(), f.name);
     const std::vector<abort_options> all_opts{abort_options{}, failed_with("e"),
@@ -258,7 +258,7 @@ TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments chang
 FIXTURE_TEST_CASE("abort", "abort: a job claimed with the contract's plain commands is aborted too",
                   "[job][control][abort][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.async_put("plain", asio::use_awaitable);
+  auto id = (co_await q.async_put("plain", asio::use_awaitable)).id;
   // The contract's Get: pop the id, mark it claimed (no token).
   co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
@@ -293,7 +293,7 @@ FIXTURE_TEST_CASE("abort",
   co_await q.async_abort(id, failed_with("why"), asio::use_awaitable);
   auto got7 = co_await wait_until([&] { return events->size() >= 7; });
   CHECK(got7);
-  co_await settle();
+  co_await fence(f.c.sub(), f.c.conn(), f.name);
   const auto retry_event = "retry_scheduled " + std::to_string((co_await job_of(q, id)).run_at);
   CHECK(*events == std::vector<std::string>{"put ", "claimed 1", "aborted cancelled", "claimed 2",
                                             "aborted failed", "failed why", retry_event});
@@ -307,7 +307,7 @@ FIXTURE_TEST_CASE("abort",
   co_await q.async_abort(id2, cancelled(), asio::use_awaitable);
   auto got8 = co_await wait_until([&] { return cap->msgs.size() == 1; });
   REQUIRE(got8);  // front() below needs it
-  co_await settle();
+  co_await fence(f.c.sub(), f.c.conn(), f.name);
   CHECK(events->empty());
   CHECK(cap->msgs.front().second == id2);
   (void)job2;
@@ -352,7 +352,7 @@ FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and co
   auto q = co_await engine_queue(f);
   auto seen = std::make_shared<std::vector<std::string>>();
   auto sub = co_await q.async_subscribe_aborts([&](const std::string& id) { seen->push_back(id); },
-                                         asio::use_awaitable);
+                                               asio::use_awaitable);
   co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "");
   co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "some-id");
   auto got11 = co_await wait_until([&] { return seen->size() == 1; });
@@ -362,7 +362,7 @@ FIXTURE_TEST_CASE("abort", "subscribe_aborts: an empty message is ignored and co
   // Destroying the subscription unsubscribes.
   sub = thoonk::subscription{};
   co_await raw_notify(f.c.conn(), "job.abort:" + key_name(f.name), "later");
-  co_await settle();
+  co_await fence(f.c.sub(), f.c.conn(), f.name);
   CHECK(seen->size() == 1);
   thoonk::job_queue bad(f.c, "");
   auto [ec, none] = co_await bad.async_subscribe_aborts([](const std::string&) {}, nothrow);
@@ -400,7 +400,7 @@ TEST_CASE("progress: only the claim holder; kept on the job, published as an eve
     CHECK(events->at(1).detail == bytes);
 
     // Errors: a stale token, too large, not claimed, unknown, bad id.
-    auto w = co_await q.async_put("waiting", asio::use_awaitable);
+    auto w = (co_await q.async_put("waiting", asio::use_awaitable)).id;
     const auto before = co_await engine_snapshot(f.c.conn(), f.name);
     thoonk::claim_ref stale{id, job.token + 1};
     auto [lc] = co_await q.async_progress(stale, "no", nothrow);
@@ -434,7 +434,7 @@ TEST_CASE("progress: only the claim holder; kept on the job, published as an eve
     co_await q.async_progress(job2, "1/3", asio::use_awaitable);
     auto got18 = co_await job_of(q, id2);
     CHECK(got18.progress == "1/3");
-    co_await settle();
+    co_await fence(f.c.sub(), f.c.conn(), f.name);
     CHECK(events->empty());
   });
 }

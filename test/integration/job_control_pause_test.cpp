@@ -127,7 +127,7 @@ FIXTURE_TEST_CASE("pause",
 FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stopped",
                   "[job][control][pause][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   co_await q.async_pause(asio::use_awaitable);
   // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
@@ -148,7 +148,8 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     for (const auto& [target, error] : refused) {
       INFO(target->name());
       co_await expect_each_fails(
-          error, [&] { return target->async_pause(nothrow); }, [&] { return target->async_resume(nothrow); });
+          error, [&] { return target->async_pause(nothrow); },
+          [&] { return target->async_resume(nothrow); });
     }
     auto got13 = co_await cmd(f.c.conn(), "EXISTS", key("config", feed));
     CHECK(got13.integer == 1);
@@ -208,7 +209,8 @@ FIXTURE_TEST_CASE("control-config",
       auto got17 = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
       CHECK(got17 == fc.good);
     }
-    auto [je] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value("1"), nothrow);
+    auto [je] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value("1"), nothrow);
     CHECK(je == E::invalid_argument);
     co_await f.c.async_delete_feed(name, asio::use_awaitable);
   }

@@ -37,7 +37,8 @@ void start_call(thoonk::job_queue& q, const thoonk::claim_ref& claim, finish_cla
     out.ec = ec;
     out.next = std::move(j);
   };
-  if (sig) q.async_finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
+  if (sig)
+    q.async_finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
   else q.async_finish_and_claim(claim, std::move(done));
 }
 
@@ -247,7 +248,12 @@ TWO_CLIENT_TEST_CASE("finclaim",
     sig.emit(asio::cancellation_type::terminal);
     co_await wait_done(o);
     CHECK(o.ec == asio::error::operation_aborted);
-    co_await sleep_for(100ms);
+    // A call behind it through the same batch queue, which changes nothing:
+    // had the cancelled call been sent, it would have gone first.
+    const thoonk::claim_ref unknown{"no-such-job", 1};
+    auto [fence_ec, none] = co_await q.async_finish_and_claim(unknown, nothrow);
+    CHECK(fence_ec == E::job_not_found);
+    CHECK(none.id.empty());
     auto c = co_await counts_of(q);
     CHECK(c.finishes == 0);
     CHECK(c.claimed == 1);
@@ -255,24 +261,25 @@ TWO_CLIENT_TEST_CASE("finclaim",
   }
 
   // In flight: the server holds the script (CLIENT PAUSE WRITE from the
-  // other client) while the caller gives up.
-  co_await cmd(other.conn(), "CLIENT", "PAUSE", "400", "WRITE");
+  // other client, ended by CLIENT UNPAUSE) while the caller gives up.
+  auto me = co_await cmd(f.c.conn(), "CLIENT", "ID");
+  co_await cmd(other.conn(), "CLIENT", "PAUSE", "10000", "WRITE");
   asio::cancellation_signal sig;
   finish_claim_call o;
   start_call(q, j1, o, &sig);
-  co_await sleep_for(100ms);
+  auto held = co_await held_by_server(other.conn(), me.integer);
+  CHECK(held);
   sig.emit(asio::cancellation_type::terminal);
   co_await wait_done(o);
   CHECK(o.ec == asio::error::operation_aborted);
   CHECK(o.next.id.empty());
+  co_await cmd(other.conn(), "CLIENT", "UNPAUSE");
   // After the pause: j1 finished; the job claimed for nobody is back at the
   // front of the line, unclaimed, with no failure.
-  bool back = false;
-  for (int i = 0; i < 100 && !back; ++i) {
-    co_await sleep_for(20ms);
+  auto back = co_await wait_until([&]() -> asio::awaitable<bool> {
     auto c = co_await counts_of(q);
-    back = c.finishes == 1 && c.claimed == 0 && c.waiting == 2;
-  }
+    co_return c.finishes == 1 && c.claimed == 0 && c.waiting == 2;
+  });
   CHECK(back);
   auto info = co_await job_of(q, ids[1]);
   CHECK(info.failures == 0);
@@ -288,17 +295,20 @@ TWO_CLIENT_TEST_CASE("finclaim",
   auto [q, ids, j] = co_await queue_with_first_claimed(f, 2);
   co_await other.async_connect(asio::use_awaitable);
   auto me = co_await cmd(f.c.conn(), "CLIENT", "ID");
-  co_await cmd(other.conn(), "CLIENT", "PAUSE", "300", "WRITE");
+  // Held by CLIENT PAUSE WRITE (ended by CLIENT UNPAUSE) while its
+  // connection is killed.
+  co_await cmd(other.conn(), "CLIENT", "PAUSE", "10000", "WRITE");
   finish_claim_call o;
   start_call(q, j, o);
-  co_await sleep_for(100ms);
+  auto held = co_await held_by_server(other.conn(), me.integer);
+  CHECK(held);
   co_await cmd(other.conn(), "CLIENT", "KILL", "ID", std::to_string(me.integer));
   co_await wait_done(o);
   CHECK(o.ec == E::unknown_outcome);
   CHECK(o.next.id.empty());
+  co_await cmd(other.conn(), "CLIENT", "UNPAUSE");
   // The client reconnects; the same call again either finishes the job now
   // (the killed call never ran) or finds it finished.
-  co_await sleep_for(400ms);
   auto [ec, next] = co_await q.async_finish_and_claim(j, nothrow);
   CHECK((!ec || ec == E::job_not_found));
   if (!ec) CHECK(next.id == ids[1]);

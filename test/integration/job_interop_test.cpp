@@ -6,7 +6,6 @@
 
 using namespace thoonk::test;
 using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
 
 namespace {
 
@@ -46,6 +45,7 @@ FIXTURE_TEST_CASE("jobs-interop",
 
   // A claimer already waiting picks up a plain put by the poll.
   bool got = false;
+  const auto pops = co_await command_calls_on(f.c.conn(), f.name, "rpop");
   asio::co_spawn(
       f.ioc,
       [&]() -> asio::awaitable<void> {
@@ -54,16 +54,19 @@ FIXTURE_TEST_CASE("jobs-interop",
         if (got) co_await q.async_finish(j2, asio::use_awaitable);
       },
       asio::detached);
-  co_await sleep_for(50ms);
+  // Waiting: its first attempt found the queue empty.
+  auto waiting = co_await ran_since(f.c.conn(), f.name, "rpop", pops);
+  REQUIRE(waiting);
   co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000002", "second");
-  for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
+  auto polled = co_await wait_until([&] { return got; });
+  CHECK(polled);
   CHECK(got);
 }
 
 JOB_QUEUE_TEST_CASE("jobs-interop",
                     "job interop: jobs put by the library work with the contract's plain commands",
                     "[job][counts][finish][get_result][put]") {
-  auto id = co_await q.async_put("library job", asio::use_awaitable);
+  auto id = (co_await q.async_put("library job", asio::use_awaitable)).id;
 
   // Put: in feed.ids and feed.items, counted. feed.published (read by no
   // contract operation) is written only with the queue config published=1.
@@ -101,8 +104,12 @@ JOB_QUEUE_TEST_CASE("jobs-interop",
   CHECK(ec == thoonk::error::lost_claim);
 
   // ... but sees the plain client's "Finish" with a result.
+  const auto reads = co_await command_calls_on(f.c.conn(), f.name, "lindex");
   auto result = result_in_background(f.ioc, q, id);
-  co_await sleep_for(100ms);
+  // Waiting: subscribed to the finish channel, then a first look at the
+  // stored result.
+  auto waiting = co_await ran_since(f.c.conn(), f.name, "lindex", reads);
+  REQUIRE(waiting);
   {
     co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
       r.push("ZREM", key("claimed", f.name), id);
@@ -113,7 +120,8 @@ JOB_QUEUE_TEST_CASE("jobs-interop",
       r.push("HDEL", key("items", f.name), id);
     });
   }
-  for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
+  auto finished = co_await wait_until([&] { return result->done; });
+  CHECK(finished);
   CHECK(result->done);
   CHECK(result->value == "plain result");
   counts = co_await q.async_counts(asio::use_awaitable);

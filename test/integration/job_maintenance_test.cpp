@@ -7,7 +7,6 @@
 
 using namespace thoonk::test;
 using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
 
 FIXTURE_TEST_CASE(
     "jobs-maint", "job: a stale token is refused and the job is finished exactly once",
@@ -18,10 +17,11 @@ FIXTURE_TEST_CASE(
   co_await other.async_connect(asio::use_awaitable);
   thoonk::job_queue qb(other, f.name);
 
-  auto id = co_await qa.async_put("slow work", asio::use_awaitable);
+  auto id = (co_await qa.async_put("slow work", asio::use_awaitable)).id;
   auto ja = co_await qa.async_claim(1s, asio::use_awaitable);
   // Worker A hangs past the claim timeout; maintenance requeues the job.
-  co_await sleep_for(250ms);
+  auto lapsed = co_await claim_lapsed(f.c.conn(), f.name, id, 100ms);
+  REQUIRE(lapsed);
   auto rep = co_await qb.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.ran);
   CHECK(rep.requeued == 1);
@@ -60,14 +60,16 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
                   "[job][claim][finish][maintain][put][retry]") {
   fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = co_await q.async_put("poison", asio::use_awaitable);
+  auto id = (co_await q.async_put("poison", asio::use_awaitable)).id;
   co_await q.async_claim(1s, asio::use_awaitable);
-  co_await sleep_for(120ms);
+  auto lapsed1 = co_await claim_lapsed(f.c.conn(), f.name, id, 50ms);
+  REQUIRE(lapsed1);
   auto r1 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(r1.requeued == 1);
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.failures == 1);
-  co_await sleep_for(120ms);
+  auto lapsed2 = co_await claim_lapsed(f.c.conn(), f.name, id, 50ms);
+  REQUIRE(lapsed2);
   auto r2 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(r2.requeued == 0);
   CHECK(r2.stalled == 1);
@@ -203,7 +205,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     fields cfg{{"claim_timeout_ms", "50"}};
     co_await create_feed(admin.conn(), name, "job", cfg);
     thoonk::job_queue aq(admin, name);
-    auto id = co_await aq.async_put("x", asio::use_awaitable);
+    auto id = (co_await aq.async_put("x", asio::use_awaitable)).id;
 
     first.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-1"));
     co_await first->async_connect(asio::use_awaitable);
@@ -218,7 +220,8 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
 
     // A worker claims and dies; its claim lapses.
     co_await aq.async_claim(1s, asio::use_awaitable);
-    co_await sleep_for(120ms);
+    auto lapsed = co_await claim_lapsed(admin.conn(), name, id, 50ms);
+    REQUIRE(lapsed);
     // The next run, from another process, does its work at once.
     second.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-2"));
     co_await second->async_connect(asio::use_awaitable);
@@ -250,10 +253,16 @@ JOB_QUEUE_TEST_CASE("jobs-maint",
         ec = e;
         done = true;
       }));
-  co_await sleep_for(2ms);
+  // Cancelled once the run is under way (it holds the lock), unless it is
+  // done by then.
+  auto started = co_await wait_until([&]() -> asio::awaitable<bool> {
+    auto lock = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+    co_return done || lock.integer == 1;
+  });
+  CHECK(started);
   sig.emit(asio::cancellation_type::terminal);
-  for (int i = 0; i < 500 && !done; ++i) co_await sleep_for(5ms);
-  REQUIRE(done);
+  auto ended = co_await wait_until([&] { return done; });
+  REQUIRE(ended);
   CHECK((!ec || ec == asio::error::operation_aborted));
   // Whether it was cut short or had finished: no lock left behind.
   auto held = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
@@ -268,21 +277,22 @@ FIXTURE_TEST_CASE("jobs-maint",
                   "[job][claim][put][run_maintenance]") {
   fields cfg{{"claim_timeout_ms", "50"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   co_await q.async_claim(1s, asio::use_awaitable);  // and "crash"
 
   asio::cancellation_signal sig;
   error_code loop_ec;
   bool loop_done = false;
-  q.async_run_maintenance(20ms, no_stats(), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
-                      loop_ec = ec;
-                      loop_done = true;
-                    }));
+  q.async_run_maintenance(20ms, no_stats(),
+                          asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+                            loop_ec = ec;
+                            loop_done = true;
+                          }));
   auto j = co_await q.async_claim(5s, asio::use_awaitable);
   CHECK(j.id == id);
   CHECK(j.failures == 1);
   sig.emit(asio::cancellation_type::terminal);
-  for (int i = 0; i < 200 && !loop_done; ++i) co_await sleep_for(5ms);
-  CHECK(loop_done);
+  auto ended = co_await wait_until([&] { return loop_done; });
+  CHECK(ended);
   CHECK(loop_ec == asio::error::operation_aborted);
 }

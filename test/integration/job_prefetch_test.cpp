@@ -7,7 +7,6 @@
 
 using namespace thoonk::test;
 using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
 
 namespace {
 
@@ -19,15 +18,14 @@ thoonk::job_queue_options prefetching(std::size_t n, std::chrono::milliseconds h
 }
 
 // Polls counts until `done` holds (prefetches and releases are in flight
-// in the background), at most 5 s; returns the last counts.
+// in the background), at most 10 s; returns the last counts.
 template <class Pred>
 asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done) {
   thoonk::job_counts c;
-  for (int i = 0; i < 500; ++i) {
+  co_await wait_until([&]() -> asio::awaitable<bool> {
     c = co_await q.async_counts(asio::use_awaitable);
-    if (done(c)) break;
-    co_await sleep_for(10ms);
-  }
+    co_return done(c);
+  });
   co_return c;
 }
 

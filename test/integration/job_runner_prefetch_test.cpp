@@ -61,17 +61,17 @@ asio::awaitable<std::vector<std::string>> put_with_slow_job(thoonk::job_queue& q
   co_return ids;
 }
 
-/// A handler that records each job it starts in `ran` and takes `d` for
-/// the job named `slow` (setting `slow_started`), no time for the others.
+/// A handler that records each job it starts in `ran` and, for the job
+/// named `slow`, sets `slow_started` and holds its slot until the test sets
+/// `release` (at most 60 s); no time for the others.
 thoonk::job_coroutine slow_job_handler(std::multiset<std::string>& ran, bool& slow_started,
-                                       std::chrono::milliseconds d) {
+                                       const bool& release) {
   return [&ran, &slow_started,
-          d](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
+          &release](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     ran.insert(ctx.job().id);
     if (ctx.job().item == "slow") {
       slow_started = true;
-      asio::steady_timer t(co_await asio::this_coro::executor, d);
-      co_await t.async_wait(asio::use_awaitable);
+      co_await wait_until([&] { return release; }, 60s);
     }
     co_return std::nullopt;
   };
@@ -82,6 +82,7 @@ thoonk::job_coroutine slow_job_handler(std::multiset<std::string>& ran, bool& sl
 struct slow_run {
   std::multiset<std::string> started;
   bool slow_started = false;
+  bool release = false;  // ends the slow job's handler
   std::string slow_id;
   std::shared_ptr<background_run> run;
 
@@ -96,25 +97,25 @@ struct slow_run {
 };
 
 /// Puts the jobs (50 after the slow one), starts `s.run` with `o` and a
-/// handler that takes `slow_for` on the slow job, and waits until the slow
-/// job runs; returns a claim the worker holds for a job behind it, claimed
-/// ahead (looked up in the registry for up to a second), if any.
-asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(
-    thoonk::job_queue& q, slow_run& s, std::chrono::milliseconds slow_for, thoonk::run_options o) {
+/// handler that holds the slow job until `s.release`, and waits until the
+/// slow job runs; returns a claim the worker holds for a job behind it,
+/// claimed ahead (looked up in the registry for up to 10 s), if any.
+asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(thoonk::job_queue& q,
+                                                                        slow_run& s,
+                                                                        thoonk::run_options o) {
   auto ids = co_await put_with_slow_job(q, 50);
   s.slow_id = ids[300];
-  s.run = start_run(q, slow_job_handler(s.started, s.slow_started, slow_for), std::move(o));
+  s.run = start_run(q, slow_job_handler(s.started, s.slow_started, s.release), std::move(o));
   auto blocked = co_await wait_until([&] { return s.slow_started; }, 10s);
   REQUIRE(blocked);
   std::optional<thoonk::claim_ref> ahead;
-  const auto until = std::chrono::steady_clock::now() + 1s;
-  while (!ahead && std::chrono::steady_clock::now() < until) {
+  co_await wait_until([&]() -> asio::awaitable<bool> {
     auto ws = co_await q.async_get_workers(asio::use_awaitable);
     for (const auto& w : ws)
       for (const auto& c : w.claims)
         if (c.id != s.slow_id && !s.started.count(c.id)) ahead = c;
-    if (!ahead) co_await sleep_for(10ms);  // ask again, not back to back
-  }
+    co_return ahead.has_value();
+  });
   co_return ahead;
 }
 
@@ -127,17 +128,18 @@ struct stopped_run {
   int handled = 0;
 };
 
-/// Runs q (default options) with a handler that does nothing but, for its
+/// Runs q (options `o`) with a handler that does nothing but, for its
 /// `n`th job, awaits `nth`, which stops the run (through its stop signal);
 /// requires that the run ends within 15 s, with no error.
-asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job_step nth) {
+asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job_step nth,
+                                                thoonk::run_options o = {}) {
   auto s = std::make_shared<stopped_run>();
   thoonk::job_coroutine h =
       [s, n, nth](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
     if (++s->handled == n) co_await nth(*s->run);
     co_return std::nullopt;
   };
-  s->run = start_run(q, h, thoonk::run_options{});
+  s->run = start_run(q, h, std::move(o));
   auto done = co_await wait_until([&] { return s->run->done; }, 15s);
   REQUIRE(done);
   CHECK(!s->run->ec);
@@ -171,25 +173,28 @@ FIXTURE_TEST_CASE("runaheadlong",
                   "[job][run][prefetch][heartbeat]") {
   auto q = co_await engine_queue(f);
   co_await put_with_slow_job(q, 100);
-  bool long_started = false;
+  bool long_started = false, release = false;
   std::multiset<std::string> ran;
-  auto h = slow_job_handler(ran, long_started, 800ms);
+  auto h = slow_job_handler(ran, long_started, release);
   thoonk::run_options o;
   o.heartbeat_interval = 100ms;
   o.worker_ttl = 2s;
   auto run = start_run(q, h, o);
   auto started = co_await wait_until([&] { return long_started; }, 10s);
   REQUIRE(started);
-  const auto t_long = std::chrono::steady_clock::now();
-  // Two heartbeat intervals and some slack: only the long job is held, the
-  // rest wait in the line for any worker.
-  co_await sleep_for(400ms);
-  const auto held = co_await claims_held(q);
-  const auto waiting = (co_await counts_of(q)).waiting;
-  const bool still_long = ms_since(t_long) < 800;
-  REQUIRE(still_long);  // the checks ran while the long handler ran
+  // While the long handler holds its slot (until `release`): only the long
+  // job is held, the rest wait in the line for any worker.
+  std::size_t held = 0;
+  std::int64_t waiting = 0;
+  auto given_back = co_await wait_until([&]() -> asio::awaitable<bool> {
+    held = co_await claims_held(q);
+    waiting = (co_await counts_of(q)).waiting;
+    co_return held == 1 && waiting == 100;
+  });
+  CHECK(given_back);
   CHECK(held == 1);
   CHECK(waiting == 100);
+  release = true;
   auto all = co_await wait_finishes(q, 401);
   CHECK(all);
   co_await stop_run_cleanly(*run);
@@ -214,15 +219,17 @@ FIXTURE_TEST_CASE("runaheadstop",
     // Rounds claim ahead while this handler holds the slot (it has not
     // ended, so the handlers still look short); then the stop: what was
     // claimed ahead cannot start any more.
-    asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
-    co_await t.async_wait(asio::use_awaitable);
-    held_before_stop = co_await claims_held(q);
+    co_await wait_until([&]() -> asio::awaitable<bool> {
+      held_before_stop = co_await claims_held(q);
+      co_return held_before_stop > 1;
+    });
     r.stop_signal.emit(asio::cancellation_type::terminal);
-    t.expires_after(50ms);
-    co_await t.async_wait(asio::use_awaitable);
-    // Given back at the stop, not at the leave: meanwhile the worker
-    // holds only this job.
-    held_during_stop = co_await claims_held(q);
+    // Given back at the stop, not at the leave (which waits for this
+    // handler): meanwhile the worker holds only this job.
+    co_await wait_until([&]() -> asio::awaitable<bool> {
+      held_during_stop = co_await claims_held(q);
+      co_return held_during_stop == 1;
+    });
   };
   auto [run, handled] = co_await run_stopped_by_job(q, 300, job_300);
   CHECK(handled == 300);
@@ -248,7 +255,8 @@ FIXTURE_TEST_CASE("runaheadstop",
 // commands), the wake-up a put publishes, and CLIENT PAUSE WRITE. The
 // server runs the three before it reads the runner's next request, so the
 // round the wake-up makes the runner send to claim ahead waits on the
-// server until after the stop. One single server: a pause on a cluster
+// server (CLIENT LIST shows it held) until the stop is asked and a CLIENT
+// UNPAUSE lets it run. One single server: a pause on a cluster
 // node would hold only the rounds of that node's slots.
 TWO_CLIENT_TEST_CASE("runaheadstopround",
                      "run: jobs a round claimed ahead, landing during a stop, go back at once, "
@@ -258,9 +266,14 @@ TWO_CLIENT_TEST_CASE("runaheadstopround",
   co_await put_copies(q, 300, "x");
   std::size_t held_during_stop = 0;
   std::size_t waiting_during_stop = 0;
+  auto me = co_await cmd(f.c.conn(), "CLIENT", "ID");  // the runner's connection
   const job_step job_300 = [&](background_run& r) -> asio::awaitable<void> {
-    asio::steady_timer t(co_await asio::this_coro::executor, 100ms);
-    co_await t.async_wait(asio::use_awaitable);  // the runner finds the queue dry
+    // The runner finds the queue dry (a round marks feed.sleepers).
+    auto dry = co_await wait_until([&]() -> asio::awaitable<bool> {
+      auto sleepers = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
+      co_return sleepers.integer == 1;
+    });
+    CHECK(dry);
     thoonk::request req;
     req.push("MULTI");
     for (int i = 0; i < 50; ++i) {
@@ -271,20 +284,27 @@ TWO_CLIENT_TEST_CASE("runaheadstopround",
     req.push("INCRBY", key("publishes", f.name), 50);
     req.push("EXEC");
     req.push("PUBLISH", feed_channel("wake", f.name), 50);
-    req.push("CLIENT", "PAUSE", 300, "WRITE");
+    req.push("CLIENT", "PAUSE", 10000, "WRITE");  // until the UNPAUSE below
     co_await raw_exec(other.conn(), req);
-    t.expires_after(100ms);
-    co_await t.async_wait(asio::use_awaitable);
+    // The round the wake-up makes the runner send waits on the server.
+    auto held = co_await held_by_server(other.conn(), me.integer);
+    CHECK(held);
     r.stop_signal.emit(asio::cancellation_type::terminal);
-    // Long after the pause: the held round landed during the stop and
-    // its jobs went back at once, not at the leave: the worker holds
+    co_await cmd(other.conn(), "CLIENT", "UNPAUSE");
+    // The held round lands during the stop and its jobs go back at once,
+    // not at the leave (which waits for this handler): the worker holds
     // only this job, and all 50 wait.
-    t.expires_after(700ms);
-    co_await t.async_wait(asio::use_awaitable);
-    held_during_stop = co_await claims_held(q);
-    waiting_during_stop = static_cast<std::size_t>((co_await counts_of(q)).waiting);
+    co_await wait_until([&]() -> asio::awaitable<bool> {
+      held_during_stop = co_await claims_held(q);
+      waiting_during_stop = static_cast<std::size_t>((co_await counts_of(q)).waiting);
+      co_return held_during_stop == 1 && waiting_during_stop == 50;
+    });
   };
-  auto [run, handled] = co_await run_stopped_by_job(q, 300, job_300);
+  // No heartbeat meanwhile: the one write the server holds is the round.
+  thoonk::run_options o;
+  o.heartbeat_interval = 20s;
+  o.worker_ttl = 60s;
+  auto [run, handled] = co_await run_stopped_by_job(q, 300, job_300, o);
   CHECK(handled == 300);  // none of the 50 started
   CHECK(held_during_stop == 1);
   CHECK(waiting_during_stop == 50);
@@ -304,10 +324,10 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   auto q = co_await engine_queue(f);
   auto q2 = co_await open_on(other, f.name);
   thoonk::run_options o;
-  o.heartbeat_interval = 2s;  // no give-back of waiting jobs meanwhile
-  o.worker_ttl = 6s;
+  o.heartbeat_interval = 5s;  // no give-back of waiting jobs meanwhile
+  o.worker_ttl = 15s;
   slow_run s;
-  auto claim = co_await claim_behind_slow_job(q, s, 600ms, o);
+  auto claim = co_await claim_behind_slow_job(q, s, o);
   REQUIRE(claim);  // some job waits, claimed ahead, behind the slow one
   const std::string ahead = claim->id;
   thoonk::abort_options ao;
@@ -315,6 +335,9 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   ao.error = "operator abort";
   ao.permanent = true;
   co_await q2.async_abort(ahead, ao, asio::use_awaitable);
+  // The slow job's slot frees once the runner has the abort message.
+  co_await fence(f.c.sub(), f.c.conn(), f.name);
+  s.release = true;
   co_await s.finish_without(q, ahead);
   CHECK(s.started.size() == 350);
   CHECK(s.run->report.finished == 350);
@@ -339,9 +362,19 @@ TWO_CLIENT_TEST_CASE("runaheadlost",
   o.heartbeat_interval = 1s;
   o.worker_ttl = 3s;
   slow_run s;
-  auto ahead = co_await claim_behind_slow_job(q, s, 1500ms, o);
+  auto ahead = co_await claim_behind_slow_job(q, s, o);
   REQUIRE(ahead);
   co_await q2.async_stall(*ahead, asio::use_awaitable);
+  // The slow job's slot frees once a heartbeat after the stall has been
+  // answered: the worker's registration shows one later than the stall,
+  // read over the runner's connection, behind that heartbeat's reply.
+  const auto stalled_at = ms_now();
+  auto beat = co_await wait_until([&]() -> asio::awaitable<bool> {
+    auto ws = co_await q.async_get_workers(asio::use_awaitable);
+    co_return !ws.empty() && ws.front().last_heartbeat > stalled_at;
+  });
+  CHECK(beat);
+  s.release = true;
   co_await s.finish_without(q, ahead->id);
   CHECK(s.run->report.lost == 0);  // no handler ran for it, no finish refused
   CHECK(s.run->report.finished == 350);

@@ -80,8 +80,8 @@ FIXTURE_TEST_CASE(
     "dead letter at once",
     "[job][run][fail][dead_letter]") {
   auto q = co_await engine_queue(f, quick_retries(3));
-  auto flaky = co_await q.async_put("flaky", asio::use_awaitable);
-  auto fatal = co_await q.async_put("fatal", asio::use_awaitable);
+  auto flaky = (co_await q.async_put("flaky", asio::use_awaitable)).id;
+  auto fatal = (co_await q.async_put("fatal", asio::use_awaitable)).id;
   thoonk::job_coroutine h =
       [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
@@ -89,13 +89,12 @@ FIXTURE_TEST_CASE(
     co_return std::nullopt;
   };
   auto run = start_run(q, h, thoonk::run_options{});
-  const auto until = std::chrono::steady_clock::now() + 10s;
   thoonk::job_counts c;
-  while (std::chrono::steady_clock::now() < until) {
+  auto both = co_await wait_until([&]() -> asio::awaitable<bool> {
     c = co_await counts_of(q);
-    if (c.stalled == 2) break;
-    co_await sleep_for(10ms);
-  }
+    co_return c.stalled == 2;
+  });
+  CHECK(both);
   CHECK(c.stalled == 2);
   co_await stop_run_cleanly(*run);
   CHECK(run->report.failed == 2);         // flaky's first two attempts
@@ -137,15 +136,15 @@ TEST_CASE(
         thoonk::run_options o;
         o.concurrency = 32;
         auto run = start_run(q, h, o);
-        const auto until = std::chrono::steady_clock::now() + 100s;
         thoonk::job_counts c;
-        while (std::chrono::steady_clock::now() < until) {
-          c = co_await counts_of(q);
-          if (c.finishes + c.stalled == total && c.claimed == 0 && c.waiting == 0 &&
-              c.scheduled == 0)
-            break;
-          co_await sleep_for(50ms);
-        }
+        auto ended = co_await wait_until(
+            [&]() -> asio::awaitable<bool> {
+              c = co_await counts_of(q);
+              co_return c.finishes + c.stalled == total&& c.claimed == 0 && c.waiting == 0 &&
+                  c.scheduled == 0;
+            },
+            100s);
+        CHECK(ended);
         co_await stop_run_cleanly(*run);
         INFO("finishes " << c.finishes << ", dead letters " << c.stalled << ", report: finished "
                          << run->report.finished << ", failed " << run->report.failed << ", dead "
@@ -236,8 +235,17 @@ FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wake
   auto one = co_await wait_finishes(q, 1, 5s);
   CHECK(one);
   co_await q.async_pause(asio::use_awaitable);
+  // The puts wake the runner (a message on the wake channel, feed.sleepers
+  // gone); its claim, held by the pause, marks it asleep again.
+  auto wake = co_await capture_patterns(f.raw, feed_channel("wake", f.name));
   co_await put_copies(q, 10, "held");
-  co_await sleep_for(300ms);
+  auto woken = co_await wait_until([&] { return !wake->msgs.empty(); });
+  REQUIRE(woken);
+  auto held = co_await wait_until([&]() -> asio::awaitable<bool> {
+    auto sleepers = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
+    co_return sleepers.integer == 1;
+  });
+  CHECK(held);
   auto paused = co_await counts_of(q);
   CHECK(paused.finishes == 1);
   CHECK(paused.waiting == 10);
@@ -247,6 +255,7 @@ FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wake
   auto stopped = co_await stop_run(*run);
   REQUIRE(stopped);
   CHECK(run->report.finished == 11);
+  f.raw.stop();
 }
 
 TWO_CLIENT_TEST_CASE(
@@ -308,7 +317,7 @@ TWO_CLIENT_TEST_CASE(
   s.claim_timeout = 200ms;
   auto q = co_await engine_queue(f, s);
   auto q2 = co_await open_on(other, f.name);
-  auto id = co_await q.async_put("slow", asio::use_awaitable);
+  auto id = (co_await q.async_put("slow", asio::use_awaitable)).id;
   bool started = false, cancelled = false;
   thoonk::job_coroutine h =
       [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
@@ -327,7 +336,8 @@ TWO_CLIENT_TEST_CASE(
   auto run = start_run(q, h, o);
   auto began = co_await wait_until([&] { return started; });
   REQUIRE(began);
-  co_await sleep_for(300ms);
+  auto lapsed = co_await claim_lapsed(f.c.conn(), f.name, id, 200ms);
+  REQUIRE(lapsed);
   auto rep = co_await q2.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.requeued == 1);
   // Another claimer takes the job (the runner's one slot is busy): the
@@ -455,7 +465,7 @@ FIXTURE_TEST_CASE("runprog",
                   "run: a handler's progress is kept on the job and refused once the claim is lost",
                   "[job][run][progress][get_job]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.async_put("report", asio::use_awaitable);
+  auto id = (co_await q.async_put("report", asio::use_awaitable)).id;
   bool reported = false, release = false;
   std::optional<thoonk::job_context> held;
   thoonk::job_coroutine h =
@@ -463,25 +473,34 @@ FIXTURE_TEST_CASE("runprog",
     ctx.progress("halfway");
     held = ctx;
     reported = true;
-    while (!release) co_await sleep_for(5ms);
+    co_await wait_until([&] { return release; }, 20s);
     co_return std::nullopt;
   };
   auto run = start_run(q, h, thoonk::run_options{});
   auto started = co_await wait_until([&] { return reported; });
   REQUIRE(started);
   std::string seen;
-  for (int i = 0; i < 200 && seen != "halfway"; ++i) {
+  auto kept = co_await wait_until([&]() -> asio::awaitable<bool> {
     auto j = co_await job_of(q, id);
     seen = j.progress;
-    if (seen != "halfway") co_await sleep_for(10ms);
-  }
+    co_return seen == "halfway";
+  });
+  CHECK(kept);
   CHECK(seen == "halfway");
   release = true;
   auto done = co_await wait_finishes(q, 1);
   CHECK(done);
   // The job ended: a later report from its context is refused (and counted).
+  const auto sent = f.c.conn().stats().requests;
   held->progress("too late");
-  co_await sleep_for(200ms);
+  // The refusal is counted when its reply arrives. Requests on one
+  // connection are answered in order: once the report's request is sent, the
+  // reply to one of ours on the queue's connection comes after it.
+  auto issued = co_await wait_until([&] { return f.c.conn().stats().requests > sent; });
+  REQUIRE(issued);
+  thoonk::request behind;
+  behind.push("EXISTS", key("ids", f.name));
+  co_await f.c.conn().async_exec(behind, asio::use_awaitable);
   auto stopped = co_await stop_run(*run);
   REQUIRE(stopped);
   CHECK(run->report.progress_refused == 1);

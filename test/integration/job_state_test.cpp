@@ -33,7 +33,7 @@ struct setup {
 // second into `s`.
 asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
   co_await q.async_put("bystander", asio::use_awaitable);
-  auto id = co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable);
+  auto id = (co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable)).id;
   setup out{id, 1};
   if (s == state::unknown) {
     out.id = "no-such-job";
@@ -96,7 +96,8 @@ std::vector<call> calls() {
         {state::finished, E::job_not_found},
         {state::unknown, E::job_not_found}}},
       {"retract", [](q_t q, c_t c) { return code_of(q.async_retract(c.id, nothrow)); }, only_gone},
-      {"failures", [](q_t q, c_t c) { return code_of(q.async_failures(c.id, nothrow)); }, only_gone},
+      {"failures", [](q_t q, c_t c) { return code_of(q.async_failures(c.id, nothrow)); },
+       only_gone},
   };
 }
 
@@ -154,7 +155,8 @@ TEST_CASE("job: a second finish of the same claim is refused",
     };
     asio::co_spawn(ioc, fin(q, j.id, j.token, &e1, &done), asio::detached);
     asio::co_spawn(ioc, fin(q, j.id, j.token, &e2, &done), asio::detached);
-    while (done < 2) co_await thoonk::test::sleep_for(5ms);
+    auto both = co_await wait_until([&] { return done == 2; });
+    REQUIRE(both);
     CHECK(((!e1 && e2 == thoonk::error::job_not_found) ||
            (!e2 && e1 == thoonk::error::job_not_found)));
     auto counts = co_await q.async_counts(asio::use_awaitable);

@@ -46,7 +46,8 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
   auto jobs =
       co_await thoonk::job_queue::async_create_or_open(client, name, settings, asio::use_awaitable);
 
-  // 2. Producer: each put returns the job's id. High priority is next out.
+  // 2. Producer: each put completes with the job's id (put_result::id). High
+  //    priority is next out.
   auto cat = co_await jobs.async_put("resize cat.jpg", asio::use_awaitable);
   std::vector<std::string> more{"resize dog.jpg", "resize owl.jpg"};
   co_await jobs.async_put_many(more, thoonk::priority::normal, asio::use_awaitable);
@@ -69,7 +70,7 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
 
   // 6. A caller waits for one result while two workers empty the queue.
   using namespace asio::experimental::awaitable_operators;
-  auto result = co_await (jobs.async_get_result(cat, 5s, asio::use_awaitable) &&
+  auto result = co_await (jobs.async_get_result(cat.id, 5s, asio::use_awaitable) &&
                           jobs_tutorial_worker(jobs) && jobs_tutorial_worker(jobs));
   out << "result: " << result << "\n";
 

@@ -9,7 +9,6 @@
 
 using namespace thoonk::test;
 using thoonk::test::run_coro;
-using thoonk::test::sleep_for;
 using thoonk::test::unique_name;
 
 namespace {
@@ -102,6 +101,7 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
         const double alone = co_await run_requests(c.conn(), counter, 10000);
 
         co_await cmd(c.conn(), "CONFIG", "RESETSTAT");
+        const auto pops_before = co_await command_calls_on(c.conn(), name, "rpop");
         constexpr int waiters = 200;
         int claimed = 0, finished = 0;
         std::set<std::string> ids;
@@ -119,7 +119,11 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
               },
               asio::detached);
         }
-        co_await sleep_for(100ms);
+        // Every claimer registers before the first claim script runs (they
+        // start at this coroutine's next suspension); once one has run, they
+        // are waiting.
+        auto idle = co_await ran_since(c.conn(), name, "rpop", pops_before);
+        REQUIRE(idle);
         // The server sees nobody blocked, and no blocking command ever.
         const std::function<std::int64_t(const std::string&)> blocked_field =
             [](const std::string& text) { return info_number(text, "blocked_clients"); };
@@ -140,7 +144,8 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
         // Now feed them: every waiter gets one job, with few claim scripts.
         std::vector<std::string> items(waiters, "job");
         co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
-        for (int i = 0; i < 1000 && finished < waiters; ++i) co_await sleep_for(10ms);
+        auto all_finished = co_await wait_until([&] { return finished == waiters; }, 30s);
+        CHECK(all_finished);
         CHECK(claimed == waiters);
         CHECK(finished == waiters);
         CHECK(ids.size() == static_cast<std::size_t>(waiters));
@@ -185,6 +190,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         bool got = false;
         std::string got_id;
         std::chrono::steady_clock::time_point when{};
+        const auto pops_before = co_await command_calls_on(worker.conn(), name, "rpop");
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
@@ -196,13 +202,14 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
               }
             },
             asio::detached);
-        // Let it go idle (its first attempt finds the queue empty).
-        co_await sleep_for(300ms);
+        // It goes idle once its first attempt has found the queue empty.
+        auto idle = co_await ran_since(worker.conn(), name, "rpop", pops_before);
+        REQUIRE(idle);
         CHECK(!got);
         auto t0 = std::chrono::steady_clock::now();
-        auto id = co_await pq.async_put("wake up", asio::use_awaitable);
-        for (int i = 0; i < 1000 && !got; ++i) co_await sleep_for(5ms);
-        REQUIRE(got);
+        auto id = (co_await pq.async_put("wake up", asio::use_awaitable)).id;
+        auto woken = co_await wait_until([&] { return got; });
+        REQUIRE(woken);
         CHECK(got_id == id);
         auto latency = std::chrono::duration_cast<std::chrono::milliseconds>(when - t0).count();
         INFO("put -> claim latency " << latency << " ms");
@@ -230,7 +237,8 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
       asio::co_spawn(
           ioc,
           [&]() -> asio::awaitable<void> {
-            auto [ec, j] = co_await q.async_claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
+            auto [ec, j] =
+                co_await q.async_claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
             if (ec == asio::error::operation_aborted) outcome = 0;
             else if (!ec) {
               outcome = 1;
@@ -241,15 +249,21 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
           asio::detached);
       for (int i = 0; i < round % 5; ++i) co_await asio::post(ioc, asio::use_awaitable);
       sig.emit(asio::cancellation_type::terminal);
-      for (int i = 0; i < 200 && outcome < 0; ++i) co_await sleep_for(2ms);
-      REQUIRE(outcome >= 0);
-      co_await sleep_for(20ms);  // a release, if any, lands
+      auto ended = co_await wait_until([&] { return outcome >= 0; });
+      REQUIRE(ended);
       if (outcome == 1) {
         const thoonk::claim_ref claim{claimed_id, token};
         co_await q.async_cancel(claim, asio::use_awaitable);
         ++cancels;
       }
-      auto counts = co_await q.async_counts(asio::use_awaitable);
+      // A claim cancelled after its script ran is released in the
+      // background: wait until the release has landed.
+      thoonk::job_counts counts;
+      auto back = co_await wait_until([&]() -> asio::awaitable<bool> {
+        counts = co_await q.async_counts(asio::use_awaitable);
+        co_return counts.waiting == 3 && counts.claimed == 0;
+      });
+      CHECK(back);
       CHECK(counts.waiting == 3);
       CHECK(counts.claimed == 0);
     }
@@ -270,6 +284,8 @@ FIXTURE_TEST_CASE("jobs-close", "job: destroying the queue ends pending claims a
   int done = 0;
   {
     auto q = co_await contract_job_queue(f);
+    const auto pops = co_await command_calls_on(f.c.conn(), f.name, "rpop");
+    const auto reads = co_await command_calls_on(f.c.conn(), f.name, "lindex");
     q.async_claim(60s, [&](error_code ec, thoonk::claimed_job) {
       claim_ec = ec;
       ++done;
@@ -278,9 +294,16 @@ FIXTURE_TEST_CASE("jobs-close", "job: destroying the queue ends pending claims a
       result_ec = ec;
       ++done;
     });
-    co_await sleep_for(50ms);
+    // Both pending: the claim's first attempt and the result's first read
+    // are done.
+    auto claim_waits = co_await ran_since(f.c.conn(), f.name, "rpop", pops);
+    auto result_waits = co_await ran_since(f.c.conn(), f.name, "lindex", reads);
+    CHECK(claim_waits);
+    CHECK(result_waits);
+    CHECK(done == 0);
   }
-  for (int i = 0; i < 200 && done < 2; ++i) co_await sleep_for(5ms);
+  auto ended = co_await wait_until([&] { return done == 2; });
+  CHECK(ended);
   CHECK(done == 2);
   CHECK(claim_ec == asio::error::operation_aborted);
   CHECK(result_ec == asio::error::operation_aborted);
@@ -313,6 +336,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
 
         bool got = false;
         thoonk::claimed_job job;
+        const auto pops = co_await command_calls_on(admin.conn(), name, "rpop");
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
@@ -321,14 +345,18 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
               job = j;
             },
             asio::detached);
-        co_await sleep_for(200ms);
-        auto id = co_await aq.async_put("no wake-up for me", asio::use_awaitable);
-        for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
-        REQUIRE(got);
+        // The claimer's first attempt finds the queue empty: the job put
+        // next reaches it by a poll.
+        auto idle = co_await ran_since(admin.conn(), name, "rpop", pops);
+        REQUIRE(idle);
+        auto id = (co_await aq.async_put("no wake-up for me", asio::use_awaitable)).id;
+        auto claimed = co_await wait_until([&] { return got; });
+        REQUIRE(claimed);
         CHECK(job.id == id);
 
         std::string result;
         bool have = false;
+        const auto reads = co_await command_calls_on(admin.conn(), name, "lindex");
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
@@ -337,11 +365,15 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
               result = r;
             },
             asio::detached);
-        co_await sleep_for(100ms);
+        // The result wait has read once (nothing yet): the finish next
+        // reaches it by a poll.
+        auto waiting = co_await ran_since(admin.conn(), name, "lindex", reads);
+        REQUIRE(waiting);
         // (This user may not PUBLISH either: the finish comes from another
         // client; the token is the job's, not the client's.)
         co_await aq.async_finish(job, std::string("polled"), asio::use_awaitable);
-        for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
+        auto finished = co_await wait_until([&] { return have; });
+        CHECK(finished);
         CHECK(have);
         CHECK(result == "polled");
         worker->stop();
@@ -366,10 +398,10 @@ TEST_CASE("job and queue operations initiated from another thread",
     thoonk::job_queue_options o;
     o.prefetch = 4;  // claims are served from the prefetch buffer too
     thoonk::job_queue q(c, jname, o);
-    std::vector<std::future<std::string>> puts;
+    std::vector<std::future<thoonk::put_result>> puts;
     for (int i = 0; i < 20; ++i)
       puts.push_back(q.async_put("job " + std::to_string(i), asio::use_future));
-    for (auto& p : puts) CHECK(!p.get().empty());
+    for (auto& p : puts) CHECK(!p.get().id.empty());
     int finished = 0;
     for (int i = 0; i < 20; ++i) {
       auto j = q.async_claim(5s, asio::use_future).get();

@@ -12,10 +12,10 @@ FIXTURE_TEST_CASE("queue", "queue: FIFO order; high priority jumps the line",
   co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "queue");
   auto q = co_await thoonk::queue::async_open(f.c, f.name, asio::use_awaitable);
-  auto a = co_await q.async_put("a", asio::use_awaitable);
+  auto a = (co_await q.async_put("a", asio::use_awaitable)).id;
   auto b = co_await q.async_put("b", asio::use_awaitable);
   auto c = co_await q.async_put("c", asio::use_awaitable);
-  auto x = co_await q.async_put("x", thoonk::priority::high, asio::use_awaitable);
+  auto x = (co_await q.async_put("x", thoonk::priority::high, asio::use_awaitable)).id;
   std::vector<std::string> many{"m1", "m2"};
   auto mids = co_await q.async_put_many(many, thoonk::priority::normal, asio::use_awaitable);
   CHECK(mids.size() == 2);
@@ -70,7 +70,7 @@ FIXTURE_TEST_CASE("queue",
   // A counter that is gone (a queue deleted only in part, a plain DEL)
   // starts again from the clock, past every id it gave.
   co_await cmd(f.c.conn(), "DEL", counter);
-  co_await sleep_for(2ms);
+  co_await next_millisecond();
   co_await q.async_put("d", asio::use_awaitable);
   const auto fresh = co_await value();
   CHECK(fresh > next);
@@ -109,6 +109,7 @@ FIXTURE_TEST_CASE("queue", "queue: a waiting getter is woken by a put; many gett
   constexpr int n = 50;
   std::multiset<std::string> got;
   int done = 0;
+  const auto pops = co_await command_calls_on(f.c.conn(), f.name, "rpop");
   for (int i = 0; i < n; ++i) {
     asio::co_spawn(
         f.ioc,
@@ -119,7 +120,11 @@ FIXTURE_TEST_CASE("queue", "queue: a waiting getter is woken by a put; many gett
         },
         asio::detached);
   }
-  co_await thoonk::test::sleep_for(100ms);
+  // The getters wait once a fetch has found the queue empty (they start at
+  // this coroutine's next suspension, before any fetch).
+  auto waiting = co_await ran_since(f.c.conn(), f.name, "rpop", pops);
+  REQUIRE(waiting);
+  CHECK(done == 0);
   // Another client puts.
   thoonk::client other(f.ioc.get_executor(), named_config());
   co_await other.async_connect(asio::use_awaitable);
@@ -128,9 +133,10 @@ FIXTURE_TEST_CASE("queue", "queue: a waiting getter is woken by a put; many gett
   for (int i = 0; i < n; ++i) items.push_back("item-" + std::to_string(i));
   auto t0 = std::chrono::steady_clock::now();
   co_await q2.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  while (done < n && ms_since(t0) < 10000) co_await thoonk::test::sleep_for(5ms);
+  auto all = co_await wait_until([&] { return done == n; }, 30s);
+  CHECK(all);
   CHECK(done == n);
-  CHECK(ms_since(t0) < 10000);
+  CHECK(ms_since(t0) < 30000);  // well before the 60 s poll
   CHECK(got.size() == static_cast<std::size_t>(n));
   CHECK(std::set<std::string>(got.begin(), got.end()).size() == static_cast<std::size_t>(n));
 }
@@ -154,8 +160,16 @@ FIXTURE_TEST_CASE("queue", "queue: a cancelled getter loses nothing",
   // Let the getter register and its fetch go out, then cancel it.
   for (int i = 0; i < 3; ++i) co_await asio::post(f.ioc, asio::use_awaitable);
   sig.emit(asio::cancellation_type::terminal);
-  co_await thoonk::test::sleep_for(100ms);
-  auto len = co_await q.async_length(asio::use_awaitable);
+  auto ended = co_await wait_until([&] { return aborted + got == 1; });
+  CHECK(ended);
+  // What a fetch in flight took for the cancelled getter goes back in the
+  // background: wait until it is there.
+  std::size_t len = 0;
+  auto back = co_await wait_until([&]() -> asio::awaitable<bool> {
+    len = co_await q.async_length(asio::use_awaitable);
+    co_return len + got == 5;
+  });
+  CHECK(back);
   CHECK(len + got == 5);
   CHECK(aborted + got == 1);
   // Whatever was taken for the cancelled getter went back to the front.
@@ -195,7 +209,7 @@ FIXTURE_TEST_CASE("queue", "queue: interop with the contract's plain commands",
 
   // The library's put, taken with the contract's "Get" (RPOP instead of
   // BRPOP: the item is already there).
-  auto id = co_await q.async_put("library item", asio::use_awaitable);
+  auto id = (co_await q.async_put("library item", asio::use_awaitable)).id;
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   CHECK(popped.str == id);
   auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {

@@ -6,10 +6,12 @@
 using namespace thoonk::test;
 
 namespace {
-// Waits until `pred` holds, polling; the test deadline bounds it.
+// Waits until `pred` holds (wait_until: polling, at most 10 s), which it
+// must.
 template <class Pred>
 asio::awaitable<void> until(Pred pred) {
-  while (!pred()) co_await sleep_for(2ms);
+  auto held = co_await wait_until(std::move(pred));
+  REQUIRE(held);
 }
 
 asio::awaitable<std::int64_t> numsub(thoonk::connection& c, const std::string& ch) {
@@ -115,14 +117,19 @@ TEST_CASE("subscriber: dropping the last handle unsubscribes on the server",
     auto n = co_await numsub(admin, t.ch);
     CHECK(n == 1);
     s1.reset();
-    co_await sleep_for(50ms);
+    // An UNSUBSCRIBE sent on the reset would be answered before the fence's
+    // SUBSCRIBE, which follows it on the subscriber's connection.
+    co_await fence(t.sub, admin);
     n = co_await numsub(admin, t.ch);
     CHECK(n == 1);  // s2 still wants it
     co_await cmd(admin, "PUBLISH", t.ch, "x");
     co_await until([&] { return calls == 1; });  // only s2's callback
     s2.reset();
-    for (int i = 0; i < 200 && (n = co_await numsub(admin, t.ch)) != 0; ++i)
-      co_await sleep_for(5ms);
+    auto unsubscribed = co_await wait_until([&]() -> asio::awaitable<bool> {
+      n = co_await numsub(admin, t.ch);
+      co_return n == 0;
+    });
+    CHECK(unsubscribed);
     CHECK(n == 0);
     // Subscribing again after the unsubscribe works.
     auto s3 = co_await t.sub.async_subscribe(t.ch, count, asio::use_awaitable);
@@ -163,7 +170,7 @@ TEST_CASE("subscriber: a callback may drop its own handle", "[subscriber][subscr
     co_await cmd(t.pub, "PUBLISH", t.ch, "1");
     co_await until([&] { return calls == 1; });
     co_await cmd(t.pub, "PUBLISH", t.ch, "2");
-    co_await sleep_for(50ms);
+    co_await fence(t.sub, t.pub);
     CHECK(calls == 1);
   });
 }
@@ -183,7 +190,9 @@ TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber][subscribe]
           got = ec;
           done = true;
         });
-    co_await sleep_for(30ms);
+    // Pending from here: registered, waiting for a connection that port 1
+    // never gives.
+    CHECK(!done);
     sub.stop();
     co_await until([&] { return done; });
     CHECK(got == thoonk::error::client_stopped);
@@ -201,11 +210,20 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
     t.run([&]() -> asio::awaitable<void> {
       auto s = co_await t.sub.async_subscribe(
           t.ch, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
+      int disconnects = 0;
+      auto listener = t.sub.on_event([&](const thoonk::subscriber_event& e) {
+        disconnects += e.kind == thoonk::subscriber_event::disconnected;
+      });
       auto writes = t.sub.stats().connection.writes;
-      co_await sleep_for(300ms);
+      // A PING goes out only once the one before has its reply: the second
+      // one shows that the first one's reply was read.
+      auto pinged =
+          co_await wait_until([&] { return t.sub.stats().connection.writes >= writes + 2; });
       INFO("protocol " << proto);
+      CHECK(pinged);
       CHECK(t.sub.stats().connection.writes > writes);  // PINGs were sent...
-      CHECK(t.sub.stats().connection.reconnects == 0);  // ...and their replies understood
+      CHECK(disconnects == 0);                          // ...and their replies understood
+      CHECK(t.sub.stats().connection.reconnects == 0);
       co_await cmd(t.pub, "PUBLISH", t.ch, "still here");
       co_await until([&] { return got == 1; });
     });
@@ -297,11 +315,12 @@ TEST_CASE(
     CHECK(gone);
     // Closing the idle connection unsubscribed it on the server.
     std::int64_t left = 1;
-    for (int i = 0; i < 500 && left != 0; ++i) {
+    auto unsubscribed = co_await wait_until([&]() -> asio::awaitable<bool> {
       auto r = co_await cmd(admin, "PUBSUB", "SHARDNUMSUB", allowed);
       left = r.elements.at(1).integer;
-      if (left != 0) co_await sleep_for(10ms);
-    }
+      co_return left == 0;
+    });
+    CHECK(unsubscribed);
     CHECK(left == 0);
     // Subscribed again: a new connection.
     auto s3 = co_await sub.async_ssubscribe(

@@ -1,6 +1,7 @@
 // Helpers shared by the integration tests, all in thoonk::test: the
 // fixture (an io_context, a client, a fresh name), raw pub/sub capture,
-// polling waits bounded by the test's deadline, key names, feeds and queues
+// waits on events (fences, polled server conditions, the clock's next
+// millisecond) under deadlines, key names, feeds and queues
 // made with the contract's plain commands, raw key snapshots, typed event
 // records.
 #pragma once
@@ -28,6 +29,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,9 +55,6 @@ struct capture {
     return out;
   }
 };
-
-/// Lets in-flight pub/sub messages arrive (for "nothing more came" checks).
-inline asio::awaitable<void> settle() { co_await sleep_for(50ms); }
 
 /// The management channels (classic pub/sub on a cluster too).
 inline bool management_channel(std::string_view channel) {
@@ -92,58 +91,6 @@ inline std::vector<std::string> cluster_capture_channels(const std::string& patt
         " (or feed.*:<feed>) instead of " +
         pattern);
   return {pattern};
-}
-
-/// Subscribes a raw capture to `patterns` on `sub`, as a contract client
-/// listens: on one server with PSUBSCRIBE; under cluster_topology() each
-/// pattern becomes the channels cluster_capture_channels() names, a
-/// management channel with PSUBSCRIBE (classic pub/sub, heard on any node)
-/// and every other with SSUBSCRIBE on the primary serving its slot (`sub`,
-/// a subscriber of test_config(), goes to its seed and follows the MOVED
-/// reply there). One feed's channels share a slot, hence one shard
-/// connection: the capture keeps their order.
-/// (Variadic: g++ 12 rejects braced lists inside co_await expressions.)
-template <class... Patterns>
-asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& sub,
-                                                           Patterns... ps) {
-  std::vector<std::string> patterns;
-  (patterns.emplace_back(std::move(ps)), ...);
-  auto cap = std::make_shared<capture>();
-  auto record = [cap](const thoonk::message& m) {
-    cap->msgs.emplace_back(std::string(m.channel), std::string(m.payload));
-  };
-  for (const auto& p : patterns) {
-    if (!cluster_topology()) {
-      auto s = co_await sub.async_psubscribe(p, record, asio::use_awaitable);
-      cap->subs.push_back(std::move(s));
-      continue;
-    }
-    for (const auto& ch : cluster_capture_channels(p)) {
-      if (management_channel(ch)) {
-        auto s = co_await sub.async_psubscribe(ch, record, asio::use_awaitable);
-        cap->subs.push_back(std::move(s));
-      } else {
-        auto s = co_await sub.async_ssubscribe(ch, record, asio::use_awaitable);
-        cap->subs.push_back(std::move(s));
-      }
-    }
-  }
-  if (cluster_topology()) {
-    // A cluster forwards a PUBLISH to the other nodes over its bus after
-    // the publisher has its reply: messages of operations made before this
-    // capture may still reach it. Let them pass, and forget them.
-    co_await settle();
-    cap->msgs.clear();
-  }
-  co_return cap;
-}
-
-/// Polls `pred` every 2 ms until it holds or `max` passes; returns pred().
-template <class Pred>
-asio::awaitable<bool> wait_until(Pred pred, std::chrono::milliseconds max = 10s) {
-  auto until = std::chrono::steady_clock::now() + max;
-  while (!pred() && std::chrono::steady_clock::now() < until) co_await sleep_for(2ms);
-  co_return pred();
 }
 
 inline std::string nul_join(std::string_view a, std::string_view b) {
@@ -213,6 +160,144 @@ inline asio::awaitable<thoonk::subscription> subscribe_notifications(
   co_return co_await sub.async_subscribe(std::move(channel), std::move(cb), asio::use_awaitable);
 }
 
+// ---- waiting on events ------------------------------------------------------
+//
+// A test waits for the event it needs, never for a fixed time: a callback
+// it counts (wait_until on a flag), a server condition it polls (wait_until
+// with a coroutine predicate), the arrival of a sentinel behind the
+// messages it checks (fence), the system clock's next millisecond
+// (next_millisecond). Each wait has a deadline well above what the event
+// takes on a loaded machine, so load slows a test but does not fail it.
+// wait_until itself is in run_coro.hpp.
+
+/// A fence on subscriber `sub`, for the checks that nothing more arrived:
+/// returns once every message published before the call (by any client) on
+/// the channels `sub` hears over the connection that carries `feed`'s
+/// notifications has been delivered to sub's callbacks. It subscribes `sub`
+/// to a fresh channel on that connection, publishes a sentinel there through
+/// `via` (any connection to the test server) and waits until the sentinel
+/// arrives; a server delivers one connection's messages in the order they
+/// were published, and the subscriber invokes its callbacks in the order
+/// they arrive.
+///
+/// On one server `sub` has one connection, which carries every channel.
+/// Under cluster_topology(), with a `feed`, the sentinel is a shard channel
+/// in the feed's hash slot (`fence-<random>:{<feed>}`), on the connection of
+/// the feed's notifications and job channels; without one, a classic
+/// channel, for the management channels and patterns, with a sentinel
+/// published on every node: a cluster relays a classic message from the
+/// node that got it to each other node over one link, in order.
+///
+/// A feed subscription with catch-up holds back the live events that arrive
+/// during a catch-up (docs/feeds.md): fence it after its catch-up has been
+/// reported. Fails the test (REQUIRE) when the sentinel does not arrive
+/// within 10 s.
+inline asio::awaitable<void> fence(thoonk::subscriber& sub, thoonk::connection& via,
+                                   std::string_view feed = {}) {
+  auto seen = std::make_shared<std::size_t>(0);
+  thoonk::subscriber::callback count = [seen](const thoonk::message&) { ++*seen; };
+  std::size_t sentinels = 1;
+  thoonk::subscription s;
+  if (!cluster_topology()) {
+    const auto channel = unique_name("fence");
+    s = co_await sub.async_subscribe(channel, count, asio::use_awaitable);
+    co_await cmd(via, "PUBLISH", channel, "fence");
+  } else if (!feed.empty()) {
+    const auto channel = unique_name("fence") + ":" + key_name(feed);
+    s = co_await sub.async_ssubscribe(channel, count, asio::use_awaitable);
+    co_await cmd(via, "SPUBLISH", channel, "fence");
+  } else {
+    const auto channel = unique_name("fence");
+    s = co_await sub.async_subscribe(channel, count, asio::use_awaitable);
+    const auto ports = cluster_ports(false);
+    sentinels = ports.size();
+    for (auto port : ports) {
+      thoonk::request r;
+      r.push("PUBLISH", channel, "fence");
+      co_await exec_on_node(via, port, r);
+    }
+  }
+  const bool arrived = co_await wait_until([&] { return *seen >= sentinels; });
+  INFO("fence on " << (feed.empty() ? std::string("the classic channels") : std::string(feed))
+                   << ": " << *seen << " of " << sentinels << " sentinels arrived");
+  REQUIRE(arrived);
+}
+
+/// A fixed 50 ms pause before a check that nothing more arrived. It proves
+/// nothing on a loaded machine and slows every caller: use fence(). Kept for
+/// the files that still call it.
+inline asio::awaitable<void> settle() { co_await sleep_for(50ms); }
+
+/// Milliseconds since the Unix epoch by the system clock, as the library
+/// stamps feed publishes and job claims.
+inline std::int64_t ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Returns once ms_now() has moved past the millisecond it read on entry,
+/// polling the clock: a feed publish made after it is stamped a later
+/// millisecond than any made before it (the feed's order is publish ms,
+/// then id).
+inline asio::awaitable<void> next_millisecond() {
+  const auto start = ms_now();
+  while (ms_now() <= start)
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+}
+
+/// Subscribes a raw capture to `patterns` on `sub`, as a contract client
+/// listens: on one server with PSUBSCRIBE; under cluster_topology() each
+/// pattern becomes the channels cluster_capture_channels() names, a
+/// management channel with PSUBSCRIBE (classic pub/sub, heard on any node)
+/// and every other with SSUBSCRIBE on the primary serving its slot (`sub`,
+/// a subscriber of test_config(), goes to its seed and follows the MOVED
+/// reply there). One feed's channels share a slot, hence one shard
+/// connection: the capture keeps their order.
+/// (Variadic: g++ 12 rejects braced lists inside co_await expressions.)
+template <class... Patterns>
+asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& sub,
+                                                           Patterns... ps) {
+  std::vector<std::string> patterns;
+  (patterns.emplace_back(std::move(ps)), ...);
+  auto cap = std::make_shared<capture>();
+  auto record = [cap](const thoonk::message& m) {
+    cap->msgs.emplace_back(std::string(m.channel), std::string(m.payload));
+  };
+  bool classic = false;
+  for (const auto& p : patterns) {
+    if (!cluster_topology()) {
+      auto s = co_await sub.async_psubscribe(p, record, asio::use_awaitable);
+      cap->subs.push_back(std::move(s));
+      continue;
+    }
+    for (const auto& ch : cluster_capture_channels(p)) {
+      if (management_channel(ch)) {
+        classic = true;
+        auto s = co_await sub.async_psubscribe(ch, record, asio::use_awaitable);
+        cap->subs.push_back(std::move(s));
+      } else {
+        auto s = co_await sub.async_ssubscribe(ch, record, asio::use_awaitable);
+        cap->subs.push_back(std::move(s));
+      }
+    }
+  }
+  if (classic) {
+    // A cluster forwards a PUBLISH to the other nodes over its bus after
+    // the publisher has its reply: messages on the management channels of
+    // operations made before this capture may still reach it. Let them
+    // pass, and forget them. (A shard channel's message goes only to the
+    // subscribers its primary has when it runs the SPUBLISH.)
+    // (The fence's sentinels go over connections of their own to each
+    // node, made with `via`'s config: `via` itself never connects.)
+    thoonk::connection via(sub.get_executor(), test_config());
+    co_await fence(sub, via);
+    via.stop();
+    cap->msgs.clear();
+  }
+  co_return cap;
+}
+
 /// A hash (HGETALL `hash_key`) as a map, e.g. hash_of(conn, key("config", name)).
 inline asio::awaitable<std::map<std::string, std::string>> hash_of(thoonk::connection& c,
                                                                    std::string hash_key) {
@@ -275,12 +360,6 @@ inline asio::awaitable<std::string> make_feed(thoonk::client& c, std::string_vie
   auto name = unique_name(prefix);
   co_await c.async_create_feed(name, type, std::move(cfg), asio::use_awaitable);
   co_return name;
-}
-
-inline std::int64_t ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // A user whose connections can be locked out, so a test can hold a
@@ -619,7 +698,7 @@ struct put_claim {
 /// Puts `item` on `q` and claims it (q must hold no other waiting job):
 /// the claimed job is the one just put.
 inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::string item) {
-  auto id = co_await q.async_put(std::move(item), asio::use_awaitable);
+  auto id = (co_await q.async_put(std::move(item), asio::use_awaitable)).id;
   auto job = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(job.id == id);
   co_return put_claim{std::move(id), std::move(job)};
@@ -636,6 +715,70 @@ inline asio::awaitable<void> expect_only_stalled(fixture& f, thoonk::job_queue& 
   CHECK(counts.scheduled == 0);
   auto member = co_await cmd(f.c.conn(), "SISMEMBER", key("stalled", f.name), id);
   CHECK(member.integer == 1);
+}
+
+/// Waits until the claim of job `id` on job queue `queue` has lapsed as
+/// maintenance judges it (maintenance/expire.lua): its claim time, the
+/// job's score in feed.claimed (ms, moved by each heartbeat), lies more
+/// than `timeout` (the queue's claim_timeout_ms) before ms_now(). Reads the
+/// claim time once, then polls the clock. Returns false when the job is not
+/// claimed, or when the claim has not lapsed within `timeout` + 10 s.
+inline asio::awaitable<bool> claim_lapsed(thoonk::connection& c, std::string queue, std::string id,
+                                          std::chrono::milliseconds timeout) {
+  auto score = co_await cmd(c, "ZSCORE", key("claimed", queue), id);
+  if (score.type == thoonk::resp3::type::null) co_return false;
+  const double at =
+      score.type == thoonk::resp3::type::double_number ? score.dbl : std::stod(score.str);
+  const auto since = static_cast<std::int64_t>(at);
+  co_return co_await wait_until([&] { return ms_now() > since + timeout.count(); }, timeout + 10s);
+}
+
+/// How many times `command` (lower case, e.g. "rpop") has run on the node
+/// serving queue or job queue `queue` (its `calls` in INFO commandstats,
+/// calls from scripts included): the claim script pops once per call
+/// (RPOP), a result wait reads the result once per look (LINDEX). Counts
+/// the whole server's calls: for a test alone on its server or cluster.
+inline asio::awaitable<std::int64_t> command_calls_on(thoonk::connection& c, std::string queue,
+                                                      std::string command) {
+  thoonk::request r;
+  r.push("INFO", "commandstats");
+  std::string stats;
+  if (cluster_topology()) {
+    auto resp = co_await exec_on_node(c, owner_port(key("ids", queue)), r);
+    stats = resp.at(0).str;
+  } else {
+    auto v = co_await exec_one(c, std::move(r));
+    stats = v.str;
+  }
+  auto pos = stats.find("cmdstat_" + command + ":calls=");
+  if (pos == std::string::npos) co_return 0;
+  pos = stats.find('=', pos) + 1;
+  co_return std::stoll(stats.substr(pos, stats.find(',', pos) - pos));
+}
+
+/// Waits until `command` has run on `queue`'s node more than `before` times
+/// (command_calls_on): a claimer (RPOP) or a result wait (LINDEX) started
+/// since `before` was read has made its first look and is waiting.
+inline asio::awaitable<bool> ran_since(thoonk::connection& c, std::string queue,
+                                       std::string command, std::int64_t before) {
+  co_return co_await wait_until([&]() -> asio::awaitable<bool> {
+    co_return co_await command_calls_on(c, queue, command) > before;
+  });
+}
+
+/// Waits until the connection whose CLIENT ID is `id` has a command the
+/// server holds (flags=b in CLIENT LIST: a blocking command, or a write
+/// held by CLIENT PAUSE WRITE), asking over `admin`; one server (a
+/// cluster's node answers for its own connections only). Returns false when
+/// it does not happen within 10 s.
+inline asio::awaitable<bool> held_by_server(thoonk::connection& admin, std::int64_t id) {
+  co_return co_await wait_until([&]() -> asio::awaitable<bool> {
+    auto v = co_await cmd(admin, "CLIENT", "LIST", "ID", std::to_string(id));
+    const auto at = v.str.find(" flags=");
+    if (at == std::string::npos) co_return false;
+    const auto from = at + 7;
+    co_return v.str.substr(from, v.str.find(' ', from) - from).find('b') != std::string::npos;
+  });
 }
 
 /// contract_job_queue for a queue.

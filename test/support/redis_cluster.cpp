@@ -274,8 +274,13 @@ void redis_cluster::migrate_slot(std::uint16_t slot, unsigned short to_port, int
   };
   expect_ok(cli(to_port, {"CLUSTER", "SETSLOT", slot_s, "IMPORTING", from_id}), "IMPORTING");
   expect_ok(cli(from_port, {"CLUSTER", "SETSLOT", slot_s, "MIGRATING", to_id}), "MIGRATING");
+  // Keys a load keeps writing into the slot move with the next batches; a
+  // slot that never empties is a failure, not a wait without end.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
   for (;;) {
     std::this_thread::sleep_for(pause);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("migrate_slot: slot " + slot_s + " still holds keys after 120 s");
     auto keys_text = cli(from_port, {"CLUSTER", "GETKEYSINSLOT", slot_s, std::to_string(batch)});
     std::vector<std::string> keys;
     std::istringstream in(keys_text);

@@ -77,7 +77,8 @@ class redis_cluster {
   /// running meanwhile sees the slot half moved: ASK, TRYAGAIN), then
   /// SETSLOT NODE on every primary. Blocking, only redis-cli children: run
   /// it on a thread of its own while the client works on its io_context.
-  /// Throws std::runtime_error when a step fails.
+  /// Throws std::runtime_error when a step fails, or when the slot still
+  /// holds keys after 120 s of batches.
   void migrate_slot(std::uint16_t slot, unsigned short to_port, int batch,
                     std::chrono::milliseconds pause) const;
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <type_traits>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -35,7 +36,28 @@ bool run_coro_for(boost::asio::io_context& ioc, coro_fn f, std::chrono::millisec
 void run_coro(boost::asio::io_context& ioc, coro_fn f,
               std::chrono::milliseconds deadline = std::chrono::seconds(20));
 
-/// Suspends the calling coroutine for d on its executor.
+/// Suspends the calling coroutine for d on its executor: the pause between
+/// two polls (wait_until), never a wait for an event by itself.
 boost::asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
+
+/// Polls `pred` until it holds or `max` passes; returns whether it held.
+/// `pred` returns bool (checked every 2 ms: a flag or a count a callback
+/// sets) or boost::asio::awaitable<bool> (checked every 5 ms: a server condition,
+/// e.g. `[&]() -> boost::asio::awaitable<bool> { co_return co_await llen(c, k) == 0; }`).
+template <class Pred>
+boost::asio::awaitable<bool> wait_until(Pred pred,
+                                        std::chrono::milliseconds max = std::chrono::seconds(10)) {
+  constexpr bool awaited =
+      std::is_same_v<std::invoke_result_t<Pred&>, boost::asio::awaitable<bool>>;
+  const auto until = std::chrono::steady_clock::now() + max;
+  for (;;) {
+    bool held = false;
+    if constexpr (awaited) held = co_await pred();
+    else held = pred();
+    if (held) co_return true;
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    co_await sleep_for(std::chrono::milliseconds(awaited ? 5 : 2));
+  }
+}
 
 }  // namespace thoonk::test

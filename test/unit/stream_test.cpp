@@ -144,22 +144,25 @@ TEST_CASE("stream: close during a read completes the read", "[unit][stream]") {
   thoonk::test::run_coro(t.ioc, [&]() -> asio::awaitable<void> {
     const auto cec = co_await s.connect(t.cfg);
     REQUIRE(!cec);
-    bool read_done = false;
+    bool read_started = false, read_done = false;
     boost::system::error_code read_ec;
     char buf[16];
     asio::co_spawn(
         t.ioc,
         [&]() -> asio::awaitable<void> {
+          read_started = true;  // the read starts in this same step
           auto [ec, n] = co_await s.read_some(asio::buffer(buf));
           read_ec = ec;
           read_done = true;
         },
         asio::detached);
-    // Let the read start, then close under it.
-    co_await thoonk::test::sleep_for(10ms);
+    // Once the read has started, close under it.
+    auto started = co_await thoonk::test::wait_until([&] { return read_started; });
+    REQUIRE(started);
     CHECK(!read_done);
     s.close();
-    while (!read_done) co_await thoonk::test::sleep_for(1ms);
+    auto ended = co_await thoonk::test::wait_until([&] { return read_done; });
+    CHECK(ended);
     CHECK(read_ec == asio::error::operation_aborted);
     CHECK(!s.is_open());
   });
