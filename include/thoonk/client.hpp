@@ -276,7 +276,7 @@ class client {
   /// is not counted and is no error). A server without functions (before
   /// Redis 7.0) has none: 0. Errors: error::no_permission when the user may
   /// not run FUNCTION LIST or FUNCTION DELETE (grant `+function|list
-  /// +function|delete`); the server's text reaches with_diagnostics. On
+  /// +function|delete`); the server's text reaches capture_diagnostics. On
   /// an error, the count is what this call did delete (run it again for
   /// the rest). Cancellation: as connection::async_exec. Thread safety: as the
   /// client's other operations.

@@ -734,7 +734,7 @@ class job_queue : public detail::queue_base,
   /// most once: finishes during a subscriber reconnect are missed, see
   /// get_result for a durable wait). Keep the subscription: destroying it
   /// unsubscribes. Errors: invalid_name, subscribe_refused (ACL channel
-  /// permissions; the server's text through with_diagnostics),
+  /// permissions; the server's text through capture_diagnostics),
   /// client_stopped, operation_aborted on cancellation. The callback runs
   /// on the subscriber's executor (see thoonk::subscriber, "Delivery").
   template <completion_token CompletionToken = default_token_t>
