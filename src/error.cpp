@@ -93,7 +93,9 @@ class thoonk_category final : public boost::system::error_category {
         return "item rejected: larger than the configured max_item_size; raise the limit or "
                "store large payloads elsewhere and publish a reference";
       case error::invalid_argument:
-        return "invalid argument: a count, timeout or option is out of range";
+        return "invalid argument: a count, timeout or option is out of range (a time or duration "
+               "sent to the server must be within +/-9007199254740991 ms, 2^53 - 1, the largest "
+               "integer a Lua number holds exactly)";
       case error::feed_exists:
         return "a feed with this name already exists: open it instead of creating it";
       case error::feed_not_found: return "no feed with this name exists: create it first";

@@ -124,7 +124,8 @@ struct maintenance_options {
   std::string stats_feed;
   std::size_t stats_max_length = 100;
   /// The maintenance lock's time to live: only one runner per queue at a
-  /// time; a runner that dies frees it after this long.
+  /// time; a runner that dies frees it after this long. At most
+  /// 2^53 - 1 ms (else error::invalid_argument, nothing sent).
   std::chrono::milliseconds lock_ttl{30000};
 };
 
@@ -218,8 +219,10 @@ class job_queue : public detail::queue_base,
     /// Why to_fields() would be refused (config_field_problem's sentence
     /// for the first bad field), or empty when every set field is valid.
     std::string problem() const;
-    /// Parses config fields; fields it does not know, and values that do
-    /// not parse, stay unset (the scripts then use the defaults too).
+    /// Parses config fields; fields it does not know, and values the
+    /// scripts would not use (a number that is not a decimal integer,
+    /// ^-?[0-9]+$, within the field's range), stay unset: the scripts read
+    /// them by the same rule and use the defaults too.
     static settings from_fields(const feed_config& fields);
   };
 

@@ -2,7 +2,8 @@
 
 #include <thoonk/error.hpp>
 
-#include <charconv>
+#include "detail/parse_int.hpp"
+
 #include <span>
 
 namespace thoonk::detail {
@@ -90,11 +91,7 @@ const resp3::value* field(const resp3::value& entry, std::string_view name) {
 std::optional<std::int64_t> as_int(const resp3::value* v) {
   if (!v) return std::nullopt;
   if (v->type == resp3::type::number) return v->integer;
-  if (v->is_string()) {
-    std::int64_t n = 0;
-    auto [p, ec] = std::from_chars(v->str.data(), v->str.data() + v->str.size(), n);
-    if (ec == std::errc{} && p == v->str.data() + v->str.size()) return n;
-  }
+  if (v->is_string()) return parse_int<std::int64_t>(v->str);
   return std::nullopt;
 }
 
@@ -248,21 +245,17 @@ redirect parse_redirect(const resp3::value& reply) {
   auto slot_text = rest.substr(0, sp);
   auto addr = rest.substr(sp + 1);
   addr = addr.substr(0, addr.find_first_of(" \r\n"));
-  unsigned slot = 0;
-  auto [p, ec] = std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
-  if (ec != std::errc{} || p != slot_text.data() + slot_text.size() || slot >= cluster_slots)
-    return r;
+  const auto slot = parse_int<unsigned>(slot_text);
+  if (!slot || *slot >= cluster_slots) return r;
   auto colon = addr.rfind(':');
   if (colon == std::string_view::npos) return r;
   auto port_text = addr.substr(colon + 1);
-  unsigned port = 0;
-  auto [pp, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (pec != std::errc{} || pp != port_text.data() + port_text.size() || port == 0 || port > 65535)
-    return r;
+  const auto port = parse_int<unsigned>(port_text);
+  if (!port || *port == 0 || *port > 65535) return r;
   r.kind = word == "MOVED" ? redirect::moved : redirect::ask;
-  r.slot = static_cast<std::uint16_t>(slot);
+  r.slot = static_cast<std::uint16_t>(*slot);
   r.target.host = std::string(addr.substr(0, colon));
-  r.target.port = static_cast<std::uint16_t>(port);
+  r.target.port = static_cast<std::uint16_t>(*port);
   return r;
 }
 
@@ -273,8 +266,9 @@ bool read_header(std::string_view& p, char prefix, std::size_t& n) {
   if (p.empty() || p.front() != prefix) return false;
   auto end = p.find("\r\n");
   if (end == std::string_view::npos) return false;
-  auto [q, ec] = std::from_chars(p.data() + 1, p.data() + end, n);
-  if (ec != std::errc{} || q != p.data() + end) return false;
+  const auto v = parse_int<std::size_t>(p.substr(1, end - 1));
+  if (!v) return false;
+  n = *v;
   p.remove_prefix(end + 2);
   return true;
 }

@@ -4,6 +4,7 @@
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
+#include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>
@@ -17,7 +18,7 @@ claim_taker::claim_taker(const std::shared_ptr<job_queue_impl>& q)
 
 std::chrono::milliseconds claim_taker::offer_ttl() const {
   auto q = q_.lock();
-  return 2 * (q ? q->opts.poll_interval : std::chrono::milliseconds(1000));
+  return jobs::twice_capped(q ? q->opts.poll_interval : std::chrono::milliseconds(1000));
 }
 
 asio::awaitable<void> claim_taker::start(std::shared_ptr<claim_taker> self) {

@@ -58,7 +58,10 @@ using clock_type = std::chrono::steady_clock;
 // detail::reply_error (detail/script_exec.hpp): one runner and one mapper
 // for feeds and jobs.
 
-/// Integer of a number reply (or a decimal string); `fallback` otherwise.
+/// Integer of a number reply, a decimal string (detail::parse_int's rule)
+/// or a double reply (truncated toward zero); `fallback` otherwise, and for
+/// a double outside std::int64_t (or NaN, infinite): such a value is not
+/// one the library wrote, and no cast of it is made.
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback = 0);
 /// String elements of an array reply (null elements become "").
 std::vector<std::string> as_strings(resp3::value&& v);

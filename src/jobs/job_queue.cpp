@@ -15,8 +15,6 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include <charconv>
-
 namespace thoonk {
 namespace detail {
 
@@ -414,14 +412,6 @@ bool split_finish(std::string_view payload, job_finished& out) {
   return true;
 }
 
-std::optional<std::int64_t> parse_int(const std::optional<std::string>& s) {
-  if (!s) return std::nullopt;
-  std::int64_t v = 0;
-  auto r = std::from_chars(s->data(), s->data() + s->size(), v);
-  if (r.ec != std::errc{} || r.ptr != s->data() + s->size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -472,8 +462,9 @@ std::string job_queue::settings::problem() const {
 job_queue::settings job_queue::settings::from_fields(const feed_config& fields) {
   settings s;
   for (const auto& [field, value] : fields) {
-    const std::optional<std::string> v(value);
-    const auto n = detail::parse_int(v);
+    // Read as the scripts read it: a value they replace by the default
+    // (not an integer, or outside the field's range) is unset here too.
+    const auto n = detail::read_config_int(field, value);
     const auto as_ms = [&]() -> std::optional<std::chrono::milliseconds> {
       if (n) return std::chrono::milliseconds(*n);
       return std::nullopt;

@@ -17,7 +17,7 @@ local now, high = tonumber(ARGV[1]), ARGV[2] == '1'
 local sleeping = redis.call('EXISTS', K_SLEEPERS) == 1
 local takers = sleeping and cold.live_takers(n)
 local direct = takers and #takers > 0 and Q.ctl[1] ~= '1' and
-                   conf_int(Q.ctl[2], 0, 1) == 0 and redis.call('LLEN', K_IDS) == 0
+                   conf_int(Q.ctl[2], 0, 0, 1000000) == 0 and redis.call('LLEN', K_IDS) == 0
 local ids
 if direct then
   ids = store_new(4, now)

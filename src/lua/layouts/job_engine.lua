@@ -492,7 +492,7 @@ end
 local function claim_allowance(now, n)
   if not Q.ctl then Q.ctl = redis.call('HMGET', K_CONFIG, 'paused', 'rate_limit') end
   if Q.ctl[1] == '1' then return 0, 0 end
-  local limit = conf_int(Q.ctl[2], 0, 1)
+  local limit = conf_int(Q.ctl[2], 0, 0, 1000000)
   if limit == 0 or n <= 0 then return n, nil end
   local avail = redis.call('LLEN', K_IDS)
   if avail < n then n = avail end
