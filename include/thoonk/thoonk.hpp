@@ -2,6 +2,7 @@
 #pragma once
 
 #include <thoonk/client.hpp>
+#include <thoonk/cluster.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/diagnostics.hpp>

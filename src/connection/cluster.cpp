@@ -6,6 +6,19 @@
 
 #include <span>
 
+namespace thoonk {
+
+std::uint16_t hash_slot(std::string_view key) noexcept {
+  if (auto open = key.find('{'); open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1)
+      key = key.substr(open + 1, close - open - 1);
+  }
+  return static_cast<std::uint16_t>(detail::crc16(key) & (cluster_hash_slots - 1));
+}
+
+}  // namespace thoonk
+
 namespace thoonk::detail {
 
 using boost::system::error_code;
@@ -19,15 +32,6 @@ std::uint16_t crc16(std::string_view data) noexcept {
                            : static_cast<std::uint16_t>(crc << 1);
   }
   return crc;
-}
-
-std::uint16_t hash_slot(std::string_view key) noexcept {
-  if (auto open = key.find('{'); open != std::string_view::npos) {
-    auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1)
-      key = key.substr(open + 1, close - open - 1);
-  }
-  return static_cast<std::uint16_t>(crc16(key) & (cluster_slots - 1));
 }
 
 std::string to_string(const cluster_node& n) { return n.host + ":" + std::to_string(n.port); }
@@ -75,6 +79,15 @@ std::size_t slot_map::covered() const noexcept {
 }
 
 bool slot_map::covers_all() const noexcept { return covered() == cluster_slots; }
+
+bool slot_map::same_routes(const slot_map& other) const noexcept {
+  for (std::size_t s = 0; s < cluster_slots; ++s) {
+    const bool mine = owner_[s] != none, theirs = other.owner_[s] != none;
+    if (mine != theirs) return false;
+    if (mine && !(nodes_[owner_[s]] == other.nodes_[other.owner_[s]])) return false;
+  }
+  return true;
+}
 
 namespace {
 
@@ -329,6 +342,7 @@ redirect_action redirect_policy::decide(const response& replies, const cluster_n
       a.delay = d < max_delay_ ? d : max_delay_;
       ++retries_;
       a.kind = redirect_action::retry_later;
+      a.cause = r.kind;
       return a;
     }
     if (redirects_ >= max_redirects_) {
@@ -337,12 +351,36 @@ redirect_action redirect_policy::decide(const response& replies, const cluster_n
     }
     ++redirects_;
     a.kind = r.kind == redirect::moved ? redirect_action::resend : redirect_action::ask;
+    a.cause = r.kind;
     a.slot = r.slot;
     a.target = std::move(r.target);
     if (a.target.host.empty()) a.target.host = answered_by.host;
     return a;
   }
   return a;
+}
+
+// ---- waits -----------------------------------------------------------------------
+
+std::chrono::milliseconds request_deadline::left(clock::time_point now) const noexcept {
+  using std::chrono::milliseconds;
+  if (!bounded()) return milliseconds(0);
+  if (now >= at_) return milliseconds(1);
+  // Rounded up: a request never gets less time than the deadline leaves.
+  auto ms = std::chrono::ceil<milliseconds>(at_ - now);
+  return ms.count() > 0 ? ms : milliseconds(1);
+}
+
+bool route_wait::satisfied(const slot_map* m, std::uint64_t version) const noexcept {
+  if (any_change_) return version != version_;
+  if (!m) return false;
+  const auto* p = m->primary_for(slot_);
+  return p && (!failed_ || !(*p == *failed_));
+}
+
+std::chrono::milliseconds map_poll_interval(const config& cfg) noexcept {
+  using std::chrono::milliseconds;
+  return std::clamp(cfg.reconnect_min_delay, milliseconds(10), milliseconds(100));
 }
 
 }  // namespace thoonk::detail
