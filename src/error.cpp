@@ -157,9 +157,10 @@ class thoonk_category final : public boost::system::error_category {
                "(a bound on the memory one reply may take); the connection was closed: raise the "
                "limit or fetch in smaller ranges";
       case error::reply_memory_exceeded:
-        return "reply rejected: one reply would take more memory than "
-               "parser_limits::max_reply_memory; the connection was closed: raise the limit or "
-               "fetch in smaller ranges";
+        return "reply rejected: the replies held for one request (those received and the one "
+               "being read) would take more memory than parser_limits::max_reply_memory; the "
+               "connection was closed: raise config::limits.max_reply_memory, or fetch in smaller "
+               "ranges or fewer commands per request";
       case error::not_primary:
         return "the server is a replica, not the primary (ROLE, or a READONLY reply): the "
                "connection tries the other addresses in config::endpoints; list the primary "

@@ -272,8 +272,7 @@ std::vector<boost::system::error_code> job_queue_impl::claim_statuses(const resp
   return out;
 }
 
-std::vector<claimed_job> job_queue_impl::parse_claims(std::vector<resp3::value>& e,
-                                                      std::size_t first,
+std::vector<claimed_job> job_queue_impl::parse_claims(resp3::value_list& e, std::size_t first,
                                                       std::optional<std::int64_t>* due) {
   std::vector<claimed_job> out;
   if (first > e.size()) return out;
