@@ -158,8 +158,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   if (st) co_return std::tuple{std::move(st), std::move(out)};
   auto at = fetch_policy::time_point::max();
   if (due && *due > 0) {
-    const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
-    at = fetch_policy::clock::now() + wait;
+    at = fetch_policy::clock::now() + wait_until_epoch_ms(*due);
   }
   if (self->claims) self->claims->due_at(at);
   co_return std::tuple{op_status{}, std::move(out)};

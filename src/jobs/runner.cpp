@@ -408,8 +408,7 @@ class runner : public std::enable_shared_from_this<runner> {
     std::optional<std::int64_t> due;
     auto jobs_claimed = job_queue_impl::parse_claims(e, 2 + m, &due);
     std::optional<runner_book::time_point> retry_at;
-    if (due && *due > 0)
-      retry_at = now + std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
+    if (due && *due > 0) retry_at = now + wait_until_epoch_ms(*due);
     const std::size_t starting =
         self->book.round_done(r.claim, jobs_claimed.size(), retry_at, now, now - sent);
     for (std::size_t i = 0; i < jobs_claimed.size(); ++i) {
