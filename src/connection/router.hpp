@@ -126,7 +126,11 @@ class router {
 
   /// The FUNCTION LOADs of this client's calls under way, one per node and
   /// library (detail::load_flights; the FCALL runner, script_exec.cpp).
-  load_flights<std::shared_ptr<boost::asio::steady_timer>>& function_loads() noexcept {
+  /// Shared: a call suspended in a flight keeps it alive, so a coroutine
+  /// frame destroyed after the client (at the io_context's end) still
+  /// finds it.
+  const std::shared_ptr<load_flights<std::shared_ptr<boost::asio::steady_timer>>>&
+  function_loads() noexcept {
     return loads_;
   }
 
@@ -146,7 +150,8 @@ class router {
   connection* single_;
   std::shared_ptr<cluster_router> cluster_;
   std::atomic<bool> functions_;
-  load_flights<std::shared_ptr<boost::asio::steady_timer>> loads_;
+  std::shared_ptr<load_flights<std::shared_ptr<boost::asio::steady_timer>>> loads_ =
+      std::make_shared<load_flights<std::shared_ptr<boost::asio::steady_timer>>>();
 };
 
 }  // namespace thoonk::detail

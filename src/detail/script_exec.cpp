@@ -108,7 +108,10 @@ asio::awaitable<std::tuple<error_code, std::optional<resp3::value>>> fcall_on(
   // Twice at most: a second load is needed only when the key's slot moved
   // to another node between the load and the call (or the load this call
   // waited for failed).
-  auto& flights = target.r->function_loads();
+  // A copy of the shared flights: this frame may be destroyed after the
+  // router (pending coroutines end with the io_context).
+  auto flights_ptr = target.r->function_loads();
+  auto& flights = *flights_ptr;
   for (int loads = 0; step == fcall_step::load && loads < 2; ++loads) {
     // Another call refused functions for good meanwhile: EVALSHA.
     if (!target.r->functions_usable()) co_return std::tuple{error_code{}, std::nullopt};
