@@ -247,7 +247,9 @@ class job_queue : public detail::queue_base,
   ///
   /// Completion `void(error_code, claimed_job)`. Errors: error::queue_empty
   /// (never before `timeout`, and only after at least one attempt on the
-  /// server), the common ones.
+  /// server; with hand_off, when no other claim of this object waits, only
+  /// once its offer to puts is withdrawn, so a client stopped then leaves
+  /// none), the common ones.
   ///
   /// Cancellation / lost replies: a cancelled claim completes with
   /// operation_aborted at once. A job that a script already in flight claims
