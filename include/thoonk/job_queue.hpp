@@ -250,7 +250,9 @@ class job_queue : public detail::queue_base,
   ///
   /// Completion `void(error_code, claimed_job)`. Errors: error::queue_empty
   /// (never before `timeout`, and only after at least one attempt on the
-  /// server), the common ones.
+  /// server; with hand_off, when no other claim of this object waits, only
+  /// once its offer to puts is withdrawn, so a client stopped then leaves
+  /// none), the common ones.
   ///
   /// Cancellation / lost replies: a cancelled claim completes with
   /// operation_aborted at once. A job that a script already in flight claims
@@ -546,10 +548,12 @@ class job_queue : public detail::queue_base,
   /// to its workers). Waiting claimers keep waiting (their timeouts run).
   /// Stored as the config field `paused` = "1" (readable with
   /// read_settings()). Contract clients claim with plain commands and are
-  /// not stopped. Idempotent.
+  /// not stopped. Idempotent. A config change: announced on `conffeed`
+  /// (`name\0instance id`) as client::set_config does.
   ///
-  /// Completion `void(error_code)`. Errors: invalid_name, feed_not_found,
-  /// wrong_feed_type, the common ones.
+  /// Completion `void(error_code)`. Errors: no_channel_permission (the user
+  /// may not PUBLISH on `conffeed`: nothing changes), invalid_name,
+  /// feed_not_found, wrong_feed_type, the common ones.
   template <class CompletionToken>
   auto pause(CompletionToken&& token) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
@@ -559,10 +563,12 @@ class job_queue : public detail::queue_base,
   /// Resumes a paused queue (clears `paused`) and publishes the queue's
   /// wake-up in the same atomic step, so waiting claimers of every client
   /// claim at once rather than at their next poll. Idempotent (a queue that
-  /// is not paused gets the wake-up only).
+  /// is not paused gets the wake-up only). Announced on `conffeed` as pause()
+  /// is.
   ///
   /// Completion `void(error_code)`. Errors: no_channel_permission (the user
-  /// may not PUBLISH on `feed.wake:[name]`: the queue stays paused),
+  /// may not PUBLISH on `feed.wake:[name]` or `conffeed`: the queue stays
+  /// paused),
   /// invalid_name, feed_not_found, wrong_feed_type, the common ones.
   template <class CompletionToken>
   auto resume(CompletionToken&& token) {

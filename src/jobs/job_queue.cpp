@@ -43,9 +43,12 @@ void job_queue_impl::init() {
       fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
   if (opts.hand_off) {
     taker = std::make_shared<claim_taker>(shared());
-    claims->on_idle([weak_taker = std::weak_ptr<claim_taker>(taker)] {
-      if (auto t = weak_taker.lock()) t->idle();
-    });
+    const std::weak_ptr<claim_taker> weak_taker = taker;
+    claims->on_idle(
+        [weak_taker] {
+          if (auto t = weak_taker.lock()) t->idle();
+        },
+        [weak_taker] { return claim_taker::settled(weak_taker); });
   }
   finishes = std::make_shared<batcher<finish_request, error_code>>(
       ex, opts.max_finish_batch, opts.max_finishes_in_flight,
@@ -148,6 +151,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   std::vector<std::string> args;
   args.push_back(unix_ms_string());
   args.push_back(std::to_string(n));
+  args.push_back(self->wake_channel);
   const bool offered = self->taker && self->taker->add_offer(args, self->claims->waiting());
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   std::optional<std::int64_t> due;

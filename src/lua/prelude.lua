@@ -85,6 +85,12 @@ end
 local function check_classic_publish(...)
   return check_channels('publish', ...)
 end
+-- The contract's announcement of a config change of feed `name`, made by
+-- the client of instance `uuid`: `name\0uuid` on `channel` (conffeed).
+-- check_classic_publish(channel) first, before any write.
+local function announce_config(channel, name, uuid)
+  redis.call('PUBLISH', channel, name .. '\0' .. uuid)
+end
 
 -- The last step of the create scripts (layouts admin and feed_admin, ARGV
 -- as theirs: name, type, instance uuid, newfeed channel, create mode,
