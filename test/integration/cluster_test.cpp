@@ -1188,7 +1188,7 @@ std::vector<std::string> names_on(const redis_cluster& cl, unsigned short port,
 
 asio::awaitable<void> put_counted(thoonk::queue* q, std::string item, int* done,
                                   std::vector<std::string>* errors) {
-  auto [ec, id] = co_await q->put(std::move(item), nothrow);
+  auto [ec, id] = co_await q->async_put(std::move(item), nothrow);
   if (ec) errors->push_back(ec.message());
   ++*done;
 }
@@ -1228,7 +1228,7 @@ TEST_CASE(
         CHECK(c.cluster_stats().primaries == 3);
         std::vector<thoonk::queue> queues;
         for (const auto& n : names)
-          queues.push_back(co_await thoonk::queue::create_or_open(c, n, asio::use_awaitable));
+          queues.push_back(co_await thoonk::queue::async_create_or_open(c, n, asio::use_awaitable));
         // The creates loaded their own libraries; count from here on.
         for (auto port : ports) cl.cli(port, {"CONFIG", "RESETSTAT"});
         // 400 first puts at once, on 12 queues over the 3 primaries: every
@@ -1270,12 +1270,12 @@ TEST_CASE("cluster: request_timeout bounds a request when no seed answers",
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto [ec] = co_await c.connect(nothrow);
+        auto [ec] = co_await c.async_connect(nothrow);
         CHECK(ec);
         thoonk::queue q(c, "nowhere");
         for (int i = 0; i < 2; ++i) {
           const auto t0 = std::chrono::steady_clock::now();
-          auto [pec, id] = co_await q.put("x", nothrow);
+          auto [pec, id] = co_await q.async_put("x", nothrow);
           const auto took = std::chrono::steady_clock::now() - t0;
           CHECK(pec == thoonk::error::request_timeout);
           // An outcome check: the request ends (5 times the timeout is far
@@ -1324,13 +1324,13 @@ TEST_CASE(
         CHECK(owner->port == from);
         CHECK_FALSE(c.node_for_slot(thoonk::cluster_hash_slots));
 
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
-        co_await q.put("before", asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
+        co_await q.async_put("before", asio::use_awaitable);
         // One resharding step behind the client's back: the next put is
         // answered MOVED and follows it; the map read after it agrees.
         cl.migrate_slot(slot, to, 10, 0ms);
         const auto reads = c.cluster_stats().refreshes;
-        co_await q.put("after", asio::use_awaitable);
+        co_await q.async_put("after", asio::use_awaitable);
         const auto st1 = c.cluster_stats();
         CHECK(st1.moved == 1);
         CHECK(st1.asked == 0);
@@ -1347,7 +1347,7 @@ TEST_CASE(
         // request_timeout (it was never written), bounded by it.
         for (const auto& s : cl.servers()) s->kill();
         const auto t0 = std::chrono::steady_clock::now();
-        auto [pec, pid] = co_await q.put("never", nothrow);
+        auto [pec, pid] = co_await q.async_put("never", nothrow);
         const auto took = std::chrono::steady_clock::now() - t0;
         CHECK(pec == thoonk::error::request_timeout);
         CHECK(took < 5 * cfg.request_timeout);
@@ -1386,14 +1386,14 @@ TEST_CASE(
   std::map<std::string, int> failures;
   cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await raw.connect(asio::use_awaitable);
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        co_await raw.async_connect(asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
         // Puts one after another; the time each one was acknowledged.
         std::vector<clock::time_point> acked;
         bool stop = false, stopped = false;
         auto producer = [&]() -> asio::awaitable<void> {
           for (int i = 0; !stop; ++i) {
-            auto [ec, id] = co_await q.put("item-" + std::to_string(i), nothrow);
+            auto [ec, id] = co_await q.async_put("item-" + std::to_string(i), nothrow);
             if (!ec) acked.push_back(clock::now());
             else if (ec != thoonk::error::unknown_outcome) ++failures[ec.message()];
           }
@@ -1410,7 +1410,7 @@ TEST_CASE(
         shards.push("CLUSTER", "SHARDS");
         const thoonk::detail::cluster_node heir_node{"127.0.0.1", heir};
         while (!shown && clock::now() - killed_at < 30s) {
-          auto [ec, resp] = co_await raw.exec(shards, nothrow);
+          auto [ec, resp] = co_await raw.async_exec(shards, nothrow);
           if (!ec) {
             boost::system::error_code pec;
             auto m = thoonk::detail::slot_map::from_shards(resp[0], heir_node, pec);

@@ -556,7 +556,7 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
     boost::system::error_code ec;
   };
   auto out = std::make_shared<outcome>();
-  mine.claim(500ms, [out, &other](boost::system::error_code ec, thoonk::claimed_job) {
+  mine.async_claim(500ms, [out, &other](boost::system::error_code ec, thoonk::claimed_job) {
     out->ec = ec;
     out->done = true;
     other.stop();
@@ -569,16 +569,16 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
   CHECK(offer.empty());
   // A put by another client reaches nobody's offer: it waits in the line,
   // and a third client claims it.
-  const auto id = co_await q.put("after the stop", asio::use_awaitable);
+  const auto id = co_await q.async_put("after the stop", asio::use_awaitable);
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::waiting);
   thoonk::client third(f.ioc.get_executor(), named_config("thoonk-claimhandoffstop-third"));
   auto theirs = co_await open_on(third, f.name);
-  auto [ec, got] = co_await theirs.claim(1s, nothrow);
+  auto [ec, got] = co_await theirs.async_claim(1s, nothrow);
   CHECK(!ec);
   CHECK(got.id == id);
   CHECK(got.token == 1);
-  co_await theirs.finish(got, asio::use_awaitable);
+  co_await theirs.async_finish(got, asio::use_awaitable);
   third.stop();
   co_await check_clean(q, f.c.conn(), f.name);
 }
@@ -601,7 +601,7 @@ struct survivor_state {
 asio::awaitable<void> survivor(thoonk::job_queue q, std::shared_ptr<survivor_state> st) {
   ++st->running;
   while (!st->stop) {
-    auto [ec, job] = co_await q.claim(200ms, nothrow);
+    auto [ec, job] = co_await q.async_claim(200ms, nothrow);
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) {
       st->unexpected.push_back("claim: " + ec.message());
@@ -610,7 +610,7 @@ asio::awaitable<void> survivor(thoonk::job_queue q, std::shared_ptr<survivor_sta
     st->claimed_at[job.id] = std::chrono::steady_clock::now();
     st->token[job.id] = job.token;
     if (job.failures != 0) st->unexpected.push_back("failure counted for " + job.id);
-    auto [fec] = co_await q.finish(job, nothrow);
+    auto [fec] = co_await q.async_finish(job, nothrow);
     if (fec) st->unexpected.push_back("finish " + job.id + ": " + fec.message());
     else ++st->finished[job.id];
   }
@@ -665,7 +665,7 @@ FIXTURE_TEST_CASE_WITHIN(
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    auto id = co_await q.put("job " + std::to_string(i), asio::use_awaitable);
+    auto id = co_await q.async_put("job " + std::to_string(i), asio::use_awaitable);
     st->put_at[id] = t;
     ids.push_back(std::move(id));
     co_await sleep_for(std::chrono::milliseconds(rng() % 2));

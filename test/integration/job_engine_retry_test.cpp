@@ -452,8 +452,8 @@ FIXTURE_TEST_CASE("retry-limit",
                   "claim kept; retry_at 2^53 - 1 reads back exactly",
                   "[job][retry][fail][get_job][errors]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = co_await q.put("x", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j.id == id);
   const auto keys_before = co_await snapshot(f.c.conn(), f.name);
   constexpr thoonk::epoch_ms limit = 9007199254740991;  // 2^53 - 1
@@ -463,7 +463,7 @@ FIXTURE_TEST_CASE("retry-limit",
     thoonk::fail_options o;
     o.retry_at = at;
     const auto before = f.c.conn().stats().requests;
-    auto [ec, r] = co_await q.fail(j, "far", o, nothrow);
+    auto [ec, r] = co_await q.async_fail(j, "far", o, nothrow);
     CHECK(ec == E::invalid_argument);
     CHECK(ec.message().find("9007199254740991") != std::string::npos);
     CHECK(f.c.conn().stats().requests == before);  // nothing sent
@@ -475,13 +475,13 @@ FIXTURE_TEST_CASE("retry-limit",
   CHECK(info.state == thoonk::job_state::claimed);
   CHECK(info.retry_count == 0);
   CHECK(info.failures == 0);
-  auto [hb] = co_await q.heartbeat(j, nothrow);
+  auto [hb] = co_await q.async_heartbeat(j, nothrow);
   CHECK(!hb);
 
   // 2^53 - 1 is a time the scripts hold exactly.
   thoonk::fail_options at_limit;
   at_limit.retry_at = limit;
-  auto r = co_await q.fail(j, "much later", at_limit, asio::use_awaitable);
+  auto r = co_await q.async_fail(j, "much later", at_limit, asio::use_awaitable);
   CHECK(r.outcome == outcome::retry_scheduled);
   CHECK(r.run_at == limit);
   CHECK(r.retry_count == 1);

@@ -236,7 +236,7 @@ constexpr thoonk::epoch_ms sched_limit = 9007199254740991;  // 2^53 - 1
 // by-value parameters of coroutine lambdas wrongly.)
 asio::awaitable<void> expect_put_refused(fixture& f, thoonk::job_queue& q, thoonk::put_options o) {
   const auto before = f.c.conn().stats().requests;
-  auto [ec, r] = co_await q.put(std::string("x"), std::move(o), nothrow);
+  auto [ec, r] = co_await q.async_put(std::string("x"), std::move(o), nothrow);
   CHECK(ec == thoonk::error::invalid_argument);
   CHECK(ec.message().find("9007199254740991") != std::string::npos);
   CHECK(r.id.empty());
@@ -297,22 +297,22 @@ FIXTURE_TEST_CASE("sched-limit",
   // Nothing was written: every key of the queue as before, nothing scheduled.
   const auto after = co_await snapshot(f.c.conn(), f.name);
   CHECK(after == before);
-  auto none = co_await q.counts(asio::use_awaitable);
+  auto none = co_await q.async_counts(asio::use_awaitable);
   CHECK(none.scheduled == 0);
   CHECK(none.waiting == 0);
-  auto missing = co_await q.get_job("limit-id", asio::use_awaitable);
+  auto missing = co_await q.async_get_job("limit-id", asio::use_awaitable);
   CHECK(!missing);
 
   // 2^53 - 1 itself is a time the scripts hold exactly.
   thoonk::put_options at_limit;
   at_limit.id = "at-limit";
   at_limit.run_at = sched_limit;
-  auto r = co_await q.put(std::string("far"), at_limit, asio::use_awaitable);
+  auto r = co_await q.async_put(std::string("far"), at_limit, asio::use_awaitable);
   CHECK(r.outcome == thoonk::put_result::outcome_t::added);
   auto info = co_await job_of(q, "at-limit");
   CHECK(info.state == thoonk::job_state::scheduled);
   CHECK(info.run_at == sched_limit);
-  auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
+  auto page = co_await q.async_get_scheduled("", 10, asio::use_awaitable);
   REQUIRE(page.jobs.size() == 1);
   CHECK(page.jobs[0].run_at == sched_limit);
   auto claimed = co_await try_claim(q);
@@ -323,7 +323,7 @@ FIXTURE_TEST_CASE("sched-limit",
                   "time options beyond 2^53 - 1 ms are refused before any I/O: the settings' "
                   "lease, backoffs and result time, the maintenance lock",
                   "[job][create_or_open][maintain][errors]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const auto endless = std::chrono::milliseconds::max();
   const auto pow53 = std::chrono::milliseconds(sched_limit + 1);
   std::vector<thoonk::job_queue::settings> bad(6);
@@ -338,7 +338,7 @@ FIXTURE_TEST_CASE("sched-limit",
     INFO("settings " << i);
     CHECK(!bad[i].problem().empty());
     const auto before = f.c.conn().stats().requests;
-    auto [ec, q] = co_await thoonk::job_queue::create_or_open(f.c, f.name, bad[i], nothrow);
+    auto [ec, q] = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, bad[i], nothrow);
     CHECK(ec == thoonk::error::invalid_argument);
     CHECK(f.c.conn().stats().requests == before);
   }
@@ -349,7 +349,7 @@ FIXTURE_TEST_CASE("sched-limit",
   auto lock = thoonk::test::no_stats();
   lock.lock_ttl = endless;
   const auto before = f.c.conn().stats().requests;
-  auto [mec, rep] = co_await q.maintain(lock, nothrow);
+  auto [mec, rep] = co_await q.async_maintain(lock, nothrow);
   CHECK(mec == thoonk::error::invalid_argument);
   CHECK(!rep.ran);
   CHECK(f.c.conn().stats().requests == before);

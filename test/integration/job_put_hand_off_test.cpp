@@ -296,22 +296,22 @@ FIXTURE_TEST_CASE("handoffprovisional",
     co_await cmd(f.c.conn(), "ZADD", key("handed", f.name), "1", member(id, 1));
     if (how == 0) {
       // A claim on the dry line finds it and claims it.
-      auto [ec, j] = co_await q.claim(1s, nothrow);
+      auto [ec, j] = co_await q.async_claim(1s, nothrow);
       REQUIRE(!ec);
       CHECK(j.id == id);
       CHECK(j.token == 2);
       CHECK(j.failures == 0);
-      co_await q.finish(j, asio::use_awaitable);
+      co_await q.async_finish(j, asio::use_awaitable);
     } else {
       if (how == 1) {
         // A put that finds sleepers gives it back first: next out, before
         // the put's own job.
         co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-        auto other = co_await q.put("after", asio::use_awaitable);
+        auto other = co_await q.async_put("after", asio::use_awaitable);
         auto line = co_await line_of(f);
         CHECK(line == ids{id, other});
       } else {
-        co_await q.maintain(no_stats(), asio::use_awaitable);
+        co_await q.async_maintain(no_stats(), asio::use_awaitable);
         auto line = co_await line_of(f);
         CHECK(line == ids{id});
       }
@@ -328,7 +328,7 @@ FIXTURE_TEST_CASE("handoffprovisional",
     std::vector<std::string> claim_of{id, "1"};
     auto late = co_await confirm(f, std::move(claim_of));
     CHECK(late == 0);
-    while (auto j = co_await try_claim(q)) co_await q.finish(*j, asio::use_awaitable);
+    while (auto j = co_await try_claim(q)) co_await q.async_finish(*j, asio::use_awaitable);
   }
 
   // Confirmed, the hand-off is the handle's under the lease: no claim, put
@@ -344,12 +344,12 @@ FIXTURE_TEST_CASE("handoffprovisional",
   auto nothing = co_await try_claim(q);
   CHECK(!nothing);
   co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-  co_await q.put("after", asio::use_awaitable);
-  co_await q.maintain(no_stats(), asio::use_awaitable);
+  co_await q.async_put("after", asio::use_awaitable);
+  co_await q.async_maintain(no_stats(), asio::use_awaitable);
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::claimed);
   thoonk::claimed_job held;
   held.id = id;
   held.token = 1;
-  co_await q.finish(held, asio::use_awaitable);
+  co_await q.async_finish(held, asio::use_awaitable);
 }
