@@ -341,7 +341,7 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
   };
   r.put1_calls = script_rps(put_sha, n_put, {now, "0", "feed.wake:" + name, payload70});
   // claim, 1 job per call, on the queue just filled.
-  r.claim1_calls = script_rps(claim_sha, n_put, {now, "1"});
+  r.claim1_calls = script_rps(claim_sha, n_put, {now, "1", "feed.wake:" + name});
   // claim, 64 jobs per call: fill first.
   run_client(
       cfg,
@@ -353,7 +353,7 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         }
       },
       120s);
-  r.claim64_calls = script_rps(claim_sha, n_claim64, {now, "64"});
+  r.claim64_calls = script_rps(claim_sha, n_claim64, {now, "64", "feed.wake:" + name});
   run_client(
       cfg, [&](thoonk::client& c) -> asio::awaitable<void> { co_await drop(c, name); }, 30s);
   return r;

@@ -5,7 +5,8 @@
 // order, replies complete requests strictly in FIFO order with exactly
 // their own replies, a cancelled written request stays to absorb its
 // replies, each handler runs exactly once, with the error the contract
-// names. A difference or a sanitizer report is a finding.
+// names, and held_memory() is the memory of the replies kept for requests
+// still waiting for more. A difference or a sanitizer report is a finding.
 #include "connection/request_queue.hpp"
 
 #include <thoonk/error.hpp>
@@ -41,6 +42,7 @@ struct model_entry {
   std::size_t received = 0;
   bool abandoned = false;
   std::vector<std::int64_t> replies;
+  std::size_t memory = 0;  // of the replies kept
 };
 
 [[noreturn]] void finding(const char* what, std::size_t step) {
@@ -80,14 +82,19 @@ class harness {
     r::value v;
     v.type = r::type::number;
     v.integer = id;
+    // Each reply's memory estimate: some take none.
+    const std::size_t memory = static_cast<std::size_t>(id % 3) * 100;
     std::vector<completion> out;
-    const bool matched = q_.on_reply(std::move(v), out);
+    const bool matched = q_.on_reply(std::move(v), out, memory);
     model_batch_written();
     bool expect_match = !written_.empty();
     if (expect_match) {
       auto& e = written_.front();
       ++e.received;
-      if (!e.abandoned) e.replies.push_back(id);
+      if (!e.abandoned) {
+        e.replies.push_back(id);
+        e.memory += memory;
+      }
       if (e.received >= e.expected) {
         if (!e.abandoned) expect(e.seq, {}, e.replies);
         written_.pop_front();
@@ -114,6 +121,7 @@ class harness {
       expect(seq, boost::asio::error::operation_aborted, {});
       e.abandoned = true;
       e.replies.clear();
+      e.memory = 0;
     }
     run(out);
   }
@@ -154,6 +162,9 @@ class harness {
     if (q_.size() != written_.size() + unwritten_.size()) finding("size()", step_);
     if (q_.in_flight() != written_.size()) finding("in_flight()", step_);
     if (q_.has_unwritten() != !unwritten_.empty()) finding("has_unwritten()", step_);
+    std::size_t held = 0;
+    for (const auto& e : written_) held += e.memory;
+    if (q_.held_memory() != held) finding("held_memory()", step_);
   }
 
   void finish() {

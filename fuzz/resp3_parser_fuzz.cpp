@@ -6,6 +6,10 @@
 //
 // Input: one control byte, then the wire bytes. Control bit 0 picks small
 // limits, so the limit checks (and their errors) are reached by short inputs.
+// Control bit 1 feeds the replies as one request's, as a connection does:
+// each value taken keeps its memory estimate held (set_held_memory) while
+// the next ones are parsed, starting from (control >> 2) * 16 bytes; no
+// value may take more than the limit leaves.
 #include <thoonk/error.hpp>
 #include <thoonk/resp3/parser.hpp>
 #include <thoonk/resp3/value.hpp>
@@ -26,7 +30,7 @@ using boost::system::error_code;
 
 // What one way of feeding produced, as one comparable string.
 std::string feed(std::string_view input, const std::vector<std::size_t>& cuts,
-                 const r::parser_limits& limits) {
+                 const r::parser_limits& limits, bool hold, std::size_t held) {
   r::parser p(limits);
   std::string out, buf;
   error_code ec;
@@ -36,6 +40,7 @@ std::string feed(std::string_view input, const std::vector<std::size_t>& cuts,
     buf.append(input.substr(fed, upto - fed));
     fed = upto;
     for (;;) {
+      if (hold) p.set_held_memory(held);
       const std::size_t n = p.consume(buf, ec);
       if (n > buf.size()) std::abort();  // consumed more than it was given
       consumed += n;
@@ -43,6 +48,13 @@ std::string feed(std::string_view input, const std::vector<std::size_t>& cuts,
       if (ec) return false;
       if (n > 0) mid_reply = true;
       if (!p.ready()) return true;
+      if (hold) {
+        // The estimate never exceeds what the limit left for this value.
+        if (held > limits.max_reply_memory && p.ready_memory() > 0) std::abort();
+        if (held <= limits.max_reply_memory && p.ready_memory() > limits.max_reply_memory - held)
+          std::abort();
+        held += p.ready_memory();
+      }
       out += r::debug_string(p.take()) + "|";
       mid_reply = false;
     }
@@ -63,7 +75,7 @@ r::parser_limits small_limits() {
   l.max_reply_bytes = 256;
   l.max_line_length = 32;
   l.max_reply_values = 24;
-  l.max_reply_memory = 16 * sizeof(r::value) + 128;
+  l.max_reply_memory = r::value_list::storage_bytes(16) + 128;
   return l;
 }
 
@@ -80,8 +92,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t control = data[0];
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   const r::parser_limits limits = (control & 1) ? small_limits() : r::parser_limits{};
+  const bool hold = (control & 2) != 0;
+  const std::size_t held = static_cast<std::size_t>(control >> 2) * 16;
 
-  const std::string whole = feed(input, {}, limits);
+  const std::string whole = feed(input, {}, limits, hold, held);
 
   // Up to 8 cuts at offsets drawn from a generator seeded by the input.
   std::seed_seq seed(data, data + size);
@@ -90,17 +104,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::set<std::size_t> cuts;
     const std::size_t n = 1 + rng() % 8;
     for (std::size_t i = 0; i < n; ++i) cuts.insert(1 + rng() % (input.size() - 1));
-    const std::string split = feed(input, {cuts.begin(), cuts.end()}, limits);
+    const std::string split = feed(input, {cuts.begin(), cuts.end()}, limits, hold, held);
     if (split != whole) disagree("random split", whole, split);
   }
   if (input.size() <= 1024) {
     std::vector<std::size_t> bytes;
     for (std::size_t k = 1; k < input.size(); ++k) bytes.push_back(k);
-    const std::string one_by_one = feed(input, bytes, limits);
+    const std::string one_by_one = feed(input, bytes, limits, hold, held);
     if (one_by_one != whole) disagree("byte by byte", whole, one_by_one);
   }
 
-  // parse_all sees the same values and error (it reports no consumed count).
+  // parse_all sees the same values and error (it reports no consumed count)
+  // when nothing is held.
+  if (hold) return 0;
   error_code ec;
   std::string all;
   for (const auto& v : r::parse_all(input, ec, limits)) all += r::debug_string(v) + "|";

@@ -42,6 +42,14 @@ client::client(executor_type ex, config cfg)
 
 client::~client() = default;
 
+thoonk::cluster_stats client::cluster_stats() const { return router_->stats(); }
+
+std::optional<config::address> client::node_for_slot(std::uint16_t slot) const {
+  auto n = router_->node_for_slot(slot);
+  if (!n) return std::nullopt;
+  return config::address{n->host, n->port};
+}
+
 void client::stop() {
   router_->stop();
   conn_.stop();

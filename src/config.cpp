@@ -1,19 +1,20 @@
 #include <thoonk/config.hpp>
 #include <thoonk/error.hpp>
 
+#include "detail/parse_int.hpp"
+
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 
 namespace thoonk {
 namespace {
 
 bool parse_uint(std::string_view s, unsigned long& out) {
-  if (s.empty()) return false;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc{} && r.ptr == s.data() + s.size();
+  auto v = detail::parse_int<unsigned long>(s);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 int hex_digit(char c) {

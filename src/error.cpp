@@ -93,7 +93,9 @@ class thoonk_category final : public boost::system::error_category {
         return "item rejected: larger than the configured max_item_size; raise the limit or "
                "store large payloads elsewhere and publish a reference";
       case error::invalid_argument:
-        return "invalid argument: a count, timeout or option is out of range";
+        return "invalid argument: a count, timeout or option is out of range (a time or duration "
+               "sent to the server must be within +/-9007199254740991 ms, 2^53 - 1, the largest "
+               "integer a Lua number holds exactly)";
       case error::feed_exists:
         return "a feed with this name already exists: open it instead of creating it";
       case error::feed_not_found: return "no feed with this name exists: create it first";
@@ -155,9 +157,10 @@ class thoonk_category final : public boost::system::error_category {
                "(a bound on the memory one reply may take); the connection was closed: raise the "
                "limit or fetch in smaller ranges";
       case error::reply_memory_exceeded:
-        return "reply rejected: one reply would take more memory than "
-               "parser_limits::max_reply_memory; the connection was closed: raise the limit or "
-               "fetch in smaller ranges";
+        return "reply rejected: the replies held for one request (those received and the one "
+               "being read) would take more memory than parser_limits::max_reply_memory; the "
+               "connection was closed: raise config::limits.max_reply_memory, or fetch in smaller "
+               "ranges or fewer commands per request";
       case error::not_primary:
         return "the server is a replica, not the primary (ROLE, or a READONLY reply): the "
                "connection tries the other addresses in config::endpoints; list the primary "

@@ -1,6 +1,7 @@
 // The entry point: one command connection, one subscriber, feed management.
 #pragma once
 
+#include <thoonk/cluster.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/detail/async.hpp>
@@ -276,7 +277,7 @@ class client {
   /// is not counted and is no error). A server without functions (before
   /// Redis 7.0) has none: 0. Errors: error::no_permission when the user may
   /// not run FUNCTION LIST or FUNCTION DELETE (grant `+function|list
-  /// +function|delete`); the server's text reaches with_diagnostics. On
+  /// +function|delete`); the server's text reaches capture_diagnostics. On
   /// an error, the count is what this call did delete (run it again for
   /// the rest). Cancellation: as connection::async_exec. Thread safety: as the
   /// client's other operations.
@@ -291,6 +292,26 @@ class client {
       CompletionToken&& token) {
     return async_delete_stale_functions(std::forward<CompletionToken>(token));
   }
+
+  /// What the client's command router has done on a Redis Cluster
+  /// (config::cluster; docs/cluster.md, "Watching the router"): MOVED and
+  /// ASK replies followed, TRYAGAIN and CLUSTERDOWN pauses, requests sent
+  /// again because their node was down, slot maps read, and one entry per
+  /// primary connection with its connects and requests. All zero on one
+  /// server (conn().stats() has that connection's counters). Returns at
+  /// once, no I/O. Thread safety: call it on the client's executor, like
+  /// every other member.
+  thoonk::cluster_stats cluster_stats() const;
+
+  /// The primary that the client's current slot map names for hash slot
+  /// `slot` (see hash_slot(); a feed's slot is hash_slot(name)): where the
+  /// client sends that slot's requests next. nullopt on one server, before
+  /// connect() read a map, while no primary serves the slot, and for a
+  /// slot past 16383. The map follows MOVED replies and refreshes (after
+  /// failovers, every config::cluster_refresh_interval), so the answer
+  /// can change from one call to the next. Returns at once, no I/O. Thread
+  /// safety: call it on the client's executor.
+  std::optional<config::address> node_for_slot(std::uint16_t slot) const;
 
   /// Stops both connections. Pending operations fail (see connection::stop).
   void stop();

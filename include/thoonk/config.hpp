@@ -75,7 +75,8 @@ struct config {
   /// Default timeout of every request that sets no exec_options::timeout of
   /// its own, the library's typed operations (feeds, queues, jobs) included:
   /// such a request fails with error::request_timeout after this long,
-  /// whether it waited for a connection or for the reply. 0 (the default):
+  /// whether it waited for a connection or for the reply (in cluster mode
+  /// also: for a slot map, across redirects and pauses). 0 (the default):
   /// no timeout, a request waits until it completes or the connection gives
   /// up on it (a Redis command that takes long is not an error by itself).
   /// The subscriber's own SUBSCRIBE/UNSUBSCRIBE commands are not bounded
@@ -143,7 +144,8 @@ struct config {
 
   // ---- Redis Cluster ---------------------------------------------------------
   /// Talk to a Redis Cluster (docs/cluster.md): `host`:`port`, or each of
-  /// `endpoints`, is a seed node the slot map is read from (CLUSTER SHARDS,
+  /// `endpoints`, is a seed node, primary or replica (no ROLE check), the
+  /// slot map is read from (CLUSTER SHARDS,
   /// CLUSTER SLOTS before Redis 7.0); commands go over one multiplexed
   /// connection per primary, chosen by the hash slot of the feed's keys;
   /// MOVED and ASK are followed, TRYAGAIN and CLUSTERDOWN retried after a

@@ -60,7 +60,7 @@ struct durability {
 
 /// A completion token adapter: `token` completes as before, after WAIT
 /// answered, and `ack` receives the count. Combines with
-/// thoonk::with_diagnostics in either order:
+/// thoonk::capture_diagnostics in either order:
 ///
 ///     thoonk::durability ack{.replicas = 1, .timeout = 50ms};
 ///     auto id = co_await jobs.put(payload, thoonk::with_durability(ack, asio::use_awaitable));

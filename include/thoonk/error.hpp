@@ -87,7 +87,8 @@ enum class error {
 
   // ---- reply memory (fatal to the connection, like the RESP3 errors above) --
   reply_too_many_values,  ///< one reply held more values than parser_limits::max_reply_values
-  reply_memory_exceeded,  ///< one reply needed more memory than parser_limits::max_reply_memory
+  reply_memory_exceeded,  ///< a request's replies needed more memory than
+                          ///< parser_limits::max_reply_memory
 
   // ---- replicas and failover ---------------------------------------------
   not_primary,  ///< the server is a replica (ROLE, or a READONLY reply): another address is tried

@@ -167,7 +167,7 @@ void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscrib
 /// published after completion is delivered, to `cb`, inline on the client's
 /// executor, exactly once per event (no catch-up for these events).
 /// Errors: error::subscribe_refused (the server's text through
-/// with_diagnostics), error::client_stopped; operation_aborted when
+/// capture_diagnostics), error::client_stopped; operation_aborted when
 /// cancelled (nothing stays registered). `c` must outlive the operation.
 template <completion_token CompletionToken = default_token_t>
 auto async_subscribe_feed_admin(client& c, feed_admin_callback cb, CompletionToken&& token = {}) {

@@ -99,7 +99,7 @@ struct run_options {
   std::string worker_name;
   /// The registration's time to live: a worker that has not renewed it for
   /// this long is dead, and its jobs go back (maintenance, or the next
-  /// registration under its name). At least 100 ms.
+  /// registration under its name). At least 100 ms, at most 2^53 - 1 ms.
   std::chrono::milliseconds worker_ttl{10000};
   /// How often the worker renews its registration and the leases of all its
   /// jobs (one script call). 0: worker_ttl / 3. Keep it well below both

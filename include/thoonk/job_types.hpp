@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace thoonk {
@@ -30,7 +31,17 @@ inline epoch_ms now_epoch_ms() {
 
 /// A claim a worker holds: the job id and its claim token. finish, fail,
 /// cancel, stall and heartbeat take one; a claimed_job is one.
+///
+/// The constructors are declared on purpose, so a claim_ref is not an
+/// aggregate: g++ 12 destroys an aggregate temporary with a std::string
+/// member twice when it is built inside a co_await expression
+/// (`co_await q.finish(claim_ref(id, token), ...)` would crash;
+/// docs/threading.md, "g++ 12 and temporaries inside co_await").
 struct claim_ref {
+  claim_ref() = default;
+  claim_ref(std::string job_id, std::int64_t claim_token)
+      : id(std::move(job_id)), token(claim_token) {}
+
   std::string id;
   /// The claim token: the attempt number (1 for the first claim; it grows
   /// with every claim of this id and may skip values). finish/cancel/stall/
@@ -110,8 +121,10 @@ struct put_options {
   std::optional<std::string> id;
   /// When the job may run (epoch ms). Unset, or not after now: at once.
   /// Later: the job is *scheduled* and becomes claimable at run_at.
+  /// Times (run_at, delay, now + delay) beyond +/-(2^53 - 1) ms, what a
+  /// Lua number holds exactly, are error::invalid_argument before any I/O.
   std::optional<epoch_ms> run_at;
-  /// Or: run this long after now (ignored when run_at is set).
+  /// Or: run this long after now (ignored when run_at is set, but checked).
   std::optional<std::chrono::milliseconds> delay;
   /// The job's own retry strategy (unset fields: the queue's defaults).
   std::optional<retry_strategy> retry;
@@ -143,7 +156,8 @@ struct put_result {
 /// Options of job_queue::async_fail.
 struct fail_options {
   /// Retry at this time (epoch ms) instead of after the backoff (still
-  /// counted against max_retries).
+  /// counted against max_retries). Beyond +/-(2^53 - 1) ms:
+  /// error::invalid_argument before any I/O.
   std::optional<epoch_ms> retry_at;
   /// A permanent error: no retry, the job becomes a dead letter at once.
   bool permanent = false;

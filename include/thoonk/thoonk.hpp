@@ -2,6 +2,7 @@
 #pragma once
 
 #include <thoonk/client.hpp>
+#include <thoonk/cluster.hpp>
 #include <thoonk/completion.hpp>
 #include <thoonk/condition.hpp>
 #include <thoonk/config.hpp>

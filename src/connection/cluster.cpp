@@ -2,8 +2,22 @@
 
 #include <thoonk/error.hpp>
 
-#include <charconv>
+#include "detail/parse_int.hpp"
+
 #include <span>
+
+namespace thoonk {
+
+std::uint16_t hash_slot(std::string_view key) noexcept {
+  if (auto open = key.find('{'); open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1)
+      key = key.substr(open + 1, close - open - 1);
+  }
+  return static_cast<std::uint16_t>(detail::crc16(key) & (cluster_hash_slots - 1));
+}
+
+}  // namespace thoonk
 
 namespace thoonk::detail {
 
@@ -18,15 +32,6 @@ std::uint16_t crc16(std::string_view data) noexcept {
                            : static_cast<std::uint16_t>(crc << 1);
   }
   return crc;
-}
-
-std::uint16_t hash_slot(std::string_view key) noexcept {
-  if (auto open = key.find('{'); open != std::string_view::npos) {
-    auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1)
-      key = key.substr(open + 1, close - open - 1);
-  }
-  return static_cast<std::uint16_t>(crc16(key) & (cluster_slots - 1));
 }
 
 std::string to_string(const cluster_node& n) { return n.host + ":" + std::to_string(n.port); }
@@ -75,6 +80,15 @@ std::size_t slot_map::covered() const noexcept {
 
 bool slot_map::covers_all() const noexcept { return covered() == cluster_slots; }
 
+bool slot_map::same_routes(const slot_map& other) const noexcept {
+  for (std::size_t s = 0; s < cluster_slots; ++s) {
+    const bool mine = owner_[s] != none, theirs = other.owner_[s] != none;
+    if (mine != theirs) return false;
+    if (mine && !(nodes_[owner_[s]] == other.nodes_[other.owner_[s]])) return false;
+  }
+  return true;
+}
+
 namespace {
 
 // A field of a CLUSTER SHARDS entry: RESP3 maps and RESP2 flat arrays both
@@ -90,11 +104,7 @@ const resp3::value* field(const resp3::value& entry, std::string_view name) {
 std::optional<std::int64_t> as_int(const resp3::value* v) {
   if (!v) return std::nullopt;
   if (v->type == resp3::type::number) return v->integer;
-  if (v->is_string()) {
-    std::int64_t n = 0;
-    auto [p, ec] = std::from_chars(v->str.data(), v->str.data() + v->str.size(), n);
-    if (ec == std::errc{} && p == v->str.data() + v->str.size()) return n;
-  }
+  if (v->is_string()) return parse_int<std::int64_t>(v->str);
   return std::nullopt;
 }
 
@@ -248,21 +258,17 @@ redirect parse_redirect(const resp3::value& reply) {
   auto slot_text = rest.substr(0, sp);
   auto addr = rest.substr(sp + 1);
   addr = addr.substr(0, addr.find_first_of(" \r\n"));
-  unsigned slot = 0;
-  auto [p, ec] = std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
-  if (ec != std::errc{} || p != slot_text.data() + slot_text.size() || slot >= cluster_slots)
-    return r;
+  const auto slot = parse_int<unsigned>(slot_text);
+  if (!slot || *slot >= cluster_slots) return r;
   auto colon = addr.rfind(':');
   if (colon == std::string_view::npos) return r;
   auto port_text = addr.substr(colon + 1);
-  unsigned port = 0;
-  auto [pp, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (pec != std::errc{} || pp != port_text.data() + port_text.size() || port == 0 || port > 65535)
-    return r;
+  const auto port = parse_int<unsigned>(port_text);
+  if (!port || *port == 0 || *port > 65535) return r;
   r.kind = word == "MOVED" ? redirect::moved : redirect::ask;
-  r.slot = static_cast<std::uint16_t>(slot);
+  r.slot = static_cast<std::uint16_t>(*slot);
   r.target.host = std::string(addr.substr(0, colon));
-  r.target.port = static_cast<std::uint16_t>(port);
+  r.target.port = static_cast<std::uint16_t>(*port);
   return r;
 }
 
@@ -273,8 +279,9 @@ bool read_header(std::string_view& p, char prefix, std::size_t& n) {
   if (p.empty() || p.front() != prefix) return false;
   auto end = p.find("\r\n");
   if (end == std::string_view::npos) return false;
-  auto [q, ec] = std::from_chars(p.data() + 1, p.data() + end, n);
-  if (ec != std::errc{} || q != p.data() + end) return false;
+  const auto v = parse_int<std::size_t>(p.substr(1, end - 1));
+  if (!v) return false;
+  n = *v;
   p.remove_prefix(end + 2);
   return true;
 }
@@ -335,6 +342,7 @@ redirect_action redirect_policy::decide(const response& replies, const cluster_n
       a.delay = d < max_delay_ ? d : max_delay_;
       ++retries_;
       a.kind = redirect_action::retry_later;
+      a.cause = r.kind;
       return a;
     }
     if (redirects_ >= max_redirects_) {
@@ -343,12 +351,36 @@ redirect_action redirect_policy::decide(const response& replies, const cluster_n
     }
     ++redirects_;
     a.kind = r.kind == redirect::moved ? redirect_action::resend : redirect_action::ask;
+    a.cause = r.kind;
     a.slot = r.slot;
     a.target = std::move(r.target);
     if (a.target.host.empty()) a.target.host = answered_by.host;
     return a;
   }
   return a;
+}
+
+// ---- waits -----------------------------------------------------------------------
+
+std::chrono::milliseconds request_deadline::left(clock::time_point now) const noexcept {
+  using std::chrono::milliseconds;
+  if (!bounded()) return milliseconds(0);
+  if (now >= at_) return milliseconds(1);
+  // Rounded up: a request never gets less time than the deadline leaves.
+  auto ms = std::chrono::ceil<milliseconds>(at_ - now);
+  return ms.count() > 0 ? ms : milliseconds(1);
+}
+
+bool route_wait::satisfied(const slot_map* m, std::uint64_t version) const noexcept {
+  if (any_change_) return version != version_;
+  if (!m) return false;
+  const auto* p = m->primary_for(slot_);
+  return p && (!failed_ || !(*p == *failed_));
+}
+
+std::chrono::milliseconds map_poll_interval(const config& cfg) noexcept {
+  using std::chrono::milliseconds;
+  return std::clamp(cfg.reconnect_min_delay, milliseconds(10), milliseconds(100));
 }
 
 }  // namespace thoonk::detail

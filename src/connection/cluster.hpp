@@ -4,6 +4,7 @@
 // to do. The router (router.hpp) asks; test/unit/cluster_test.cpp tests.
 #pragma once
 
+#include <thoonk/cluster.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/request.hpp>
@@ -30,10 +31,9 @@ inline constexpr std::size_t cluster_slots = 16384;
 /// hashes keys with.
 std::uint16_t crc16(std::string_view data) noexcept;
 
-/// The hash slot of `key`, as Redis computes it: CRC16 of the key modulo
-/// 16384, or of its hash tag when it has one: the bytes between the first
-/// '{' and the first '}' after it, when there is at least one byte between.
-std::uint16_t hash_slot(std::string_view key) noexcept;
+/// The hash slot of a key (include/thoonk/cluster.hpp): the public
+/// function, under its name here too.
+using thoonk::hash_slot;
 
 /// One server of a cluster, as a `host:port` address.
 struct cluster_node {
@@ -83,6 +83,10 @@ class slot_map {
   void assign(std::uint16_t slot, const cluster_node& node);
   /// Assigns every slot of [first, last] to `node`.
   void assign_range(std::uint16_t first, std::uint16_t last, const cluster_node& node);
+
+  /// Whether both maps send every slot to the same primary (or neither
+  /// serves it), whatever order they list their primaries in.
+  bool same_routes(const slot_map& other) const noexcept;
 
  private:
   std::size_t index_of(const cluster_node& node);
@@ -220,6 +224,9 @@ struct redirect_action {
   cluster_node target;
   std::uint16_t slot = 0;
   std::chrono::milliseconds delay{0};
+  /// The reply that decided (none for done): tells TRYAGAIN from
+  /// CLUSTERDOWN, for the counters.
+  redirect::kind_t cause = redirect::none;
 };
 
 /// The redirect decisions of one request, sent again and again while the
@@ -251,5 +258,69 @@ class redirect_policy {
   std::chrono::milliseconds min_delay_, max_delay_;
   unsigned redirects_ = 0, retries_ = 0;
 };
+
+/// The end of a routed request's time: config::request_timeout (or the
+/// request's own exec_options::timeout) counted once from the call, over
+/// every attempt, pause and wait for a slot map, not per attempt.
+class request_deadline {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `limit` 0 or less: no deadline.
+  request_deadline(clock::time_point now, std::chrono::milliseconds limit) noexcept
+      : at_(limit.count() > 0 ? now + limit : clock::time_point::max()) {}
+
+  bool bounded() const noexcept { return at_ != clock::time_point::max(); }
+  clock::time_point at() const noexcept { return at_; }
+  bool passed(clock::time_point now) const noexcept { return bounded() && now >= at_; }
+  /// What is left of it, for the timeout of one attempt (at least 1 ms
+  /// while it has not passed: 0 means "no timeout" to a connection); 0
+  /// when unbounded.
+  std::chrono::milliseconds left(clock::time_point now) const noexcept;
+  /// `t`, or the deadline when that comes first.
+  clock::time_point cap(clock::time_point t) const noexcept { return t < at_ ? t : at_; }
+
+ private:
+  clock::time_point at_;
+};
+
+/// What a request that cannot be sent now waits for in the slot map, besides
+/// its pause running out (no I/O; the router wakes it at every new map).
+class route_wait {
+ public:
+  /// The node serving the request's slot did not take it (not connected),
+  /// or no primary serves the slot (`failed` none): done once the map sends
+  /// the slot to another primary (a failover's promoted replica).
+  static route_wait away_from(std::uint16_t slot, std::optional<cluster_node> failed) {
+    route_wait w;
+    w.slot_ = slot;
+    w.failed_ = std::move(failed);
+    return w;
+  }
+  /// CLUSTERDOWN: the cluster has no route for some slot. Done once any
+  /// route changes (`version` is the router's map version at the reply):
+  /// the failover that left a slot without a primary has ended.
+  static route_wait map_change(std::uint64_t version) {
+    route_wait w;
+    w.any_change_ = true;
+    w.version_ = version;
+    return w;
+  }
+
+  /// Whether the wait is over, given the current map (null before the
+  /// first) and its version.
+  bool satisfied(const slot_map* m, std::uint64_t version) const noexcept;
+
+ private:
+  route_wait() = default;
+  bool any_change_ = false;
+  std::uint64_t version_ = 0;
+  std::uint16_t slot_ = 0;
+  std::optional<cluster_node> failed_;
+};
+
+/// How often the router reads the slot map while a request waits for it to
+/// change (route_wait): reconnect_min_delay, at least 10 ms, at most 100 ms.
+std::chrono::milliseconds map_poll_interval(const config& cfg) noexcept;
 
 }  // namespace thoonk::detail

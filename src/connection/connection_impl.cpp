@@ -442,10 +442,15 @@ bool connection_impl::is_push(const resp3::value& v) const {
 error_code connection_impl::parse_buffered(bool dispatch, resp3::value* out, bool* got) {
   error_code ec;
   while (rbeg_ < rend_) {
+    // parser_limits::max_reply_memory bounds the replies the connection
+    // holds, not each reply alone: those kept for the oldest request, which
+    // waits for more, count against the reply being parsed.
+    parser_.set_held_memory(queue_.held_memory());
     std::size_t n = parser_.consume(std::string_view(rbuf_.data() + rbeg_, rend_ - rbeg_), ec);
     rbeg_ += n;
     if (ec) return ec;
     if (!parser_.ready()) break;
+    const std::size_t memory = parser_.ready_memory();
     resp3::value v = parser_.take();
     if (is_push(v)) {
       ++stats_.pushes;
@@ -469,7 +474,14 @@ error_code connection_impl::parse_buffered(bool dispatch, resp3::value* out, boo
         continue;
       }
     }
-    if (!queue_.on_reply(std::move(v), done_)) return error::unexpected_reply;
+    if (!queue_.on_reply(std::move(v), done_, memory)) return error::unexpected_reply;
+    if (!done_.empty()) {
+      // A finished request gets its replies before the next reply is
+      // parsed: replies the connection no longer counts must not pile up
+      // here while a large read buffer is parsed.
+      complete(done_);
+      if (stopped_) return error::client_stopped;
+    }
   }
   if (rbeg_ == rend_) rbeg_ = rend_ = 0;
   return {};

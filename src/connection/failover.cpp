@@ -12,6 +12,7 @@ failover::failover(const config& cfg)
   for (const auto& a : cfg.endpoints)
     if (!a.host.empty()) addresses_.push_back(a);
   if (addresses_.empty()) addresses_.push_back({cfg.host, cfg.port});
+  check_role_ = addresses_.size() > 1 && !cfg.cluster;
 }
 
 config failover::attempt_config(const config& cfg) const {

@@ -39,7 +39,9 @@ class failover {
   config attempt_config(const config& cfg) const;
 
   /// With several addresses the setup asks ROLE and takes only a primary.
-  bool checks_role() const noexcept { return addresses_.size() > 1; }
+  /// Not in cluster mode: there the addresses are seeds, and a replica
+  /// serves a seed's purpose (reading the slot map) as well as a primary.
+  bool checks_role() const noexcept { return check_role_; }
 
   /// An attempt on current() failed (refused, timed out, a replica): the
   /// next attempt goes to the next address, round robin. Returns true when
@@ -86,6 +88,7 @@ class failover {
   std::vector<config::address> addresses_;
   std::size_t current_ = 0;
   std::size_t failed_in_round_ = 0;
+  bool check_role_ = false;
   unsigned max_retries_;
   std::chrono::milliseconds min_delay_, max_delay_;
 };

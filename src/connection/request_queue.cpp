@@ -57,7 +57,7 @@ void request_queue::on_batch_written(std::vector<completion>& out) {
   }
 }
 
-bool request_queue::on_reply(resp3::value&& v, std::vector<completion>& out) {
+bool request_queue::on_reply(resp3::value&& v, std::vector<completion>& out, std::size_t memory) {
   // A written request that expects nothing (SUBSCRIBE) may sit in front of
   // the one this reply belongs to when the write's completion has not been
   // processed yet.
@@ -65,7 +65,11 @@ bool request_queue::on_reply(resp3::value&& v, std::vector<completion>& out) {
   if (written_ == 0) return false;
   entry& e = entries_.front();
   ++e.received;
-  if (!e.abandoned) e.replies.push_back(std::move(v));
+  if (!e.abandoned) {
+    e.replies.push_back(std::move(v));
+    e.reply_memory += memory;
+    held_memory_ += memory;
+  }
   if (e.received < e.expected) return true;
   finish(e, {}, out);
   entries_.pop_front();
@@ -134,6 +138,8 @@ void request_queue::fail_all(boost::system::error_code unwritten_ec, std::vector
 }
 
 void request_queue::finish(entry& e, boost::system::error_code ec, std::vector<completion>& out) {
+  held_memory_ -= e.reply_memory;
+  e.reply_memory = 0;
   if (!e.handler) {
     e.guard.reset();
     return;

@@ -74,8 +74,16 @@ class request_queue {
   /// Matches one reply to the oldest written request. Returns false when no
   /// written request is waiting (a protocol desync: the caller closes the
   /// connection). Appends a completion when the request got its last reply
-  /// and was not abandoned.
-  bool on_reply(resp3::value&& v, std::vector<completion>& out);
+  /// and was not abandoned. `memory` is the reply's memory estimate
+  /// (resp3::parser::ready_memory): held_memory() counts it while the
+  /// request waits for more replies.
+  bool on_reply(resp3::value&& v, std::vector<completion>& out, std::size_t memory = 0);
+
+  /// The memory estimate of the replies kept for requests that still wait
+  /// for more (only the oldest written request can: replies arrive in
+  /// order). A request's replies stop counting when it completes, fails or
+  /// is abandoned. The connection's parser takes it as its held memory.
+  std::size_t held_memory() const noexcept { return held_memory_; }
 
   /// Cancels request `seq`: a queued one is removed (its bytes are never
   /// sent), a written one is abandoned (its replies will be discarded).
@@ -108,6 +116,7 @@ class request_queue {
     std::size_t received = 0;  // replies seen, including discarded ones
     bool abandoned = false;
     response replies;
+    std::size_t reply_memory = 0;  // memory estimate of `replies`
     handler_box<void(boost::system::error_code, response)> handler;
     std::shared_ptr<void> guard;
     bool retain = false;
@@ -117,10 +126,13 @@ class request_queue {
 
   // Removes a not-yet-written entry's bytes from staging_.
   void erase_unwritten(std::size_t index);
+  // Completes `e` (hands its handler the replies, or `ec`); its replies no
+  // longer count in held_memory_.
   void finish(entry& e, boost::system::error_code ec, std::vector<completion>& out);
 
   std::deque<entry> entries_;  // [0, written_) written, [written_, size) queued
   std::size_t written_ = 0;
+  std::size_t held_memory_ = 0;  // sum of the entries' reply_memory
   std::uint64_t next_seq_ = 1;
   std::string staging_;  // bytes of the queued entries, in order
   std::string writing_;  // the batch being written

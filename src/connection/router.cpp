@@ -30,13 +30,18 @@ using boost::system::error_code;
 
 class cluster_router : public slot_source, public std::enable_shared_from_this<cluster_router> {
  public:
+  using clock = std::chrono::steady_clock;
+
   explicit cluster_router(connection& seed)
       : seed_(&seed),
         cfg_(seed.get_config()),
         ex_(seed.get_executor()),
         refreshed_(ex_),
-        periodic_(ex_) {
+        map_changed_(ex_),
+        periodic_(ex_),
+        poll_(ex_) {
     refreshed_.expires_at(asio::steady_timer::time_point::max());
+    map_changed_.expires_at(asio::steady_timer::time_point::max());
   }
 
   asio::awaitable<std::tuple<error_code, response>> exec(const request& req, std::string_view key,
@@ -46,7 +51,7 @@ class cluster_router : public slot_source, public std::enable_shared_from_this<c
   asio::awaitable<std::tuple<error_code, response>> exec_on(const cluster_node& node,
                                                             const request& req);
   void stop();
-  const cluster_stats& stats() const noexcept { return stats_; }
+  cluster_stats stats() const;
 
   std::optional<cluster_node> primary_for(std::uint16_t slot) const override {
     const auto* p = have_map_ ? map_.primary_for(slot) : nullptr;
@@ -63,22 +68,34 @@ class cluster_router : public slot_source, public std::enable_shared_from_this<c
     cluster_node node;
     std::unique_ptr<connection> conn;
   };
+  // How a wait for the slot map ended.
+  enum class wait_end { done, time_up, aborted };
 
   connection& connection_for(const cluster_node& node);
   asio::awaitable<error_code> connect_node(connection& conn);
   asio::awaitable<error_code> refresh_once();
   asio::awaitable<void> refresh_wait();
+  asio::awaitable<bool> refresh_until(clock::time_point until);
+  asio::awaitable<void> refresh_join();
+  asio::awaitable<wait_end> wait_route(const route_wait* w, clock::time_point until);
   void request_refresh();
   void install(slot_map m);
+  void map_changed();
+  void retire_counts(const connection& c) noexcept;
+  void start_poll();
   std::chrono::milliseconds pause_for(unsigned attempt) const noexcept;
   static asio::awaitable<void> run_refresh(std::shared_ptr<cluster_router> self);
   static asio::awaitable<void> run_periodic(std::shared_ptr<cluster_router> self);
+  static asio::awaitable<void> run_poll(std::shared_ptr<cluster_router> self);
 
   connection* seed_;  // the client's; not used after stop()
   config cfg_;
   asio::any_io_executor ex_;
   slot_map map_;
   bool have_map_ = false;
+  // Counts the changes of the map's routes (a new map that routes some slot
+  // otherwise, a MOVED): a CLUSTERDOWN wait ends at the next one.
+  std::uint64_t map_version_ = 0;
   std::map<std::string, node_conn> nodes_;
   // Per slot with traffic: the order keeper, the node its current route
   // goes to, and the requests waiting for it to open (FIFO).
@@ -100,15 +117,33 @@ class cluster_router : public slot_source, public std::enable_shared_from_this<c
   };
   std::vector<std::unique_ptr<connection>> retired_;
   bool refreshing_ = false, again_ = false, stopped_ = false, periodic_started_ = false;
-  asio::steady_timer refreshed_;  // cancelled when a refresh ends: wakes its waiters
+  // Requests waiting for the map to change (wait_route): while there are
+  // any, the map is read every map_poll_interval.
+  std::size_t stuck_ = 0;
+  bool polling_ = false;
+  asio::steady_timer refreshed_;    // cancelled when a refresh ends: wakes its waiters
+  asio::steady_timer map_changed_;  // cancelled when the routes change: wakes wait_route
   asio::steady_timer periodic_;
-  cluster_stats stats_;
+  asio::steady_timer poll_;
+  cluster_stats stats_;  // the counters; the node entries are made by stats()
 };
 
 std::chrono::milliseconds cluster_router::pause_for(unsigned attempt) const noexcept {
   auto d = cfg_.reconnect_min_delay;
   for (unsigned i = 0; i < attempt && d < cfg_.reconnect_max_delay; ++i) d *= 2;
   return std::min(d, cfg_.reconnect_max_delay);
+}
+
+cluster_stats cluster_router::stats() const {
+  cluster_stats s = stats_;  // node_connects and node_reconnects: closed ones so far
+  for (const auto& [name, n] : nodes_) {
+    const auto cs = n.conn->stats();
+    s.node_connects += cs.connects;
+    s.node_reconnects += cs.reconnects;
+    s.nodes.push_back({n.node.host, n.node.port, n.conn->is_connected(), cs.connects, cs.reconnects,
+                       cs.requests, cs.unknown_outcomes});
+  }
+  return s;
 }
 
 connection& cluster_router::connection_for(const cluster_node& node) {
@@ -139,7 +174,19 @@ void cluster_router::wake(slot_gate& g) {
   for (auto& t : g.waiters.take_all()) t->cancel();
 }
 
+void cluster_router::map_changed() {
+  ++map_version_;
+  map_changed_.cancel();
+}
+
+void cluster_router::retire_counts(const connection& c) noexcept {
+  const auto cs = c.stats();
+  stats_.node_connects += cs.connects;
+  stats_.node_reconnects += cs.reconnects;
+}
+
 void cluster_router::install(slot_map m) {
+  const bool changed = !have_map_ || !map_.same_routes(m);
   map_ = std::move(m);
   // Slots with requests in flight on a route the new map changed: those
   // requests drain (MOVED) before newer ones go.
@@ -163,6 +210,7 @@ void cluster_router::install(slot_map m) {
     for (const auto& p : map_.primaries()) listed = listed || p == it->second.node;
     if (!listed && !it->second.conn->is_connected()) {
       it->second.conn->stop();
+      retire_counts(*it->second.conn);
       retired_.push_back(std::move(it->second.conn));
       it = nodes_.erase(it);
     } else {
@@ -173,14 +221,20 @@ void cluster_router::install(slot_map m) {
     periodic_started_ = true;
     asio::co_spawn(ex_, run_periodic(shared_from_this()), asio::detached);
   }
+  // Requests waiting for the map (a failover's promotion) go now.
+  if (changed) map_changed();
 }
 
 asio::awaitable<error_code> cluster_router::refresh_once() {
-  // Whoever answers: the seed connection, then each connected primary.
+  // Whoever answers: the connected ones first (the seed connection, then
+  // each connected primary); a seed that is reconnecting (to another seed,
+  // after a failover) last, as it may take a while.
   std::vector<std::pair<connection*, cluster_node>> asked;
-  asked.emplace_back(seed_, cluster_node{cfg_.host, cfg_.port});
+  const bool seed_up = seed_->is_connected();
+  if (seed_up) asked.emplace_back(seed_, cluster_node{cfg_.host, cfg_.port});
   for (auto& [name, n] : nodes_)
     if (n.conn->is_connected()) asked.emplace_back(n.conn.get(), n.node);
+  if (!seed_up) asked.emplace_back(seed_, cluster_node{cfg_.host, cfg_.port});
   for (auto& [conn, node] : asked) {
     if (stopped_) co_return error_code(error::client_stopped);
     exec_options eo;
@@ -231,6 +285,25 @@ asio::awaitable<void> cluster_router::run_periodic(std::shared_ptr<cluster_route
   }
 }
 
+void cluster_router::start_poll() {
+  if (polling_ || stopped_) return;
+  polling_ = true;
+  asio::co_spawn(ex_, run_poll(shared_from_this()), asio::detached);
+}
+
+asio::awaitable<void> cluster_router::run_poll(std::shared_ptr<cluster_router> self) {
+  // While requests wait for the map to change, read it every
+  // map_poll_interval: the wait ends as soon as it shows the change (a
+  // replica promoted), not when the request's own pause runs out.
+  while (!self->stopped_ && self->stuck_ > 0) {
+    self->poll_.expires_after(map_poll_interval(self->cfg_));
+    co_await self->poll_.async_wait(use_nothrow);
+    if (self->stopped_ || self->stuck_ == 0) break;
+    co_await self->refresh_join();
+  }
+  self->polling_ = false;
+}
+
 void cluster_router::request_refresh() {
   if (stopped_) return;
   if (refreshing_) {
@@ -246,6 +319,53 @@ asio::awaitable<void> cluster_router::refresh_wait() {
   if (!refreshing_) co_return;
   auto [ec] = co_await refreshed_.async_wait(use_nothrow);
   (void)ec;  // cancelled by the refresher when it ends
+}
+
+asio::awaitable<bool> cluster_router::refresh_until(clock::time_point until) {
+  request_refresh();
+  if (!refreshing_) co_return true;
+  if (until == clock::time_point::max()) {
+    auto [ec] = co_await refreshed_.async_wait(use_nothrow);
+    (void)ec;  // cancelled by the refresher when it ends
+    co_return true;
+  }
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(ex_, until);
+  auto r = co_await (refreshed_.async_wait(use_nothrow) || timer.async_wait(use_nothrow));
+  co_return r.index() == 0;
+}
+
+asio::awaitable<void> cluster_router::refresh_join() {
+  if (!refreshing_) request_refresh();
+  if (!refreshing_) co_return;
+  auto [ec] = co_await refreshed_.async_wait(use_nothrow);
+  (void)ec;  // cancelled by the refresher when it ends
+}
+
+asio::awaitable<cluster_router::wait_end> cluster_router::wait_route(const route_wait* w,
+                                                                     clock::time_point until) {
+  using namespace asio::experimental::awaitable_operators;
+  // Counted while it waits, so that the map is read again and again.
+  struct stuck_guard {
+    std::size_t* n;
+    ~stuck_guard() {
+      if (n) --*n;
+    }
+  } guard{w ? &stuck_ : nullptr};
+  if (w) {
+    ++stuck_;
+    start_poll();
+  }
+  asio::steady_timer timer(ex_, until);
+  for (;;) {
+    if (stopped_) co_return wait_end::aborted;
+    if (w && w->satisfied(have_map_ ? &map_ : nullptr, map_version_)) co_return wait_end::done;
+    if (clock::now() >= until) co_return wait_end::time_up;
+    // A new map (map_changed_ cancelled), or the time up.
+    co_await (map_changed_.async_wait(use_nothrow) || timer.async_wait(use_nothrow));
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return wait_end::aborted;
+  }
 }
 
 asio::awaitable<error_code> cluster_router::connect() {
@@ -294,26 +414,38 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec_on(const 
 asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const request& req,
                                                                        std::string_view key,
                                                                        exec_options opts) {
+  using namespace asio::experimental::awaitable_operators;
   auto self = shared_from_this();
   if (key.empty()) {
     // Keyless commands (SCRIPT LOAD of a keyless script, PING): the seed.
     auto [ec, resp] = co_await seed_->async_exec(req, opts, use_nothrow);
     co_return std::tuple{ec, std::move(resp)};
   }
+  // One deadline for the whole request: every attempt, pause and wait for
+  // a map counts against it (config::request_timeout's promise).
+  const request_deadline dl(clock::now(),
+                            opts.timeout.count() > 0 ? opts.timeout : cfg_.request_timeout);
+  auto timed_out = [] { return std::tuple{error_code(error::request_timeout), response{}}; };
+  auto aborted = [this] {
+    return std::tuple{
+        stopped_ ? error_code(error::client_stopped) : error_code(asio::error::operation_aborted),
+        response{}};
+  };
   const std::uint16_t slot = hash_slot(key);
   ticket_guard guard{this, &gates_[slot], {}};
   auto& gate = *guard.gate;
   if (gate.waiters.must_wait(gate.order)) {
     // Older requests of this slot are being sent again: go after them.
-    auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
+    auto t = std::make_shared<asio::steady_timer>(ex_, dl.at());
     gate.waiters.push(t);
     auto [wec] = co_await t->async_wait(use_nothrow);
-    (void)wec;  // cancelled by wake(), or by the caller's cancellation
     const bool was_woken = gate.waiters.resumed(t);
     if (gate.waiters.should_wake(gate.order)) wake(gate);
     auto cs = co_await asio::this_coro::cancellation_state;
-    if (!was_woken || cs.cancelled() != asio::cancellation_type::none)
+    if (cs.cancelled() != asio::cancellation_type::none)
       co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
+    // Not woken: the timer ran out (the deadline) or was cancelled.
+    if (!was_woken) co_return wec ? aborted() : timed_out();
   }
   redirect_policy policy(cfg_);
   std::optional<cluster_node> ask_to;
@@ -323,26 +455,37 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
   // not_connected (it was not written) and goes where the map says next.
   eo.wait_for_connection = false;
   auto give_up_or_wait = [&](unsigned n) { return n > cfg_.unavailable_retries; };
+  // After a wait for the map: go on, or how the request ends.
+  auto after_wait = [&](wait_end end) -> std::optional<std::tuple<error_code, response>> {
+    if (end == wait_end::aborted) return aborted();
+    if (end == wait_end::time_up && dl.passed(clock::now())) return timed_out();
+    return std::nullopt;
+  };
   for (;;) {
     if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
-    if (!have_map_) co_await refresh_wait();
+    if (!have_map_ && !co_await refresh_until(dl.at())) {
+      if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
+      co_return dl.passed(clock::now()) ? timed_out() : aborted();
+    }
     auto cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none)
       co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
+    if (dl.passed(clock::now())) co_return timed_out();
     cluster_node node;
     if (ask_to) {
       node = *ask_to;
     } else if (const auto* p = have_map_ ? map_.primary_for(slot) : nullptr) {
       node = *p;
     } else {
-      // No primary serves the slot (yet): read the map again after a pause.
+      // No primary serves the slot (yet): wait for a map where one does,
+      // at most a pause.
       gate.order.hold(guard.t);
       if (give_up_or_wait(++unreachable))
         co_return std::tuple{error_code(error::cluster_topology_unavailable), response{}};
-      asio::steady_timer t(ex_, pause_for(unreachable - 1));
-      auto [tec] = co_await t.async_wait(use_nothrow);
-      if (tec) co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
-      co_await refresh_wait();
+      request_refresh();
+      const auto w = route_wait::away_from(slot, std::nullopt);
+      auto end = co_await wait_route(&w, dl.cap(clock::now() + pause_for(unreachable - 1)));
+      if (auto out = after_wait(end)) co_return std::move(*out);
       continue;
     }
     auto& conn = connection_for(node);
@@ -350,9 +493,22 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
     response resp;
     bool unwritten = false;  // failed before the request could be written
     if (!conn.is_connected()) {
-      ec = co_await connect_node(conn);
-      if (ec == asio::error::operation_aborted) co_return std::tuple{ec, response{}};
+      // Connect, unless the map sends the slot elsewhere meanwhile (a node
+      // that does not answer, replaced by its promoted replica).
+      const auto until = dl.cap(clock::now() + cfg_.connect_timeout);
+      const auto w = route_wait::away_from(slot, node);
+      auto r = co_await (conn.async_connect(use_nothrow) || wait_route(ask_to ? nullptr : &w, until));
       if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
+      if (r.index() == 0) {
+        ec = std::get<0>(std::get<0>(r));
+      } else {
+        const auto end = std::get<1>(r);
+        if (end == wait_end::done) continue;  // where the new map says
+        if (end == wait_end::aborted) co_return aborted();
+        if (dl.passed(clock::now())) co_return timed_out();
+        ec = error::connect_timeout;
+      }
+      if (ec == asio::error::operation_aborted) co_return std::tuple{ec, response{}};
       unwritten = static_cast<bool>(ec);
     }
     if (!ec) {
@@ -360,23 +516,27 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       if (ask_to) asking = asking_request(req);
       const request& out = ask_to ? asking : req;
       if (!ask_to) gate.node = node;
+      if (dl.bounded()) eo.timeout = dl.left(clock::now());
       gate.order.on_send(guard.t);
       std::tie(ec, resp) = co_await conn.async_exec(out, eo, use_nothrow);
       gate.order.on_answer(guard.t);
       unwritten = ec == error::not_connected || ec == error::client_stopped;
     }
     if (unwritten) {
-      // The node is down or was dropped from the map. Read the map again
-      // (a replica may have taken over) and send it where it says.
+      // The node is down or was dropped from the map. Wait for a map that
+      // sends the slot elsewhere (a replica taking over), at most a pause,
+      // and send it where the map says then.
       if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
       gate.order.hold(guard.t);
       ++stats_.resent_unwritten;
       if (give_up_or_wait(++unreachable)) co_return std::tuple{ec, response{}};
+      const bool asked = ask_to.has_value();
       ask_to.reset();
-      asio::steady_timer t(ex_, pause_for(unreachable - 1));
-      auto [tec] = co_await t.async_wait(use_nothrow);
-      if (tec) co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
-      co_await refresh_wait();
+      request_refresh();
+      const auto w = route_wait::away_from(slot, node);
+      auto end = co_await wait_route(asked ? nullptr : &w,
+                                     dl.cap(clock::now() + pause_for(unreachable - 1)));
+      if (auto out = after_wait(end)) co_return std::move(*out);
       continue;
     }
     if (ec) {
@@ -389,29 +549,43 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
     auto a = policy.decide(resp, node);
     switch (a.kind) {
       case redirect_action::done: co_return std::tuple{error_code{}, std::move(resp)};
-      case redirect_action::resend:
+      case redirect_action::resend: {
         ++stats_.moved;
         if (a.slot == slot && gate.node && !(*gate.node == a.target)) {
           gate.order.on_route_change();
           gate.node.reset();
         }
         gate.order.hold(guard.t);
+        const auto* before = map_.primary_for(a.slot);
+        const bool moves = !before || !(*before == a.target);
         map_.assign(a.slot, a.target);
+        if (moves) map_changed();
         ask_to.reset();
         request_refresh();
         continue;
+      }
       case redirect_action::ask:
         ++stats_.asked;
         gate.order.hold(guard.t);
         ask_to = a.target;
         continue;
       case redirect_action::retry_later: {
-        ++stats_.retried;
         gate.order.hold(guard.t);
         ask_to.reset();
-        asio::steady_timer t(ex_, a.delay);
-        auto [tec] = co_await t.async_wait(use_nothrow);
-        if (tec) co_return std::tuple{error_code(asio::error::operation_aborted), response{}};
+        const auto until = dl.cap(clock::now() + a.delay);
+        wait_end end;
+        if (a.cause == redirect::clusterdown) {
+          // A slot lost its primary: the wait ends early when the routes
+          // change (the failover done), read every map_poll_interval.
+          ++stats_.clusterdown;
+          request_refresh();
+          const auto w = route_wait::map_change(map_version_);
+          end = co_await wait_route(&w, until);
+        } else {
+          ++stats_.tryagain;  // a migration: only time helps
+          end = co_await wait_route(nullptr, until);
+        }
+        if (auto out = after_wait(end)) co_return std::move(*out);
         continue;
       }
       case redirect_action::give_up:
@@ -424,7 +598,9 @@ void cluster_router::stop() {
   if (stopped_) return;
   stopped_ = true;
   periodic_.cancel();
+  poll_.cancel();
   refreshed_.cancel();
+  map_changed_.cancel();
   // Let go of the node connections, not only stop them. A request in
   // flight on one is a coroutine frame that holds this router (exec's
   // `self`), and the connection's queue holds that frame: a cycle. When
@@ -438,6 +614,7 @@ void cluster_router::stop() {
   nodes_.clear();
   auto retired = std::move(retired_);
   retired_.clear();
+  for (auto& [name, n] : nodes) retire_counts(*n.conn);
   for (auto& [name, n] : nodes) n.conn->stop();
   for (auto& c : retired) c->stop();
   for (auto& [slot, g] : gates_) wake(g);  // they see stopped_ and complete
@@ -488,8 +665,17 @@ asio::awaitable<std::tuple<error_code, response>> router::exec_on(const cluster_
 
 std::shared_ptr<slot_source> router::slots() const noexcept { return cluster_; }
 
-cluster_stats router::stats() const noexcept {
-  return cluster_ ? cluster_->stats() : cluster_stats{};
+cluster_stats router::stats() const { return cluster_ ? cluster_->stats() : cluster_stats{}; }
+
+std::optional<cluster_node> router::node_for_slot(std::uint16_t slot) const {
+  if (!cluster_) return std::nullopt;
+  return cluster_->primary_for(slot);
+}
+
+std::string router::node_key(std::string_view key) const {
+  if (!cluster_) return {};
+  auto p = cluster_->primary_for(hash_slot(key));
+  return p ? to_string(*p) : std::string{};
 }
 
 }  // namespace thoonk::detail

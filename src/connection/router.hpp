@@ -3,32 +3,28 @@
 #pragma once
 
 #include "connection/cluster.hpp"
+#include "detail/script_functions.hpp"
 
 #include <thoonk/connection.hpp>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
 namespace thoonk::detail {
 
-/// Counters of cluster routing (all zero on a single server).
-struct cluster_stats {
-  std::uint64_t moved = 0;             ///< MOVED replies followed
-  std::uint64_t asked = 0;             ///< ASK replies followed (ASKING sent)
-  std::uint64_t retried = 0;           ///< TRYAGAIN / CLUSTERDOWN pauses
-  std::uint64_t resent_unwritten = 0;  ///< requests sent again after their node was not connected
-  std::uint64_t refreshes = 0;         ///< slot maps read
-  std::uint64_t refresh_failures = 0;  ///< refreshes no node answered
-  std::uint64_t primaries = 0;         ///< primaries in the current map
-};
+/// Counters of cluster routing (all zero on a single server): the public
+/// struct (include/thoonk/cluster.hpp, client::cluster_stats).
+using cluster_stats = thoonk::cluster_stats;
 
 class cluster_router;
 
@@ -77,11 +73,13 @@ class router {
   /// sends again (the map is read again in the background), ASK sends
   /// ASKING plus the request to the node named (the map unchanged),
   /// TRYAGAIN and CLUSTERDOWN send again after a pause; a request whose
-  /// node was not connected (never written) is sent again after the map is
-  /// read again. A request written and then cut off completes with
-  /// error::unknown_outcome, as on one server. Every command of `req` must
-  /// touch the slot of `key` or no key. `req` must stay valid until the
-  /// awaitable completes.
+  /// node was not connected (never written) is sent again after a pause,
+  /// or as soon as a new map sends its slot to another primary. A request
+  /// written and then cut off completes with error::unknown_outcome, as on
+  /// one server. `opts.timeout`, else config::request_timeout, bounds the
+  /// whole request, every attempt and wait included: error::request_timeout
+  /// after it. Every command of `req` must touch the slot of `key` or no
+  /// key. `req` must stay valid until the awaitable completes.
   boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec(const request& req,
                                                                                std::string_view key,
                                                                                exec_options opts);
@@ -114,7 +112,27 @@ class router {
   /// Stops the per-primary connections and the periodic refresh.
   void stop();
 
-  cluster_stats stats() const noexcept;
+  /// The counters, and one entry per primary connection (cluster mode).
+  cluster_stats stats() const;
+
+  /// The primary the current slot map names for `slot`; none on one
+  /// server, before the first map, or while no primary serves it.
+  std::optional<cluster_node> node_for_slot(std::uint16_t slot) const;
+
+  /// Names the server a request routed by `key` goes to now (its primary's
+  /// `host:port` in cluster mode; empty on one server, or when the map
+  /// names none yet): the node part of a function_loads() flight.
+  std::string node_key(std::string_view key) const;
+
+  /// The FUNCTION LOADs of this client's calls under way, one per node and
+  /// library (detail::load_flights; the FCALL runner, script_exec.cpp).
+  /// Shared: a call suspended in a flight keeps it alive, so a coroutine
+  /// frame destroyed after the client (at the io_context's end) still
+  /// finds it.
+  const std::shared_ptr<load_flights<std::shared_ptr<boost::asio::steady_timer>>>&
+  function_loads() noexcept {
+    return loads_;
+  }
 
   /// The slot map for the subscriber's shard channels (null on one
   /// server). It lives as long as the router's cluster state; hold it weakly.
@@ -132,6 +150,8 @@ class router {
   connection* single_;
   std::shared_ptr<cluster_router> cluster_;
   std::atomic<bool> functions_;
+  std::shared_ptr<load_flights<std::shared_ptr<boost::asio::steady_timer>>> loads_ =
+      std::make_shared<load_flights<std::shared_ptr<boost::asio::steady_timer>>>();
 };
 
 }  // namespace thoonk::detail

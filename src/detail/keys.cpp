@@ -91,6 +91,7 @@ std::vector<std::string> all_keys(const feed_names& n) {
       n.key("worker_jobs"),
       // hand-off (docs/jobs.md "Hand-off")
       n.key("takers"),
+      n.key("handed"),
   };
 }
 

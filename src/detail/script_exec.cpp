@@ -6,6 +6,8 @@
 #include <thoonk/error.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <mutex>
@@ -104,8 +106,41 @@ asio::awaitable<std::tuple<error_code, std::optional<resp3::value>>> fcall_on(
   auto step = after_fcall(resp[0]);
   resp3::value reply = std::move(resp[0]);
   // Twice at most: a second load is needed only when the key's slot moved
-  // to another node between the load and the call.
+  // to another node between the load and the call (or the load this call
+  // waited for failed).
+  // A copy of the shared flights: this frame may be destroyed after the
+  // router (pending coroutines end with the io_context).
+  auto flights_ptr = target.r->function_loads();
+  auto& flights = *flights_ptr;
   for (int loads = 0; step == fcall_step::load && loads < 2; ++loads) {
+    // Another call refused functions for good meanwhile: EVALSHA.
+    if (!target.r->functions_usable()) co_return std::tuple{error_code{}, std::nullopt};
+    const std::string flight = target.r->node_key(target.key) + '\n' + lib.name;
+    if (!flights.lead(flight)) {
+      // Another call of this client loads the library on that node now
+      // (concurrent first calls): wait for it, then FCALL again.
+      auto ex = co_await asio::this_coro::executor;
+      auto t = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+      flights.join(flight, t);
+      co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+      if (!flights.resumed(flight, t))
+        co_return std::tuple{error_code(asio::error::operation_aborted), std::nullopt};
+      req.clear();
+      push_script_call(req, "FCALL", lib.name, keys, args);
+      auto [ec2, resp2] = co_await target.exec(req, opts);
+      if (ec2) co_return std::tuple{ec2, std::nullopt};
+      step = after_fcall(resp2[0]);
+      reply = std::move(resp2[0]);
+      continue;
+    }
+    // This call loads; the ones that join meanwhile wait for it to end.
+    struct flight_guard {
+      load_flights<std::shared_ptr<asio::steady_timer>>& flights;
+      const std::string& flight;
+      ~flight_guard() {
+        for (auto& w : flights.finish(flight)) w->cancel();
+      }
+    } guard{flights, flight};
     req.clear();
     req.push("FUNCTION", "LOAD", lib.text);
     push_script_call(req, "FCALL", lib.name, keys, args);

@@ -12,6 +12,8 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -66,6 +68,54 @@ fcall_step after_fcall(const resp3::value& fcall);
 ///  * it did not though the load succeeded (the key's slot moved to
 ///    another node in between) → load.
 fcall_step after_function_load(const resp3::value& load, const resp3::value& fcall);
+
+/// One FUNCTION LOAD at a time per node and library, among a client's
+/// concurrent calls (the router keeps one; `Waiter` is what a call waits
+/// on, a timer there, a number in the unit tests).
+///
+/// Calls that all find the library missing on a node (a fresh server, after
+/// FUNCTION FLUSH) would each send the library's text and all but one load
+/// would fail ("already exists"). Instead the first one leads: it loads;
+/// the others join its flight and, when it ends (however it ended), call
+/// FCALL again without loading. A call that still finds no function then
+/// (the load failed, the slot moved to another node) may lead a flight of
+/// its own. Not thread-safe: the client's executor.
+template <class Waiter>
+class load_flights {
+ public:
+  /// True: no load of `flight` (node and library) is under way and the
+  /// caller leads one (finish() it whatever happens); false: join() it.
+  bool lead(const std::string& flight) { return flights_.try_emplace(flight).second; }
+  /// Waits for the flight under way (lead() returned false).
+  void join(const std::string& flight, Waiter w) { flights_[flight].push_back(std::move(w)); }
+  /// The leader is done: every waiter of the flight, to be woken.
+  std::vector<Waiter> finish(const std::string& flight) {
+    auto it = flights_.find(flight);
+    if (it == flights_.end()) return {};
+    auto out = std::move(it->second);
+    flights_.erase(it);
+    return out;
+  }
+  /// `w` runs again. True when its flight had ended (it was woken); false
+  /// when it was still waiting (its wait was cancelled): it leaves.
+  bool resumed(const std::string& flight, const Waiter& w) {
+    auto it = flights_.find(flight);
+    if (it == flights_.end()) return true;
+    auto& ws = it->second;
+    auto at = std::find(ws.begin(), ws.end(), w);
+    if (at == ws.end()) return true;
+    ws.erase(at);
+    return false;
+  }
+  bool in_flight(const std::string& flight) const { return flights_.contains(flight); }
+  std::size_t waiting(const std::string& flight) const {
+    auto it = flights_.find(flight);
+    return it == flights_.end() ? 0 : it->second.size();
+  }
+
+ private:
+  std::map<std::string, std::vector<Waiter>, std::less<>> flights_;
+};
 
 /// The names of every library this build can load: each embedded script's
 /// library form, and the sharded form of each that notifies (the names

@@ -1,8 +1,9 @@
 #include "feeds/common.hpp"
 
+#include "detail/parse_int.hpp"
+
 #include <boost/asio/use_awaitable.hpp>
 
-#include <charconv>
 #include <chrono>
 
 namespace thoonk::detail {
@@ -13,27 +14,22 @@ using boost::system::error_code;
 namespace {
 
 // Lua numbers are doubles: integers above 2^53 - 1 are not exact there.
-constexpr std::uint64_t max_exact = (std::uint64_t{1} << 53) - 1;
+constexpr std::int64_t max_exact = (std::int64_t{1} << 53) - 1;
 
-// Plain decimal digits within [lo, hi].
-bool decimal_in(std::string_view v, std::uint64_t lo, std::uint64_t hi = max_exact) {
-  if (v.empty() || v.size() > 16) return false;
-  for (char ch : v)
-    if (ch < '0' || ch > '9') return false;
-  std::uint64_t n = 0;
-  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-  return r.ec == std::errc{} && r.ptr == v.data() + v.size() && n >= lo && n <= hi;
+// What a write must be: plain decimal digits (no sign) within [lo, hi].
+bool decimal_in(std::string_view v, std::int64_t lo, std::int64_t hi) {
+  return !v.empty() && v.front() != '-' && parse_int_in(v, lo, hi).has_value();
 }
 
 struct int_field {
   std::string_view name;
-  std::uint64_t min;
+  std::int64_t min;
   std::string_view meaning;
-  std::uint64_t max = max_exact;
+  std::int64_t max = max_exact;
 };
 
-// Every config field the scripts read as a number (src/lua/**). docs/feeds.md §2 and docs/jobs.md
-// §1 list the same.
+// Every config field the scripts read as a number (src/lua/**), with the range the scripts use
+// (their conf_int calls name the same bounds). docs/feeds.md §2 and docs/jobs.md §1 list the same.
 constexpr int_field int_fields[] = {
     {"max_length", 0, "the most items a feed keeps, 0 = unlimited"},
     {"retraction_log", 0, "retractions kept for catch-up, 0 = none"},
@@ -47,6 +43,12 @@ constexpr int_field int_fields[] = {
 };
 
 }  // namespace
+
+std::optional<std::int64_t> read_config_int(std::string_view field, std::string_view value) {
+  for (const auto& f : int_fields)
+    if (field == f.name) return parse_int_in(value, f.min, f.max);
+  return std::nullopt;
+}
 
 config_check validate_config_field(std::string_view field, std::string_view value) {
   const error_code bad = error::invalid_argument;
@@ -126,10 +128,9 @@ std::uint64_t as_u64(const resp3::value& v, error_code& ec) {
     return static_cast<std::uint64_t>(v.integer);
   }
   if (v.is_string()) {
-    std::uint64_t out = 0;
-    auto r = std::from_chars(v.str.data(), v.str.data() + v.str.size(), out);
-    if (r.ec != std::errc{} || r.ptr != v.str.data() + v.str.size()) ec = error::unexpected_type;
-    return out;
+    auto out = parse_int<std::uint64_t>(v.str);
+    if (!out) ec = error::unexpected_type;
+    return out.value_or(0);
   }
   if (v.is_null()) return 0;
   ec = error::unexpected_type;

@@ -57,6 +57,13 @@ struct config_check {
 /// value its scripts cannot read).
 config_check validate_config_field(std::string_view field, std::string_view value);
 
+/// A numeric config field's value as the library reads it, the same way
+/// the scripts do (prelude.lua conf_int): an integer by parse_int's rule
+/// (^-?[0-9]+$) within the field's range above. nullopt for anything else
+/// (the field's default applies, in the scripts too) and for a field that
+/// is not numeric.
+std::optional<std::int64_t> read_config_int(std::string_view field, std::string_view value);
+
 /// Checks the reply of `HGET feed.config:[f] type`: feed_not_found when
 /// null, wrong_feed_type when not `want`.
 boost::system::error_code check_type_reply(const resp3::value& v, feed_type want);

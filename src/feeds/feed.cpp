@@ -12,8 +12,6 @@
 #include "feeds/common.hpp"
 #include "thoonk_lua_scripts.hpp"
 
-#include <charconv>
-
 namespace thoonk {
 
 namespace asio = boost::asio;
@@ -93,10 +91,8 @@ feed_settings feed_settings::from_fields(const feed_config& fields) {
   for (const auto& [f, v] : fields) {
     // A value the scripts would not use (they fall back to the default)
     // reads as unset, so what is read is what takes effect.
-    if (f != max_length_field || detail::validate_config_field(f, v)) continue;
-    std::uint64_t n = 0;
-    std::from_chars(v.data(), v.data() + v.size(), n);
-    out.max_length = n;
+    if (f != max_length_field) continue;
+    if (auto n = detail::read_config_int(f, v)) out.max_length = static_cast<std::uint64_t>(*n);
   }
   return out;
 }

@@ -468,7 +468,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   }
 
   // Delivers one batch of rows, each after the retractions that preceded it.
-  void deliver_batch(const std::vector<resp3::value>& rows, std::deque<tombstone>& tombs) {
+  void deliver_batch(const resp3::value_list& rows, std::deque<tombstone>& tombs) {
     error_code pec;
     for (std::size_t i = 0; i + 2 < rows.size() && !stopped; i += 3) {
       std::uint64_t seq = as_u64(rows[i + 1], pec);
@@ -482,7 +482,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   }
 
   // Delivers one page of the score window ({id, score, item} triples).
-  void deliver_window(const std::vector<resp3::value>& rows) {
+  void deliver_window(const resp3::value_list& rows) {
     for (std::size_t i = 0; i + 2 < rows.size() && !stopped; i += 3) {
       if (tracker.take_window_item(rows[i].str, rows[i + 1].str, rows[i + 2].str))
         replay_publish(rows[i].str, rows[i + 2].str);

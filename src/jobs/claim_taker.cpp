@@ -1,9 +1,11 @@
 #include "jobs/claim_taker.hpp"
 
+#include "detail/script_exec.hpp"
 #include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
+#include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>
@@ -17,7 +19,7 @@ claim_taker::claim_taker(const std::shared_ptr<job_queue_impl>& q)
 
 std::chrono::milliseconds claim_taker::offer_ttl() const {
   auto q = q_.lock();
-  return 2 * (q ? q->opts.poll_interval : std::chrono::milliseconds(1000));
+  return jobs::twice_capped(q ? q->opts.poll_interval : std::chrono::milliseconds(1000));
 }
 
 asio::awaitable<void> claim_taker::start(std::shared_ptr<claim_taker> self) {
@@ -63,22 +65,62 @@ void claim_taker::offer_done(bool dry) {
   // The replies come in the order the server ran the calls: the last one
   // says whether an offer stands (an error leaves that open: assume so).
   offered_ = dry;
-  if (offers_in_flight_ == 0 && waiting_) waiting_->cancel();
+  if (offers_in_flight_ > 0) return;
+  if (waiting_) waiting_->cancel();
+  if (!withdraw_wanted_) return;
+  withdraw_wanted_ = false;
+  // Waiters of this reply (the fetcher learns of it after this) ask again
+  // when they leave.
+  auto q = q_.lock();
+  if (q && q->claims && q->claims->waiting() == 0) idle();
+  wake_settled();
 }
 
 void claim_taker::idle() {
-  if (!offered_ || closed_ || reconciling_ || offers_in_flight_ > 0) return;
+  if (closed_ || reconciling_) return;  // the fence withdraws the offer
+  if (offers_in_flight_ > 0) {
+    // A reply still to come may leave an offer: offer_done withdraws it.
+    withdraw_wanted_ = true;
+    return;
+  }
+  if (!offered_) return;
   auto q = q_.lock();
   if (!q) return;
   offered_ = false;
-  // jobs/claim.lua with n = 0 withdraws the offer. Should it fail, the offer
-  // lapses by itself, and what it brings meanwhile goes back (the fetcher
-  // gives back jobs nobody waits for).
-  auto withdraw = [](std::shared_ptr<job_queue_impl> q, std::string name) -> asio::awaitable<void> {
-    std::vector<std::string> args{unix_ms_string(), "0", std::move(name)};
-    co_await q->call(scripts::jobs_claim(), std::move(args));
-  };
-  asio::co_spawn(ex_, withdraw(std::move(q), name_), asio::detached);
+  ++withdrawals_;
+  asio::co_spawn(ex_, withdraw(shared_from_this(), std::move(q)), asio::detached);
+}
+
+asio::awaitable<void> claim_taker::withdraw(std::shared_ptr<claim_taker> self,
+                                            std::shared_ptr<job_queue_impl> q) {
+  // Should it fail, the offer lapses by itself, and what it brings
+  // meanwhile comes back: the fetcher gives back jobs nobody waits for,
+  // and a hand-off that reaches no live handle lapses unconfirmed.
+  const std::string now = unix_ms_string();
+  const std::vector<std::string_view> keys(q->keys.begin(), q->keys.end());
+  const std::vector<std::string_view> args{now, "0", q->wake_channel, self->name_};
+  exec_options eo;
+  eo.wait_for_connection = false;
+  eo.timeout = self->offer_ttl();
+  co_await eval_script(q->cl, scripts::jobs_claim(), keys, args, eo);
+  --self->withdrawals_;
+  self->wake_settled();
+}
+
+void claim_taker::wake_settled() {
+  for (auto* t : settle_waits_) t->cancel();
+}
+
+asio::awaitable<void> claim_taker::settled(std::weak_ptr<claim_taker> weak) {
+  auto self = weak.lock();
+  if (!self) co_return;
+  const auto until = jobs::clock_type::now() + self->offer_ttl();
+  while ((self->withdraw_wanted_ || self->withdrawals_ > 0) && jobs::clock_type::now() < until) {
+    asio::steady_timer t(self->ex_, until);
+    self->settle_waits_.push_back(&t);
+    co_await t.async_wait(use_nothrow);
+    std::erase(self->settle_waits_, &t);
+  }
 }
 
 void claim_taker::taken(std::string_view payload) {
@@ -91,10 +133,40 @@ void claim_taker::taken(std::string_view payload) {
     want_reconcile();
     return;
   }
-  for (const auto& j : *js) known_[j.id] = j.token;
+  for (const auto& j : *js) {
+    known_[j.id] = j.token;
+    unconfirmed_.emplace_back(j.id, j.token);
+  }
+  if (!confirming_) {
+    confirming_ = true;
+    asio::co_spawn(ex_, confirm(shared_from_this(), q), asio::detached);
+  }
   q->claims->handed(std::move(*js));
   if (known_.size() >= prune_at_ && !pruning_)
     asio::co_spawn(ex_, prune(shared_from_this()), asio::detached);
+}
+
+asio::awaitable<void> claim_taker::confirm(std::shared_ptr<claim_taker> self,
+                                           std::shared_ptr<job_queue_impl> q) {
+  // Holds q: jobs its callers received before a close stay theirs.
+  while (!self->unconfirmed_.empty()) {
+    asio::steady_timer gather(self->ex_, confirm_delay);
+    co_await gather.async_wait(use_nothrow);
+    const std::size_t n = std::min(self->unconfirmed_.size(), confirm_batch);
+    std::vector<std::string> args;
+    args.reserve(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      args.push_back(std::move(self->unconfirmed_[i].first));
+      args.push_back(std::to_string(self->unconfirmed_[i].second));
+    }
+    self->unconfirmed_.erase(self->unconfirmed_.begin(),
+                             self->unconfirmed_.begin() + static_cast<std::ptrdiff_t>(n));
+    // A failed call leaves them provisional: they go back when they lapse,
+    // and their holders' finishes get lost_claim (the connection that
+    // failed the call may have failed those too).
+    co_await q->call(scripts::jobs_take_confirm(), std::move(args));
+  }
+  self->confirming_ = false;
 }
 
 asio::awaitable<void> claim_taker::prune(std::shared_ptr<claim_taker> self) {

@@ -12,8 +12,15 @@
 // claims whose messages were lost (a fence on its channel, then
 // jobs/reconcile.lua with the claims it did receive) and gives them back.
 // A received job's record goes with its claim (any finish, fail, cancel,
-// stall, abort, retract or lapse ends both); a job handed to a process that
-// died lapses with its lease, as any claim of a dead claimer does.
+// stall, abort, retract or lapse ends both).
+//
+// A put's hand-off to a handle is provisional (layouts/job_engine.lua
+// provisional): the handle confirms what arrived within confirm_delay, in
+// one call for all of it (jobs/take_confirm.lua); a hand-off left
+// unconfirmed for a second (its process died or stopped) goes back to the
+// line with no failure counted. And a handle whose last claim() learns that
+// the queue is empty has withdrawn its offer by then (settled()), so a
+// process that stops its client next leaves no offer behind.
 #pragma once
 
 #include "jobs/common.hpp"
@@ -27,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace thoonk::detail {
@@ -51,8 +59,12 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   /// The claim call that carried an offer completed: `dry` when it found
   /// the queue dry, so the offer now stands.
   void offer_done(bool dry);
-  /// Nobody waits any more: withdraw an offer that stands.
+  /// Nobody waits any more: withdraw an offer that stands (once the claim
+  /// calls in flight with an offer replied, if any are).
   void idle();
+  /// Completes once no withdrawal asked for by idle() is pending or in
+  /// flight (at most an offer's life: past it, the offer lapsed anyway).
+  static asio::awaitable<void> settled(std::weak_ptr<claim_taker> weak);
 
   /// The handle closed: no more offers; the entry is withdrawn, the claims
   /// recorded under the taker that never arrived go back at once (what
@@ -79,6 +91,22 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   /// Waits (at most 2 s) until no claim call with an offer is in flight.
   asio::awaitable<void> quiesce();
   std::chrono::milliseconds offer_ttl() const;
+  /// jobs/claim.lua with n = 0, without waiting for a reconnect and for no
+  /// longer than an offer lives; wakes settled() when done.
+  static asio::awaitable<void> withdraw(std::shared_ptr<claim_taker> self,
+                                        std::shared_ptr<job_queue_impl> q);
+  /// Confirms the hand-offs received (jobs/take_confirm.lua): every
+  /// confirm_delay while some arrived, one call for all of them.
+  static asio::awaitable<void> confirm(std::shared_ptr<claim_taker> self,
+                                       std::shared_ptr<job_queue_impl> q);
+  void wake_settled();
+
+  /// How long received hand-offs gather before one call confirms them. A
+  /// hand-off lapses 1 s after its put (layouts/job_engine.lua HANDED_MS),
+  /// which leaves the message and the confirmation most of that second.
+  static constexpr std::chrono::milliseconds confirm_delay{50};
+  /// Most jobs one confirmation carries.
+  static constexpr std::size_t confirm_batch = 1000;
 
   std::weak_ptr<job_queue_impl> q_;
   asio::any_io_executor ex_;
@@ -98,6 +126,13 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   bool reconciling_ = false;
   bool reconcile_wanted_ = false;
   std::size_t offers_in_flight_ = 0;
+  /// idle() came while offers were in flight: withdraw after their replies.
+  bool withdraw_wanted_ = false;
+  std::size_t withdrawals_ = 0;  ///< withdraw() calls not yet done
+  std::vector<asio::steady_timer*> settle_waits_;
+  /// Received by hand-off, not yet confirmed: id, token.
+  std::vector<std::pair<std::string, std::int64_t>> unconfirmed_;
+  bool confirming_ = false;
   /// Wakes reconcile() when the offers in flight ended (quiesce), or from
   /// its pause before another try.
   asio::steady_timer* waiting_ = nullptr;

@@ -1,22 +1,19 @@
 #include "jobs/common.hpp"
 
+#include "detail/parse_int.hpp"
+
 #include <thoonk/error.hpp>
 
 #include <boost/asio/error.hpp>
 
-#include <charconv>
 #include <string_view>
 
 namespace thoonk::detail::jobs {
 
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback) {
   if (v.type == resp3::type::number) return v.integer;
-  if (v.type == resp3::type::double_number) return static_cast<std::int64_t>(v.dbl);
-  if (v.is_string()) {
-    std::int64_t out = 0;
-    auto r = std::from_chars(v.str.data(), v.str.data() + v.str.size(), out);
-    if (r.ec == std::errc{} && r.ptr == v.str.data() + v.str.size()) return out;
-  }
+  if (v.type == resp3::type::double_number) return int_of_double(v.dbl).value_or(fallback);
+  if (v.is_string()) return parse_int<std::int64_t>(v.str).value_or(fallback);
   return fallback;
 }
 

@@ -58,7 +58,10 @@ using clock_type = std::chrono::steady_clock;
 // detail::reply_error (detail/script_exec.hpp): one runner and one mapper
 // for feeds and jobs.
 
-/// Integer of a number reply (or a decimal string); `fallback` otherwise.
+/// Integer of a number reply, a decimal string (detail::parse_int's rule)
+/// or a double reply (truncated toward zero); `fallback` otherwise, and for
+/// a double outside std::int64_t (or NaN, infinite): such a value is not
+/// one the library wrote, and no cast of it is made.
 std::int64_t as_int(const resp3::value& v, std::int64_t fallback = 0);
 /// String elements of an array reply (null elements become "").
 std::vector<std::string> as_strings(resp3::value&& v);
@@ -220,8 +223,15 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   std::size_t waiting() const noexcept { return policy_.waiting(); }
 
   /// Called (on the executor) when the last waiter left by its deadline or
-  /// its cancellation, not with an item: nobody waits any more.
-  void on_idle(std::function<void()> f) { idle_hook_ = std::move(f); }
+  /// its cancellation, not with an item: nobody waits any more. With
+  /// `settled` (claim_taker: the hand-off offer withdrawn), waiters whose
+  /// deadline passed while nobody else waits learn queue_empty only once
+  /// the awaitable it returns completed, so nothing they left on the server
+  /// outlives their claim() (a process may stop its client right after).
+  void on_idle(std::function<void()> f, std::function<asio::awaitable<void>()> settled = {}) {
+    idle_hook_ = std::move(f);
+    settled_ = std::move(settled);
+  }
 
   /// Completes every waiter with `ec` and ends the loop.
   void close(error_code ec) {
@@ -303,6 +313,31 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     }
     acts.clear();
     if (scratch_.capacity() < acts.capacity()) scratch_.swap(acts);
+    if (!parked_.empty()) release_parked();
+  }
+
+  // The waiters that just learnt queue_empty (complete() parked them): at
+  // once while others wait (the offer stands for those) or the fetcher
+  // closed; otherwise after the idle hook's withdrawal (settled_).
+  void release_parked() {
+    auto parked = std::move(parked_);
+    parked_.clear();
+    if (policy_.closed() || policy_.waiting() > 0) {
+      for (auto& h : parked) post_handler(std::move(h), ex_, error_code(error::queue_empty), T{});
+      return;
+    }
+    if (idle_hook_) idle_hook_();
+    asio::co_spawn(ex_, settle(this->shared_from_this(), std::move(parked)), asio::detached);
+  }
+
+  asio::awaitable<void> settle(std::shared_ptr<fetcher> self, std::vector<handler_type> parked) {
+    try {
+      co_await settled_();
+    } catch (...) {
+      // Complete them anyway: the offer lapses by itself.
+    }
+    for (auto& h : parked) post_handler(std::move(h), ex_, error_code(error::queue_empty), T{});
+    (void)self;
   }
 
   // A waiter gave up or reached its deadline: tell the idle hook when
@@ -324,6 +359,10 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
     if (w.timer) w.timer->cancel();
     diagnostics_access::set(w.diag,
                             message && ec ? std::string_view(*message) : std::string_view{});
+    if (settled_ && ec == error::queue_empty) {
+      parked_.push_back(w.h.take());  // execute() releases them
+      return;
+    }
     post_handler(w.h.take(), ex_, ec, std::move(v));
   }
 
@@ -384,6 +423,8 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   give_back_fn give_back_;
   prepare_fn prepare_;
   std::function<void()> idle_hook_;
+  std::function<asio::awaitable<void>()> settled_;
+  std::vector<handler_type> parked_;  // waiters told queue_empty, not yet completed
   asio::steady_timer wake_;
   std::deque<std::unique_ptr<waiter>> waiters_;  // ids ascending, as in the policy
   std::deque<T> buffer_;                         // held jobs, in step with the policy's

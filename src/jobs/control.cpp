@@ -85,14 +85,20 @@ void job_queue::start_subscribe_aborts(std::function<void(const std::string&)> o
                                        &detail::split_abort, std::move(on_abort), std::move(h));
 }
 
+// pause and resume change the config: announced on conffeed as
+// client::set_config does (`name\0instance uuid`).
 void job_queue::start_pause(handler<> h) {
-  detail::spawn_op(client_->get_executor(),
-                   detail::queue_script(detail::shared_impl(core_), scripts::jobs_pause(), {}),
-                   std::move(h));
+  std::vector<std::string> args{core_->names.name(), client_->instance_id(),
+                                std::string(detail::conffeed_channel)};
+  detail::spawn_op(
+      client_->get_executor(),
+      detail::queue_script(detail::shared_impl(core_), scripts::jobs_pause(), std::move(args)),
+      std::move(h));
 }
 
 void job_queue::start_resume(handler<> h) {
-  std::vector<std::string> args{core_->wake_channel};
+  std::vector<std::string> args{core_->wake_channel, core_->names.name(), client_->instance_id(),
+                                std::string(detail::conffeed_channel)};
   detail::spawn_op(
       client_->get_executor(),
       detail::queue_script(detail::shared_impl(core_), scripts::jobs_resume(), std::move(args)),

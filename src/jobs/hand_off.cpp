@@ -1,6 +1,6 @@
 #include "jobs/hand_off.hpp"
 
-#include <charconv>
+#include "detail/parse_int.hpp"
 
 namespace thoonk::detail::jobs {
 
@@ -18,16 +18,6 @@ std::optional<std::string_view> field(std::string_view& in) {
   return f;
 }
 
-/// A decimal integer filling all of `s`, or nullopt.
-template <class Int>
-std::optional<Int> number(std::string_view s) {
-  Int v{};
-  if (s.empty()) return std::nullopt;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 
 std::optional<std::vector<claimed_job>> parse_hand_off(std::string_view message) {
@@ -39,9 +29,9 @@ std::optional<std::vector<claimed_job>> parse_hand_off(std::string_view message)
     auto failures = field(message);
     auto length = field(message);
     if (!token || !failures || !length) return std::nullopt;
-    auto t = number<std::int64_t>(*token);
-    auto f = number<std::int64_t>(*failures);
-    auto n = number<std::size_t>(*length);
+    auto t = parse_int<std::int64_t>(*token);
+    auto f = parse_int<std::int64_t>(*failures);
+    auto n = parse_int<std::size_t>(*length);
     if (!t || *t < 1 || !f || *f < 0 || !n || *n > message.size()) return std::nullopt;
     claimed_job j;
     j.id.assign(*id);
@@ -63,7 +53,7 @@ std::string fence_message(std::uint64_t n) {
 
 std::optional<std::uint64_t> parse_fence(std::string_view message) {
   if (!message.starts_with(fence_prefix)) return std::nullopt;
-  return number<std::uint64_t>(message.substr(fence_prefix.size()));
+  return parse_int<std::uint64_t>(message.substr(fence_prefix.size()));
 }
 
 }  // namespace thoonk::detail::jobs

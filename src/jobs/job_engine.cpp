@@ -4,16 +4,17 @@
 // in the scripts (src/lua/layouts/job_engine.lua); this is their I/O.
 #include <thoonk/job_queue.hpp>
 
+#include "detail/parse_int.hpp"
 #include "detail/spawn.hpp"
 #include "detail/unix_time.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_queue_impl.hpp"
+#include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/json.hpp>
 
 #include <array>
-#include <charconv>
 #include <random>
 
 namespace thoonk {
@@ -24,15 +25,9 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using jobs::as_int;
 
-constexpr std::int64_t max_exact = 9007199254740991;  // 2^53 - 1: what Lua holds exactly
+constexpr std::int64_t max_exact = jobs::max_time_ms;  // 2^53 - 1: what Lua holds exactly
 
-std::optional<std::int64_t> opt_int(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  std::int64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc{} || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
+std::optional<std::int64_t> opt_int(const std::string& s) { return parse_int<std::int64_t>(s); }
 
 std::optional<std::chrono::milliseconds> opt_ms(const std::string& s) {
   if (auto v = opt_int(s)) return std::chrono::milliseconds(*v);
@@ -82,7 +77,7 @@ std::optional<held_put> parse_held(const std::string& text) {
   held_put h;
   if (auto* d = o.if_contains("d"); d && d->is_string()) h.item = std::string(d->as_string());
   if (auto* ra = o.if_contains("ra"); ra && ra->is_number())
-    h.run_at = static_cast<epoch_ms>(ra->to_number<double>());
+    h.run_at = int_of_double(ra->to_number<double>()).value_or(0);
   if (auto* f = o.if_contains("f"); f && f->is_object())
     h.update = parse_flag_letters(f->as_object());
   return h;
@@ -142,6 +137,7 @@ boost::asio::awaitable<op_result<fail_result>> job_queue_impl::fail_job(
   fail_result r;
   if (auto ec = check_id(*self, c.id)) co_return std::tuple{op_status(ec), r};
   if (auto ec = validate_item(self->cl.get_config(), text)) co_return std::tuple{op_status(ec), r};
+  if (!jobs::time_in_range(o.retry_at)) co_return std::tuple{op_status(error::invalid_argument), r};
   std::vector<std::string> args;
   args.reserve(12);
   args.push_back(std::move(c.id));
@@ -214,14 +210,16 @@ void job_queue::start_put_with_options(std::string item, put_options o, handler<
     if (o.retry && !detail::strategy_problem(*o.retry).empty())
       co_return std::tuple{op_status(error::invalid_argument), r};
     const epoch_ms now = now_epoch_ms();
-    const epoch_ms run_at = o.run_at ? *o.run_at : o.delay ? now + o.delay->count() : now;
+    // run_at, delay and now + delay within what a Lua number holds exactly.
+    const auto run_at = detail::jobs::put_run_at(now, o.run_at, o.delay);
+    if (!run_at) co_return std::tuple{op_status(error::invalid_argument), r};
     std::vector<std::string> args;
     args.reserve(12);
     args.push_back(std::to_string(now));
     args.push_back(impl->wake_channel);
     args.push_back(o.id.value_or(std::string{}));
     args.push_back(std::move(item));
-    args.push_back(std::to_string(run_at));
+    args.push_back(std::to_string(*run_at));
     args.push_back(detail::flag_letters(o.update));
     args.push_back(o.high_priority ? "1" : "0");
     args.push_back(o.retry ? "1" : "0");

@@ -47,6 +47,7 @@ struct job_keys {
     worker_info,
     worker_jobs,
     takers,
+    handed,
     count
   };
 
@@ -58,7 +59,8 @@ struct job_keys {
              n.key("attempts"),    n.key("sleepers"),    n.key("idincr"),
              n.key("unaccounted"), n.key("scheduled"),   n.key("scheduled_items"),
              n.key("jobmeta"),     n.key("held"),        n.key("workers"),
-             n.key("worker_info"), n.key("worker_jobs"), n.key("takers")},
+             n.key("worker_info"), n.key("worker_jobs"), n.key("takers"),
+             n.key("handed")},
         lock_key(n.key("maintenance")),
         wake_channel(n.channel("wake")),
         finish_channel(n.job_finish_channel()),

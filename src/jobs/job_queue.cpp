@@ -15,8 +15,6 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include <charconv>
-
 namespace thoonk {
 namespace detail {
 
@@ -45,9 +43,12 @@ void job_queue_impl::init() {
       fetcher<claimed_job>::prefetch_options{opts.prefetch, opts.prefetch_hold});
   if (opts.hand_off) {
     taker = std::make_shared<claim_taker>(shared());
-    claims->on_idle([weak_taker = std::weak_ptr<claim_taker>(taker)] {
-      if (auto t = weak_taker.lock()) t->idle();
-    });
+    const std::weak_ptr<claim_taker> weak_taker = taker;
+    claims->on_idle(
+        [weak_taker] {
+          if (auto t = weak_taker.lock()) t->idle();
+        },
+        [weak_taker] { return claim_taker::settled(weak_taker); });
   }
   finishes = std::make_shared<batcher<finish_request, error_code>>(
       ex, opts.max_finish_batch, opts.max_finishes_in_flight,
@@ -150,6 +151,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   std::vector<std::string> args;
   args.push_back(unix_ms_string());
   args.push_back(std::to_string(n));
+  args.push_back(self->wake_channel);
   const bool offered = self->taker && self->taker->add_offer(args, self->claims->waiting());
   auto [st, v] = co_await self->call(scripts::jobs_claim(), std::move(args));
   std::optional<std::int64_t> due;
@@ -160,8 +162,7 @@ asio::awaitable<op_result<std::vector<claimed_job>>> job_queue_impl::claim_batch
   if (st) co_return std::tuple{std::move(st), std::move(out)};
   auto at = fetch_policy::time_point::max();
   if (due && *due > 0) {
-    const auto wait = std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
-    at = fetch_policy::clock::now() + wait;
+    at = fetch_policy::clock::now() + wait_until_epoch_ms(*due);
   }
   if (self->claims) self->claims->due_at(at);
   co_return std::tuple{op_status{}, std::move(out)};
@@ -274,8 +275,7 @@ std::vector<boost::system::error_code> job_queue_impl::claim_statuses(const resp
   return out;
 }
 
-std::vector<claimed_job> job_queue_impl::parse_claims(std::vector<resp3::value>& e,
-                                                      std::size_t first,
+std::vector<claimed_job> job_queue_impl::parse_claims(resp3::value_list& e, std::size_t first,
                                                       std::optional<std::int64_t>* due) {
   std::vector<claimed_job> out;
   if (first > e.size()) return out;
@@ -414,14 +414,6 @@ bool split_finish(std::string_view payload, job_finished& out) {
   return true;
 }
 
-std::optional<std::int64_t> parse_int(const std::optional<std::string>& s) {
-  if (!s) return std::nullopt;
-  std::int64_t v = 0;
-  auto r = std::from_chars(s->data(), s->data() + s->size(), v);
-  if (r.ec != std::errc{} || r.ptr != s->data() + s->size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -472,8 +464,9 @@ std::string job_queue::settings::problem() const {
 job_queue::settings job_queue::settings::from_fields(const feed_config& fields) {
   settings s;
   for (const auto& [field, value] : fields) {
-    const std::optional<std::string> v(value);
-    const auto n = detail::parse_int(v);
+    // Read as the scripts read it: a value they replace by the default
+    // (not an integer, or outside the field's range) is unset here too.
+    const auto n = detail::read_config_int(field, value);
     const auto as_ms = [&]() -> std::optional<std::chrono::milliseconds> {
       if (n) return std::chrono::milliseconds(*n);
       return std::nullopt;

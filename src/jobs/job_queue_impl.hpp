@@ -90,7 +90,7 @@ class job_queue_impl final : public queue_core {
   /// `first` on: {id, item, failures, token} per job; when the reply says
   /// when to ask again (one more value), `*due` is set to it (epoch ms,
   /// 0: at a wake-up).
-  static std::vector<claimed_job> parse_claims(std::vector<resp3::value>& e, std::size_t first,
+  static std::vector<claimed_job> parse_claims(resp3::value_list& e, std::size_t first,
                                                std::optional<std::int64_t>* due);
   /// Fails a claimed job (jobs/fail.lua) held by `worker` ('' for none).
   static awaitable<op_result<fail_result>> fail_job(std::shared_ptr<job_queue_impl> self,

@@ -2,6 +2,7 @@
 // lapsed claims, jobs in no state (two-pass), orphaned extension state,
 // stats published to a feed. Every server step is one bounded script.
 #include "jobs/job_queue_impl.hpp"
+#include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include "connection/router.hpp"
@@ -36,7 +37,7 @@ asio::awaitable<void> unlock(std::shared_ptr<job_queue_impl> self, std::string o
   std::vector<std::string_view> args{owner};
   exec_options eo;
   eo.wait_for_connection = false;
-  eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
+  eo.timeout = timer_capped(std::max(lock_ttl, std::chrono::milliseconds(1)));
   co_await eval_script(self->cl, scripts::maintenance_unlock(), keys, args, eo);
 }
 
@@ -111,6 +112,8 @@ asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
     std::shared_ptr<job_queue_impl> self, maintenance_options opts) {
   maintenance_report rep;
   if (self->name_ec) co_return std::tuple{self->name_ec, rep};
+  // The lock's PX: a time the server adds to its clock (and a timeout here).
+  if (!jobs::time_in_range(opts.lock_ttl)) co_return std::tuple{error::invalid_argument, rep};
 
   // One runner per queue: SET NX PX; released below, before this run
   // completes, whatever happens (if this process dies, or the release
@@ -124,7 +127,7 @@ asio::awaitable<op_result<maintenance_report>> job_queue_impl::maintain(
     // Not cancellable: a SET already written would still take the lock on
     // the server, with nobody left to release it. Bounded by lock_ttl.
     exec_options eo;
-    eo.timeout = std::max(lock_ttl, std::chrono::milliseconds(1));
+    eo.timeout = timer_capped(std::max(lock_ttl, std::chrono::milliseconds(1)));
     auto set_op = router_of(self->cl).exec(req, self->lock_key, eo);
     auto [ep, set_result] = co_await asio::co_spawn(
         self->cl.get_executor(), std::move(set_op),

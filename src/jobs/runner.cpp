@@ -23,6 +23,7 @@
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/runner_book.hpp"
 #include "jobs/taker_channel.hpp"
+#include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -180,8 +181,8 @@ class runner : public std::enable_shared_from_this<runner> {
   }
 
   std::chrono::milliseconds heartbeat_interval() const {
-    if (opts.heartbeat_interval.count() > 0) return opts.heartbeat_interval;
-    return std::max(opts.worker_ttl / 3, std::chrono::milliseconds(1));
+    if (opts.heartbeat_interval.count() > 0) return jobs::timer_capped(opts.heartbeat_interval);
+    return jobs::timer_capped(std::max(opts.worker_ttl / 3, std::chrono::milliseconds(1)));
   }
 
   // ---- handlers ------------------------------------------------------------------
@@ -408,8 +409,7 @@ class runner : public std::enable_shared_from_this<runner> {
     std::optional<std::int64_t> due;
     auto jobs_claimed = job_queue_impl::parse_claims(e, 2 + m, &due);
     std::optional<runner_book::time_point> retry_at;
-    if (due && *due > 0)
-      retry_at = now + std::chrono::milliseconds(std::max<std::int64_t>(0, *due - unix_ms()));
+    if (due && *due > 0) retry_at = now + wait_until_epoch_ms(*due);
     const std::size_t starting =
         self->book.round_done(r.claim, jobs_claimed.size(), retry_at, now, now - sent);
     for (std::size_t i = 0; i < jobs_claimed.size(); ++i) {
@@ -434,7 +434,7 @@ class runner : public std::enable_shared_from_this<runner> {
   /// and one that died stops getting jobs soon after, well before its
   /// registration lapses.
   std::chrono::milliseconds offer_ttl() const {
-    return std::min(opts.worker_ttl, 2 * impl->opts.poll_interval);
+    return std::min(opts.worker_ttl, jobs::twice_capped(impl->opts.poll_interval));
   }
 
   /// Subscribes to the runner's channel (at most a second's wait: without
@@ -664,9 +664,9 @@ class runner : public std::enable_shared_from_this<runner> {
 
   op_status check_options() const {
     if (opts.concurrency < 1 || opts.concurrency > 10000 ||
-        opts.worker_ttl < std::chrono::milliseconds(100) || opts.heartbeat_interval.count() < 0 ||
-        opts.heartbeat_interval >= opts.worker_ttl || opts.stop_timeout.count() < 0 ||
-        opts.max_claim_batch < 1 || opts.max_claim_batch > 1000 ||
+        opts.worker_ttl < std::chrono::milliseconds(100) || !jobs::time_in_range(opts.worker_ttl) ||
+        opts.heartbeat_interval.count() < 0 || opts.heartbeat_interval >= opts.worker_ttl ||
+        opts.stop_timeout.count() < 0 || opts.max_claim_batch < 1 || opts.max_claim_batch > 1000 ||
         (opts.prefetch && *opts.prefetch > 10000) || (!co_handler && !fn_handler))
       return error::invalid_argument;
     if (!opts.worker_name.empty())
@@ -704,7 +704,7 @@ class runner : public std::enable_shared_from_this<runner> {
         // Claimed ahead: it does not start; given back in case the abort
         // found it queued, not claimed (then the release is refused).
         if (auto j = s->drop_ready(id, std::nullopt)) {
-          s->release(claim_ref{std::move(j->id), j->token});
+          s->release(claim_ref(std::move(j->id), j->token));
           return;
         }
         auto it = s->slots.find(id);
@@ -792,7 +792,7 @@ void job_context::progress(std::string text) const {
   auto r = slot_->owner.lock();
   if (!r) return;
   // On the client's executor, whatever thread the handler runs on.
-  boost::asio::post(r->ex, [r, claim = claim_ref{slot_->job.id, slot_->job.token},
+  boost::asio::post(r->ex, [r, claim = claim_ref(slot_->job.id, slot_->job.token),
                             text = std::move(text)]() mutable {
     r->handle.async_progress(claim, std::move(text), [r](boost::system::error_code ec) {
       if (ec) ++r->report.progress_refused;

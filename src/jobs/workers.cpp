@@ -72,7 +72,7 @@ void job_queue::start_get_workers(handler<std::vector<worker_info>> h) {
       if (i + 2 * n > e.size())
         co_return std::tuple{op_status(error::unexpected_type), std::vector<worker_info>{}};
       for (std::size_t k = 0; k < n; ++k, i += 2)
-        w.claims.push_back(claim_ref{std::move(e[i].str), detail::jobs::as_int(e[i + 1])});
+        w.claims.push_back(claim_ref(std::move(e[i].str), detail::jobs::as_int(e[i + 1])));
       // The description carries the time to live the worker registered with.
       boost::system::error_code jec;
       auto j = boost::json::parse(w.description, jec);

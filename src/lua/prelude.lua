@@ -85,6 +85,12 @@ end
 local function check_classic_publish(...)
   return check_channels('publish', ...)
 end
+-- The contract's announcement of a config change of feed `name`, made by
+-- the client of instance `uuid`: `name\0uuid` on `channel` (conffeed).
+-- check_classic_publish(channel) first, before any write.
+local function announce_config(channel, name, uuid)
+  redis.call('PUBLISH', channel, name .. '\0' .. uuid)
+end
 
 -- The last step of the create scripts (layouts admin and feed_admin, ARGV
 -- as theirs: name, type, instance uuid, newfeed channel, create mode,
@@ -133,13 +139,20 @@ end
 
 local function int(n) return string.format('%d', n) end
 
--- A config number as the scripts need it: an integer >= lo, else the
--- default. create_feed / set_config refuse other values
--- (validate_config_field); this guards against values written with plain
--- commands (a fractional PEXPIRE would fail after the writes).
-local function conf_int(v, default, lo)
+-- A config number as the scripts read it: the text of a decimal integer
+-- (an optional '-', then digits, nothing else) within lo .. hi (hi: 2^53 - 1
+-- when nil), else the default. Every script reads every config number
+-- through it, and the C++ side by the same rule with the same ranges
+-- (detail::read_config_int): tonumber alone would also take '1e3', '0x10',
+-- ' 5' or '5.0', which read_settings reports unset. create_feed /
+-- set_config refuse such values (validate_config_field); this guards
+-- against values written with plain commands (a fractional PEXPIRE would
+-- fail after the writes). Past 2^53 the text of a value and its double
+-- differ, but any text above 2^53 - 1 reads as a double above it too.
+local function conf_int(v, default, lo, hi)
+  if type(v) ~= 'string' or not string.find(v, '^%-?%d+$') then return default end
   local n = tonumber(v)
-  if not n or n ~= math.floor(n) or n < lo or n > 9007199254740991 then return default end
+  if n < lo or n > (hi or 9007199254740991) then return default end
   return n
 end
 

@@ -29,10 +29,15 @@
 // * max_reply_values counts every value of a top-level reply as its token
 //   is read (an aggregate counts when its header is read, before its
 //   elements), attribute entries included. max_reply_memory counts the
-//   heap storage the reply's tree holds: element vectors by capacity and
-//   strings longer than the small-string buffer. Both are checked before
-//   the allocation they would pay for, so a hostile reply is refused before
-//   it takes the memory, and they depend only on the bytes seen.
+//   heap storage the reply's tree holds (element lists by capacity, strings
+//   longer than the small-string buffer) on top of what the owner reports
+//   as still held of earlier replies (set_held_memory). Both are checked
+//   before the allocation they would pay for, so a hostile reply is refused
+//   before it takes the memory, and they depend only on the bytes seen and
+//   the held memory.
+// * An element list is first reserved for its announced count, up to
+//   max_reserve elements; then it doubles, but never past the announced
+//   count, so a complete aggregate has no spare capacity.
 
 #include <thoonk/error.hpp>
 #include <thoonk/resp3/parser.hpp>
@@ -57,14 +62,6 @@ constexpr std::size_t max_reserve = 1024;
 std::size_t string_heap_bytes(std::size_t n) noexcept {
   static const std::size_t inline_capacity = std::string().capacity();
   return n > inline_capacity ? n + 1 : 0;
-}
-
-// Bytes one more element costs the vector holding `size` of `capacity`:
-// nothing while there is room, else what the regrown storage adds
-// (libstdc++ and libc++ double it).
-std::size_t growth_bytes(std::size_t size, std::size_t capacity) noexcept {
-  if (size < capacity) return 0;
-  return std::max<std::size_t>(capacity, 1) * sizeof(value);
 }
 
 enum class length_kind : std::uint8_t { count, null, streamed, invalid };
@@ -132,6 +129,8 @@ void parser::reset() {
   reply_bytes_ = 0;
   reply_values_ = 0;
   reply_memory_ = 0;
+  held_memory_ = 0;
+  ready_memory_ = 0;
   result_ = value{};
   error_ = {};
   ready_ = false;
@@ -334,16 +333,16 @@ std::size_t parser::parse_aggregate(std::string_view d) {
   const std::size_t reserve = std::min(count, max_reserve);
   // An attribute map is no value of its own (its entries are); an
   // aggregate is, and its first storage is reserved now.
-  std::size_t reserve_bytes = reserve * sizeof(value);
+  std::size_t reserve_bytes = value_list::storage_bytes(reserve);
   if (tb == '|') {
     // Merged into the attributes already pending, which own some storage.
     const std::size_t want = count == 0 ? 0 : pending_attributes_.size() + reserve;
     const std::size_t have = pending_attributes_.capacity();
-    reserve_bytes = want > have ? (want - have) * sizeof(value) : 0;
+    reserve_bytes =
+        want > have ? value_list::storage_bytes(want) - value_list::storage_bytes(have) : 0;
   }
   if (tb != '|' && !admit_value(0)) return 0;
-  if (reserve_bytes > limits_.max_reply_memory - reply_memory_)
-    return fail(error::reply_memory_exceeded);
+  if (reserve_bytes > memory_left()) return fail(error::reply_memory_exceeded);
   reply_bytes_ += len;
 
   if (tb == '|') {
@@ -354,9 +353,8 @@ std::size_t parser::parse_aggregate(std::string_view d) {
     // one) belong to the same value: start from them, so they get merged.
     f.v.elements = std::move(pending_attributes_);
     pending_attributes_.clear();
-    const std::size_t before = f.v.elements.capacity();
     f.v.elements.reserve(f.v.elements.size() + reserve);
-    reply_memory_ += (f.v.elements.capacity() - before) * sizeof(value);
+    reply_memory_ += reserve_bytes;
     stack_.push_back(std::move(f));
     return len;
   }
@@ -371,7 +369,7 @@ std::size_t parser::parse_aggregate(std::string_view d) {
   attach_attributes(v);
   if (count == 0) return finish_value(std::move(v)) ? len : 0;
   v.elements.reserve(reserve);
-  reply_memory_ += v.elements.capacity() * sizeof(value);
+  reply_memory_ += reserve_bytes;
   stack_.push_back(frame{std::move(v), count, false});
   return len;
 }
@@ -396,12 +394,20 @@ std::size_t parser::finish_token(value&& v, std::size_t len) {
   return finish_value(std::move(v)) ? len : 0;
 }
 
+std::size_t parser::memory_left() const noexcept {
+  // Saturating: the owner may report more held memory than the limit.
+  const std::size_t limit = limits_.max_reply_memory;
+  if (held_memory_ >= limit) return 0;
+  const std::size_t left = limit - held_memory_;
+  return reply_memory_ >= left ? 0 : left - reply_memory_;
+}
+
 bool parser::admit_value(std::size_t string_bytes) {
   if (++reply_values_ > limits_.max_reply_values) {
     fail(error::reply_too_many_values);
     return false;
   }
-  if (string_bytes > limits_.max_reply_memory - reply_memory_) {
+  if (string_bytes > memory_left()) {
     fail(error::reply_memory_exceeded);
     return false;
   }
@@ -414,26 +420,35 @@ bool parser::finish_value(value&& v) {
     if (stack_.empty()) {
       result_ = std::move(v);
       ready_ = true;
+      ready_memory_ = reply_memory_;
       reply_bytes_ = 0;
       reply_values_ = 0;
       reply_memory_ = 0;
       return true;
     }
     frame& f = stack_.back();
-    // Regrowing the element storage is the one allocation a small value
-    // causes: refuse it rather than exceed max_reply_memory.
-    const std::size_t before = f.v.elements.capacity();
-    if (growth_bytes(f.v.elements.size(), before) > limits_.max_reply_memory - reply_memory_) {
-      fail(error::reply_memory_exceeded);
-      return false;
+    value_list& elements = f.v.elements;
+    const std::size_t size = elements.size();
+    if (size == elements.capacity()) {
+      // Regrowing the element storage is the one allocation a small value
+      // causes: refuse it rather than exceed max_reply_memory. The announced
+      // count caps the growth, so a complete aggregate holds no spare slots.
+      const std::size_t capacity = std::min(std::max<std::size_t>(2 * size, 1), size + f.remaining);
+      const std::size_t more =
+          value_list::storage_bytes(capacity) - value_list::storage_bytes(size);
+      if (more > memory_left()) {
+        fail(error::reply_memory_exceeded);
+        return false;
+      }
+      elements.reserve(capacity);
+      reply_memory_ += more;
     }
-    f.v.elements.push_back(std::move(v));
-    reply_memory_ += (f.v.elements.capacity() - before) * sizeof(value);
+    elements.push_back(std::move(v));
     if (--f.remaining != 0) return true;
     if (f.attribute) {
       // A complete attribute map is not an element of anything: it waits
       // for the value it describes.
-      pending_attributes_ = std::move(f.v.elements);
+      pending_attributes_ = std::move(elements);
       stack_.pop_back();
       return true;
     }

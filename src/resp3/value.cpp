@@ -2,8 +2,102 @@
 
 #include <charconv>
 #include <cmath>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
 
 namespace thoonk::resp3 {
+
+// ---- value_list ----------------------------------------------------------------
+
+value_list::value_list(std::initializer_list<value> init) {
+  reserve(init.size());
+  for (const value& v : init) emplace_back(v);
+}
+
+value_list::value_list(std::vector<value> v) {
+  reserve(v.size());
+  for (value& e : v) emplace_back(std::move(e));
+}
+
+value_list::value_list(const value_list& other) {
+  reserve(other.size());
+  for (const value& v : other) emplace_back(v);
+}
+
+value_list& value_list::operator=(const value_list& other) {
+  if (this != &other) {
+    value_list copy(other);
+    swap(copy);
+  }
+  return *this;
+}
+
+value_list& value_list::operator=(value_list&& other) noexcept {
+  if (this != &other) {
+    value_list old(std::move(*this));
+    swap(other);
+  }
+  return *this;
+}
+
+value_list::~value_list() {
+  if (h_ == nullptr) return;
+  clear();
+  ::operator delete(static_cast<void*>(h_));
+}
+
+value& value_list::at(std::size_t i) {
+  if (i >= size()) throw std::out_of_range("resp3::value_list::at: index out of range");
+  return data()[i];
+}
+
+const value& value_list::at(std::size_t i) const {
+  if (i >= size()) throw std::out_of_range("resp3::value_list::at: index out of range");
+  return data()[i];
+}
+
+void value_list::reserve(std::size_t n) {
+  if (n > capacity()) reallocate(n);
+}
+
+void value_list::clear() noexcept {
+  if (h_ == nullptr) return;
+  value* d = data();
+  for (std::size_t i = h_->size; i-- > 0;) d[i].~value();
+  h_->size = 0;
+}
+
+void value_list::reallocate(std::size_t capacity) {
+  if (capacity > (std::size_t(-1) - sizeof(header)) / sizeof(value)) throw std::bad_alloc();
+  auto* h = static_cast<header*>(::operator new(storage_bytes(capacity)));
+  const std::size_t n = size();
+  h->size = n;
+  h->capacity = capacity;
+  // A value's move never throws (std::string's and value_list's don't).
+  static_assert(std::is_nothrow_move_constructible_v<value>);
+  value* from = data();
+  value* to = reinterpret_cast<value*>(h + 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    ::new (static_cast<void*>(to + i)) value(std::move(from[i]));
+    from[i].~value();
+  }
+  if (h_ != nullptr) ::operator delete(static_cast<void*>(h_));
+  h_ = h;
+}
+
+bool operator==(const value_list& a, const value_list& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i])) return false;
+  return true;
+}
+
+bool operator==(const value& a, const value& b) {
+  if (a.type != b.type || a.str != b.str) return false;
+  if (a.type == type::double_number ? !(a.dbl == b.dbl) : a.integer != b.integer) return false;
+  return a.elements == b.elements && a.attributes == b.attributes;
+}
 
 std::string_view to_string(type t) noexcept {
   switch (t) {
@@ -48,7 +142,7 @@ void append_quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void append_elements(std::string& out, const std::vector<value>& elements, bool pairs);
+void append_elements(std::string& out, const value_list& elements, bool pairs);
 
 void append_value(std::string& out, const value& v) {
   if (!v.attributes.empty()) {
@@ -110,7 +204,7 @@ void append_value(std::string& out, const value& v) {
   }
 }
 
-void append_elements(std::string& out, const std::vector<value>& elements, bool pairs) {
+void append_elements(std::string& out, const value_list& elements, bool pairs) {
   for (std::size_t i = 0; i < elements.size(); ++i) {
     if (i != 0) out += (pairs && i % 2 == 1) ? ": " : ", ";
     append_value(out, elements[i]);

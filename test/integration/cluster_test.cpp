@@ -3,6 +3,7 @@
 // runs a client in cluster mode against it. Tagged [cluster]: their own
 // ctest entry (`cluster`), outside `integration`.
 #include "support/helpers.hpp"
+#include "support/loopback.hpp"
 #include "support/redis_cluster.hpp"
 
 #include "connection/cluster.hpp"
@@ -590,8 +591,9 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
         CHECK(got == std::set<std::string>(acked.begin(), acked.end()));
         auto st = router_of(c).stats();
         std::cout << "cluster migration under load: " << acked.size() << " puts acknowledged, "
-                  << st.moved << " MOVED, " << st.asked << " ASK, " << st.retried
-                  << " TRYAGAIN/CLUSTERDOWN pauses, " << st.refreshes << " slot map reads\n";
+                  << st.moved << " MOVED, " << st.asked << " ASK, " << st.tryagain
+                  << " TRYAGAIN and " << st.clusterdown << " CLUSTERDOWN pauses, " << st.refreshes
+                  << " slot map reads\n";
         // The client learned the move: from a MOVED (the first put to the
         // source after it), or from a map read of its subscriber, whose
         // wake-up shard channel the source dropped when the slot left it.
@@ -1157,4 +1159,295 @@ TEST_CASE(
         CHECK(rec.item.find("to the tagged one") != std::string::npos);
       },
       60s);
+}
+
+namespace {
+
+// The FUNCTION LOADs the server on `port` received since it started or
+// since CONFIG RESETSTAT: INFO commandstats, calls (failed ones included)
+// plus rejected calls.
+std::uint64_t function_loads_on(const redis_cluster& cl, unsigned short port) {
+  const auto info = cl.cli(port, {"INFO", "commandstats"});
+  const auto at = info.find("cmdstat_function|load:");
+  if (at == std::string::npos) return 0;
+  const auto line = info.substr(at, info.find('\n', at) - at);
+  auto field = [&](const std::string& name) -> std::uint64_t {
+    const auto p = line.find(name + "=");
+    if (p == std::string::npos) return 0;
+    return std::stoull(line.substr(p + name.size() + 1));
+  };
+  return field("calls") + field("rejected_calls");
+}
+
+// `n` names whose slots the primary on `port` serves.
+std::vector<std::string> names_on(const redis_cluster& cl, unsigned short port,
+                                  const std::string& prefix, int n) {
+  std::vector<std::string> out;
+  for (int i = 0; static_cast<int>(out.size()) < n; ++i) {
+    auto name = prefix + std::to_string(i);
+    if (cl.primary_of(hash_slot(name), port) == port) out.push_back(name);
+  }
+  return out;
+}
+
+asio::awaitable<void> put_counted(thoonk::queue* q, std::string item, int* done,
+                                  std::vector<std::string>* errors) {
+  auto [ec, id] = co_await q->async_put(std::move(item), nothrow);
+  if (ec) errors->push_back(ec.message());
+  ++*done;
+}
+
+// The replicas of `cl`, as CLUSTER NODES lists them.
+std::vector<unsigned short> replica_ports(const redis_cluster& cl) {
+  std::vector<unsigned short> out;
+  for (const auto& n : cl.nodes(cl.any_live_port()))
+    if (!n.primary) out.push_back(n.port);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cluster: replicas as the seeds connect; concurrent first calls load each function "
+    "library once per primary",
+    "[cluster][connect][functions]") {
+  redis_cluster cl;
+  const auto ports = primary_ports(cl);
+  REQUIRE(ports.size() == 3);
+  // Two replicas as the only seeds (as after failovers turned the listed
+  // primaries into replicas).
+  auto cfg = cl.client_config();
+  const auto replicas = replica_ports(cl);
+  REQUIRE(replicas.size() == 3);
+  cfg.endpoints = {{"127.0.0.1", replicas[0]}, {"127.0.0.1", replicas[1]}};
+  cfg.host = "127.0.0.1";
+  cfg.port = replicas[0];
+  std::vector<std::string> names;
+  for (auto port : ports)
+    for (auto& n : names_on(cl, port, "first-", 4)) names.push_back(std::move(n));
+  cluster_client cc(cfg);
+  auto& [ioc, c] = cc;
+  cc.run(
+      [&]() -> asio::awaitable<void> {
+        CHECK(c.cluster_stats().primaries == 3);
+        std::vector<thoonk::queue> queues;
+        for (const auto& n : names)
+          queues.push_back(co_await thoonk::queue::async_create_or_open(c, n, asio::use_awaitable));
+        // The creates loaded their own libraries; count from here on.
+        for (auto port : ports) cl.cli(port, {"CONFIG", "RESETSTAT"});
+        // 400 first puts at once, on 12 queues over the 3 primaries: every
+        // one finds the put library missing on its primary.
+        constexpr int total = 400;
+        int done = 0;
+        std::vector<std::string> errors;
+        for (int i = 0; i < total; ++i)
+          asio::co_spawn(ioc,
+                         put_counted(&queues[static_cast<std::size_t>(i) % queues.size()],
+                                     "item-" + std::to_string(i), &done, &errors),
+                         asio::detached);
+        const bool finished = co_await wait_until([&] { return done == total; }, 60s);
+        REQUIRE(finished);
+        CHECK(errors.empty());
+        for (auto port : ports) {
+          INFO("primary " << port);
+          CHECK(function_loads_on(cl, port) == 1);
+        }
+        std::size_t got = 0;
+        for (auto& q : queues) got += (co_await drain(q)).size();
+        CHECK(got == total);
+      },
+      120s);
+}
+
+TEST_CASE("cluster: request_timeout bounds a request when no seed answers",
+          "[cluster][connect][timeout]") {
+  asio::io_context ioc;
+  thoonk::config cfg;
+  cfg.cluster = true;
+  cfg.host = "127.0.0.1";
+  cfg.port = free_port(ioc);  // nothing listens there
+  cfg.connect_timeout = 1s;
+  cfg.request_timeout = 300ms;
+  cfg.reconnect_min_delay = 10ms;
+  cfg.reconnect_max_delay = 100ms;
+  thoonk::client c(ioc.get_executor(), cfg);
+  run_coro(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto [ec] = co_await c.async_connect(nothrow);
+        CHECK(ec);
+        thoonk::queue q(c, "nowhere");
+        for (int i = 0; i < 2; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          auto [pec, id] = co_await q.async_put("x", nothrow);
+          const auto took = std::chrono::steady_clock::now() - t0;
+          CHECK(pec == thoonk::error::request_timeout);
+          // An outcome check: the request ends (5 times the timeout is far
+          // beyond any scheduling delay), it does not wait for the map.
+          CHECK(took < 5 * cfg.request_timeout);
+        }
+        // A request's own timeout bounds it the same way.
+        thoonk::request get;
+        get.push("GET", "k");
+        thoonk::exec_options eo;
+        eo.timeout = 200ms;
+        auto [gec, gresp] = co_await router_of(c).exec(get, "k", eo);
+        CHECK(gec == thoonk::error::request_timeout);
+        c.stop();
+      },
+      60s);
+}
+
+TEST_CASE(
+    "cluster: the router's counters and slot map are public; request_timeout bounds a "
+    "request when no node answers",
+    "[cluster][stats][timeout][moved]") {
+  redis_cluster cl;
+  const std::string name = "counted";
+  const auto slot = thoonk::hash_slot(name);
+  CHECK(slot == hash_slot("feed.ids:{counted}"));
+  const auto from = cl.primary_of(slot, cl.any_live_port());
+  const auto to = other_primary(cl, from);
+  REQUIRE(to != 0);
+  auto cfg = cl.client_config();
+  cfg.request_timeout = 500ms;
+  cfg.cluster_refresh_interval = 0ms;  // the map is read on events only
+  cluster_client cc(cfg);
+  auto& [ioc, c] = cc;
+  cc.run(
+      [&]() -> asio::awaitable<void> {
+        const auto st0 = c.cluster_stats();
+        CHECK(st0.primaries == 3);
+        CHECK(st0.refreshes >= 1);
+        CHECK(st0.moved == 0);
+        CHECK(st0.nodes.size() == 3);
+        for (const auto& n : st0.nodes) CHECK(n.connected);
+        CHECK(st0.node_connects == 3);
+        const auto owner = c.node_for_slot(slot);
+        REQUIRE(owner);
+        CHECK(owner->port == from);
+        CHECK_FALSE(c.node_for_slot(thoonk::cluster_hash_slots));
+
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
+        co_await q.async_put("before", asio::use_awaitable);
+        // One resharding step behind the client's back: the next put is
+        // answered MOVED and follows it; the map read after it agrees.
+        cl.migrate_slot(slot, to, 10, 0ms);
+        const auto reads = c.cluster_stats().refreshes;
+        co_await q.async_put("after", asio::use_awaitable);
+        const auto st1 = c.cluster_stats();
+        CHECK(st1.moved == 1);
+        CHECK(st1.asked == 0);
+        const bool refreshed =
+            co_await wait_until([&] { return c.cluster_stats().refreshes > reads; });
+        CHECK(refreshed);
+        const auto moved_to = c.node_for_slot(slot);
+        REQUIRE(moved_to);
+        CHECK(moved_to->port == to);
+        const auto got = co_await drain(q);
+        CHECK(got == std::set<std::string>{"before", "after"});
+
+        // Every node stopped: a put can go nowhere, and fails with
+        // request_timeout (it was never written), bounded by it.
+        for (const auto& s : cl.servers()) s->kill();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [pec, pid] = co_await q.async_put("never", nothrow);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        CHECK(pec == thoonk::error::request_timeout);
+        CHECK(took < 5 * cfg.request_timeout);
+        const auto st2 = c.cluster_stats();
+        CHECK(st2.resent_unwritten > st1.resent_unwritten);
+        std::size_t connected = 0;
+        for (const auto& n : st2.nodes) connected += n.connected;
+        CHECK(connected == 0);
+      },
+      60s);
+}
+
+TEST_CASE(
+    "cluster: requests on a failed primary's slots go to its promoted replica as soon as the "
+    "map shows it",
+    "[cluster][failover][recovery]") {
+  using clock = std::chrono::steady_clock;
+  redis_cluster cl;
+  const auto victim = primary_ports(cl).front();
+  const auto name = name_on(cl, victim, "recovering-");
+  const auto slot = hash_slot(name);
+  std::string victim_id;
+  for (const auto& n : cl.nodes(victim))
+    if (n.port == victim) victim_id = n.id;
+  unsigned short heir = 0;  // the victim's replica
+  for (const auto& n : cl.nodes(victim))
+    if (!n.primary && n.primary_id == victim_id) heir = n.port;
+  REQUIRE(heir != 0);
+  cluster_client cc(cl);
+  auto& [ioc, c] = cc;
+  // A plain connection to the replica: the test's own view of the map.
+  thoonk::config raw_cfg;
+  raw_cfg.host = "127.0.0.1";
+  raw_cfg.port = heir;
+  thoonk::connection raw(ioc.get_executor(), raw_cfg);
+  std::map<std::string, int> failures;
+  cc.run(
+      [&]() -> asio::awaitable<void> {
+        co_await raw.async_connect(asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
+        // Puts one after another; the time each one was acknowledged.
+        std::vector<clock::time_point> acked;
+        bool stop = false, stopped = false;
+        auto producer = [&]() -> asio::awaitable<void> {
+          for (int i = 0; !stop; ++i) {
+            auto [ec, id] = co_await q.async_put("item-" + std::to_string(i), nothrow);
+            if (!ec) acked.push_back(clock::now());
+            else if (ec != thoonk::error::unknown_outcome) ++failures[ec.message()];
+          }
+          stopped = true;
+        };
+        asio::co_spawn(ioc, producer(), asio::detached);
+        bool warm = co_await wait_until([&] { return acked.size() >= 50; }, 20s);
+        REQUIRE(warm);
+        const auto killed_at = clock::now();
+        cl.server_on(victim)->kill();
+        // When the replica's own map names it for the slot (it knows first).
+        std::optional<clock::time_point> shown;
+        thoonk::request shards;
+        shards.push("CLUSTER", "SHARDS");
+        const thoonk::detail::cluster_node heir_node{"127.0.0.1", heir};
+        while (!shown && clock::now() - killed_at < 30s) {
+          auto [ec, resp] = co_await raw.async_exec(shards, nothrow);
+          if (!ec) {
+            boost::system::error_code pec;
+            auto m = thoonk::detail::slot_map::from_shards(resp[0], heir_node, pec);
+            const auto* p = m.primary_for(slot);
+            if (!pec && p && p->port == heir) shown = clock::now();
+          }
+          if (!shown) co_await sleep_for(2ms);
+        }
+        REQUIRE(shown);
+        const auto acked_before = static_cast<std::size_t>(
+            std::count_if(acked.begin(), acked.end(), [&](auto t) { return t < *shown; }));
+        bool resumed = co_await wait_until([&] { return acked.size() >= acked_before + 20; }, 30s);
+        CHECK(resumed);
+        stop = true;
+        co_await wait_until([&] { return stopped; }, 30s);
+        REQUIRE(acked.size() > acked_before);
+        const auto first_after = acked[acked_before];
+        using ms = std::chrono::milliseconds;
+        const auto st = c.cluster_stats();
+        std::cout
+            << "{\"case\":\"cluster_recovery\",\"kill_to_map_ms\":"
+            << std::chrono::duration_cast<ms>(*shown - killed_at).count()
+            << ",\"map_to_first_put_ms\":"
+            << std::chrono::duration_cast<std::chrono::microseconds>(first_after - *shown).count() /
+                   1000.0
+            << ",\"refreshes\":" << st.refreshes << ",\"resent_unwritten\":" << st.resent_unwritten
+            << ",\"clusterdown\":" << st.clusterdown << "}\n";
+        // The client follows: puts succeed on the promoted replica.
+        const auto now_serving = c.node_for_slot(slot);
+        REQUIRE(now_serving);
+        CHECK(now_serving->port == heir);
+        raw.stop();
+      },
+      120s);
+  CHECK(failures.empty());
 }

@@ -212,6 +212,65 @@ FIXTURE_TEST_CASE("jobapi",
   CHECK(seen.size() == 2);
 }
 
+namespace {
+
+// Puts a job with an id long enough that std::string keeps it on the heap
+// (a double free of a short id would go unseen) and claims it.
+asio::awaitable<thoonk::claimed_job> claimed_long_id(jq& q, std::string id) {
+  thoonk::put_options o;
+  o.id = std::move(id);
+  co_await q.async_put(std::string("x"), o, asio::use_awaitable);
+  auto j = co_await claim_one(q);
+  REQUIRE(j.id == *o.id);
+  co_return j;
+}
+
+}  // namespace
+
+// g++ 12 destroys an aggregate temporary with a std::string member twice
+// when it is built inside a co_await expression; claim_ref has
+// constructors so that the form docs/jobs.md shows is safe. AddressSanitizer
+// (the test build) reports the double free, and without it the heap is
+// corrupted ("munmap_chunk(): invalid pointer").
+FIXTURE_TEST_CASE("jobapi",
+                  "claim_ref(id, token) and claim_ref{id, token} built inside the co_await of "
+                  "heartbeat, finish, cancel, fail and finish_and_claim",
+                  "[job][job_api][finish][heartbeat][cancel][fail][finish_and_claim]") {
+  auto q = co_await connected_job_queue(f);
+  const std::string tail(48, 'x');
+
+  auto a = co_await claimed_long_id(q, "inline-a-" + tail);
+  const std::string a_id = a.id;
+  const auto a_token = a.token;
+  co_await q.async_heartbeat(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
+  co_await q.async_finish(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
+  auto a_gone = co_await q.async_get_job(a_id, asio::use_awaitable);
+  CHECK(!a_gone);
+
+  auto b = co_await claimed_long_id(q, "inline-b-" + tail);
+  const std::string b_id = b.id;
+  co_await q.async_finish(thoonk::claim_ref{b_id, b.token}, "done", asio::use_awaitable);
+  auto b_result = co_await q.async_get_result(b_id, 1s, asio::use_awaitable);
+  CHECK(b_result == "done");
+
+  auto c = co_await claimed_long_id(q, "inline-c-" + tail);
+  const std::string c_id = c.id;
+  auto failures = co_await q.async_cancel(thoonk::claim_ref(c_id, c.token), asio::use_awaitable);
+  CHECK(failures == 1);
+  auto c2 = co_await claim_one(q);
+  REQUIRE(c2.id == c_id);
+  auto failed =
+      co_await q.async_fail(thoonk::claim_ref(c_id, c2.token), std::string("no"), asio::use_awaitable);
+  CHECK(failed.retry_count == 1);
+
+  auto d = co_await claimed_long_id(q, "inline-d-" + tail);
+  const std::string d_id = d.id;
+  auto [ec, next] = co_await q.async_finish_and_claim(thoonk::claim_ref(d_id, d.token), nothrow);
+  CHECK(ec == E::queue_empty);  // d is finished; nothing else waits
+  auto d_gone = co_await q.async_get_job(d_id, asio::use_awaitable);
+  CHECK(!d_gone);
+}
+
 FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and failures in one read",
                   "[job][job_api][get_job][get_jobs][cancel][stall][heartbeat][finish]") {
   auto q = co_await connected_job_queue(f);

@@ -140,3 +140,105 @@ FIXTURE_TEST_CASE(
   CHECK(rep.counts.claimed == 1);
   co_await q.async_finish(j2, asio::use_awaitable);
 }
+
+namespace {
+
+// Values of claim_timeout_ms that are not plain decimal integers in range,
+// each one tonumber() in a script reads as a number (1000, 16, 5, 5, 1e20,
+// 1000, 1000, 1000): the library reads every one as unset, in C++ and in
+// the scripts, so the default lease (60 s) applies.
+const std::vector<std::string>& config_not_plain_values() {
+  static const std::vector<std::string> v{"1e3",   "0x10",  " 5",  "5.0", "99999999999999999999",
+                                          "+1000", "1000 ", "1E3", "-0"};
+  return v;
+}
+
+// A job queue made with plain commands, with claim_timeout_ms = value, and
+// one job claimed from it.
+struct plain_lease {
+  std::string value;
+  std::string name;
+  thoonk::job_queue q;
+  thoonk::claimed_job job;
+  std::optional<std::chrono::milliseconds> read;  // read_settings' claim_timeout
+};
+
+asio::awaitable<plain_lease> claimed_under(fixture& f, std::string value) {
+  plain_lease p;
+  p.value = value;
+  p.name = unique_name("jobs-config-plain");
+  const fields cfg{{"claim_timeout_ms", std::move(value)}};
+  co_await create_feed(f.c.conn(), p.name, "job", cfg);
+  p.q = thoonk::job_queue(f.c, p.name);
+  auto s = co_await p.q.async_read_settings(asio::use_awaitable);
+  p.read = s.claim_timeout;
+  co_await p.q.async_put("x", asio::use_awaitable);
+  p.job = co_await p.q.async_claim(1s, asio::use_awaitable);
+  co_return p;
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE_WITHIN(
+    30s, "jobs-config",
+    "job config: a claim_timeout_ms that is no plain decimal integer ('1e3', '0x10', ' 5', "
+    "'5.0', too large) is the default for read_settings and for the scripts alike",
+    "[job][config][read_settings][claim][maintain][heartbeat]") {
+  co_await f.c.async_connect(asio::use_awaitable);
+  std::vector<plain_lease> leases;
+  for (const auto& v : config_not_plain_values()) {
+    auto p = co_await claimed_under(f, v);
+    leases.push_back(std::move(p));
+  }
+  // The control: a plain "1000" is 1000 ms on both sides, and lapses.
+  auto control = co_await claimed_under(f, "1000");
+  CHECK(control.read == std::chrono::milliseconds(1000));
+
+  // Wait (on the clock the claim times are stored by) until every claim is
+  // 1.5 s old: past 1000 ms, far from 60 s.
+  // The control's claim is the newest.
+  auto score = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", control.name), control.job.id);
+  const auto newest = static_cast<thoonk::epoch_ms>(
+      score.type == thoonk::resp3::type::double_number ? score.dbl : std::stod(score.str));
+  auto old_enough = co_await wait_until([&] { return thoonk::now_epoch_ms() > newest + 1500; });
+  REQUIRE(old_enough);
+
+  auto lapsed = co_await control.q.async_maintain(no_stats(), asio::use_awaitable);
+  CHECK(lapsed.requeued == 1);  // the wait was long enough for a 1000 ms lease
+  for (auto& p : leases) {
+    INFO("claim_timeout_ms = '" << p.value << "'");
+    CHECK(!p.read);  // read_settings: unset, the default
+    auto rep = co_await p.q.async_maintain(no_stats(), asio::use_awaitable);
+    CHECK(rep.requeued == 0);
+    CHECK(rep.stalled == 0);
+    CHECK(rep.counts.claimed == 1);
+    // Still claimed by the same token.
+    auto [hb] = co_await p.q.async_heartbeat(p.job, nothrow);
+    CHECK(!hb);
+    auto [fin] = co_await p.q.async_finish(p.job, nothrow);
+    CHECK(!fin);
+  }
+  co_await f.c.async_delete_feed(control.name, asio::use_awaitable);
+  for (auto& p : leases) co_await f.c.async_delete_feed(p.name, asio::use_awaitable);
+}
+
+FIXTURE_TEST_CASE("jobs-config",
+                  "feed config: a max_length of '1e1' is the default (no limit) for "
+                  "read_settings and for the publish script alike",
+                  "[feed][config][read_settings][publish]") {
+  co_await f.c.async_connect(asio::use_awaitable);
+  const fields cfg{{"max_length", "1e1"}};
+  co_await create_feed(f.c.conn(), f.name, "feed", cfg);
+  thoonk::feed fd(f.c, f.name);
+  auto s = co_await fd.async_read_settings(asio::use_awaitable);
+  CHECK(!s.max_length);
+  std::size_t evicted = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto r = co_await fd.async_publish("item " + std::to_string(i), asio::use_awaitable);
+    evicted += r.evicted.size();
+  }
+  CHECK(evicted == 0);
+  auto n = co_await fd.async_length(asio::use_awaitable);
+  CHECK(n == 12);
+  co_await f.c.async_delete_feed(f.name, asio::use_awaitable);
+}

@@ -1,7 +1,8 @@
 // Pausing and resuming a job queue (docs/jobs.md §12): claims stop for
 // every client and every claim path (prefetch top-ups too), puts go on,
-// resume wakes waiting claimers at once; the paused state is readable; the
-// config fields rate_limit and paused are validated.
+// resume wakes waiting claimers at once; both announce the config change on
+// conffeed; the paused state is readable; the config fields rate_limit and
+// paused are validated.
 // co_await stays out of CHECK and REQUIRE: Catch2 also passes the
 // expression to __builtin_constant_p, and g++ 12 then awaits it twice.
 #include "support/job_engine.hpp"
@@ -134,6 +135,27 @@ FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stoppe
   CHECK(popped.str == id);
 }
 
+FIXTURE_TEST_CASE("pauseconf",
+                  "pause, resume: each announces the config change on conffeed "
+                  "(name, NUL, the client's instance id), as set_config does",
+                  "[job][control][pause][resume][conffeed]") {
+  auto q = co_await engine_queue(f);
+  auto cap = co_await capture_patterns(f.raw, "conffeed");
+  const msg announced{"conffeed", nul_join(f.name, f.c.instance_id())};
+  auto ours = [&] {
+    const auto all = cap->on("conffeed");
+    return static_cast<std::size_t>(std::count(all.begin(), all.end(), announced));
+  };
+  co_await q.async_pause(asio::use_awaitable);
+  auto paused = co_await wait_until([&] { return ours() == 1; }, 5s);
+  CHECK(paused);
+  co_await q.async_resume(asio::use_awaitable);
+  auto resumed = co_await wait_until([&] { return ours() == 2; }, 5s);
+  CHECK(resumed);
+  co_await settle();
+  CHECK(ours() == 2);
+}
+
 TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl]") {
   fixture f("pause");
   gap_user user;
@@ -156,19 +178,29 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     auto got14 = co_await f.c.async_get_config(feed, "paused", asio::use_awaitable);
     CHECK(!got14.has_value());
 
-    // A user who may not PUBLISH the wake-up cannot resume: still paused.
-    co_await q.async_pause(asio::use_awaitable);
-    co_await user.create_with(f.c.conn(), "~*", "resetchannels", "+@all");
-    uc.emplace(f.ioc.get_executor(), user.config());
-    co_await uc->async_connect(asio::use_awaitable);
-    thoonk::job_queue uq(*uc, f.name);
-    co_await uq.async_pause(asio::use_awaitable);  // pausing publishes nothing
-    auto [r4] = co_await uq.async_resume(nothrow);
-    CHECK(r4 == E::no_channel_permission);
-    auto got15 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
-    CHECK(got15 == "1");
-    uc->stop();
-    co_await user.remove(f.c.conn());
+    // A user who may not PUBLISH on conffeed cannot pause or resume, even
+    // when it may PUBLISH the wake-up, and one who may PUBLISH on neither
+    // cannot either: nothing changes.
+    for (const char* wake : {"&feed.wake:*", "resetchannels"}) {
+      INFO(wake);
+      co_await user.create_with(f.c.conn(), "~*", "resetchannels", wake, "+@all");
+      uc.emplace(f.ioc.get_executor(), user.config());
+      co_await uc->async_connect(asio::use_awaitable);
+      thoonk::job_queue uq(*uc, f.name);
+      auto [r3] = co_await uq.async_pause(nothrow);
+      CHECK(r3 == E::no_channel_permission);
+      auto got15 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
+      CHECK(!got15.has_value());
+      co_await q.async_pause(asio::use_awaitable);
+      auto [r4] = co_await uq.async_resume(nothrow);
+      CHECK(r4 == E::no_channel_permission);
+      auto got16 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
+      CHECK(got16 == "1");
+      co_await q.async_resume(asio::use_awaitable);
+      uc->stop();
+      uc.reset();
+      co_await user.remove(f.c.conn());
+    }
     co_await f.c.async_delete_feed(feed, asio::use_awaitable);
   });
 }

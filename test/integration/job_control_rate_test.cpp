@@ -35,7 +35,7 @@ struct claim_reply {
 // Runs jobs/claim.lua itself with `now` as the claimer's clock.
 asio::awaitable<claim_reply> claim_at(fixture& f, std::int64_t now, std::size_t n) {
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
-  std::vector<std::string> args{std::to_string(now), std::to_string(n)};
+  std::vector<std::string> args{std::to_string(now), std::to_string(n), names.channel("wake")};
   auto [st, v] = co_await thoonk::detail::run_script(
       f.c, scripts::jobs_claim(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
   INFO(v.str);

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include <cstring>
+#include <limits>
 
 using namespace thoonk::test;
 using E = thoonk::error;
@@ -444,4 +445,47 @@ FIXTURE_TEST_CASE("retry",
   CHECK(info.stall_count == 0);
   CHECK(info.last_error.empty());
   CHECK(info.failures == 0);
+}
+
+FIXTURE_TEST_CASE("retry-limit",
+                  "retry: a fail's retry_at beyond 2^53 - 1 ms is refused before any I/O, the "
+                  "claim kept; retry_at 2^53 - 1 reads back exactly",
+                  "[job][retry][fail][get_job][errors]") {
+  auto q = co_await engine_queue(f, fast_retries(5));
+  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  REQUIRE(j.id == id);
+  const auto keys_before = co_await snapshot(f.c.conn(), f.name);
+  constexpr thoonk::epoch_ms limit = 9007199254740991;  // 2^53 - 1
+  for (const thoonk::epoch_ms at : {std::numeric_limits<thoonk::epoch_ms>::max(), limit + 1,
+                                    -limit - 1, std::numeric_limits<thoonk::epoch_ms>::min()}) {
+    INFO("retry_at " << at);
+    thoonk::fail_options o;
+    o.retry_at = at;
+    const auto before = f.c.conn().stats().requests;
+    auto [ec, r] = co_await q.async_fail(j, "far", o, nothrow);
+    CHECK(ec == E::invalid_argument);
+    CHECK(ec.message().find("9007199254740991") != std::string::npos);
+    CHECK(f.c.conn().stats().requests == before);  // nothing sent
+  }
+  // Nothing was written: the job is still claimed under the same token.
+  const auto keys_after = co_await snapshot(f.c.conn(), f.name);
+  CHECK(keys_after == keys_before);
+  auto info = co_await job_of(q, id);
+  CHECK(info.state == thoonk::job_state::claimed);
+  CHECK(info.retry_count == 0);
+  CHECK(info.failures == 0);
+  auto [hb] = co_await q.async_heartbeat(j, nothrow);
+  CHECK(!hb);
+
+  // 2^53 - 1 is a time the scripts hold exactly.
+  thoonk::fail_options at_limit;
+  at_limit.retry_at = limit;
+  auto r = co_await q.async_fail(j, "much later", at_limit, asio::use_awaitable);
+  CHECK(r.outcome == outcome::retry_scheduled);
+  CHECK(r.run_at == limit);
+  CHECK(r.retry_count == 1);
+  auto later = co_await job_of(q, id);
+  CHECK(later.state == thoonk::job_state::scheduled);
+  CHECK(later.run_at == limit);
 }

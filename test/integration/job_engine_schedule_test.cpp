@@ -3,6 +3,8 @@
 // maintenance in bounded batches, claimers woken at the due time.
 #include "support/job_engine.hpp"
 
+#include <limits>
+
 using namespace thoonk::test;
 
 FIXTURE_TEST_CASE("sched",
@@ -223,4 +225,134 @@ FIXTURE_TEST_CASE("sched",
   std::sort(got.begin(), got.end());
   std::sort(ids.begin(), ids.end());
   CHECK(got == ids);
+}
+
+namespace {
+
+constexpr thoonk::epoch_ms sched_limit = 9007199254740991;  // 2^53 - 1
+
+// A put with `o` that must be refused with invalid_argument, whose message
+// names the limit, before any I/O. (A named coroutine: g++ 12 frees
+// by-value parameters of coroutine lambdas wrongly.)
+asio::awaitable<void> expect_put_refused(fixture& f, thoonk::job_queue& q, thoonk::put_options o) {
+  const auto before = f.c.conn().stats().requests;
+  auto [ec, r] = co_await q.async_put(std::string("x"), std::move(o), nothrow);
+  CHECK(ec == thoonk::error::invalid_argument);
+  CHECK(ec.message().find("9007199254740991") != std::string::npos);
+  CHECK(r.id.empty());
+  CHECK(f.c.conn().stats().requests == before);  // nothing sent
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("sched-limit",
+                  "schedule: a run_at or delay beyond 2^53 - 1 ms is refused before any I/O; "
+                  "run_at 2^53 - 1 reads back exactly",
+                  "[job][schedule][put][get_job][errors]") {
+  auto q = co_await engine_queue(f);
+  const auto before = co_await snapshot(f.c.conn(), f.name);
+
+  // now + milliseconds::max() overflowed to a time in the past (claimable
+  // at once); it is checked, not wrapped.
+  thoonk::put_options max_delay;
+  max_delay.delay = std::chrono::milliseconds::max();
+  co_await expect_put_refused(f, q, max_delay);
+  thoonk::put_options min_delay;
+  min_delay.delay = std::chrono::milliseconds::min();
+  co_await expect_put_refused(f, q, min_delay);
+  // A delay within the limit whose sum with now is not.
+  thoonk::put_options sum_past;
+  sum_past.delay = std::chrono::milliseconds(sched_limit);
+  co_await expect_put_refused(f, q, sum_past);
+  // INT64_MAX was stored and read back as INT64_MIN.
+  thoonk::put_options max_at;
+  max_at.run_at = std::numeric_limits<thoonk::epoch_ms>::max();
+  co_await expect_put_refused(f, q, max_at);
+  thoonk::put_options min_at;
+  min_at.run_at = std::numeric_limits<thoonk::epoch_ms>::min();
+  co_await expect_put_refused(f, q, min_at);
+  thoonk::put_options pow53;
+  pow53.run_at = sched_limit + 1;
+  co_await expect_put_refused(f, q, pow53);
+  thoonk::put_options minus_pow53;
+  minus_pow53.run_at = -sched_limit - 1;
+  co_await expect_put_refused(f, q, minus_pow53);
+  // A delay beside run_at is ignored, but checked all the same.
+  thoonk::put_options both;
+  both.run_at = thoonk::now_epoch_ms();
+  both.delay = std::chrono::milliseconds::max();
+  co_await expect_put_refused(f, q, both);
+  // With an id (an update of an existing job would be written too).
+  thoonk::put_options by_id;
+  by_id.id = "limit-id";
+  by_id.run_at = std::numeric_limits<thoonk::epoch_ms>::max();
+  co_await expect_put_refused(f, q, by_id);
+  // A retry strategy's backoff beyond it.
+  thoonk::put_options backoff;
+  thoonk::retry_strategy endless;
+  endless.max_backoff = std::chrono::milliseconds::max();
+  backoff.retry = endless;
+  co_await expect_put_refused(f, q, backoff);
+
+  // Nothing was written: every key of the queue as before, nothing scheduled.
+  const auto after = co_await snapshot(f.c.conn(), f.name);
+  CHECK(after == before);
+  auto none = co_await q.async_counts(asio::use_awaitable);
+  CHECK(none.scheduled == 0);
+  CHECK(none.waiting == 0);
+  auto missing = co_await q.async_get_job("limit-id", asio::use_awaitable);
+  CHECK(!missing);
+
+  // 2^53 - 1 itself is a time the scripts hold exactly.
+  thoonk::put_options at_limit;
+  at_limit.id = "at-limit";
+  at_limit.run_at = sched_limit;
+  auto r = co_await q.async_put(std::string("far"), at_limit, asio::use_awaitable);
+  CHECK(r.outcome == thoonk::put_result::outcome_t::added);
+  auto info = co_await job_of(q, "at-limit");
+  CHECK(info.state == thoonk::job_state::scheduled);
+  CHECK(info.run_at == sched_limit);
+  auto page = co_await q.async_get_scheduled("", 10, asio::use_awaitable);
+  REQUIRE(page.jobs.size() == 1);
+  CHECK(page.jobs[0].run_at == sched_limit);
+  auto claimed = co_await try_claim(q);
+  CHECK(!claimed);  // not due for a while
+}
+
+FIXTURE_TEST_CASE("sched-limit",
+                  "time options beyond 2^53 - 1 ms are refused before any I/O: the settings' "
+                  "lease, backoffs and result time, the maintenance lock",
+                  "[job][create_or_open][maintain][errors]") {
+  co_await f.c.async_connect(asio::use_awaitable);
+  const auto endless = std::chrono::milliseconds::max();
+  const auto pow53 = std::chrono::milliseconds(sched_limit + 1);
+  std::vector<thoonk::job_queue::settings> bad(6);
+  bad[0].claim_timeout = endless;
+  bad[1].claim_timeout = pow53;
+  bad[2].result_ttl = endless;
+  bad[3].retry.min_backoff = pow53;
+  bad[3].retry.max_backoff = pow53;
+  bad[4].retry.max_backoff = endless;
+  bad[5].claim_timeout = -endless;
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    INFO("settings " << i);
+    CHECK(!bad[i].problem().empty());
+    const auto before = f.c.conn().stats().requests;
+    auto [ec, q] = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, bad[i], nothrow);
+    CHECK(ec == thoonk::error::invalid_argument);
+    CHECK(f.c.conn().stats().requests == before);
+  }
+  auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
+  CHECK(exists.integer == 0);  // no queue was made
+
+  auto q = co_await engine_queue(f);
+  auto lock = thoonk::test::no_stats();
+  lock.lock_ttl = endless;
+  const auto before = f.c.conn().stats().requests;
+  auto [mec, rep] = co_await q.async_maintain(lock, nothrow);
+  CHECK(mec == thoonk::error::invalid_argument);
+  CHECK(!rep.ran);
+  CHECK(f.c.conn().stats().requests == before);
+  auto locked = co_await cmd(f.c.conn(), "EXISTS", key("maintenance", f.name));
+  CHECK(locked.integer == 0);
 }

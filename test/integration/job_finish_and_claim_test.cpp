@@ -164,7 +164,7 @@ FIXTURE_TEST_CASE("finclaim",
   const auto requests_before = f.c.conn().stats().requests;
   finish_claim_call a, b, c;
   start_call(q, held[0], a);
-  start_call(q, thoonk::claim_ref{held[1].id, held[1].token + 7}, b);
+  start_call(q, thoonk::claim_ref(held[1].id, held[1].token + 7), b);
   start_call(q, held[2], c);
   co_await wait_done(a);
   co_await wait_done(b);

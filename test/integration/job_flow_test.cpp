@@ -215,8 +215,8 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: heartbeat_many renews a worker's claims i
   CHECK(ec == thoonk::error::invalid_id);
   CHECK(none.empty());
   // More than one script's worth: chunks, statuses in order.
-  std::vector<thoonk::claim_ref> many(2500, thoonk::claim_ref{a.id, a.token});
-  many.back() = thoonk::claim_ref{c.id, c.token};
+  std::vector<thoonk::claim_ref> many(2500, thoonk::claim_ref(a.id, a.token));
+  many.back() = thoonk::claim_ref(c.id, c.token);
   auto st2 = co_await q.async_heartbeat_many(many, asio::use_awaitable);
   REQUIRE(st2.size() == 2500);
   CHECK(std::all_of(st2.begin(), st2.end(), [](error_code e) { return !e; }));

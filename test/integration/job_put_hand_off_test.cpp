@@ -5,12 +5,16 @@
 // jobs go, in which order the rest wait (normal and high priority), the
 // events' order, and the cases that must take the line instead (a paused
 // queue, a rate limit, jobs already waiting) or leave a due scheduled job
-// for the next claim.
+// for the next claim. A hand-off to a job_queue handle is provisional until
+// the handle confirms it: left unconfirmed past its second, it goes back.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
+#include "detail/script_exec.hpp"
 #include "jobs/hand_off.hpp"
+#include "jobs/job_keys.hpp"
+#include "thoonk_lua_scripts.hpp"
 
 using namespace thoonk::test;
 
@@ -225,4 +229,127 @@ FIXTURE_TEST_CASE("handoffmark",
   CHECK(gone.integer == 0);
   auto sleeping = co_await cmd(f.c.conn(), "EXISTS", key("sleepers", f.name));
   CHECK(sleeping.integer == 0);
+}
+
+namespace {
+
+/// The provisional hand-offs of f's queue: member (`id\0token`) -> when it
+/// lapses (server ms).
+asio::awaitable<std::map<std::string, std::int64_t>> provisional_of(fixture& f) {
+  auto v = co_await cmd(f.c.conn(), "ZRANGE", key("handed", f.name), "0", "-1", "WITHSCORES");
+  // RESP3 gives [member, score] pairs, the score a double.
+  std::map<std::string, std::int64_t> out;
+  for (const auto& e : v.elements) {
+    REQUIRE(e.elements.size() == 2);
+    const auto& score = e.elements[1];
+    out[e.elements[0].str] = static_cast<std::int64_t>(
+        score.type == thoonk::resp3::type::double_number ? score.dbl : std::stod(score.str));
+  }
+  co_return out;
+}
+
+asio::awaitable<std::int64_t> server_ms(fixture& f) {
+  auto t = co_await cmd(f.c.conn(), "TIME");
+  co_return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+}
+
+/// jobs/take_confirm.lua for the claims `pairs` (id, token, ...): how many
+/// entries went.
+asio::awaitable<std::int64_t> confirm(fixture& f, std::vector<std::string> pairs) {
+  const thoonk::detail::feed_names names(f.c.get_config(), f.name);
+  auto [st, v] = co_await thoonk::detail::run_script(
+      f.c, thoonk::detail::scripts::jobs_take_confirm(), thoonk::detail::jobs::job_keys(names).keys,
+      std::move(pairs));
+  REQUIRE(!st.ec);
+  co_return v.integer;
+}
+
+std::string member(const std::string& id, std::int64_t token) {
+  return id + '\0' + std::to_string(token);
+}
+
+}  // namespace
+
+FIXTURE_TEST_CASE("handoffprovisional",
+                  "put: a hand-off to a job_queue handle is provisional for a second; left "
+                  "unconfirmed past it, the next claim that runs short, put that finds "
+                  "sleepers, or maintenance gives it back with no failure counted; a confirmed "
+                  "one stays claimed",
+                  "[job][hand_off][put][claim][maintain]") {
+  auto q = co_await engine_queue(f);
+  fake_taker t{f, unique_name("claim"), ":c"};
+  for (int how = 0; how < 3; ++how) {
+    INFO("path " << how);
+    const auto before = co_await server_ms(f);
+    auto r = co_await t.put(q, 1, items(1, "p"));
+    const auto after = co_await server_ms(f);
+    REQUIRE(r.handed.size() == 1);
+    const auto id = r.handed[0];
+    // Recorded as provisional, due a second after the put by the server's
+    // clock.
+    auto p = co_await provisional_of(f);
+    REQUIRE(p.size() == 1);
+    REQUIRE(p.count(member(id, 1)) == 1);
+    CHECK(p[member(id, 1)] >= before + 1000);
+    CHECK(p[member(id, 1)] <= after + 1000);
+    // The fake handle never confirms: its second is made to have passed.
+    co_await cmd(f.c.conn(), "ZADD", key("handed", f.name), "1", member(id, 1));
+    if (how == 0) {
+      // A claim on the dry line finds it and claims it.
+      auto [ec, j] = co_await q.async_claim(1s, nothrow);
+      REQUIRE(!ec);
+      CHECK(j.id == id);
+      CHECK(j.token == 2);
+      CHECK(j.failures == 0);
+      co_await q.async_finish(j, asio::use_awaitable);
+    } else {
+      if (how == 1) {
+        // A put that finds sleepers gives it back first: next out, before
+        // the put's own job.
+        co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
+        auto other = co_await q.async_put("after", asio::use_awaitable);
+        auto line = co_await line_of(f);
+        CHECK(line == ids{id, other});
+      } else {
+        co_await q.async_maintain(no_stats(), asio::use_awaitable);
+        auto line = co_await line_of(f);
+        CHECK(line == ids{id});
+      }
+      auto j = co_await job_of(q, id);
+      CHECK(j.state == thoonk::job_state::waiting);
+      CHECK(j.retry_count == 0);
+      CHECK(j.stall_count == 0);
+    }
+    auto rec = co_await cmd(f.c.conn(), "HEXISTS", key("worker_jobs", f.name), id);
+    CHECK(rec.integer == 0);
+    auto left = co_await provisional_of(f);
+    CHECK(left.empty());
+    // Its claim ended: a late confirmation does not restore it.
+    std::vector<std::string> claim_of{id, "1"};
+    auto late = co_await confirm(f, std::move(claim_of));
+    CHECK(late == 0);
+    while (auto j = co_await try_claim(q)) co_await q.async_finish(*j, asio::use_awaitable);
+  }
+
+  // Confirmed, the hand-off is the handle's under the lease: no claim, put
+  // or maintenance gives it back.
+  auto r = co_await t.put(q, 1, items(1, "kept"));
+  REQUIRE(r.handed.size() == 1);
+  const auto id = r.handed[0];
+  std::vector<std::string> claim_of{id, "1"};
+  auto went = co_await confirm(f, std::move(claim_of));
+  CHECK(went == 1);
+  auto none = co_await provisional_of(f);
+  CHECK(none.empty());
+  auto nothing = co_await try_claim(q);
+  CHECK(!nothing);
+  co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
+  co_await q.async_put("after", asio::use_awaitable);
+  co_await q.async_maintain(no_stats(), asio::use_awaitable);
+  auto j = co_await job_of(q, id);
+  CHECK(j.state == thoonk::job_state::claimed);
+  thoonk::claimed_job held;
+  held.id = id;
+  held.token = 1;
+  co_await q.async_finish(held, asio::use_awaitable);
 }

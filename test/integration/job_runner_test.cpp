@@ -415,6 +415,14 @@ FIXTURE_TEST_CASE("runbad",
   thoonk::run_options short_ttl;
   short_ttl.worker_ttl = 50ms;
   co_await expect(short_ttl, h, E::invalid_argument);
+  // A worker's time to live beyond 2^53 - 1 ms (what a script's number
+  // holds exactly; the registration adds it to the server's clock).
+  thoonk::run_options endless_ttl;
+  endless_ttl.worker_ttl = std::chrono::milliseconds::max();
+  co_await expect(endless_ttl, h, E::invalid_argument);
+  thoonk::run_options past_limit_ttl;
+  past_limit_ttl.worker_ttl = std::chrono::milliseconds(9007199254740992);  // 2^53
+  co_await expect(past_limit_ttl, h, E::invalid_argument);
   thoonk::run_options slow_beat;
   slow_beat.worker_ttl = 1s;
   slow_beat.heartbeat_interval = 1s;

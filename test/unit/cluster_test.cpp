@@ -409,3 +409,102 @@ TEST_CASE("cluster: a slot's waiting requests are never stranded", "[unit][clust
     CHECK_FALSE(w.should_wake(o));
   }
 }
+
+TEST_CASE("cluster: the public hash slot honours hash tags", "[unit][cluster]") {
+  // include/thoonk/cluster.hpp: the function applications call.
+  CHECK(thoonk::cluster_hash_slots == 16384);
+  CHECK(thoonk::hash_slot("123456789") == (0x31C3 & 16383));
+  CHECK(thoonk::hash_slot("foo") == 12182);
+  CHECK(thoonk::hash_slot("{user1000}.following") == thoonk::hash_slot("{user1000}.followers"));
+  CHECK(thoonk::hash_slot("{user1000}.following") == thoonk::hash_slot("user1000"));
+  CHECK(thoonk::hash_slot("{}user1000") != thoonk::hash_slot("user1000"));
+  // The library's keys of a feed hash to the slot of its name.
+  thoonk::config cfg;
+  cfg.cluster = true;
+  thoonk::detail::feed_names n(cfg, "orders");
+  CHECK(thoonk::hash_slot(n.key("items")) == thoonk::hash_slot("orders"));
+}
+
+TEST_CASE("cluster: two maps route alike whatever order they list their primaries in",
+          "[unit][cluster]") {
+  slot_map a, b;
+  CHECK(a.same_routes(b));  // both empty
+  a.assign_range(0, 8191, {"h", 1});
+  a.assign_range(8192, 16383, {"h", 2});
+  b.assign_range(8192, 16383, {"h", 2});
+  CHECK_FALSE(a.same_routes(b));  // b has no primary for 0..8191
+  b.assign_range(0, 8191, {"h", 1});
+  CHECK(a.same_routes(b));
+  CHECK(b.same_routes(a));
+  b.assign(100, {"h", 3});  // a failover, a MOVED
+  CHECK_FALSE(a.same_routes(b));
+}
+
+TEST_CASE("cluster: one deadline for a routed request", "[unit][cluster]") {
+  using clock = request_deadline::clock;
+  const auto t0 = clock::time_point{} + 1h;
+  SECTION("unbounded without a timeout") {
+    request_deadline d(t0, 0ms);
+    CHECK_FALSE(d.bounded());
+    CHECK_FALSE(d.passed(t0 + 1000h));
+    CHECK(d.left(t0) == 0ms);
+    CHECK(d.cap(t0 + 5s) == t0 + 5s);
+  }
+  SECTION("bounded: what is left shrinks; pauses are cut at the deadline") {
+    request_deadline d(t0, 500ms);
+    CHECK(d.bounded());
+    CHECK(d.left(t0) == 500ms);
+    CHECK(d.left(t0 + 200ms) == 300ms);
+    CHECK(d.left(t0 + 499900us) == 1ms);  // rounded up, never 0 (no timeout)
+    CHECK(d.left(t0 + 600ms) == 1ms);
+    CHECK_FALSE(d.passed(t0 + 499ms));
+    CHECK(d.passed(t0 + 500ms));
+    CHECK(d.cap(t0 + 100ms) == t0 + 100ms);
+    CHECK(d.cap(t0 + 5s) == t0 + 500ms);
+  }
+}
+
+TEST_CASE("cluster: a request waiting for the map wakes when the map shows the change",
+          "[unit][cluster]") {
+  slot_map m;
+  const cluster_node dead{"h", 1}, promoted{"h", 4};
+  m.assign_range(0, 16383, dead);
+  SECTION("a node down: done once the slot has another primary") {
+    auto w = route_wait::away_from(42, dead);
+    CHECK_FALSE(w.satisfied(nullptr, 0));
+    CHECK_FALSE(w.satisfied(&m, 0));
+    m.assign(43, promoted);  // another slot moved: not this one's route
+    CHECK_FALSE(w.satisfied(&m, 1));
+    m.assign(42, promoted);
+    CHECK(w.satisfied(&m, 2));
+  }
+  SECTION("no primary: done once any serves the slot") {
+    auto w = route_wait::away_from(42, std::nullopt);
+    CHECK_FALSE(w.satisfied(nullptr, 0));
+    slot_map empty;
+    CHECK_FALSE(w.satisfied(&empty, 0));
+    CHECK(w.satisfied(&m, 0));
+  }
+  SECTION("CLUSTERDOWN: done at the next change of any route") {
+    auto w = route_wait::map_change(7);
+    CHECK_FALSE(w.satisfied(&m, 7));
+    CHECK(w.satisfied(&m, 8));
+  }
+  SECTION("the map is read often while requests wait, within bounds") {
+    thoonk::config cfg;
+    CHECK(map_poll_interval(cfg) == 50ms);
+    cfg.reconnect_min_delay = 1ms;
+    CHECK(map_poll_interval(cfg) == 10ms);
+    cfg.reconnect_min_delay = 5s;
+    CHECK(map_poll_interval(cfg) == 100ms);
+  }
+}
+
+TEST_CASE("cluster: TRYAGAIN and CLUSTERDOWN are told apart", "[unit][cluster]") {
+  redirect_policy p(2, 3, 10ms, 25ms);
+  const cluster_node here{"127.0.0.1", 7001};
+  CHECK(p.decide({error_reply("TRYAGAIN x")}, here).cause == redirect::tryagain);
+  CHECK(p.decide({error_reply("CLUSTERDOWN x")}, here).cause == redirect::clusterdown);
+  CHECK(p.decide({error_reply("MOVED 1 h:1")}, here).cause == redirect::moved);
+  CHECK(p.decide({string_reply("OK")}, here).cause == redirect::none);
+}

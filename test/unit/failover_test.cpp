@@ -76,6 +76,18 @@ TEST_CASE("failover: attempts go round the addresses; a lost connection tries th
   CHECK(f.on_attempt_failed());
 }
 
+TEST_CASE("failover: cluster seeds are not checked for their role", "[unit][failover][cluster]") {
+  // In cluster mode the addresses are seeds, primaries or replicas alike:
+  // each serves the slot map, so none is refused as a replica.
+  auto cfg = two_servers();
+  cfg.cluster = true;
+  failover f(cfg);
+  CHECK(f.addresses().size() == 3);
+  CHECK_FALSE(f.checks_role());
+  CHECK_FALSE(f.on_attempt_failed());  // the seeds are still tried in turn
+  CHECK(f.current().host == "10.0.0.2");
+}
+
 TEST_CASE("failover: only a ROLE reply naming a master is a primary", "[unit][failover]") {
   CHECK(failover::is_primary(role("master")));
   CHECK_FALSE(failover::is_primary(role("slave")));

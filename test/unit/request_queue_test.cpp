@@ -152,3 +152,71 @@ TEST_CASE("request_queue: stop fails everything", "[unit][queue]") {
   CHECK(rec.calls[1].second == thoonk::error::client_stopped);
   CHECK(q.size() == 0);
 }
+
+TEST_CASE("request_queue: held_memory counts the replies of a request that waits for more",
+          "[unit][queue][limits]") {
+  request_queue q;
+  recorder rec;
+  std::vector<completion> out;
+  q.push(cmd_bytes("a"), 3, rec.handler(1), true);
+  q.push(cmd_bytes("b"), 2, rec.handler(2), true);
+  q.take_batch();
+  CHECK(q.held_memory() == 0);
+  REQUIRE(q.on_reply(string_reply("a1"), out, 100));
+  REQUIRE(q.on_reply(string_reply("a2"), out, 50));
+  CHECK(out.empty());
+  CHECK(q.held_memory() == 150);
+  // The last reply completes the request: its replies are the caller's now.
+  REQUIRE(q.on_reply(string_reply("a3"), out, 1000));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].replies.size() == 3);
+  CHECK(q.held_memory() == 0);
+  run(out);
+  REQUIRE(q.on_reply(string_reply("b1"), out, 7));
+  CHECK(q.held_memory() == 7);
+  REQUIRE(q.on_reply(string_reply("b2"), out, 0));
+  CHECK(q.held_memory() == 0);
+  run(out);
+  CHECK(rec.calls.size() == 2);
+}
+
+TEST_CASE("request_queue: held replies stop counting when their request fails or is abandoned",
+          "[unit][queue][limits]") {
+  request_queue q;
+  recorder rec;
+  std::vector<completion> out;
+  auto s1 = q.push(cmd_bytes("a"), 3, rec.handler(1), true);
+  q.push(cmd_bytes("b"), 2, rec.handler(2), true);
+  q.take_batch();
+
+  SECTION("cancelled: the replies it held and those still to come are discarded") {
+    REQUIRE(q.on_reply(string_reply("a1"), out, 100));
+    CHECK(q.held_memory() == 100);
+    q.cancel(s1, thoonk::error::request_timeout, out);
+    CHECK(q.held_memory() == 0);
+    REQUIRE(q.on_reply(string_reply("a2"), out, 100));
+    REQUIRE(q.on_reply(string_reply("a3"), out, 100));
+    CHECK(q.held_memory() == 0);
+    REQUIRE(q.on_reply(string_reply("b1"), out, 5));
+    CHECK(q.held_memory() == 5);
+    run(out);
+    REQUIRE(rec.calls.size() == 1);
+    CHECK(rec.calls[0] == std::pair<int, error_code>{1, thoonk::error::request_timeout});
+  }
+  SECTION("the connection is lost: the request gets the parser's error") {
+    REQUIRE(q.on_reply(string_reply("a1"), out, 100));
+    q.on_disconnect(out, thoonk::error::reply_memory_exceeded);
+    CHECK(q.held_memory() == 0);
+    run(out);
+    REQUIRE(rec.calls.size() == 2);
+    CHECK(rec.calls[0] == std::pair<int, error_code>{1, thoonk::error::reply_memory_exceeded});
+    CHECK(rec.calls[1] == std::pair<int, error_code>{2, thoonk::error::unknown_outcome});
+  }
+  SECTION("stopped") {
+    REQUIRE(q.on_reply(string_reply("a1"), out, 100));
+    q.fail_all(thoonk::error::client_stopped, out);
+    CHECK(q.held_memory() == 0);
+    run(out);
+    CHECK(rec.calls.size() == 2);
+  }
+}

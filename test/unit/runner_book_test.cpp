@@ -21,7 +21,7 @@ runner_book::settings with(std::size_t concurrency, std::size_t batch = 256) {
 
 runner_book::finish done(std::string id, std::int64_t token, const char* result = nullptr) {
   runner_book::finish f;
-  f.claim = thoonk::claim_ref{std::move(id), token};
+  f.claim = thoonk::claim_ref(std::move(id), token);
   if (result) f.result = result;
   return f;
 }

@@ -308,3 +308,34 @@ TEST_CASE("script functions: FUNCTION LIST refused, or unknown before Redis 7", 
   CHECK(function_reply_status(error_reply("LOADING Redis is loading the dataset in memory")) ==
         thoonk::error::server_error);
 }
+
+TEST_CASE("script functions: one FUNCTION LOAD per node and library at a time", "[unit][scripts]") {
+  thoonk::detail::load_flights<int> f;
+  const std::string a = "127.0.0.1:7000\nthoonk_lib", b = "127.0.0.1:7001\nthoonk_lib";
+  REQUIRE(f.lead(a));  // the first call loads
+  CHECK(f.in_flight(a));
+  CHECK_FALSE(f.lead(a));  // the next ones wait for it
+  f.join(a, 1);
+  CHECK_FALSE(f.lead(a));
+  f.join(a, 2);
+  CHECK(f.lead(b));  // another node: a flight of its own
+  CHECK(f.waiting(a) == 2);
+
+  SECTION("the leader ends: every waiter is woken and goes on") {
+    auto woken = f.finish(a);
+    CHECK(woken == std::vector<int>{1, 2});
+    CHECK_FALSE(f.in_flight(a));
+    CHECK(f.resumed(a, 1));
+    CHECK(f.resumed(a, 2));
+    // A later call finding no function (a FUNCTION FLUSH) leads again.
+    CHECK(f.lead(a));
+    CHECK(f.resumed(a, 3));  // not of this flight: woken before it began
+  }
+  SECTION("a waiter cancelled leaves its flight") {
+    CHECK_FALSE(f.resumed(a, 1));
+    CHECK(f.waiting(a) == 1);
+    CHECK(f.finish(a) == std::vector<int>{2});
+  }
+  CHECK(f.finish(b).empty());
+  CHECK(f.finish("nothing").empty());
+}

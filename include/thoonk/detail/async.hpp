@@ -52,9 +52,9 @@ struct op_handler {
 };
 
 template <class T>
-struct is_with_diagnostics : std::false_type {};
+struct is_capture_diagnostics : std::false_type {};
 template <class T>
-struct is_with_diagnostics<capture_diagnostics_t<T>> : std::true_type {};
+struct is_capture_diagnostics<capture_diagnostics_t<T>> : std::true_type {};
 template <class T>
 struct is_with_durability : std::false_type {};
 template <class T>
@@ -71,10 +71,10 @@ struct token_extras {
 template <class Token>
 decltype(auto) innermost_token(Token&& token, token_extras& x) {
   using T = std::decay_t<Token>;
-  if constexpr (is_with_diagnostics<T>::value || is_with_durability<T>::value) {
+  if constexpr (is_capture_diagnostics<T>::value || is_with_durability<T>::value) {
     using inner = std::conditional_t<std::is_lvalue_reference_v<Token>, typename T::token_type&,
                                      typename T::token_type&&>;
-    if constexpr (is_with_diagnostics<T>::value) x.diag = token.diag;
+    if constexpr (is_capture_diagnostics<T>::value) x.diag = token.diag;
     else x.ack = token.ack;
     return innermost_token(static_cast<inner>(token.token), x);
   } else {
@@ -90,7 +90,7 @@ template <class T>
 struct asks_durability<capture_diagnostics_t<T>> : asks_durability<T> {};
 
 template <class Token>
-inline constexpr bool is_adapter_v = is_with_diagnostics<std::decay_t<Token>>::value ||
+inline constexpr bool is_adapter_v = is_capture_diagnostics<std::decay_t<Token>>::value ||
                                      is_with_durability<std::decay_t<Token>>::value;
 
 // The client an operation runs through, from its start function's first

@@ -32,7 +32,7 @@ namespace thoonk::detail {
 /// ACL refusal gives error::no_permission or one of its kin
 /// (no_script_permission, no_channel_permission, no_key_permission); other
 /// server error replies give error::server_error (error::script_error for a
-/// Lua error). Wrap the token in thoonk::with_diagnostics to read the
+/// Lua error). Wrap the token in thoonk::capture_diagnostics to read the
 /// server's text for these.
 ///
 /// **Cancellation** (terminal/partial/total, via the completion token's
@@ -157,7 +157,7 @@ class feed_core {
   /// client's executor. Several subscriptions of one client to one feed
   /// share one server subscription. Errors: as every operation, plus
   /// error::subscribe_refused when the server refuses a channel (its text
-  /// through with_diagnostics) and error::client_stopped; operation_aborted
+  /// through capture_diagnostics) and error::client_stopped; operation_aborted
   /// when cancelled (then nothing stays registered). A callback that throws
   /// is counted in feed_subscription::stats() and does not stop delivery.
   template <completion_token CompletionToken = default_token_t>

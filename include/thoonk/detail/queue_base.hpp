@@ -65,7 +65,7 @@ struct queue_options_base {
 /// server by every operation), transport errors (error::unknown_outcome: the
 /// request was sent and may have taken effect; error::client_stopped).
 /// Other server error replies give error::server_error (error::script_error
-/// for a Lua error); with thoonk::with_diagnostics the caller gets the
+/// for a Lua error); with thoonk::capture_diagnostics the caller gets the
 /// server's text for those and for ACL refusals.
 class queue_base {
  public:

@@ -32,18 +32,24 @@ struct parser_limits {
   std::size_t max_reply_bytes = 1024u * 1024 * 1024;  ///< wire bytes of one top-level reply
   std::size_t max_line_length = 64u * 1024;  ///< a header or simple string/error line, without CRLF
   /// Values in one top-level reply: every scalar, null and aggregate, the
-  /// reply itself and attribute entries included. Bounds the memory a reply
-  /// of small values takes: each value is a resp3::value node (about 100
-  /// bytes) however few wire bytes it had (`_\r\n` is 3), so wire bytes
-  /// alone let a hostile reply take 35 times its size. At the default a
-  /// reply's nodes take at most about 110 MB (220 MB while the largest
-  /// array's storage is being regrown). Fails with error::reply_too_many_values.
+  /// reply itself and attribute entries included. Bounds the nodes of a
+  /// reply of small values: each value is a resp3::value node (64 bytes on
+  /// x86-64 with libstdc++) however few wire bytes it had (`_\r\n` is 3),
+  /// so wire bytes alone let a hostile reply take 21 times its size. At the
+  /// default a reply's nodes take at most about 64 MiB (more for a moment
+  /// while the largest list's storage is being regrown). Fails with
+  /// error::reply_too_many_values.
   std::size_t max_reply_values = 1024u * 1024;
-  /// Estimated heap memory of one top-level reply: the storage of every
-  /// aggregate's element vector (its capacity times sizeof(value)) plus
-  /// every string too long for the small-string buffer. Checked before each
-  /// allocation, so the estimate never exceeds it. Fails with
-  /// error::reply_memory_exceeded.
+  /// Estimated heap memory of the replies held at once: the reply being
+  /// parsed plus those its owner reports as still held (set_held_memory).
+  /// A connection holds the replies already received for its oldest
+  /// unanswered request (a request of several commands gets all its replies
+  /// together, with the last one), so on a connection this bounds the
+  /// memory of the replies it holds, not of each reply alone. The estimate
+  /// counts the storage of every element list (value_list::storage_bytes of
+  /// its capacity) and every string too long for the small-string buffer;
+  /// it is checked before each allocation, so it never exceeds the limit.
+  /// Fails with error::reply_memory_exceeded.
   std::size_t max_reply_memory = 1024u * 1024 * 1024;
 };
 
@@ -68,6 +74,18 @@ class parser {
 
   /// Takes the completed top-level value. Precondition: ready().
   value take();
+
+  /// The memory estimate (see max_reply_memory) of the value waiting to be
+  /// taken. Valid while ready(): read it before take().
+  std::size_t ready_memory() const noexcept { return ready_memory_; }
+
+  /// Memory (in the estimate of max_reply_memory) that values taken
+  /// earlier still hold for the owner: a connection reports the replies it
+  /// keeps for its oldest unanswered request. The reply being parsed may
+  /// take max_reply_memory minus this. The owner sets it before each
+  /// consume(); reset() sets it to 0.
+  void set_held_memory(std::size_t bytes) noexcept { held_memory_ = bytes; }
+  std::size_t held_memory() const noexcept { return held_memory_; }
 
   /// Forgets any partial state (after an error or a reconnect).
   void reset();
@@ -100,12 +118,14 @@ class parser {
 
   // Places a finished value into the innermost open aggregate, or makes it
   // the finished top-level value.
-  // Returns false (error_ set) when a vector it must grow would exceed
-  // max_reply_memory.
+  // Returns false (error_ set) when an element list it must grow would
+  // exceed max_reply_memory.
   bool finish_value(value&& v);
   // Counts one more value holding a string of `string_bytes`; false (error_
   // set) when that exceeds max_reply_values or max_reply_memory.
   bool admit_value(std::size_t string_bytes);
+  // What max_reply_memory leaves for the current reply to take.
+  std::size_t memory_left() const noexcept;
   // Gives `v` the attribute map that preceded it, if any.
   void attach_attributes(value& v);
   // Makes `ec` the parser's (sticky) error; returns 0, the bytes a failed
@@ -117,10 +137,12 @@ class parser {
 
   parser_limits limits_;
   std::vector<frame> stack_;
-  std::vector<value> pending_attributes_;  // attribute map read but not yet attached
-  std::size_t reply_bytes_ = 0;            // wire bytes of the current top-level reply
-  std::size_t reply_values_ = 0;           // values of the current top-level reply
-  std::size_t reply_memory_ = 0;           // estimated heap bytes of the current reply
+  value_list pending_attributes_;  // attribute map read but not yet attached
+  std::size_t reply_bytes_ = 0;    // wire bytes of the current top-level reply
+  std::size_t reply_values_ = 0;   // values of the current top-level reply
+  std::size_t reply_memory_ = 0;   // estimated heap bytes of the current reply
+  std::size_t held_memory_ = 0;    // what the owner holds of earlier replies
+  std::size_t ready_memory_ = 0;   // estimated heap bytes of result_
   value result_;
   boost::system::error_code error_;  // sticky: set once, cleared only by reset()
   bool ready_ = false;

@@ -6,8 +6,8 @@ local err, conf = open_feed('feed', 'max_length', 'retraction_log')
 if err then return err end
 local id, item = ARGV[1], ARGV[2]
 local edited = redis.call('ZSCORE', K_IDS, id) ~= false
-local max_length = tonumber(conf[2]) or 0
-local log_max = tonumber(conf[3]) or 1000
+local max_length = conf_int(conf[2], 0, 0)
+local log_max = conf_int(conf[3], 1000, 0)
 -- Arguments of redis.call are strings where they can be: Redis turns each
 -- Lua number argument into text with snprintf("%.17g"), which costs as much
 -- as a cheap command (docs/benchmarks.md); a constant string or ARGV's own

@@ -7,6 +7,6 @@ err = check_publish(ARGV[2])
 if err then return err end
 redis.call('ZREM', K_IDS, ARGV[1])
 redis.call('HDEL', K_ITEMS, ARGV[1])
-record_retracts({ARGV[1]}, publish_count(), tonumber(conf[2]) or 1000, true)
+record_retracts({ARGV[1]}, publish_count(), conf_int(conf[2], 1000, 0), true)
 redis.call(NOTIFY, ARGV[2], ARGV[1])
 return 1

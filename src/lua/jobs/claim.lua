@@ -1,8 +1,10 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::claim.
--- ARGV: 1 now_ms, 2 n, then for a handle that takes hand-offs (docs/jobs.md
--- "Hand-off"): 3 its taker name, 4 the claimers it has waiting (0: none,
--- its offer goes), 5 how long an offer lasts (ms). claim_jobs
--- (layouts/job_engine.lua) for up to n jobs, recorded under no worker.
+-- ARGV: 1 now_ms, 2 n, 3 wake channel, then for a handle that takes
+-- hand-offs (docs/jobs.md "Hand-off"): 4 its taker name, 5 the claimers it
+-- has waiting (0: none, its offer goes), 6 how long an offer lasts (ms).
+-- claim_jobs (layouts/job_engine.lua) for up to n jobs, recorded under no
+-- worker; when the line runs short, the hand-offs to handles that lapsed
+-- unconfirmed go back and are claimed too (reclaim_handed).
 -- With a taker and the queue found dry, the waiting claimers the call did
 -- not serve are offered for hand-off (offer_slots); otherwise the offer
 -- goes. n = 0 only withdraws the offer. Returns {id, item, failures,
@@ -10,14 +12,20 @@
 -- a wake-up or poll): the time the rate limit allows more, else the
 -- earliest run_at of a scheduled job.
 local e = open_claim() if e then return e end
-local n, taker = tonumber(ARGV[2]), ARGV[3]
+local n, taker = tonumber(ARGV[2]), ARGV[4]
 if n == 0 then
   if taker then redis.call('HDEL', K_TAKERS, taker) end
   return {0}
 end
-local c = claim_jobs(tonumber(ARGV[1]), n, nil)
+local now = tonumber(ARGV[1])
+local c = claim_jobs(now, n, nil)
+local srv
+if #c % 4 == 1 then
+  srv = server_ms()
+  c = cold.reclaim_handed(c, now, n, nil, srv, ARGV[3])
+end
 if taker then
-  offer_slots(taker, tonumber(ARGV[4]), math.floor(#c / 4), #c % 4 == 1, server_ms(),
-              tonumber(ARGV[5]), ':c')
+  offer_slots(taker, tonumber(ARGV[5]), math.floor(#c / 4), #c % 4 == 1, srv or server_ms(),
+              tonumber(ARGV[6]), ':c')
 end
 return c

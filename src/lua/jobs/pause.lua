@@ -1,7 +1,11 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::pause.
--- No ARGV. Sets the config field paused = '1': from now on every claim
--- script claims nothing (job_engine.lua claim_allowance); puts go on.
--- Returns 1.
-local e = open_feed('job') if e then return e end
+-- ARGV: 1 the queue's name, 2 the client's instance uuid, 3 the conffeed
+-- channel. Sets the config field paused = '1': from now on every claim
+-- script claims nothing (job_engine.lua claim_allowance); puts go on. A
+-- config change, announced on conffeed as Set Config Value does; the
+-- permission to PUBLISH there is checked first, so a refused pause
+-- changes nothing. Returns 1.
+local e = open_feed('job') or check_classic_publish(ARGV[3]) if e then return e end
 redis.call('HSET', K_CONFIG, 'paused', '1')
+announce_config(ARGV[3], ARGV[1], ARGV[2])
 return 1

@@ -8,16 +8,21 @@
 -- queue pays one EXISTS for this, as it paid one DEL for the wake-up.
 -- When the line is empty and claims run free (not paused, no rate limit),
 -- the jobs handed off never enter the line: the claim would pop exactly
--- these (a due scheduled job would join the line behind them).
+-- these (a due scheduled job would join the line behind them). A put that
+-- finds sleepers first gives back the hand-offs to job_queue handles that
+-- lapsed unconfirmed (layouts/job_engine.lua handed_back): they are older
+-- than its jobs.
 local e = open_claim('published') or check_publish(ARGV[3])
 if e then return e end
 local n = #ARGV - 3
 if n < 1 then return {} end
 local now, high = tonumber(ARGV[1]), ARGV[2] == '1'
 local sleeping = redis.call('EXISTS', K_SLEEPERS) == 1
-local takers = sleeping and cold.live_takers(n)
+local srv = sleeping and server_ms()
+if sleeping then cold.handed_back(srv, ARGV[3], 100) end
+local takers = sleeping and cold.live_takers(n, srv)
 local direct = takers and #takers > 0 and Q.ctl[1] ~= '1' and
-                   conf_int(Q.ctl[2], 0, 1) == 0 and redis.call('LLEN', K_IDS) == 0
+                   conf_int(Q.ctl[2], 0, 0, 1000000) == 0 and redis.call('LLEN', K_IDS) == 0
 local ids
 if direct then
   ids = store_new(4, now)

@@ -5,9 +5,11 @@
 -- 9..12 max_retries, max_stalls, min_backoff_ms, max_backoff_ms ('' unset).
 -- Returns {id, 'added' | 'updated' | 'held'} (layouts/job_engine.lua).
 -- A job it makes claimable goes to an idle runner first, as jobs/put.lua
--- hands jobs off.
+-- hands jobs off (after the hand-offs that lapsed unconfirmed went back).
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
-local takers = redis.call('EXISTS', K_SLEEPERS) == 1 and cold.live_takers(1)
+local srv = redis.call('EXISTS', K_SLEEPERS) == 1 and server_ms()
+if srv then cold.handed_back(srv, ARGV[2], 100) end
+local takers = srv and cold.live_takers(1, srv)
 local now = tonumber(ARGV[1])
 local f = ARGV[6]
 local p = {item = ARGV[4], run_at = tonumber(ARGV[5]), high = ARGV[7] == '1',

@@ -1,11 +1,15 @@
 -- layout: job (src/lua/layouts/job.lua). job_queue::resume.
--- ARGV: 1 wake channel. Clears the config field paused and wakes every
+-- ARGV: 1 wake channel, 2 the queue's name, 3 the client's instance uuid,
+-- 4 the conffeed channel. Clears the config field paused, announces the
+-- config change on conffeed (as Set Config Value does) and wakes every
 -- waiting claimer (PUBLISH on the wake channel whether or not sleepers is
--- set: claims refused while paused do not set it). The permission to
--- PUBLISH is checked first, so a refused resume leaves the queue paused.
+-- set: claims refused while paused do not set it). The permissions to
+-- PUBLISH are checked first, so a refused resume leaves the queue paused.
 -- Returns 1.
-local e = open_feed('job') or check_publish(ARGV[1]) if e then return e end
+local e = open_feed('job') or check_publish(ARGV[1]) or check_classic_publish(ARGV[4])
+if e then return e end
 redis.call('HDEL', K_CONFIG, 'paused')
 redis.call('DEL', K_SLEEPERS)
+announce_config(ARGV[4], ARGV[2], ARGV[3])
 redis.call(NOTIFY, ARGV[1], 1)
 return 1

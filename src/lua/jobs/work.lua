@@ -10,6 +10,8 @@
 -- job and takes the next in one round trip. Returns {alive (1 or 0: the
 -- registration lapsed or was failed, nothing claimed: register again), m,
 -- the m finish statuses, then claim_jobs' reply (empty when n is 0)}.
+-- When the line runs short, the hand-offs to job_queue handles that
+-- lapsed unconfirmed go back and are claimed too (reclaim_handed).
 local e = open_claim('result_ttl_ms') if e then return e end
 local now, worker, want = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local m = (#ARGV - 6) / 4
@@ -21,6 +23,9 @@ for j = 1, m do out[j + 2] = st[j] end
 local got, dry = 0, false
 if alive and want > 0 then
   local c = claim_jobs(now, want, worker)
+  if #c % 4 == 1 then
+    c = cold.reclaim_handed(c, now, want, worker, srv, 'feed.wake:' .. string.sub(ARGV[4], 12))
+  end
   for i = 1, #c do out[m + 2 + i] = c[i] end
   got, dry = math.floor(#c / 4), #c % 4 == 1
 end

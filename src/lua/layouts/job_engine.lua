@@ -492,7 +492,7 @@ end
 local function claim_allowance(now, n)
   if not Q.ctl then Q.ctl = redis.call('HMGET', K_CONFIG, 'paused', 'rate_limit') end
   if Q.ctl[1] == '1' then return 0, 0 end
-  local limit = conf_int(Q.ctl[2], 0, 1)
+  local limit = conf_int(Q.ctl[2], 0, 0, 1000000)
   if limit == 0 or n <= 0 then return n, nil end
   local avail = redis.call('LLEN', K_IDS)
   if avail < n then n = avail end
@@ -892,12 +892,12 @@ end
 -- as any sleeper is). Entries that lapsed or whose worker is gone are
 -- dropped as they are met. Stops once the takers found have `n` idle slots
 -- between them, so a queue with many idle runners costs a put no more than
--- the runners it needs. Returns a list of {worker, idle slots, lapses at}.
-local function live_takers(n)
+-- the runners it needs. `now` is the server's clock (server_ms). Returns a
+-- list of {worker, idle slots, lapses at, mark}, and `now` as its field srv.
+local function live_takers(n, now)
   local all = redis.call('HGETALL', K_TAKERS)
   if #all == 0 then return all end
-  local now = server_ms()
-  local out, gone, room = {}, {}, 0
+  local out, gone, room = {srv = now}, {}, 0
   for i = 1, #all, 2 do
     if room >= n then break end
     local w = all[i]
@@ -913,6 +913,67 @@ local function live_takers(n)
   end
   if #gone > 0 then redis.call('HDEL', K_TAKERS, unpack(gone)) end
   return out
+end
+
+-- A hand-off to a job_queue handle (mark ':c') is provisional until the
+-- handle confirms that the message arrived (jobs/take_confirm.lua, sent
+-- within about 50 ms of its arrival). Meanwhile feed.handed:[f] holds it:
+-- member `id\0token` (the claim), score the server time (ms) at which it
+-- lapses, HANDED_MS after the put. A claim still current at that time
+-- never reached a live handle (its process died or stopped, or its
+-- subscriber was down): handed_back gives it back. A handle is not a
+-- registered worker, so nothing else would notice its death before the
+-- lease lapsed; a runner's hand-offs need no confirmation, as its
+-- registration stands for them (they come back when it lapses).
+local HANDED_MS = 1000
+
+-- Records the first `got` jobs of claim_jobs reply `c`, just handed to a
+-- handle at server time `srv`, as provisional.
+local function provisional(c, got, srv)
+  local z, at = {}, int(srv + HANDED_MS)
+  for i = 1, got do
+    z[2 * i - 1] = at
+    z[2 * i] = c[4 * i - 3] .. '\0' .. int(c[4 * i])
+  end
+  redis.call('ZADD', K_HANDED, unpack(z))
+end
+
+-- The hand-offs that lapsed unconfirmed by server time `srv` (at most
+-- `limit`) leave feed.handed; each whose claim is still current goes back
+-- to the front of the line with no failure counted (give_back, which wakes
+-- sleepers on `channel`), its claim record with it. Returns how many went
+-- back and how many entries lapsed.
+local function handed_back(srv, channel, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_HANDED, '-inf', int(srv), 'LIMIT', '0', int(limit))
+  if #due == 0 then return 0, 0 end
+  redis.call('ZREM', K_HANDED, unpack(due))
+  local cs, ids = {}, {}
+  for i = 1, #due do
+    local at = string.find(due[i], '\0', 1, true)
+    if at then
+      local id, tok = string.sub(due[i], 1, at - 1), string.sub(due[i], at + 1)
+      if claim_current(id, tok) then
+        cs[#cs + 1] = {id, tok}
+        ids[#ids + 1] = id
+      end
+    end
+  end
+  if #cs == 0 then return 0, #due end
+  redis.call('HDEL', K_WORKER_JOBS, unpack(ids))
+  return give_back(cs, channel), #due
+end
+
+-- For a claim whose claim_jobs reply `c` came back short (the line ran
+-- dry): the hand-offs that lapsed unconfirmed by server time `srv` go back
+-- (handed_back, waking sleepers on `channel`) and are claimed too, for up
+-- to `want` jobs in all (as claim_jobs(now, want, worker) would have).
+-- Returns the reply, extended.
+local function reclaim_handed(c, now, want, worker, srv, channel)
+  if handed_back(srv, channel, 100) == 0 then return c end
+  c[#c] = nil
+  local more = claim_jobs(now, want - #c / 4, worker)
+  for i = 1, #more do c[#c + 1] = more[i] end
+  return c
 end
 
 -- Claims up to `n` waiting jobs for `takers` (live_takers), each up to its
@@ -946,6 +1007,7 @@ local function hand_off(takers, now, n, fresh, first)
     local got = math.floor(#c / 4)
     if got > 0 then
       redis.call(NOTIFY, take_channel(t[1]), take_message(c, 4 * got))
+      if t[4] == ':c' then provisional(c, got, takers.srv) end
       handed = handed + got
       if got < t[2] then
         redis.call('HSET', K_TAKERS, t[1], int(t[3]) .. ':' .. int(t[2] - got) .. t[4])

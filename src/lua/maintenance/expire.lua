@@ -4,13 +4,17 @@
 -- the caller knows it, 5 its wake channel. Up to `batch` claims older
 -- than claim_timeout_ms end as lapses (layouts/job_engine.lua lapse: a
 -- stall counted, back to the end of the line or a dead letter once the
--- stall count reaches max_stalls, then a held put applied). Returns
--- {requeued, dead-lettered, examined}, or {'dlq', name} as jobs/fail.lua.
+-- stall count reaches max_stalls, then a held put applied). First, up to
+-- `batch` hand-offs to job_queue handles that lapsed unconfirmed go back
+-- (layouts/job_engine.lua handed_back: no stall, no failure counted).
+-- Returns {requeued, dead-lettered, examined (the larger of the claims and
+-- the hand-offs looked at)}, or {'dlq', name} as jobs/fail.lua.
 local e = open_job() or check_publish(ARGV[3]) if e then return e end
 local dle, changed = use_dlq(ARGV[4], ARGV[5])
 if dle then return dle end
 if changed then return {'dlq', changed} end
 local now = tonumber(ARGV[1])
+local _, handed = handed_back(server_ms(), ARGV[3], tonumber(ARGV[2]))
 engine_settings()
 local cutoff = now - Q.claim_timeout
 local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', '(' .. int(cutoff),
@@ -21,4 +25,4 @@ for _, id in ipairs(ids) do
   if r == 'requeued' then rq = rq + 1 elseif r == 'dead' then st = st + 1 end
 end
 wake_woken(ARGV[3])
-return {rq, st, #ids}
+return {rq, st, math.max(#ids, handed)}

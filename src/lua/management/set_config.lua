@@ -8,5 +8,5 @@ if redis.call('SISMEMBER', K_FEEDS, ARGV[1]) == 0 then
   return fail('feed_not_found', 'no such feed')
 end
 redis.call('HSET', K_CONFIG, ARGV[2], ARGV[3])
-redis.call('PUBLISH', ARGV[5], ARGV[1] .. '\0' .. ARGV[4])
+announce_config(ARGV[5], ARGV[1], ARGV[4])
 return 1
