@@ -69,11 +69,14 @@ FIXTURE_TEST_CASE(
     }
     // set_config_json stores JSON text: a JSON string or boolean is not an
     // integer; a JSON number is.
-    auto [je1] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value("5"), nothrow);
+    auto [je1] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value("5"), nothrow);
     CHECK(je1 == thoonk::error::invalid_argument);
-    auto [je2] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value(true), nothrow);
+    auto [je2] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value(true), nothrow);
     CHECK(je2 == thoonk::error::invalid_argument);
-    auto [je3] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value(-3), nothrow);
+    auto [je3] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value(-3), nothrow);
     CHECK(je3 == thoonk::error::invalid_argument);
     auto [je4] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value(1), nothrow);
     CHECK(!je4);
@@ -95,7 +98,7 @@ FIXTURE_TEST_CASE("jobs-config",
   co_await f.c.async_set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);
   co_await f.c.async_set_config(f.name, "max_stalls", "1", asio::use_awaitable);
   thoonk::job_queue q(f.c, f.name);
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(120ms);
   auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
