@@ -101,7 +101,7 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   for (int i = 1; i <= 5; ++i) items.push_back("resize photo-" + std::to_string(i) + ".jpg");
   auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   auto urgent =
-      co_await q.async_put("resize avatar.png", thoonk::priority::high, asio::use_awaitable);
+      (co_await q.async_put("resize avatar.png", thoonk::priority::high, asio::use_awaitable)).id;
   std::cout << "  producer: put " << ids.size() << " jobs and one urgent job " << urgent << "\n";
 
   co_await (job_demo::worker(q, 1) && job_demo::worker(q, 2) && job_demo::worker(q, 3) &&

@@ -374,7 +374,7 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     thoonk::queue::async_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
     thoonk::queue::async_create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
     qq.async_read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
-    qq.async_put("z", move_only<ec_t, std::string>(calls));
+    qq.async_put("z", move_only<ec_t, thoonk::put_result>(calls));
     qq.async_put_many({"1", "2"}, thoonk::priority::high,
                       move_only<ec_t, std::vector<std::string>>(calls));
     qq.async_get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
@@ -386,7 +386,7 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     jq::async_open(f.c, q.name(), move_only<ec_t, jq>(calls));
     jq::async_create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
     q.async_read_settings(move_only<ec_t, jq::settings>(calls));
-    q.async_put("p", move_only<ec_t, std::string>(calls));
+    q.async_put("p", move_only<ec_t, thoonk::put_result>(calls));
     q.async_put_many({"m"}, thoonk::priority::normal,
                      move_only<ec_t, std::vector<std::string>>(calls));
     q.async_heartbeat(j, move_only<ec_t>(calls));

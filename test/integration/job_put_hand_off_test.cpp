@@ -45,6 +45,8 @@ struct put_outcome {
 /// worker is registered.
 struct fake_taker {
   explicit fake_taker(fixture& fx) : f(fx) {}
+  fake_taker(fixture& fx, std::string w, std::string m)
+      : f(fx), worker(std::move(w)), mark(std::move(m)) {}
 
   fixture& f;
   std::string worker = unique_name("taker");
