@@ -140,62 +140,63 @@ TEST_CASE(
     "acl roles: a producer publishes and puts, and may not manage feeds or finish "
     "with results",
     "[acl][acl_roles][publish][put][create_feed][delete_feed][finish]") {
-  as_user(role_rules("producer"),
-          [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-            const auto fname = unique_name("role-feed");
-            const auto jname = unique_name("role-jobs");
-            const auto qname = unique_name("role-queue");
-            co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-            co_await admin.async_create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
+  as_user(
+      role_rules("producer"),
+      [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+        const auto fname = unique_name("role-feed");
+        const auto jname = unique_name("role-jobs");
+        const auto qname = unique_name("role-queue");
+        co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
 
-            // Its work.
-            thoonk::feed f(uc, fname);
-            auto r = co_await f.async_publish(thoonk::item_id("a"), "x", asio::use_awaitable);
-            CHECK(!r.edited);
-            auto r2 = co_await f.async_publish(thoonk::item_id("a"), "y", asio::use_awaitable);
-            CHECK(r2.edited);
-            thoonk::job_queue jq(uc, jname);
-            auto jid = co_await jq.async_put("job", asio::use_awaitable);
-            CHECK(!jid.empty());
-            thoonk::queue q(uc, qname);
-            auto qid = co_await q.async_put("item", asio::use_awaitable);
-            CHECK(!qid.empty());
+        // Its work.
+        thoonk::feed f(uc, fname);
+        auto r = co_await f.async_publish(thoonk::item_id("a"), "x", asio::use_awaitable);
+        CHECK(!r.edited);
+        auto r2 = co_await f.async_publish(thoonk::item_id("a"), "y", asio::use_awaitable);
+        CHECK(r2.edited);
+        thoonk::job_queue jq(uc, jname);
+        auto jid = (co_await jq.async_put("job", asio::use_awaitable)).id;
+        CHECK(!jid.empty());
+        thoonk::queue q(uc, qname);
+        auto qid = (co_await q.async_put("item", asio::use_awaitable)).id;
+        CHECK(!qid.empty());
 
-            // Not its work: feed management (the `feeds` index is not its key).
-            const auto other = unique_name("role-new");
-            const auto before_new = co_await dump_keys(admin.conn(), other);
-            thoonk::diagnostics diag;
-            auto [cec] = co_await uc.async_create_feed(other, thoonk::feed_type::feed, {},
-                                                 thoonk::capture_diagnostics(diag, nothrow));
-            CHECK(cec == E::no_key_permission);
-            CHECK(diag.server_message().starts_with("NOPERM"));
-            auto keys_now_1 = co_await dump_keys(admin.conn(), other);
-            CHECK(keys_now_1 == before_new);
-            const auto before_del = co_await dump_keys(admin.conn(), fname);
-            auto [dec] = co_await uc.async_delete_feed(fname, nothrow);
-            CHECK(dec == E::no_key_permission);
-            auto [sec] = co_await uc.async_set_config(fname, "max_length", "3", nothrow);
-            CHECK(sec == E::no_key_permission);
-            auto keys_now_2 = co_await dump_keys(admin.conn(), fname);
-            CHECK(keys_now_2 == before_del);
+        // Not its work: feed management (the `feeds` index is not its key).
+        const auto other = unique_name("role-new");
+        const auto before_new = co_await dump_keys(admin.conn(), other);
+        thoonk::diagnostics diag;
+        auto [cec] = co_await uc.async_create_feed(other, thoonk::feed_type::feed, {},
+                                                   thoonk::capture_diagnostics(diag, nothrow));
+        CHECK(cec == E::no_key_permission);
+        CHECK(diag.server_message().starts_with("NOPERM"));
+        auto keys_now_1 = co_await dump_keys(admin.conn(), other);
+        CHECK(keys_now_1 == before_new);
+        const auto before_del = co_await dump_keys(admin.conn(), fname);
+        auto [dec] = co_await uc.async_delete_feed(fname, nothrow);
+        CHECK(dec == E::no_key_permission);
+        auto [sec] = co_await uc.async_set_config(fname, "max_length", "3", nothrow);
+        CHECK(sec == E::no_key_permission);
+        auto keys_now_2 = co_await dump_keys(admin.conn(), fname);
+        CHECK(keys_now_2 == before_del);
 
-            // A finish with a result is a worker's: job.finish is not its channel.
-            thoonk::job_queue ajq(admin, jname);
-            auto job = co_await ajq.async_claim(1s, asio::use_awaitable);
-            const auto before_finish = co_await dump_keys(admin.conn(), jname);
-            auto [fec] = co_await jq.async_finish(job, std::string("result"), nothrow);
-            CHECK(fec == E::no_channel_permission);
-            auto keys_now_3 = co_await dump_keys(admin.conn(), jname);
-            CHECK(keys_now_3 == before_finish);
-            co_await ajq.async_finish(job, asio::use_awaitable);
+        // A finish with a result is a worker's: job.finish is not its channel.
+        thoonk::job_queue ajq(admin, jname);
+        auto job = co_await ajq.async_claim(1s, asio::use_awaitable);
+        const auto before_finish = co_await dump_keys(admin.conn(), jname);
+        auto [fec] = co_await jq.async_finish(job, std::string("result"), nothrow);
+        CHECK(fec == E::no_channel_permission);
+        auto keys_now_3 = co_await dump_keys(admin.conn(), jname);
+        CHECK(keys_now_3 == before_finish);
+        co_await ajq.async_finish(job, asio::use_awaitable);
 
-            // Still working after the refusals.
-            auto r3 = co_await f.async_publish(thoonk::item_id("b"), "z", asio::use_awaitable);
-            CHECK(!r3.edited);
-            for (const auto* n : {&fname, &jname, &qname})
-              co_await admin.async_delete_feed(*n, asio::use_awaitable);
-          });
+        // Still working after the refusals.
+        auto r3 = co_await f.async_publish(thoonk::item_id("b"), "z", asio::use_awaitable);
+        CHECK(!r3.edited);
+        for (const auto* n : {&fname, &jname, &qname})
+          co_await admin.async_delete_feed(*n, asio::use_awaitable);
+      });
 }
 
 TEST_CASE(
@@ -226,7 +227,7 @@ TEST_CASE(
           if (!sleeping) co_await sleep_for(10ms);
         }
         CHECK(sleeping);
-        auto id = co_await ajq.async_put("work", asio::use_awaitable);
+        auto id = (co_await ajq.async_put("work", asio::use_awaitable)).id;
         auto arrived_4 = co_await wait_until([&] { return got.has_value(); });
         CHECK(arrived_4);
         REQUIRE(got);
@@ -241,7 +242,7 @@ TEST_CASE(
 
         // The runner (job_queue::run) works with the role's rules: it
         // registers, claims, finishes and stops.
-        co_await ajq.async_put("run me", asio::use_awaitable);
+        (co_await ajq.async_put("run me", asio::use_awaitable)).id;
         thoonk::job_coroutine noop =
             [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
           co_return std::nullopt;
@@ -275,52 +276,52 @@ TEST_CASE(
 
 TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not change it",
           "[acl][acl_roles][subscribe][get_all][publish][put]") {
-  as_user(role_rules("feed_subscriber"),
-          [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-            const auto fname = unique_name("role-feed");
-            const auto jname = unique_name("role-jobs");
-            co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-            thoonk::feed af(admin, fname);
-            co_await af.async_publish(thoonk::item_id("old"), "1", asio::use_awaitable);
+  as_user(
+      role_rules("feed_subscriber"),
+      [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+        const auto fname = unique_name("role-feed");
+        const auto jname = unique_name("role-jobs");
+        co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
+        thoonk::feed af(admin, fname);
+        co_await af.async_publish(thoonk::item_id("old"), "1", asio::use_awaitable);
 
-            // Its work: read, and subscribe with catch-up.
-            thoonk::feed f(uc, fname);
-            auto all = co_await f.async_get_all(asio::use_awaitable);
-            CHECK(all.size() == 1);
-            std::vector<std::string> seen;
-            thoonk::feed_subscribe_options o;
-            o.catch_up = true;
-            o.resume_from = 0;
-            auto sub =
-                co_await f.async_subscribe([&](const thoonk::feed_event& e) { seen.emplace_back(e.id); },
-                                     o, asio::use_awaitable);
-            co_await af.async_publish(thoonk::item_id("new"), "2", asio::use_awaitable);
-            auto arrived_7 = co_await wait_until([&] { return seen.size() >= 2; });
-            CHECK(arrived_7);
-            CHECK(seen == std::vector<std::string>{"old", "new"});
+        // Its work: read, and subscribe with catch-up.
+        thoonk::feed f(uc, fname);
+        auto all = co_await f.async_get_all(asio::use_awaitable);
+        CHECK(all.size() == 1);
+        std::vector<std::string> seen;
+        thoonk::feed_subscribe_options o;
+        o.catch_up = true;
+        o.resume_from = 0;
+        auto sub = co_await f.async_subscribe(
+            [&](const thoonk::feed_event& e) { seen.emplace_back(e.id); }, o, asio::use_awaitable);
+        co_await af.async_publish(thoonk::item_id("new"), "2", asio::use_awaitable);
+        auto arrived_7 = co_await wait_until([&] { return seen.size() >= 2; });
+        CHECK(arrived_7);
+        CHECK(seen == std::vector<std::string>{"old", "new"});
 
-            // Not its work: any change (refused at the script's first write).
-            const auto before = co_await dump_keys(admin.conn(), fname);
-            auto [pec, pr] = co_await f.async_publish(thoonk::item_id("x"), "3", nothrow);
-            CHECK(pec == E::no_permission);
-            auto [rec, gone] = co_await f.async_retract("old", nothrow);
-            CHECK(rec == E::no_permission);
-            auto keys_now_8 = co_await dump_keys(admin.conn(), fname);
-            CHECK(keys_now_8 == before);
-            const auto jbefore = co_await dump_keys(admin.conn(), jname);
-            thoonk::job_queue jq(uc, jname);
-            auto [jec, jid] = co_await jq.async_put("x", nothrow);
-            CHECK((jec == E::no_permission || jec == E::no_channel_permission));
-            auto keys_now_9 = co_await dump_keys(admin.conn(), jname);
-            CHECK(keys_now_9 == jbefore);
-            // Nor a job's channels.
-            auto [sec, s] = co_await uc.sub().async_subscribe(
-                "job.finish:" + jname, [](const thoonk::message&) {}, nothrow);
-            CHECK(sec == E::subscribe_refused);
-            co_await admin.async_delete_feed(fname, asio::use_awaitable);
-            co_await admin.async_delete_feed(jname, asio::use_awaitable);
-          });
+        // Not its work: any change (refused at the script's first write).
+        const auto before = co_await dump_keys(admin.conn(), fname);
+        auto [pec, pr] = co_await f.async_publish(thoonk::item_id("x"), "3", nothrow);
+        CHECK(pec == E::no_permission);
+        auto [rec, gone] = co_await f.async_retract("old", nothrow);
+        CHECK(rec == E::no_permission);
+        auto keys_now_8 = co_await dump_keys(admin.conn(), fname);
+        CHECK(keys_now_8 == before);
+        const auto jbefore = co_await dump_keys(admin.conn(), jname);
+        thoonk::job_queue jq(uc, jname);
+        auto [jec, jid] = co_await jq.async_put("x", nothrow);
+        CHECK((jec == E::no_permission || jec == E::no_channel_permission));
+        auto keys_now_9 = co_await dump_keys(admin.conn(), jname);
+        CHECK(keys_now_9 == jbefore);
+        // Nor a job's channels.
+        auto [sec, s] = co_await uc.sub().async_subscribe(
+            "job.finish:" + jname, [](const thoonk::message&) {}, nothrow);
+        CHECK(sec == E::subscribe_refused);
+        co_await admin.async_delete_feed(fname, asio::use_awaitable);
+        co_await admin.async_delete_feed(jname, asio::use_awaitable);
+      });
 }
 
 TEST_CASE("acl roles: an admin manages feeds", "[acl][acl_roles][create_feed][delete_feed]") {
@@ -374,8 +375,8 @@ TEST_CASE(
       const auto before = co_await dump_keys(admin.conn(), name);
       thoonk::feed f(uc, name);
       thoonk::diagnostics diag;
-      auto [ec, r] =
-          co_await f.async_publish(thoonk::item_id("a"), "x", thoonk::capture_diagnostics(diag, nothrow));
+      auto [ec, r] = co_await f.async_publish(thoonk::item_id("a"), "x",
+                                              thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == E::no_script_permission);
       INFO(diag.server_message());
       CHECK(diag.server_message().find("NOSCRIPT") != std::string::npos);

@@ -205,9 +205,12 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     const auto other = unique_name("acl-existing");
     co_await admin.async_create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     co_await expect_refused(
-        admin.conn(), feed_keys(other), k.expected, [&] { return uc.async_delete_feed(other, nothrow); },
+        admin.conn(), feed_keys(other), k.expected,
+        [&] { return uc.async_delete_feed(other, nothrow); },
         [&] { return uc.async_set_config(other, "max_length", "7", nothrow); },
-        [&] { return uc.async_set_config_json(other, "owner", boost::json::value("me"), nothrow); });
+        [&] {
+          return uc.async_set_config_json(other, "owner", boost::json::value("me"), nothrow);
+        });
     auto listed = co_await is_member(admin.conn(), other);
     CHECK(listed);
     co_await admin.async_delete_feed(other, asio::use_awaitable);
@@ -256,7 +259,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
         k.expected, [&] { return us.async_append("c", nothrow); },
         [&] { return us.async_publish_after(thoonk::item_id("1"), "d", nothrow); },
         [&] { return us.async_edit(thoonk::item_id("1"), "A", nothrow); },
-        [&] { return us.async_move_to_begin("2", nothrow); }, [&] { return us.async_retract("1", nothrow); });
+        [&] { return us.async_move_to_begin("2", nothrow); },
+        [&] { return us.async_retract("1", nothrow); });
     // Retracting an id that is not there publishes nothing: no PUBLISH
     // permission needed (EVALSHA still is).
     auto [e6, gone6] = co_await us.async_retract("99", nothrow);
@@ -283,7 +287,8 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
         {"~*", "resetchannels", "&feed.publish:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
           const auto name = unique_name("acl-sorted");
-          co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+          co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {},
+                                           asio::use_awaitable);
           thoonk::sorted_feed as(admin, name);
           co_await as.async_append("a", asio::use_awaitable);
           thoonk::sorted_feed us(uc, name);
@@ -355,8 +360,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           const auto name = co_await small_feed(admin, "acl-feed-edit", held);
           thoonk::feed uf(uc, name);
           // A new id in the full feed: refused on feed.publish, nothing evicted.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("c"), "3", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
           auto [e, r] = co_await uf.async_publish(thoonk::item_id("a"), "1b", nothrow);
           CHECK(!e);
           CHECK(r.edited);
@@ -377,8 +383,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           thoonk::feed uf(uc, name);
           // An edit in the full feed: refused on feed.edit, though the
           // channels of a new id would have been allowed.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("b"), "2b", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("b"), "2b", nothrow);
+          });
           auto [e, r] = co_await uf.async_publish(thoonk::item_id("c"), "3", nothrow);
           CHECK(!e);
           CHECK(!r.edited);
@@ -399,8 +406,9 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           CHECK(!e);
           CHECK(r.evicted.empty());
           // Full now: the next new id would announce a retraction.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.async_publish(thoonk::item_id("c"), "3", nothrow); });
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
           co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
@@ -446,7 +454,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
 
     // The caller retries after the grant: exactly one job.
     co_await user.grant_all(admin.conn());
-    auto id2 = co_await uq.async_put("work", asio::use_awaitable);
+    auto id2 = (co_await uq.async_put("work", asio::use_awaitable)).id;
     for (int i = 0; i < 500 && claims == 0; ++i) co_await sleep_for(10ms);
     REQUIRE(claims == 1);
     CHECK(!claim_ec);

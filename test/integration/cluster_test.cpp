@@ -169,7 +169,7 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
 
           auto jname = name_on(cl, port, "jobs-");
           auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
-          auto jid = co_await jq.async_put("work", asio::use_awaitable);
+          auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
           auto job = co_await jq.async_claim(1s, asio::use_awaitable);
           CHECK(job.id == jid);
           co_await jq.async_finish(job, std::string("done"), asio::use_awaitable);
@@ -209,7 +209,7 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         thoonk::feed_config no_cfg;
         const auto undurable = name_on(cl, ports.back(), "undurable-");
         auto [cec] = co_await c.async_create_feed(undurable, thoonk::feed_type::feed, no_cfg,
-                                            thoonk::with_durability(cack, nothrow));
+                                                  thoonk::with_durability(cack, nothrow));
         CHECK(cec == thoonk::error::invalid_argument);
       },
       60s);
@@ -234,7 +234,8 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         auto names = co_await c.async_list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 1);
         thoonk::feed_config no_cfg;
-        auto [ec_again] = co_await c.async_create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
+        auto [ec_again] =
+            co_await c.async_create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
         CHECK(ec_again == thoonk::error::feed_exists);
         auto [ec_type, created] =
             co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
@@ -250,7 +251,8 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         CHECK(*v == "7");
         auto [ec_missing, none] = co_await c.async_get_config("no-such-feed", "type", nothrow);
         CHECK(ec_missing == thoonk::error::feed_not_found);
-        auto [ec_set_missing] = co_await c.async_set_config("no-such-feed", "max_length", "1", nothrow);
+        auto [ec_set_missing] =
+            co_await c.async_set_config("no-such-feed", "max_length", "1", nothrow);
         CHECK(ec_set_missing == thoonk::error::feed_not_found);
 
         co_await c.async_delete_feed(name, asio::use_awaitable);
@@ -298,7 +300,8 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         plain_put.push("HSET", "feed.items:{" + name + "}", "p1", "plain item");
         auto [ec_put, r_put] = co_await router_of(c).exec(plain_put, ids_key, eo);
         REQUIRE_FALSE(ec_put);
-        auto [ec_exists] = co_await c.async_create_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        auto [ec_exists] =
+            co_await c.async_create_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK(ec_exists == thoonk::error::feed_exists);
         auto [ec_adopt, made_again] =
             co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
@@ -394,7 +397,7 @@ TEST_CASE("cluster: delete_stale_functions deletes other builds' libraries on ev
         // This build's libraries on every primary: a put on each.
         for (auto port : ports) {
           auto q = co_await thoonk::job_queue::async_create_or_open(c, name_on(cl, port, "fn-"),
-                                                              asio::use_awaitable);
+                                                                    asio::use_awaitable);
           co_await q.async_put("x", asio::use_awaitable);
         }
         auto [ec, deleted] = co_await c.async_delete_stale_functions(nothrow);
@@ -868,7 +871,7 @@ TEST_CASE(
         auto jname = name_on(cl, ports[2], "finished-");
         auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
         auto pjq = co_await thoonk::job_queue::async_open(producer, jname, asio::use_awaitable);
-        auto jid = co_await jq.async_put("work", asio::use_awaitable);
+        auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
@@ -1051,7 +1054,7 @@ TEST_CASE(
         // Management events after the failover.
         auto fresh = name_on(cl, ports.back(), "after-failover-");
         co_await c.async_create_feed(fresh, thoonk::feed_type::feed, thoonk::feed_config{},
-                               asio::use_awaitable);
+                                     asio::use_awaitable);
         bool heard = co_await wait_until([&] {
           for (const auto& m : classic->on("newfeed"))
             if (m.second.starts_with(fresh + std::string(1, '\0'))) return true;
@@ -1093,7 +1096,7 @@ TEST_CASE(
         s.dead_letter_queue.reset();
         auto q = co_await thoonk::job_queue::async_create_or_open(c, qname, s, asio::use_awaitable);
         co_await c.async_set_config(qname, "dead_letter_queue", elsewhere, asio::use_awaitable);
-        auto id = co_await q.async_put("doomed", asio::use_awaitable);
+        auto id = (co_await q.async_put("doomed", asio::use_awaitable)).id;
         auto j = co_await q.async_claim(1s, asio::use_awaitable);
         auto [fec, fr] = co_await q.async_fail(j, "no way out", nothrow);
         CHECK(fec == thoonk::error::cluster_cross_slot);
@@ -1145,7 +1148,8 @@ TEST_CASE(
         // A dead-letter queue named with the queue's hash tag shares its
         // slot: the job goes there.
         const auto tagged = "{" + qname + "}.dead";
-        auto dead = co_await thoonk::job_queue::async_create_or_open(c, tagged, asio::use_awaitable);
+        auto dead =
+            co_await thoonk::job_queue::async_create_or_open(c, tagged, asio::use_awaitable);
         co_await c.async_set_config(qname, "dead_letter_queue", tagged, asio::use_awaitable);
         thoonk::fail_options at_once;
         at_once.permanent = true;

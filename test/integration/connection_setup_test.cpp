@@ -252,7 +252,7 @@ TEST_CASE("setup: attempts after a refusal are spaced by the maximum delay",
     co_await sleep_for(1200ms);
     // Delays after a refusal are drawn from [max/2, max] = [500, 1000] ms:
     // at most 3 attempts in 1.2 s. Backing off from the 1 ms minimum would
-    // have made about 10; the old code's loop made them without end.
+    // have made about 10; retrying without a delay, without end.
     const auto failures = std::count_if(t.events->begin(), t.events->end(), [](const auto& e) {
       return e.kind == thoonk::connection_event::connect_failed;
     });

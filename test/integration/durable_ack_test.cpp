@@ -52,13 +52,14 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     // Acknowledged means the replica has it: read it there.
     thoonk::connection rc(c.get_executor(), replica_pair::config_for(servers.replica));
     co_await rc.async_connect(asio::use_awaitable);
-    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id);
+    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id.id);
     CHECK(on_replica.str == "work");
 
     auto job = co_await q.async_claim(1s, asio::use_awaitable);
     thoonk::durability fack;
     fack.timeout = 2s;
-    co_await q.async_finish(job, std::string("done"), thoonk::with_durability(fack, asio::use_awaitable));
+    co_await q.async_finish(job, std::string("done"),
+                            thoonk::with_durability(fack, asio::use_awaitable));
     CHECK(fack.acknowledged == 1);
     CHECK(fack.satisfied());
 
@@ -110,7 +111,7 @@ TEST_CASE("durability: with the replica stalled the count is 0 after the timeout
     const auto waited = clock_type::now() - t0;
     // The put itself happened on the primary; only the count is short.
     CHECK(!ec);
-    CHECK(!id.empty());
+    CHECK(!id.id.empty());
     CHECK(ack.acknowledged == 0);
     CHECK(!ack.error);
     CHECK(!ack.satisfied());
@@ -137,14 +138,14 @@ TEST_CASE("durability: a killed replica gives 0, and more replicas than exist gi
     two.replicas = 2;
     two.timeout = 200ms;
     co_await f.async_publish(thoonk::item_id("a"), "x",
-                       thoonk::with_durability(two, asio::use_awaitable));
+                             thoonk::with_durability(two, asio::use_awaitable));
     CHECK(two.acknowledged == 1);
     CHECK(!two.satisfied());
     servers.replica.stop();
     thoonk::durability one;
     one.timeout = 200ms;
     co_await f.async_publish(thoonk::item_id("b"), "y",
-                       thoonk::with_durability(one, asio::use_awaitable));
+                             thoonk::with_durability(one, asio::use_awaitable));
     CHECK(one.acknowledged == 0);
     CHECK(!one.error);
   });
@@ -168,7 +169,7 @@ TEST_CASE("durability: bad parameters fail before any I/O", "[durability][put]")
       ack.acknowledged = 7;
       auto [ec, id] = co_await q.async_put("x", thoonk::with_durability(ack, nothrow));
       CHECK(ec == E::invalid_argument);
-      CHECK(id.empty());
+      CHECK(id.id.empty());
       CHECK(ack.acknowledged == -1);
     }
     auto counts = co_await q.async_counts(asio::use_awaitable);
@@ -186,7 +187,7 @@ CLIENT_TEST_CASE("dur-none", "durability: without a replica WAIT answers 0 and t
   thoonk::durability ack;
   ack.timeout = 50ms;
   auto id = co_await q.async_put("x", thoonk::with_durability(ack, asio::use_awaitable));
-  CHECK(!id.empty());
+  CHECK(!id.id.empty());
   CHECK(ack.acknowledged == 0);
   CHECK(!ack.error);
   co_await c.async_delete_feed(name, asio::use_awaitable);

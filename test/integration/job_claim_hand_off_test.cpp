@@ -124,7 +124,7 @@ FIXTURE_TEST_CASE("claimhandoff",
     const auto offered_by = co_await offer_made(f.c.conn(), f.name, 1);
     if (taker.empty()) taker = offered_by;
     CHECK(offered_by == taker);  // one taker per handle
-    auto id = co_await q.async_put(items[i], asio::use_awaitable);
+    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -167,7 +167,8 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
   for (int i = 0; i < 3; ++i) ps.push_back(start_claim(q, 10s));
   const auto taker = co_await offer_made(f.c.conn(), f.name, 3);
   std::vector<std::string> items{"j0", "j1", "j2", "j3", "j4"};
-  auto ids = co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto ids =
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_until(
       [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 5s);
   REQUIRE(all);
@@ -207,7 +208,7 @@ FIXTURE_TEST_CASE("claimhandoffidle",
   CHECK(p->ec == thoonk::error::queue_empty);
   auto withdrawn = co_await offered(f.c.conn(), f.name, taker, 0);
   CHECK(withdrawn);
-  auto id = co_await q.async_put("later", asio::use_awaitable);
+  auto id = (co_await q.async_put("later", asio::use_awaitable)).id;
   auto c = co_await counts_of(q);
   CHECK(c.waiting == 1);
   CHECK(c.claimed == 0);
@@ -231,7 +232,7 @@ FIXTURE_TEST_CASE("claimhandoffoff",
     co_await sleep_for(50ms);
     auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
     CHECK(offers.integer == 0);
-    auto id = co_await q.async_put("woken", asio::use_awaitable);
+    auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     CHECK(!p->ec);
@@ -256,7 +257,7 @@ TEST_CASE("claim hand-off: a handle that may not subscribe to its channel works 
       co_await sleep_for(50ms);
       auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
       CHECK(offers.integer == 0);
-      auto id = co_await q.async_put("woken", asio::use_awaitable);
+      auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
       auto got = co_await wait_until([&] { return pc->done; }, 5s);
       REQUIRE(got);
       CHECK(!pc->ec);
@@ -343,7 +344,7 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
   for (int how = 0; how < 4; ++how) {
     auto p = start_claim(q, 10s);
     const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
-    auto id = co_await q.async_put("elsewhere", asio::use_awaitable);
+    auto id = (co_await q.async_put("elsewhere", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -379,7 +380,8 @@ FIXTURE_TEST_CASE("claimhandoffheld",
     REQUIRE(all);
     for (auto& p : ps) CHECK(!p->ec);
     // Half of them end through another handle: their records go.
-    for (std::size_t i = 0; i < n / 2; ++i) co_await q.async_finish(ps[i]->job, asio::use_awaitable);
+    for (std::size_t i = 0; i < n / 2; ++i)
+      co_await q.async_finish(ps[i]->job, asio::use_awaitable);
     co_await settle();
   }
   // The handle closed: the jobs its callers still hold stay claimed, and
@@ -448,7 +450,8 @@ asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_sta
         else ++st->finished[job.id];
         break;
       }
-      auto [nec, next] = co_await q.async_finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
+      auto [nec, next] =
+          co_await q.async_finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
       if (nec && nec != thoonk::error::queue_empty) {
         st->unexpected.push_back("finish_and_claim " + job.id + ": " + nec.message());
         break;
@@ -569,7 +572,7 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
   CHECK(offer.empty());
   // A put by another client reaches nobody's offer: it waits in the line,
   // and a third client claims it.
-  const auto id = co_await q.async_put("after the stop", asio::use_awaitable);
+  const auto id = (co_await q.async_put("after the stop", asio::use_awaitable)).id;
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::waiting);
   thoonk::client third(f.ioc.get_executor(), named_config("thoonk-claimhandoffstop-third"));
@@ -665,7 +668,7 @@ FIXTURE_TEST_CASE_WITHIN(
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    auto id = co_await q.async_put("job " + std::to_string(i), asio::use_awaitable);
+    auto id = (co_await q.async_put("job " + std::to_string(i), asio::use_awaitable)).id;
     st->put_at[id] = t;
     ids.push_back(std::move(id));
     co_await sleep_for(std::chrono::milliseconds(rng() % 2));

@@ -50,7 +50,7 @@ TWO_CLIENT_TEST_CASE(
   auto [e2, j2] = co_await b.async_claim(300ms, nothrow);
   CHECK(e2 == E::queue_empty);
   // Puts go on, and their wake-ups do not get jobs out either.
-  co_await b.async_put("4", asio::use_awaitable);
+  (co_await b.async_put("4", asio::use_awaitable)).id;
   co_await a.async_put("5", thoonk::priority::high, asio::use_awaitable);
   auto [e3, j3] = co_await b_plain.async_claim(200ms, nothrow);
   CHECK(e3 == E::queue_empty);
@@ -128,7 +128,7 @@ FIXTURE_TEST_CASE("pause",
 FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stopped",
                   "[job][control][pause][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   co_await q.async_pause(asio::use_awaitable);
   // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
@@ -170,7 +170,8 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     for (const auto& [target, error] : refused) {
       INFO(target->name());
       co_await expect_each_fails(
-          error, [&] { return target->async_pause(nothrow); }, [&] { return target->async_resume(nothrow); });
+          error, [&] { return target->async_pause(nothrow); },
+          [&] { return target->async_resume(nothrow); });
     }
     auto got13 = co_await cmd(f.c.conn(), "EXISTS", key("config", feed));
     CHECK(got13.integer == 1);
@@ -240,7 +241,8 @@ FIXTURE_TEST_CASE("control-config",
       auto got17 = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
       CHECK(got17 == fc.good);
     }
-    auto [je] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value("1"), nothrow);
+    auto [je] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value("1"), nothrow);
     CHECK(je == E::invalid_argument);
     co_await f.c.async_delete_feed(name, asio::use_awaitable);
   }
@@ -264,7 +266,7 @@ FIXTURE_TEST_CASE("control-config",
   CHECK(back.rate_limit == 250);
   CHECK(back.paused == true);
   // Created paused: nothing is claimed until resume.
-  co_await q.async_put("x", asio::use_awaitable);
+  (co_await q.async_put("x", asio::use_awaitable)).id;
   auto got19 = co_await try_claim(q);
   CHECK(!got19);
   co_await q.async_resume(asio::use_awaitable);

@@ -6,7 +6,7 @@ using thoonk::test::run_coro;
 
 JOB_QUEUE_TEST_CASE("jobs-flow", "job: put, claim, finish leaves nothing behind",
                     "[job][claim][counts][finish][get_ids][put]") {
-  auto id = co_await q.async_put("payload", asio::use_awaitable);
+  auto id = (co_await q.async_put("payload", asio::use_awaitable)).id;
   CHECK(!id.empty());
   auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
   CHECK(waiting == 1);
@@ -118,12 +118,12 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: retract removes a job from every key, in 
       "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n";
 
   // waiting
-  auto a = co_await q.async_put("a", asio::use_awaitable);
+  auto a = (co_await q.async_put("a", asio::use_awaitable)).id;
   co_await q.async_retract(a, asio::use_awaitable);
   auto snap = co_await snapshot(f.c.conn(), f.name);
   CHECK(snap.starts_with(empty));
   // claimed, with a failure counted
-  auto b = co_await q.async_put("b", asio::use_awaitable);
+  auto b = (co_await q.async_put("b", asio::use_awaitable)).id;
   auto jb = co_await q.async_claim(1s, asio::use_awaitable);
   co_await q.async_cancel(jb, asio::use_awaitable);
   jb = co_await q.async_claim(1s, asio::use_awaitable);
@@ -133,7 +133,7 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: retract removes a job from every key, in 
   auto [ec] = co_await q.async_finish(jb, nothrow);
   CHECK(ec == thoonk::error::job_not_found);
   // stalled
-  auto c = co_await q.async_put("c", asio::use_awaitable);
+  auto c = (co_await q.async_put("c", asio::use_awaitable)).id;
   auto jc = co_await q.async_claim(1s, asio::use_awaitable);
   co_await q.async_stall(jc, asio::use_awaitable);
   co_await q.async_retract(c, asio::use_awaitable);
@@ -255,7 +255,7 @@ FIXTURE_TEST_CASE("jobs-flow", "job: with published=1 the contract's put-time in
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  auto id = co_await q.async_put("work", asio::use_awaitable);
+  auto id = (co_await q.async_put("work", asio::use_awaitable)).id;
   auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
   REQUIRE(!score.is_null());
   const double put_ms = score.is_string() ? std::stod(score.str) : score.dbl;
@@ -286,9 +286,9 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: a finish cancelled before it is sent chan
   error_code got = thoonk::error::unexpected_type;
   bool called = false;
   q.async_finish(j, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
-             got = ec;
-             called = true;
-           }));
+                   got = ec;
+                   called = true;
+                 }));
   sig.emit(asio::cancellation_type::terminal);
   for (int i = 0; i < 100 && !called; ++i) co_await thoonk::test::sleep_for(5ms);
   CHECK(called);

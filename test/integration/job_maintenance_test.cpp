@@ -18,7 +18,7 @@ FIXTURE_TEST_CASE(
   co_await other.async_connect(asio::use_awaitable);
   thoonk::job_queue qb(other, f.name);
 
-  auto id = co_await qa.async_put("slow work", asio::use_awaitable);
+  auto id = (co_await qa.async_put("slow work", asio::use_awaitable)).id;
   auto ja = co_await qa.async_claim(1s, asio::use_awaitable);
   // Worker A hangs past the claim timeout; maintenance requeues the job.
   co_await sleep_for(250ms);
@@ -60,7 +60,7 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
                   "[job][claim][finish][maintain][put][retry]") {
   fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = co_await q.async_put("poison", asio::use_awaitable);
+  auto id = (co_await q.async_put("poison", asio::use_awaitable)).id;
   co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(120ms);
   auto r1 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
@@ -203,7 +203,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     fields cfg{{"claim_timeout_ms", "50"}};
     co_await create_feed(admin.conn(), name, "job", cfg);
     thoonk::job_queue aq(admin, name);
-    auto id = co_await aq.async_put("x", asio::use_awaitable);
+    auto id = (co_await aq.async_put("x", asio::use_awaitable)).id;
 
     first.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-1"));
     co_await first->async_connect(asio::use_awaitable);
@@ -268,16 +268,17 @@ FIXTURE_TEST_CASE("jobs-maint",
                   "[job][claim][put][run_maintenance]") {
   fields cfg{{"claim_timeout_ms", "50"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   co_await q.async_claim(1s, asio::use_awaitable);  // and "crash"
 
   asio::cancellation_signal sig;
   error_code loop_ec;
   bool loop_done = false;
-  q.async_run_maintenance(20ms, no_stats(), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
-                      loop_ec = ec;
-                      loop_done = true;
-                    }));
+  q.async_run_maintenance(20ms, no_stats(),
+                          asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
+                            loop_ec = ec;
+                            loop_done = true;
+                          }));
   auto j = co_await q.async_claim(5s, asio::use_awaitable);
   CHECK(j.id == id);
   CHECK(j.failures == 1);

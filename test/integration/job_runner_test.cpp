@@ -80,8 +80,8 @@ FIXTURE_TEST_CASE(
     "dead letter at once",
     "[job][run][fail][dead_letter]") {
   auto q = co_await engine_queue(f, quick_retries(3));
-  auto flaky = co_await q.async_put("flaky", asio::use_awaitable);
-  auto fatal = co_await q.async_put("fatal", asio::use_awaitable);
+  auto flaky = (co_await q.async_put("flaky", asio::use_awaitable)).id;
+  auto fatal = (co_await q.async_put("fatal", asio::use_awaitable)).id;
   thoonk::job_coroutine h =
       [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
@@ -308,7 +308,7 @@ TWO_CLIENT_TEST_CASE(
   s.claim_timeout = 200ms;
   auto q = co_await engine_queue(f, s);
   auto q2 = co_await open_on(other, f.name);
-  auto id = co_await q.async_put("slow", asio::use_awaitable);
+  auto id = (co_await q.async_put("slow", asio::use_awaitable)).id;
   bool started = false, cancelled = false;
   thoonk::job_coroutine h =
       [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
@@ -463,7 +463,7 @@ FIXTURE_TEST_CASE("runprog",
                   "run: a handler's progress is kept on the job and refused once the claim is lost",
                   "[job][run][progress][get_job]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.async_put("report", asio::use_awaitable);
+  auto id = (co_await q.async_put("report", asio::use_awaitable)).id;
   bool reported = false, release = false;
   std::optional<thoonk::job_context> held;
   thoonk::job_coroutine h =

@@ -33,7 +33,7 @@ struct setup {
 // second into `s`.
 asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
   co_await q.async_put("bystander", asio::use_awaitable);
-  auto id = co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable);
+  auto id = (co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable)).id;
   setup out{id, 1};
   if (s == state::unknown) {
     out.id = "no-such-job";
@@ -96,7 +96,8 @@ std::vector<call> calls() {
         {state::finished, E::job_not_found},
         {state::unknown, E::job_not_found}}},
       {"retract", [](q_t q, c_t c) { return code_of(q.async_retract(c.id, nothrow)); }, only_gone},
-      {"failures", [](q_t q, c_t c) { return code_of(q.async_failures(c.id, nothrow)); }, only_gone},
+      {"failures", [](q_t q, c_t c) { return code_of(q.async_failures(c.id, nothrow)); },
+       only_gone},
   };
 }
 

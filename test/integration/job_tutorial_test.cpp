@@ -47,7 +47,7 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
       co_await thoonk::job_queue::async_create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. Producer: each put returns the job's id. High priority is next out.
-  auto cat = co_await jobs.async_put("resize cat.jpg", asio::use_awaitable);
+  auto cat = (co_await jobs.async_put("resize cat.jpg", asio::use_awaitable)).id;
   std::vector<std::string> more{"resize dog.jpg", "resize owl.jpg"};
   co_await jobs.async_put_many(more, thoonk::priority::normal, asio::use_awaitable);
   co_await jobs.async_put("resize logo.png", thoonk::priority::high, asio::use_awaitable);

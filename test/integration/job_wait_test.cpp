@@ -200,7 +200,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         co_await sleep_for(300ms);
         CHECK(!got);
         auto t0 = std::chrono::steady_clock::now();
-        auto id = co_await pq.async_put("wake up", asio::use_awaitable);
+        auto id = (co_await pq.async_put("wake up", asio::use_awaitable)).id;
         for (int i = 0; i < 1000 && !got; ++i) co_await sleep_for(5ms);
         REQUIRE(got);
         CHECK(got_id == id);
@@ -230,7 +230,8 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
       asio::co_spawn(
           ioc,
           [&]() -> asio::awaitable<void> {
-            auto [ec, j] = co_await q.async_claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
+            auto [ec, j] =
+                co_await q.async_claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
             if (ec == asio::error::operation_aborted) outcome = 0;
             else if (!ec) {
               outcome = 1;
@@ -322,7 +323,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
             },
             asio::detached);
         co_await sleep_for(200ms);
-        auto id = co_await aq.async_put("no wake-up for me", asio::use_awaitable);
+        auto id = (co_await aq.async_put("no wake-up for me", asio::use_awaitable)).id;
         for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
         REQUIRE(got);
         CHECK(job.id == id);
@@ -366,10 +367,10 @@ TEST_CASE("job and queue operations initiated from another thread",
     thoonk::job_queue_options o;
     o.prefetch = 4;  // claims are served from the prefetch buffer too
     thoonk::job_queue q(c, jname, o);
-    std::vector<std::future<std::string>> puts;
+    std::vector<std::future<thoonk::put_result>> puts;
     for (int i = 0; i < 20; ++i)
       puts.push_back(q.async_put("job " + std::to_string(i), asio::use_future));
-    for (auto& p : puts) CHECK(!p.get().empty());
+    for (auto& p : puts) CHECK(!p.get().id.empty());
     int finished = 0;
     for (int i = 0; i < 20; ++i) {
       auto j = q.async_claim(5s, asio::use_future).get();

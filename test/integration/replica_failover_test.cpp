@@ -265,7 +265,7 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
                 auto [ec, id] = co_await q.async_put("job-" + std::to_string(i), nothrow);
                 if (ec) ++failures[ec.message()];
                 else {
-                  acked.push_back(id);
+                  acked.push_back(id.id);
                   if (failover_done && first_put_after == clock_type::time_point{})
                     first_put_after = clock_type::now();
                 }

@@ -619,7 +619,7 @@ struct put_claim {
 /// Puts `item` on `q` and claims it (q must hold no other waiting job):
 /// the claimed job is the one just put.
 inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::string item) {
-  auto id = co_await q.async_put(std::move(item), asio::use_awaitable);
+  auto id = (co_await q.async_put(std::move(item), asio::use_awaitable)).id;
   auto job = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(job.id == id);
   co_return put_claim{std::move(id), std::move(job)};

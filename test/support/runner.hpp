@@ -1,4 +1,4 @@
-// Helpers for the tests of job_queue::run: a run in the background that the
+// Helpers for the tests of job_queue::async_run: a run in the background that the
 // test stops (through the operation's cancellation, the graceful stop) and
 // whose outcome it reads.
 #pragma once

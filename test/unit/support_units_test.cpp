@@ -119,7 +119,7 @@ TEST_CASE("uuid: version 4 format, unique", "[unit]") {
     CHECK(u[8] == '-');
     CHECK(u[14] == '4');
     CHECK(std::string("89ab").find(u[19]) != std::string::npos);
-    seen.async_insert(u);
+    seen.insert(u);
   }
   CHECK(seen.size() == 1000);
 }
