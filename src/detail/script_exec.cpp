@@ -272,7 +272,7 @@ error_code permission_error(std::string_view s) {
 
 namespace {
 
-// The codes scripts report with `THOONK <code> <message>` (src/lua/prelude.lua
+// The codes scripts report with `THOONK <code> <message>` (src/lua/includes/errors.lua
 // fail()): each the name of the error code it maps to.
 struct script_code {
   std::string_view name;
@@ -291,7 +291,7 @@ constexpr script_code script_codes[] = {
     {"worker_exists", error::worker_exists},
     {"queue_empty", error::queue_empty},
     {"no_channel_permission", error::no_channel_permission},
-    // A command the user may not run (prelude.lua check_commands).
+    // A command the user may not run (includes/acl.lua check_commands).
     {"no_permission", error::no_permission},
 };
 

@@ -62,7 +62,7 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
 /// The one mapper of error replies (every library script, and any
 /// command) to error codes; success for anything that is not an error
 /// reply. Scripts report conditions as `THOONK <code> <message>` (the Lua
-/// prelude's fail(), src/lua/prelude.lua), where <code> is the name of the
+/// fail(), src/lua/includes/errors.lua), where <code> is the name of the
 /// error code: feed_not_found, wrong_feed_type, id_not_found, feed_exists,
 /// invalid_argument, job_not_found, job_not_claimed, job_not_stalled,
 /// lost_claim, queue_empty, no_channel_permission (check_publish). ACL
@@ -88,7 +88,7 @@ op_status reply_status(const resp3::value& v);
 ///    no_script_permission; anything else → no_permission.
 boost::system::error_code permission_error(std::string_view text);
 
-/// How the prelude defines the notification command (src/lua/prelude.lua:
+/// How includes/notify.lua defines the notification command (src/lua/includes/notify.lua:
 /// `local NOTIFY = 'publish'`; the library form assigns it per call
 /// without `local`), and what both sharded forms, sharded_variant() and
 /// make_function_library(), turn it into.
@@ -96,8 +96,8 @@ inline constexpr std::string_view classic_notify = "NOTIFY = 'publish'";
 inline constexpr std::string_view sharded_notify = "NOTIFY = 'spublish'";
 
 /// The script as cluster mode runs it: every notification with SPUBLISH
-/// (sharded pub/sub) instead of PUBLISH. The prelude defines the command
-/// once (`local NOTIFY = 'publish'`, src/lua/prelude.lua); the variant is
+/// (sharded pub/sub) instead of PUBLISH. includes/notify.lua defines the command
+/// once (`local NOTIFY = 'publish'`, src/lua/includes/notify.lua); the variant is
 /// the same source with that definition reading 'spublish'. A script
 /// without it (feed management: newfeed, delfeed and conffeed stay on
 /// classic pub/sub) comes back unchanged. Each variant is made once and

@@ -1,5 +1,5 @@
 // The library's scripts as Redis functions (FUNCTION LOAD, FCALL; Redis 7):
-// each embedded script's library form (cmake/embed_lua.cmake, library_form)
+// each embedded script's library form (scripts/lua_embed)
 // named for its text, and the decisions of the FCALL path, without I/O
 // (test/unit/script_functions_test.cpp). The runner that sends the
 // commands is eval_on in script_exec.cpp; docs/design.md §3 says why.
@@ -31,7 +31,7 @@ struct function_library {
   std::string text;  ///< what FUNCTION LOAD sends
 };
 
-/// The library form of a template from cmake/embed_lua.cmake (its name
+/// The library form of a template from scripts/lua_embed (its name
 /// written @FN@), named; `sharded`: notifications with SPUBLISH, as
 /// sharded_variant() makes the EVALSHA form.
 function_library make_function_library(std::string_view template_text, bool sharded);

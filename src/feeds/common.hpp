@@ -58,7 +58,7 @@ struct config_check {
 config_check validate_config_field(std::string_view field, std::string_view value);
 
 /// A numeric config field's value as the library reads it, the same way
-/// the scripts do (prelude.lua conf_int): an integer by parse_int's rule
+/// the scripts do (includes/numbers.lua conf_int): an integer by parse_int's rule
 /// (^-?[0-9]+$) within the field's range above. nullopt for anything else
 /// (the field's default applies, in the scripts too) and for a field that
 /// is not numeric.

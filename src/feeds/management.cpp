@@ -24,7 +24,7 @@ namespace {
 
 // The scripts (src/lua/management/*.lua) check, before their first write,
 // that the user may PUBLISH their notification (check_publish,
-// src/lua/prelude.lua): a refused PUBLISH after the writes would leave them
+// src/lua/includes/acl.lua): a refused PUBLISH after the writes would leave them
 // applied under an error.
 //   create.lua      Create Feed: SADD feeds (abort if present), the config
 //                   hash, PUBLISH newfeed.

@@ -14,7 +14,7 @@
 // A received job's record goes with its claim (any finish, fail, cancel,
 // stall, abort, retract or lapse ends both).
 //
-// A put's hand-off to a handle is provisional (layouts/job_engine.lua
+// A put's hand-off to a handle is provisional (includes/hand_off.lua
 // provisional): the handle confirms what arrived within confirm_delay, in
 // one call for all of it (jobs/take_confirm.lua); a hand-off left
 // unconfirmed for a second (its process died or stopped) goes back to the
@@ -102,7 +102,7 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   void wake_settled();
 
   /// How long received hand-offs gather before one call confirms them. A
-  /// hand-off lapses 1 s after its put (layouts/job_engine.lua HANDED_MS),
+  /// hand-off lapses 1 s after its put (includes/hand_off.lua HANDED_MS),
   /// which leaves the message and the confirmation most of that second.
   static constexpr std::chrono::milliseconds confirm_delay{50};
   /// Most jobs one confirmation carries.

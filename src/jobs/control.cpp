@@ -1,7 +1,7 @@
 // Queue control on thoonk::job_queue (docs/jobs.md §12): abort a claimed
 // job from any client, progress reports of the claim holder, pause and
 // resume. The decisions live in the scripts (jobs/abort.lua, progress.lua,
-// pause.lua, resume.lua and job_engine.lua claim_allowance, which every
+// pause.lua, resume.lua and includes/claim_control.lua claim_allowance, which every
 // claim script calls); this is their I/O.
 #include <thoonk/job_queue.hpp>
 

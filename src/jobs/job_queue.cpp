@@ -380,7 +380,7 @@ asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_im
 }  // namespace
 
 // jobs/inspect.lua's and jobs/list.lua's jobs: 14 values each, from
-// `first` (job_engine.lua describe).
+// `first` (includes/describe.lua).
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first) {
   std::vector<job_info> out;
   auto& e = v.elements;

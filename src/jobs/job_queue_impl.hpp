@@ -86,7 +86,7 @@ class job_queue_impl final : public queue_core {
   /// The error code of one such status (0 success, 1 job_not_found,
   /// 2 job_not_claimed, 3 lost_claim, 4 no_channel_permission).
   static error_code claim_status(std::int64_t s);
-  /// The jobs of a claim_jobs reply (layouts/job_engine.lua) in `e` from
+  /// The jobs of a claim_jobs reply (includes/claims.lua) in `e` from
   /// `first` on: {id, item, failures, token} per job; when the reply says
   /// when to ask again (one more value), `*due` is set to it (epoch ms,
   /// 0: at a wake-up).
@@ -206,7 +206,7 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
   else subscribe_notifications(c, channel, std::move(cb), std::move(h.handler));
 }
 
-/// One job as layouts/job_engine.lua `describe` returns it (14 values).
+/// One job as includes/describe.lua `describe` returns it (14 values).
 job_info parse_job(resp3::value* g);
 /// The jobs of an inspect or list reply, from element `first`.
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first = 0);

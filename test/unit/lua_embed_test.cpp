@@ -1,4 +1,4 @@
-// The Lua embedding step without I/O (tools/lua_embed/lua_embed.hpp):
+// The Lua embedding step without I/O (scripts/lua_embed/lua_embed.hpp):
 // includes resolved transitively, each once, in dependency order; only
 // what a script uses embedded; key tables made into names; and each tree
 // it cannot embed refused with a message naming the file and line.

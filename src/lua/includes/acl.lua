@@ -22,7 +22,7 @@ local function check_channels(cmd, ...)
   return nil
 end
 
--- check_commands(cmd, ...): the build (tools/lua_embed) puts a call
+-- check_commands(cmd, ...): the build (scripts/lua_embed) puts a call
 -- of it before every script's own code, naming each command the script
 -- and the header code it embeds can run. Redis checks a script's commands
 -- against the user one by one as they run and keeps the writes made before

@@ -1,7 +1,7 @@
 // The build step that embeds the library's Lua scripts (src/lua/**) into
 // C++ (docs/architecture.md "Scripts"), without I/O: a tree of files in,
 // the generated sources out, or an error naming a file and line.
-// tools/lua_embed/main.cpp reads the tree and writes the files.
+// scripts/lua_embed/main.cpp reads the tree and writes the files.
 #pragma once
 
 #include <map>
