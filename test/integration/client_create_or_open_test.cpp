@@ -49,8 +49,8 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     co_await create_feed(f.c.conn(), f.name, "job", job_fields);
     co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
     thoonk::diagnostics diag;
-    auto [ec, created] = co_await f.c.async_create_or_open_feed(f.name, feed_type::queue, {},
-                                                          thoonk::capture_diagnostics(diag, nothrow));
+    auto [ec, created] = co_await f.c.async_create_or_open_feed(
+        f.name, feed_type::queue, {}, thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == E::wrong_feed_type);
     CHECK(!created);
     CHECK(diag.server_message().find("job") != std::string::npos);
@@ -80,7 +80,8 @@ TEST_CASE("create_or_open_feed: bad names and config values fail before any writ
   fixture f("coo");
   f.run_connected([&]() -> asio::awaitable<void> {
     const thoonk::feed_config bad{{"claim_timeout_ms", "soon"}};
-    auto [ec, created] = co_await f.c.async_create_or_open_feed(f.name, feed_type::job, bad, nothrow);
+    auto [ec, created] =
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::job, bad, nothrow);
     CHECK(ec == E::invalid_argument);
     CHECK(!created);
     auto member = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", f.name);
@@ -88,8 +89,8 @@ TEST_CASE("create_or_open_feed: bad names and config values fail before any writ
     auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
     CHECK(exists.integer == 0);
 
-    auto [ec2, created2] =
-        co_await f.c.async_create_or_open_feed(std::string("a\0b", 3), feed_type::feed, {}, nothrow);
+    auto [ec2, created2] = co_await f.c.async_create_or_open_feed(std::string("a\0b", 3),
+                                                                  feed_type::feed, {}, nothrow);
     CHECK(ec2 == E::invalid_name);
   });
 }
@@ -105,11 +106,11 @@ TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly on
       int created = 0, done = 0;
       for (auto* cl : {&f.c, &other, &f.c, &other}) {
         cl->async_create_or_open_feed(name, feed_type::queue, {},
-                                [&](boost::system::error_code ec, bool c) {
-                                  CHECK(!ec);
-                                  created += c ? 1 : 0;
-                                  ++done;
-                                });
+                                      [&](boost::system::error_code ec, bool c) {
+                                        CHECK(!ec);
+                                        created += c ? 1 : 0;
+                                        ++done;
+                                      });
       }
       auto arrived = co_await wait_until([&] { return done == 4; });
       REQUIRE(arrived);
@@ -146,7 +147,8 @@ TEST_CASE(
     // create_or_open: adopted with its data; the config it has is kept,
     // the fields it lacks are added.
     const thoonk::feed_config asked{{"claim_timeout_ms", "5000"}, {"max_stalls", "7"}};
-    auto [ec, created] = co_await f.c.async_create_or_open_feed(f.name, feed_type::job, asked, nothrow);
+    auto [ec, created] =
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::job, asked, nothrow);
     REQUIRE(!ec);
     CHECK(!created);
     auto after = co_await hash_of(f.c.conn(), key("config", f.name));
@@ -179,7 +181,8 @@ TEST_CASE(
     CHECK(diag.server_message().find("no list") != std::string::npos);
     auto untouched = co_await cmd(f.c.conn(), "EXISTS", key("config", other));
     CHECK(untouched.integer == 0);
-    auto [ec3, created3] = co_await f.c.async_create_or_open_feed(other, feed_type::feed, {}, nothrow);
+    auto [ec3, created3] =
+        co_await f.c.async_create_or_open_feed(other, feed_type::feed, {}, nothrow);
     CHECK(!ec3);
     CHECK(!created3);
     auto entry = co_await cmd(f.c.conn(), "HGET", key("items", other), "a");

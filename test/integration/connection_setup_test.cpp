@@ -191,8 +191,8 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
     thoonk::feed f(c, unique_name("setup-feed"));
     auto [pec, pub] = co_await f.async_publish("item", nothrow);
     CHECK(pec == thoonk::error::auth_failed);
-    auto [cec] =
-        co_await c.async_create_feed(unique_name("setup-feed"), thoonk::feed_type::feed, {}, nothrow);
+    auto [cec] = co_await c.async_create_feed(unique_name("setup-feed"), thoonk::feed_type::feed,
+                                              {}, nothrow);
     CHECK(cec == thoonk::error::auth_failed);
     thoonk::job_queue jobs(c, unique_name("setup-jobs"));
     auto [jec, id] = co_await jobs.async_put("job", nothrow);

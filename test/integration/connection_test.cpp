@@ -159,8 +159,8 @@ TEST_CASE("connection: a cancelled written request keeps later replies aligned",
     auto slow = debug_sleep("0.3");
     asio::steady_timer timer(t.ioc, 50ms);
     // The timer wins; the DEBUG SLEEP was already written and is abandoned.
-    auto r =
-        co_await (t.conn.async_exec(slow, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+    auto r = co_await (t.conn.async_exec(slow, asio::use_awaitable) ||
+                       timer.async_wait(asio::use_awaitable));
     CHECK(r.index() == 1);
     auto a = co_await cmd(t.conn, "ECHO", "first");
     auto b = co_await cmd(t.conn, "ECHO", "second");
@@ -182,10 +182,11 @@ TEST_CASE("connection: cancellation of a queued request means it is never sent",
     asio::cancellation_signal sig;
     error_code got;
     bool done = false;
-    conn.async_exec(r, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
-                got = ec;
-                done = true;
-              }));
+    conn.async_exec(r,
+                    asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
+                      got = ec;
+                      done = true;
+                    }));
     sig.emit(asio::cancellation_type::terminal);
     while (!done) co_await sleep_for(1ms);
     CHECK(got == asio::error::operation_aborted);

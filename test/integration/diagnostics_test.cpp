@@ -35,13 +35,15 @@ TEST_CASE("diagnostics: a server error reply's text reaches the caller of a type
           "[diagnostics][get_config][feed_exists]") {
   on_broken_feed([](fixture& f, std::string name) -> asio::awaitable<void> {
     thoonk::diagnostics diag;
-    auto [ec, v] = co_await f.c.async_get_config(name, "type", thoonk::capture_diagnostics(diag, nothrow));
+    auto [ec, v] =
+        co_await f.c.async_get_config(name, "type", thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == E::server_error);
     CHECK(!v);
     CHECK(diag.server_message().starts_with("WRONGTYPE"));
 
     // The same object, reused: an operation that succeeds clears it.
-    auto [ec2, exists] = co_await f.c.async_feed_exists(name, thoonk::capture_diagnostics(diag, nothrow));
+    auto [ec2, exists] =
+        co_await f.c.async_feed_exists(name, thoonk::capture_diagnostics(diag, nothrow));
     CHECK(!ec2);
     CHECK(exists);
     CHECK(diag.server_message().empty());
@@ -49,8 +51,8 @@ TEST_CASE("diagnostics: a server error reply's text reaches the caller of a type
     // An error found before any I/O has no server text either.
     co_await f.c.async_get_config(name, "type", thoonk::capture_diagnostics(diag, nothrow));
     REQUIRE(!diag.server_message().empty());
-    auto [ec3, v3] =
-        co_await f.c.async_get_config(std::string(), "type", thoonk::capture_diagnostics(diag, nothrow));
+    auto [ec3, v3] = co_await f.c.async_get_config(std::string(), "type",
+                                                   thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec3 == E::invalid_name);
     CHECK(diag.server_message().empty());
   });
@@ -62,8 +64,8 @@ TEST_CASE("diagnostics: a Lua error inside a library script keeps its text and l
     thoonk::diagnostics diag;
     // set_config's script HSETs the config hash: the server refuses it
     // inside the script.
-    auto [ec] =
-        co_await f.c.async_set_config(name, "max_length", "5", thoonk::capture_diagnostics(diag, nothrow));
+    auto [ec] = co_await f.c.async_set_config(name, "max_length", "5",
+                                              thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == E::script_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
     CHECK(diag.server_message().find("user_") != std::string::npos);  // _script or _function
@@ -79,13 +81,13 @@ TEST_CASE("diagnostics: with every kind of completion token (callback, deferred,
     thoonk::diagnostics d1;
     std::string seen;
     bool called = false;
-    f.c.async_get_config(
-        name, "type",
-        thoonk::capture_diagnostics(d1, [&](boost::system::error_code ec, std::optional<std::string>) {
-          CHECK(ec == E::server_error);
-          seen = d1.server_message();
-          called = true;
-        }));
+    f.c.async_get_config(name, "type",
+                         thoonk::capture_diagnostics(
+                             d1, [&](boost::system::error_code ec, std::optional<std::string>) {
+                               CHECK(ec == E::server_error);
+                               seen = d1.server_message();
+                               called = true;
+                             }));
     auto arrived = co_await wait_until([&] { return called; });
     CHECK(arrived);
     CHECK(seen.starts_with("WRONGTYPE"));
@@ -103,7 +105,8 @@ TEST_CASE("diagnostics: with every kind of completion token (callback, deferred,
     // in the diagnostics.
     thoonk::diagnostics d3;
     try {
-      co_await f.c.async_get_config(name, "type", thoonk::capture_diagnostics(d3, asio::use_awaitable));
+      co_await f.c.async_get_config(name, "type",
+                                    thoonk::capture_diagnostics(d3, asio::use_awaitable));
       FAIL("no exception");
     } catch (const boost::system::system_error& e) {
       CHECK(e.code() == E::server_error);
@@ -149,7 +152,7 @@ TEST_CASE("diagnostics: ACL refusals name the refused command in the server's wo
       co_await limited.async_connect(asio::use_awaitable);
       thoonk::diagnostics diag;
       auto [ec] = co_await limited.async_create_feed(f.name, thoonk::feed_type::feed, {},
-                                               thoonk::capture_diagnostics(diag, nothrow));
+                                                     thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == E::no_script_permission);
       CHECK(diag.server_message().starts_with("NOPERM"));
       CHECK(diag.server_message().find("evalsha") != std::string::npos);
@@ -160,7 +163,8 @@ TEST_CASE("diagnostics: ACL refusals name the refused command in the server's wo
       co_await sub.async_connect(asio::use_awaitable);
       thoonk::diagnostics diag;
       auto [ec, s] = co_await sub.async_subscribe(
-          "diag-channel", [](const thoonk::message&) {}, thoonk::capture_diagnostics(diag, nothrow));
+          "diag-channel", [](const thoonk::message&) {},
+          thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == E::subscribe_refused);
       // Redis 7.0 says "NOPERM this user has no permissions to access one
       // of the channels used as arguments".

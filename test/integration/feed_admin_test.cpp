@@ -36,7 +36,8 @@ CLIENT_TEST_CASE("admin",
   CHECK(m == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
 
   // Creating it again: a distinct error, nothing changed, nothing published.
-  auto [ec2] = co_await c.async_create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
+  auto [ec2] =
+      co_await c.async_create_feed(name, feed_type::sorted_feed, thoonk::feed_config(), nothrow);
   CHECK(ec2 == thoonk::error::feed_exists);
   auto t = co_await cmd(c.conn(), "HGET", key("config", name), "type");
   CHECK(t.str == "feed");
@@ -78,7 +79,8 @@ CLIENT_TEST_CASE("del", "feed admin: delete removes every key and publishes delf
   auto cap = co_await capture_patterns(fx.raw, "delfeed");
   auto name = co_await make_feed(c, "del", feed_type::feed, max_len(2));
   thoonk::feed f(c, name);
-  for (int i = 0; i < 4; ++i) co_await f.async_publish("item" + std::to_string(i), asio::use_awaitable);
+  for (int i = 0; i < 4; ++i)
+    co_await f.async_publish("item" + std::to_string(i), asio::use_awaitable);
   co_await f.async_retract("nope", asio::use_awaitable);
   auto sname = co_await make_feed(c, "del-sorted", feed_type::sorted_feed);
   thoonk::sorted_feed s(c, sname);
@@ -180,7 +182,8 @@ CLIENT_TEST_CASE(
     co_await expect_each_fails(
         thoonk::error::invalid_name,
         [&] { return c.async_create_feed(bad, feed_type::feed, thoonk::feed_config(), nothrow); },
-        [&] { return c.async_delete_feed(bad, nothrow); }, [&] { return c.async_feed_exists(bad, nothrow); },
+        [&] { return c.async_delete_feed(bad, nothrow); },
+        [&] { return c.async_feed_exists(bad, nothrow); },
         [&] { return c.async_set_config(bad, "a", "b", nothrow); },
         [&] { return c.async_get_config(bad, "a", nothrow); },
         [&] { return thoonk::feed::async_open(c, bad, nothrow); },
@@ -266,7 +269,8 @@ CLIENT_TEST_CASE("events", "feed admin: typed management events, once each",
       },
       asio::use_awaitable);
   auto name = unique_name("events");
-  co_await other.async_create_feed(name, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+  co_await other.async_create_feed(name, feed_type::feed, thoonk::feed_config(),
+                                   asio::use_awaitable);
   co_await other.async_set_config(name, "max_length", "3", asio::use_awaitable);
   co_await c.async_delete_feed(name, asio::use_awaitable);
   std::vector<ev> expected{{thoonk::feed_admin_event::created, name, other.instance_id()},
@@ -286,7 +290,8 @@ CLIENT_TEST_CASE("events", "feed admin: typed management events, once each",
   // Dropping a handle stops its callback only.
   s1.reset();
   auto name2 = unique_name("events2");
-  co_await other.async_create_feed(name2, feed_type::feed, thoonk::feed_config(), asio::use_awaitable);
+  co_await other.async_create_feed(name2, feed_type::feed, thoonk::feed_config(),
+                                   asio::use_awaitable);
   auto r2_ = co_await wait_until([&] { return !b.empty() && b.back().feed == name2; });
   CHECK(r2_);
   co_await settle();

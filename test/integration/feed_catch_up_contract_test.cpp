@@ -91,7 +91,8 @@ TEST_CASE(
 
         catch_up_log log;
         auto& [got, infos] = log;
-        auto sub = co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
+        auto sub =
+            co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
 
         co_await theirs.async_publish(thoonk::item_id("a"), "A", asio::use_awaitable);  // counter 1
         bool ok = co_await wait_until([&] { return got.size() == 1; });
@@ -109,7 +110,8 @@ TEST_CASE(
         co_await contract.announce(added, "k1", "K1");
         co_await settle();
 
-        co_await theirs.async_publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // counter 3, live
+        co_await theirs.async_publish(thoonk::item_id("b"), "B",
+                                      asio::use_awaitable);  // counter 3, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "b"; });
         REQUIRE(ok);
         co_await sleep_for(3ms);
@@ -127,7 +129,8 @@ TEST_CASE(
         ok = co_await wait_until([&] { return infos.size() == 2; });
         REQUIRE(ok);
 
-        co_await theirs.async_publish(thoonk::item_id("d"), "D", asio::use_awaitable);  // counter 7, live
+        co_await theirs.async_publish(thoonk::item_id("d"), "D",
+                                      asio::use_awaitable);  // counter 7, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "d"; });
         REQUIRE(ok);
         co_await settle();
@@ -187,12 +190,12 @@ TEST_CASE(
             bool added = co_await contract.exec(cid, "X");
             for (int j = 0; j < 50; ++j, ++i)
               co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                      asio::use_awaitable);
+                                            asio::use_awaitable);
             co_await contract.announce(added, cid, "X");
             expected_ids += 51;
           }
           co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                  asio::use_awaitable);
+                                        asio::use_awaitable);
           ++expected_ids;
         }
         bool ok =
@@ -201,7 +204,7 @@ TEST_CASE(
         co_await p.open_gap();
         for (int i = 0; i < 10; ++i)
           co_await theirs.async_publish(thoonk::item_id("gap" + std::to_string(i)), "G",
-                                  asio::use_awaitable);
+                                        asio::use_awaitable);
         co_await p.close_gap();
         ok = co_await wait_until([&] { return catch_ups == 1; });
         REQUIRE(ok);

@@ -52,11 +52,11 @@ CLIENT_TEST_CASE(
       },
       asio::use_awaitable);
   auto s2 = co_await mine.async_subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
-                                    asio::use_awaitable);
+                                          asio::use_awaitable);
   thoonk::feed_subscribe_options opts;
   opts.catch_up = true;
-  auto s3 = co_await mine.async_subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); }, opts,
-                                    asio::use_awaitable);
+  auto s3 = co_await mine.async_subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); },
+                                          opts, asio::use_awaitable);
   std::vector<std::string> kinds{"publish", "edit", "retract"};
   for (const auto& what : kinds) {
     auto n = co_await numsub(pub.conn(), feed_channel(what, name));
@@ -69,7 +69,7 @@ CLIENT_TEST_CASE(
   co_await theirs.async_publish(thoonk::item_id("y"), "2", asio::use_awaitable);
   co_await sleep_for(3ms);
   co_await theirs.async_publish(thoonk::item_id("x"), "1b",
-                          asio::use_awaitable);  // edit: x is now newest
+                                asio::use_awaitable);  // edit: x is now newest
   co_await sleep_for(3ms);
   co_await theirs.async_publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
   co_await theirs.async_retract("x", asio::use_awaitable);
@@ -116,7 +116,7 @@ CLIENT_TEST_CASE(
   std::vector<rec> got, after_throw;
   int thrown = 0;
   auto sub = co_await s.async_subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
-                                  asio::use_awaitable);
+                                        asio::use_awaitable);
   auto bad = co_await s.async_subscribe(
       [&](const feed_event&) {
         ++thrown;
@@ -191,7 +191,7 @@ TEST_CASE(
             },
             opts, asio::use_awaitable);
         auto s2 = co_await f.async_subscribe([&](const feed_event& e) { plain.emplace_back(e.id); },
-                                       asio::use_awaitable);
+                                             asio::use_awaitable);
 
         bool published = false;
         asio::co_spawn(
@@ -279,18 +279,18 @@ TEST_CASE(
     co_await user.open_gap(admin);
     co_await theirs.async_retract("a", asio::use_awaitable);  // seen before: reported
     co_await theirs.async_publish(thoonk::item_id("b"), "B1",
-                            asio::use_awaitable);  // edited twice: latest only
+                                  asio::use_awaitable);  // edited twice: latest only
     co_await theirs.async_publish(thoonk::item_id("b"), "B2", asio::use_awaitable);
     co_await theirs.async_publish(thoonk::item_id("d"), "D", asio::use_awaitable);
     co_await theirs.async_publish(thoonk::item_id("x"), "X",
-                            asio::use_awaitable);  // published and retracted
+                                  asio::use_awaitable);  // published and retracted
     co_await theirs.async_retract("x", asio::use_awaitable);
     co_await theirs.async_publish(thoonk::item_id("y"), "Y1",
-                            asio::use_awaitable);  // retracted, then re-published
+                                  asio::use_awaitable);  // retracted, then re-published
     co_await theirs.async_retract("y", asio::use_awaitable);
     co_await theirs.async_publish(thoonk::item_id("y"), "Y2", asio::use_awaitable);
     co_await theirs.async_publish(thoonk::item_id("e"), "E",
-                            asio::use_awaitable);  // evicts c (max_length 4)
+                                  asio::use_awaitable);  // evicts c (max_length 4)
     co_await theirs.async_publish(thoonk::item_id("g"), "G", asio::use_awaitable);  // evicts b
     co_await settle();
     CHECK(got.size() == 3);  // nothing arrived during the gap
@@ -299,7 +299,7 @@ TEST_CASE(
     bool caught = co_await wait_until([&] { return infos.size() == 1; });
     REQUIRE(caught);
     co_await theirs.async_publish(thoonk::item_id("h"), "H",
-                            asio::use_awaitable);  // live again; evicts d
+                                  asio::use_awaitable);  // live again; evicts d
     bool h = co_await wait_until([&] { return !got.empty() && got.back().id == "h"; });
     CHECK(h);
     co_await settle();
@@ -343,8 +343,8 @@ TEST_CASE(
     thoonk::feed_subscribe_options ropts;
     ropts.catch_up = true;
     ropts.resume_from = 3;
-    auto sub2 = co_await mine.async_subscribe([&](const feed_event& e) { resumed.push_back(to_rec(e)); },
-                                        ropts, asio::use_awaitable);
+    auto sub2 = co_await mine.async_subscribe(
+        [&](const feed_event& e) { resumed.push_back(to_rec(e)); }, ropts, asio::use_awaitable);
     bool r = co_await wait_until([&] { return sub2.stats().catch_ups == 1; });
     CHECK(r);
     std::vector<rec> expected2{
@@ -380,10 +380,10 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     thoonk::feed_subscribe_options opts;
     opts.catch_up = true;
     opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
-    auto sub = co_await mine.async_subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); }, opts,
-                                       asio::use_awaitable);
-    co_await theirs.async_append("one", asio::use_awaitable);                // 1
-    co_await theirs.async_append("two", asio::use_awaitable);                // 2
+    auto sub = co_await mine.async_subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                             opts, asio::use_awaitable);
+    co_await theirs.async_append("one", asio::use_awaitable);          // 1
+    co_await theirs.async_append("two", asio::use_awaitable);          // 2
     bool live = co_await wait_until([&] { return got.size() == 4; });  // 2 x (publish, position)
     CHECK(live);
 
@@ -392,7 +392,8 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     co_await theirs.async_prepend("three", asio::use_awaitable);  // 3
     co_await theirs.async_move_to_begin("2", asio::use_awaitable);
     std::vector<std::string> extra;
-    for (int i = 0; i < 70; ++i) extra.push_back(co_await theirs.async_append("x", asio::use_awaitable));
+    for (int i = 0; i < 70; ++i)
+      extra.push_back(co_await theirs.async_append("x", asio::use_awaitable));
     for (auto& id : extra) co_await theirs.async_retract(id, asio::use_awaitable);  // > log size
     co_await user.close_gap(admin);
     bool caught = co_await wait_until([&] { return infos.size() == 1; });
@@ -474,7 +475,8 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     auto s2 = co_await thoonk::feed(*c, deleted).async_subscribe(cb, o2, asio::use_awaitable);
     thoonk::feed r(pub, recreated);
     for (int i = 0; i < 3; ++i)
-      co_await r.async_publish(thoonk::item_id("old" + std::to_string(i)), "o", asio::use_awaitable);
+      co_await r.async_publish(thoonk::item_id("old" + std::to_string(i)), "o",
+                               asio::use_awaitable);
     bool live = co_await wait_until([&] { return got.size() == 3; });
     CHECK(live);
 
@@ -482,7 +484,7 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     co_await pub.async_delete_feed(recreated, asio::use_awaitable);
     co_await pub.async_delete_feed(deleted, asio::use_awaitable);
     co_await pub.async_create_feed(recreated, feed_type::feed, thoonk::feed_config(),
-                             asio::use_awaitable);
+                                   asio::use_awaitable);
     co_await r.async_publish(thoonk::item_id("new0"), "n", asio::use_awaitable);
     co_await r.async_publish(thoonk::item_id("new1"), "n", asio::use_awaitable);
     co_await user.close_gap(admin);

@@ -105,10 +105,12 @@ FEED_TEST_CASE("wire", feed_type::feed, max_len(2),
   co_await sleep_for(3ms);
   co_await f.async_publish(thoonk::item_id("id2"), "two", asio::use_awaitable);
   co_await sleep_for(3ms);
-  auto e = co_await f.async_publish(thoonk::item_id("id1"), "one-edited", asio::use_awaitable);  // edit
+  auto e =
+      co_await f.async_publish(thoonk::item_id("id1"), "one-edited", asio::use_awaitable);  // edit
   CHECK(e.edited);
   co_await sleep_for(3ms);
-  auto r3 = co_await f.async_publish(thoonk::item_id("id3"), "three", asio::use_awaitable);  // evicts id2
+  auto r3 =
+      co_await f.async_publish(thoonk::item_id("id3"), "three", asio::use_awaitable);  // evicts id2
   CHECK(r3.evicted == std::vector<std::string>{"id2"});
   auto gone = co_await f.async_retract("id1", asio::use_awaitable);
   CHECK(gone);
@@ -174,7 +176,7 @@ FEED_TEST_CASE("max", feed_type::feed, max_len(5),
   for (int i = 0; i < 6; ++i) {
     ids.push_back("id" + std::to_string(i));
     auto r = co_await f.async_publish(thoonk::item_id(ids.back()), "v" + std::to_string(i),
-                                asio::use_awaitable);
+                                      asio::use_awaitable);
     evicted.insert(evicted.end(), r.evicted.begin(), r.evicted.end());
     co_await sleep_for(3ms);
   }
@@ -243,7 +245,8 @@ TEST_CASE("feed: 100 coroutines publishing with max_length leave exactly max_len
                   std::string id = (w % 10 == 0 && i % 2 == 1)
                                        ? "w" + std::to_string(w)
                                        : "w" + std::to_string(w) + "-" + std::to_string(i);
-                  auto [ec, r] = co_await f.async_publish(thoonk::item_id(id), "item of " + id, nothrow);
+                  auto [ec, r] =
+                      co_await f.async_publish(thoonk::item_id(id), "item of " + id, nothrow);
                   if (ec) ++failures;
                   evictions += static_cast<int>(r.evicted.size());
                 }

@@ -37,7 +37,8 @@ void start_call(thoonk::job_queue& q, const thoonk::claim_ref& claim, finish_cla
     out.ec = ec;
     out.next = std::move(j);
   };
-  if (sig) q.async_finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
+  if (sig)
+    q.async_finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
   else q.async_finish_and_claim(claim, std::move(done));
 }
 

@@ -154,7 +154,7 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
           // The subscriber restores its subscription on its own schedule:
           // publish until one arrives.
           co_await f.async_publish(thoonk::item_id("b" + std::to_string(i)), "after",
-                             asio::use_awaitable);
+                                   asio::use_awaitable);
           delivered = co_await wait_until([&] { return got.size() >= 2; }, 100ms);
         }
         CHECK(delivered);
