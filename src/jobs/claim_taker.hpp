@@ -23,7 +23,9 @@
 // process that stops its client next leaves no offer behind.
 #pragma once
 
-#include "jobs/common.hpp"
+#include "detail/script_exec.hpp"
+#include "jobs/fetcher.hpp"
+#include "jobs/pending.hpp"
 #include "jobs/taker_channel.hpp"
 
 #include <thoonk/job_types.hpp>
