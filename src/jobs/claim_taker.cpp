@@ -1,11 +1,11 @@
 #include "jobs/claim_taker.hpp"
 
-#include "detail/script_exec.hpp"
 #include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/time_limits.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>

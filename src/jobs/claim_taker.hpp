@@ -23,10 +23,10 @@
 // process that stops its client next leaves no offer behind.
 #pragma once
 
-#include "detail/script_exec.hpp"
 #include "jobs/fetcher.hpp"
 #include "jobs/pending.hpp"
 #include "jobs/taker_channel.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/job_types.hpp>
 

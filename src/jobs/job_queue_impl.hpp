@@ -4,13 +4,13 @@
 #pragma once
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "jobs/batcher.hpp"
 #include "jobs/fetcher.hpp"
 #include "jobs/job_keys.hpp"
 #include "jobs/pending.hpp"
 #include "jobs/queue_core.hpp"
 #include "jobs/reply_parse.hpp"
+#include "scripts/script_exec.hpp"
 #include "subscriber/notify.hpp"
 
 #include <thoonk/job_queue.hpp>

@@ -1,13 +1,13 @@
 // thoonk::queue: the contract's "Queue" with non-blocking, coalesced gets.
 #include <thoonk/queue.hpp>
 
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
 #include "jobs/fetcher.hpp"
 #include "jobs/job_keys.hpp"
 #include "jobs/queue_core.hpp"
 #include "jobs/reply_parse.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {

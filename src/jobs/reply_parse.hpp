@@ -14,7 +14,7 @@
 namespace thoonk::detail::jobs {
 
 // Scripts run with detail::run_script and their errors map with
-// detail::reply_error (detail/script_exec.hpp): one runner and one mapper
+// detail::reply_error (scripts/script_exec.hpp): one runner and one mapper
 // for feeds and jobs.
 
 /// Integer of a number reply, a decimal string (detail::parse_int's rule)

@@ -11,9 +11,9 @@
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
-#include "detail/script_exec.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 using namespace thoonk::test;
@@ -150,7 +150,8 @@ FIXTURE_TEST_CASE("handoffline",
                   "oldest waiting first, and the put's jobs join the end of the line",
                   "[job][hand_off][put][put_many]") {
   auto q = co_await engine_queue(f);
-  auto old = co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
+  auto old =
+      co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
   fake_taker t{f};
   auto r = co_await t.put(q, 3, items(2, "new"));
   // As many as the put added, the oldest first: the ones that waited.

@@ -3,8 +3,8 @@
 // how ACL refusals map to error codes (detail::permission_error, used by
 // the one script error mapper detail::reply_error; docs/errors.md
 // "Permissions").
-#include "detail/script_exec.hpp"
 #include "feeds/common.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
