@@ -169,7 +169,7 @@ boost::system::error_code validate_worker_name(const config& cfg, std::string_vi
 /// Jitter of a retry's backoff, in [0, 1) (jobs/fail.lua, jobs/abort.lua).
 double backoff_jitter();
 
-// Shared by the job_queue operations (job_queue.cpp, job_engine.cpp).
+// Shared by the job_queue operations (job_queue_ops_*.cpp, job_engine.cpp).
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
 std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
 /// invalid_name (the queue's) or invalid_id, before any I/O.

@@ -1,5 +1,7 @@
 #include "jobs/runner_book.hpp"
 
+#include "jobs/time_limits.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -110,6 +112,21 @@ void runner_book::stop(time_point now) {
   if (stopping_) return;
   stopping_ = true;
   deadline_ = now + s_.stop_timeout;
+}
+
+bool runner_book::cancel_due(time_point now) noexcept {
+  if (!stopping_ || cancelled_at_deadline_ || now < deadline_ || busy_ == 0) return false;
+  cancelled_at_deadline_ = true;
+  return true;
+}
+
+std::chrono::milliseconds runner_book::heartbeat_interval() const noexcept {
+  if (s_.heartbeat_interval.count() > 0) return timer_capped(s_.heartbeat_interval);
+  return timer_capped(std::max(s_.worker_ttl / 3, std::chrono::milliseconds(1)));
+}
+
+std::chrono::milliseconds runner_book::offer_ttl() const noexcept {
+  return std::min(s_.worker_ttl, twice_capped(s_.poll_interval));
 }
 
 std::optional<runner_book::round> runner_book::next_round(time_point now) {
