@@ -336,15 +336,11 @@ std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& c
   return std::static_pointer_cast<job_queue_impl>(core);
 }
 
-namespace {
-
 std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o) {
   auto impl = std::make_shared<job_queue_impl>(c, name, std::move(o));
   impl->init();
   return impl;
 }
-
-}  // namespace
 
 // Validation shared by the single-job operations.
 error_code check_id(const job_queue_impl& impl, std::string_view id) {

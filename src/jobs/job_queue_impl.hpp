@@ -172,6 +172,8 @@ double backoff_jitter();
 // Shared by the job_queue operations (job_queue_ops_*.cpp, job_engine.cpp).
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
 std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
+/// A new job_queue_impl, initialised: a job_queue handle's state.
+std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o);
 /// invalid_name (the queue's) or invalid_id, before any I/O.
 boost::system::error_code check_id(const job_queue_impl& impl, std::string_view id);
 /// A script of one job: `args` after the id; the reply, or the status.
