@@ -6,7 +6,6 @@
 // reconcile() finds and gives back such claims.
 #include "jobs/runner/runner.hpp"
 
-#include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "thoonk_lua_scripts.hpp"
 
@@ -15,42 +14,29 @@ namespace thoonk::detail {
 namespace asio = boost::asio;
 
 asio::awaitable<void> runner::start_taking(std::shared_ptr<runner> self) {
-  std::weak_ptr<runner> weak = self;
-  // Named, not temporaries in the co_await expression: g++ 12 destroys
-  // such temporaries twice.
-  std::function<void(const message&)> on_message = [weak](const message& m) {
-    if (auto s = weak.lock()) s->taken(m.payload);
-  };
-  std::function<void(const subscriber_event&)> on_event = [weak](const subscriber_event& ev) {
-    auto s = weak.lock();
-    if (!s) return;
-    if (ev.kind == subscriber_event::disconnected) {
-      // Hand-offs sent now are lost: offer no more (the next round
-      // withdraws the offer), and check once the channel is back.
-      s->book_.set_offering(false);
-    } else if (ev.kind == subscriber_event::connected) {
-      s->want_reconcile();
-    }
-    s->poke();
-  };
-  const bool subscribed = co_await self->takes_.subscribe(
-      *self->impl_, self->worker_, std::move(on_message), std::move(on_event));
+  const bool subscribed = co_await self->takes_.subscribe(*self->impl_, self->worker_,
+                                                          std::weak_ptr<taker_events>(self));
   if (subscribed) self->book_.set_offering(true);
 }
 
-void runner::taken(std::string_view payload) {
-  if (takes_.seen_fence(payload)) return;
+void runner::channel_lost() {
+  // Hand-offs sent now are lost: offer no more (the next round withdraws
+  // the offer), and check once the channel is back (check_claims).
+  book_.set_offering(false);
+  poke();
+}
+
+void runner::check_claims() {
+  want_reconcile();
+  poke();
+}
+
+void runner::handed(std::vector<claimed_job> js) {
   // Leaving: the stop gives back every claim recorded under this worker.
   if (leaving_) return;
-  auto js = jobs::parse_hand_off(payload);
-  if (!js) {
-    // Claims were made for this worker that it cannot read.
-    want_reconcile();
-    return;
-  }
-  report_.handed_off += js->size();
-  const std::size_t starting = book_.handed_off(js->size());
-  start_or_keep(std::move(*js), starting, book_type::clock::now());
+  report_.handed_off += js.size();
+  const std::size_t starting = book_.handed_off(js.size());
+  start_or_keep(std::move(js), starting, book_type::clock::now());
   if (book_.stopping()) give_back_ready(time_point::max(), false);
   poke();
 }
@@ -76,15 +62,15 @@ asio::awaitable<void> runner::reconcile(std::shared_ptr<runner> self) {
   auto [st, came] = co_await self->takes_.fence(*self->impl_, !self->leaving_);
   const bool fence_lost = !st && !came;
   if (!st && came && !self->leaving_) {
-    std::vector<std::string> known{self->worker_, self->impl_->wake_channel, "0"};
-    for (auto& c : self->held_claims()) known.push_back(std::move(c));
+    std::vector<std::string> known = self->held_claims();
     for (const auto& [id, token] : self->failing_) {
       known.push_back(id);
       known.push_back(std::to_string(token));
     }
-    auto [rst, back] = co_await self->impl_->call(scripts::jobs_reconcile(), std::move(known));
+    auto [rst, back] =
+        co_await self->takes_.give_back_unknown(*self->impl_, false, std::move(known));
     if (!rst) {
-      self->report_.released += static_cast<std::uint64_t>(jobs::as_int(back));
+      self->report_.released += static_cast<std::uint64_t>(back);
       self->book_.set_offering(true);
     } else if (jobs::is_transient(rst.ec)) {
       st = std::move(rst);  // try again after a pause, as below

@@ -78,7 +78,7 @@ class job_slot : public std::enable_shared_from_this<job_slot> {
 
 /// Lives as long as its run (run() holds it) and any handler or coroutine
 /// of it; used on the client's executor only.
-class runner : public std::enable_shared_from_this<runner> {
+class runner : public std::enable_shared_from_this<runner>, public taker_events {
  public:
   runner(job_queue h, std::shared_ptr<job_queue_impl> q, job_coroutine co, job_function fn,
          run_options o);
@@ -158,8 +158,10 @@ class runner : public std::enable_shared_from_this<runner> {
   /// Subscribes to the runner's channel (at most a second's wait: without
   /// it the runner works by wake-ups and claims alone).
   static boost::asio::awaitable<void> start_taking(std::shared_ptr<runner> self);
-  /// A message on the runner's channel: jobs handed off, or a fence.
-  void taken(std::string_view payload);
+  // taker_events: what the runner's channel says.
+  void handed(std::vector<claimed_job> js) override;
+  void channel_lost() override;
+  void check_claims() override;
   void want_reconcile();
   static boost::asio::awaitable<void> reconcile(std::shared_ptr<runner> self);
 
