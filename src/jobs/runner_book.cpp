@@ -109,9 +109,34 @@ void runner_book::round_failed(round r, time_point now) {
 }
 
 void runner_book::stop(time_point now) {
+  if (check_wanted_ && !checking_) {
+    check_wanted_ = false;
+    rounds_held_ = false;
+  }
   if (stopping_) return;
   stopping_ = true;
   deadline_ = now + s_.stop_timeout;
+}
+
+bool runner_book::want_check() noexcept {
+  if (stopping_) return false;
+  check_wanted_ = true;
+  rounds_held_ = true;
+  return true;
+}
+
+bool runner_book::start_check() noexcept {
+  if (!check_wanted_ || checking_ || in_flight_ > 0) return false;
+  check_wanted_ = false;
+  checking_ = true;
+  return true;
+}
+
+void runner_book::check_again(bool again) noexcept { check_wanted_ = again && !stopping_; }
+
+void runner_book::check_done() noexcept {
+  checking_ = false;
+  if (!check_wanted_) rounds_held_ = false;
 }
 
 bool runner_book::cancel_due(time_point now) noexcept {

@@ -107,13 +107,31 @@ class runner_book {
   /// on its way. Finishes wait for the release.
   void hold_rounds(bool on) noexcept { rounds_held_ = on; }
   bool rounds_held() const noexcept { return rounds_held_; }
+  /// Hand-off: the runner may hold claims it never received (its
+  /// subscriber reconnected, a message could not be read), so a check
+  /// (reconciliation) is wanted; rounds are held until it ran. Refused
+  /// (false) during a stop, which gives back every claim anyway.
+  bool want_check() noexcept;
+  /// Whether the wanted check starts now: none runs and no round is in
+  /// flight (so every claim a round made is known). It then runs and is no
+  /// longer wanted.
+  bool start_check() noexcept;
+  /// The running check failed for the connection: it is wanted again
+  /// after the runner's pause, unless `again` is false or a stop came.
+  void check_again(bool again) noexcept;
+  /// The running check ended: rounds go on, unless another check is
+  /// wanted.
+  void check_done() noexcept;
+  bool check_wanted() const noexcept { return check_wanted_; }
+  bool checking() const noexcept { return checking_; }
   /// A wake-up: jobs may have arrived (or the queue resumed).
   void woken() noexcept { woken_ = true; }
   /// The registration lapsed: no claims until registered() again.
   void registration_lapsed() noexcept { registered_ = false; }
   void registered() noexcept { registered_ = true; }
   /// A stop was asked for: no more claims; jobs in flight have until
-  /// now + stop_timeout.
+  /// now + stop_timeout. A check wanted and not running is dropped (the
+  /// stop gives back every claim).
   void stop(time_point now);
 
   // ---- decisions -------------------------------------------------------------
@@ -182,11 +200,13 @@ class runner_book {
   bool dry_ = false;  // the last claim got fewer than it asked for
   bool woken_ = false;
   bool registered_ = true;
-  bool offering_ = false;     // rounds may offer slots (settings.hand_off)
-  bool offer_made_ = false;   // a round offered since the last withdrawal
-  bool rounds_held_ = false;  // hold_rounds()
-  time_point retry_at_{};     // when a dry queue is asked again
-  bool holding_ = false;      // a round failed: none goes out before hold_until_
+  bool offering_ = false;      // rounds may offer slots (settings.hand_off)
+  bool offer_made_ = false;    // a round offered since the last withdrawal
+  bool rounds_held_ = false;   // hold_rounds()
+  bool check_wanted_ = false;  // want_check()
+  bool checking_ = false;      // start_check() until check_done()
+  time_point retry_at_{};      // when a dry queue is asked again
+  bool holding_ = false;       // a round failed: none goes out before hold_until_
   time_point hold_until_{};
   bool stopping_ = false;
   bool cancelled_at_deadline_ = false;  // cancel_due() said so

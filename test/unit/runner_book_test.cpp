@@ -480,3 +480,75 @@ TEST_CASE("runner_book: an offer lasts two poll intervals, at most the worker's 
   CHECK(runner_book(s).offer_ttl() ==
         std::chrono::milliseconds(thoonk::detail::jobs::max_time_ms - 1));
 }
+
+TEST_CASE("runner_book: a hand-off check holds rounds and starts once none is in flight",
+          "[runner_book]") {
+  auto s = with(2);
+  s.hand_off = true;
+  runner_book b(s);
+  round_sent(b, t0);  // in flight
+  CHECK(b.want_check());
+  CHECK(b.rounds_held());
+  CHECK_FALSE(b.next_round(t0 + 1ms));
+  CHECK_FALSE(b.start_check());  // a round is in flight: its claims are not known yet
+  b.round_done(2, 2, std::nullopt, t0 + 2ms);
+  CHECK(b.start_check());
+  CHECK(b.checking());
+  CHECK_FALSE(b.check_wanted());
+  CHECK_FALSE(b.start_check());  // one at a time
+  b.handler_ended(done("a", 1));
+  CHECK_FALSE(b.next_round(t0 + 3ms));  // the finish waits for the check
+  SECTION("the check ends: rounds go on") {
+    b.check_done();
+    CHECK_FALSE(b.rounds_held());
+    auto r = round_sent(b, t0 + 4ms);
+    CHECK(r.finishes.size() == 1);
+  }
+  SECTION("wanted again while it ran: it runs once more before any round") {
+    CHECK(b.want_check());
+    b.check_done();
+    CHECK(b.rounds_held());
+    CHECK_FALSE(b.next_round(t0 + 4ms));
+    CHECK(b.start_check());
+  }
+  SECTION("it failed for the connection: wanted again after the pause") {
+    b.check_again(true);
+    b.check_done();
+    CHECK(b.rounds_held());
+    CHECK(b.start_check());
+  }
+  SECTION("it failed, and the runner leaves: not again") {
+    b.check_again(false);
+    b.check_done();
+    CHECK_FALSE(b.rounds_held());
+    CHECK_FALSE(b.start_check());
+  }
+}
+
+TEST_CASE("runner_book: a stop drops a hand-off check that is not running, and refuses new ones",
+          "[runner_book]") {
+  runner_book b(with(1));
+  SECTION("wanted, not started") {
+    CHECK(b.want_check());
+    b.stop(t0);
+    CHECK_FALSE(b.check_wanted());
+    CHECK_FALSE(b.rounds_held());
+    CHECK_FALSE(b.start_check());
+  }
+  SECTION("running: it ends, and is not tried again") {
+    CHECK(b.want_check());
+    CHECK(b.start_check());
+    b.stop(t0);
+    CHECK(b.checking());
+    CHECK(b.rounds_held());
+    b.check_again(true);
+    b.check_done();
+    CHECK_FALSE(b.check_wanted());
+    CHECK_FALSE(b.rounds_held());
+  }
+  SECTION("asked for during the stop") {
+    b.stop(t0);
+    CHECK_FALSE(b.want_check());
+    CHECK_FALSE(b.rounds_held());
+  }
+}

@@ -42,10 +42,8 @@ void runner::handed(std::vector<claimed_job> js) {
 }
 
 void runner::want_reconcile() {
-  if (!takes_.active() || leaving_ || book_.stopping()) return;
-  reconcile_wanted_ = true;
-  book_.hold_rounds(true);
-  poke();
+  if (!takes_.active() || leaving_) return;
+  if (book_.want_check()) poke();
 }
 
 /// Gives back the claims recorded under this worker that it does not know.
@@ -56,8 +54,7 @@ void runner::want_reconcile() {
 /// tries again; the claims of lost messages lapse with their leases
 /// meanwhile.
 asio::awaitable<void> runner::reconcile(std::shared_ptr<runner> self) {
-  self->reconciling_ = true;
-  self->reconcile_wanted_ = false;
+  // Started by the round loop once the book said so (start_check()).
   self->book_.set_offering(false);
   auto [st, came] = co_await self->takes_.fence(*self->impl_, !self->leaving_);
   const bool fence_lost = !st && !came;
@@ -79,12 +76,11 @@ asio::awaitable<void> runner::reconcile(std::shared_ptr<runner> self) {
   if (st && jobs::is_transient(st.ec) && !self->leaving_) {
     asio::steady_timer pause(self->ex_, self->impl_->opts.poll_interval);
     co_await pause.async_wait(use_nothrow);
-    self->reconcile_wanted_ = !self->leaving_ && !self->book_.stopping();
+    self->book_.check_again(!self->leaving_);
   }
   // Other errors (the user may not PUBLISH on its own channel): no
   // hand-off for this run.
-  self->reconciling_ = false;
-  if (!self->reconcile_wanted_) self->book_.hold_rounds(false);
+  self->book_.check_done();
   self->poke();
   if (fence_lost && !self->leaving_) {
     // The fence did not come while the subscriber is up again (its

@@ -59,12 +59,9 @@ void runner::spawn(asio::awaitable<void> op) {
 }
 
 void runner::request_stop() {
+  // A stop gives back every claim this worker holds: no reconciliation
+  // (the book drops a check wanted and not running).
   book_.stop(book_type::clock::now());
-  // A stop gives back every claim this worker holds: no reconciliation.
-  if (reconcile_wanted_ && !reconciling_) {
-    reconcile_wanted_ = false;
-    book_.hold_rounds(false);
-  }
   // Jobs claimed ahead will not start here: back to the front of the
   // line at once (no failure counted), for other workers.
   give_back_ready(time_point::max(), false);
@@ -226,8 +223,7 @@ asio::awaitable<op_result<run_report>> runner::run(std::shared_ptr<runner> self)
         (self->fatal_ == error::client_stopped || self->fatal_ == asio::error::operation_aborted))
       break;  // nothing more can be sent
     if (self->book_.cancel_due(now)) self->cancel_all(true);
-    if (self->reconcile_wanted_ && !self->reconciling_ && self->book_.rounds_in_flight() == 0)
-      self->spawn(reconcile(self));
+    if (self->book_.start_check()) self->spawn(reconcile(self));
     while (auto r = self->book_.next_round(now)) self->spawn(run_round(self, std::move(*r)));
     const auto at = self->book_.next_timer();
     self->kick_.expires_at(at == time_point::max() ? time_point::max() : std::max(at, now));

@@ -195,9 +195,6 @@ class runner : public std::enable_shared_from_this<runner>, public taker_events 
   /// Claims being failed (fail_op in flight): reconcile() must not give
   /// them back.
   std::unordered_map<std::string, std::int64_t> failing_;
-  /// Reconciliation (reconcile()): wanted after a reconnect, one at a time.
-  bool reconcile_wanted_ = false;
-  bool reconciling_ = false;
   /// The pause before a check whose fence did not come is tried again.
   boost::asio::steady_timer* reconcile_retry_ = nullptr;
   boost::asio::steady_timer* heartbeat_timer_ = nullptr;
