@@ -1,7 +1,7 @@
 // Helpers shared by the feed, sorted feed, management and subscription
 // sources: the key layouts of the feed scripts, typed reply access,
 // timestamps, config checks. The scripts themselves live in src/lua, the one
-// runner and error mapper in detail/script_exec.hpp (docs/architecture.md
+// runner and error mapper in scripts/script_exec.hpp (docs/architecture.md
 // "Scripts").
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <thoonk/script.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <boost/asio/awaitable.hpp>
 

@@ -4,9 +4,9 @@
 #include <thoonk/client.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/json/parse.hpp>

@@ -3,9 +3,14 @@
 // dispatcher, the finish batcher and the operations close() must end.
 #pragma once
 
-#include "jobs/common.hpp"
+#include "detail/keys.hpp"
+#include "jobs/batcher.hpp"
+#include "jobs/fetcher.hpp"
 #include "jobs/job_keys.hpp"
+#include "jobs/pending.hpp"
 #include "jobs/queue_core.hpp"
+#include "jobs/reply_parse.hpp"
+#include "scripts/script_exec.hpp"
 #include "subscriber/notify.hpp"
 
 #include <thoonk/job_queue.hpp>
@@ -164,9 +169,11 @@ boost::system::error_code validate_worker_name(const config& cfg, std::string_vi
 /// Jitter of a retry's backoff, in [0, 1) (jobs/fail.lua, jobs/abort.lua).
 double backoff_jitter();
 
-// Shared by the job_queue operations (job_queue.cpp, job_engine.cpp).
+// Shared by the job_queue operations (job_queue_ops_*.cpp, job_engine.cpp).
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
 std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
+/// A new job_queue_impl, initialised: a job_queue handle's state.
+std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o);
 /// invalid_name (the queue's) or invalid_id, before any I/O.
 boost::system::error_code check_id(const job_queue_impl& impl, std::string_view id);
 /// A script of one job: `args` after the id; the reply, or the status.

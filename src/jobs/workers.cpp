@@ -2,7 +2,7 @@
 // runner", worker liveness): listing the workers and failing one on demand. The
 // decisions live in the scripts (jobs/get_workers.lua, jobs/fail_worker.lua
 // and the registry functions of includes/workers.lua); this is their I/O.
-// job_queue::run (runner.cpp) registers, renews and removes workers.
+// job_queue::run (jobs/runner/) registers, renews and removes workers.
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"

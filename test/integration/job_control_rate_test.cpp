@@ -11,8 +11,8 @@
 #include "support/job_engine.hpp"
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <cerrno>

@@ -5,10 +5,10 @@
 #include "support/helpers.hpp"
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
-#include "detail/script_functions.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
+#include "scripts/script_functions.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // the one script error mapper detail::reply_error; docs/errors.md
 // "Permissions").
 #include "feeds/common.hpp"
-#include "jobs/common.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>

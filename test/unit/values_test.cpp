@@ -6,7 +6,7 @@
 // (jobs/time_limits.hpp: at most 2^53 - 1 ms either way, no overflow).
 #include "detail/parse_int.hpp"
 #include "feeds/common.hpp"
-#include "jobs/common.hpp"
+#include "jobs/reply_parse.hpp"
 #include "jobs/time_limits.hpp"
 
 #include <thoonk/resp3/value.hpp>

@@ -5,5 +5,5 @@
 -- as 'spublish' (sharded pub/sub, Redis 7.0: the message stays on the
 -- shard that serves the channel's slot, and the channels carry the feed's
 -- hash tag, so the slot is the script's own). detail::sharded_variant
--- (src/detail/script_exec.cpp) makes that variant: keep this line as it is.
+-- (src/scripts/script_exec.cpp) makes that variant: keep this line as it is.
 local NOTIFY = 'publish'

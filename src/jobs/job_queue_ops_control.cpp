@@ -1,7 +1,7 @@
 // Queue control on thoonk::job_queue (docs/jobs.md §12): abort a claimed
 // job from any client, progress reports of the claim holder, pause and
-// resume. The decisions live in the scripts (jobs/abort.lua, progress.lua,
-// pause.lua, resume.lua and includes/claim_control.lua claim_allowance, which every
+// resume, retry and retract of any job. The decisions live in the scripts (jobs/abort.lua,
+// progress.lua, pause.lua, resume.lua and includes/claim_control.lua claim_allowance, which every
 // claim script calls); this is their I/O.
 #include <thoonk/job_queue.hpp>
 
@@ -103,6 +103,22 @@ void job_queue::start_resume(handler<> h) {
       client_->get_executor(),
       detail::queue_script(detail::shared_impl(core_), scripts::jobs_resume(), std::move(args)),
       std::move(h));
+}
+
+// Any job: retry a failed or dead one, retract one.
+void job_queue::start_retry(std::string id, handler<> h) {
+  std::vector<std::string> args{detail::unix_ms_string(), core_->wake_channel};
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retry(),
+                                             std::move(id), std::move(args)),
+                   std::move(h));
+}
+
+void job_queue::start_retract(std::string id, handler<> h) {
+  detail::spawn_op(client_->get_executor(),
+                   detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retract(),
+                                             std::move(id), {}),
+                   std::move(h));
 }
 
 }  // namespace thoonk

@@ -1,7 +1,7 @@
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 
 #include "connection/router.hpp"
-#include "detail/script_functions.hpp"
+#include "scripts/script_functions.hpp"
 
 #include <thoonk/error.hpp>
 

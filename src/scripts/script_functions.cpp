@@ -1,6 +1,6 @@
-#include "detail/script_functions.hpp"
+#include "scripts/script_functions.hpp"
 
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <thoonk/error.hpp>

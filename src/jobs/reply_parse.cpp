@@ -1,4 +1,4 @@
-#include "jobs/common.hpp"
+#include "jobs/reply_parse.hpp"
 
 #include "detail/parse_int.hpp"
 
