@@ -535,7 +535,7 @@ namespace thoonk::detail::scripts {
 /// One embedded script: its file under src/lua, its layout, the file's text
 /// (what line numbers refer to), the script the server runs with EVALSHA,
 /// and the same script as a function library, its name written @FN@
-/// (src/detail/script_functions.hpp).
+/// (src/scripts/script_functions.hpp).
 struct embedded_script {
   std::string_view file;
   std::string_view layout;
