@@ -73,17 +73,17 @@ asio::awaitable<void> worker(thoonk::job_queue* qp, queue_run* rp, steady::time_
   while (steady::now() < until) {
     thoonk::put_options po;
     std::string item = payload;
-    auto [ec, id] = co_await q.put(std::move(item), po, nothrow);
+    auto [ec, id] = co_await q.async_put(std::move(item), po, nothrow);
     if (ec) {
       ++r.errors;
       continue;
     }
-    auto [cec, job] = co_await q.claim(1s, nothrow);
+    auto [cec, job] = co_await q.async_claim(1s, nothrow);
     if (cec) {
       ++r.errors;
       continue;
     }
-    auto [fec] = co_await q.finish(job, nothrow);
+    auto [fec] = co_await q.async_finish(job, nothrow);
     if (fec) ++r.errors;
     else ++r.finished;
   }
@@ -122,10 +122,10 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         std::vector<thoonk::job_queue> qs;
         for (auto& r : runs) {
-          auto q = co_await thoonk::job_queue::create_or_open(c, r.name, asio::use_awaitable);
+          auto q = co_await thoonk::job_queue::async_create_or_open(c, r.name, asio::use_awaitable);
           qs.push_back(std::move(q));
         }
         for (auto p : primaries) cpu_before[p] = server_cpu(cl, p);

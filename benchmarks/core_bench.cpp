@@ -52,16 +52,16 @@ run_result run_load(const thoonk::config& cfg, const std::string& op, int corout
       } else {
         req.push("EVALSHA", s.sha1(), 3, k1, k2, k3, "xxx");
       }
-      co_await c.conn().exec(req, asio::use_awaitable);
+      co_await c.conn().async_exec(req, asio::use_awaitable);
     }
   };
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         thoonk::request load;
         load.push("SCRIPT", "LOAD", s.source());
-        co_await c.conn().exec(load, asio::use_awaitable);
+        co_await c.conn().async_exec(load, asio::use_awaitable);
         auto w0 = c.conn().stats().writes;
         auto start = std::chrono::steady_clock::now();
         int remaining = coroutines;

@@ -163,8 +163,8 @@ asio::awaitable<json::object> throughput(thoonk::client& c, std::string feed_nam
         [&]() -> asio::awaitable<void> {
           while (issued < total && clock_type::now() < deadline) {
             std::string id = tag + std::to_string(issued++);
-            auto [ec, r] = co_await f.publish(thoonk::item_id(std::move(id)), item,
-                                              asio::as_tuple(asio::use_awaitable));
+            auto [ec, r] = co_await f.async_publish(thoonk::item_id(std::move(id)), item,
+                                                    asio::as_tuple(asio::use_awaitable));
             if (ec) ++failed;
             ++done;
           }
@@ -198,7 +198,7 @@ asio::awaitable<json::object> latency(asio::io_context& ioc, const thoonk::confi
   samples->reserve(static_cast<std::size_t>(expected) * static_cast<std::size_t>(subscribers));
   for (int i = 0; i < subscribers; ++i) {
     subs.push_back(std::make_unique<thoonk::client>(ioc.get_executor(), cfg));
-    co_await subs.back()->connect(asio::use_awaitable);
+    co_await subs.back()->async_connect(asio::use_awaitable);
     thoonk::feed f(*subs.back(), feed_name);
     // A named callback: g++ 12 mishandles a lambda temporary with owning
     // captures inside a co_await expression (one capture copy too few).
@@ -209,7 +209,7 @@ asio::awaitable<json::object> latency(asio::io_context& ioc, const thoonk::confi
       auto now = clock_type::now().time_since_epoch().count();
       samples->push_back(static_cast<double>(now - sent) / 1000.0);  // us
     };
-    auto h = co_await f.subscribe(cb, asio::use_awaitable);
+    auto h = co_await f.async_subscribe(cb, asio::use_awaitable);
     handles.push_back(std::move(h));
   }
   thoonk::feed f(pub, feed_name);
@@ -230,9 +230,9 @@ asio::awaitable<json::object> latency(asio::io_context& ioc, const thoonk::confi
          tag = std::to_string(rate) + "-" +
                std::to_string(subscribers)]() mutable -> asio::awaitable<void> {
           // New ids every phase: each publish is a publish, not an edit.
-          auto [ec, r] =
-              co_await f.publish(thoonk::item_id("l" + tag + "-" + std::to_string(i)),
-                                 item_with_stamp(item_size), asio::as_tuple(asio::use_awaitable));
+          auto [ec, r] = co_await f.async_publish(
+              thoonk::item_id("l" + tag + "-" + std::to_string(i)), item_with_stamp(item_size),
+              asio::as_tuple(asio::use_awaitable));
           if (ec) ++cnt->failed;
           ++cnt->completed;
         },
@@ -296,10 +296,10 @@ int main(int argc, char** argv) {
   try {
     std::string feed_name = "bench.feed." + c.instance_id().substr(0, 8);
     run_sync(ioc, [&]() -> asio::awaitable<int> {
-      co_await c.connect(asio::use_awaitable);
+      co_await c.async_connect(asio::use_awaitable);
       thoonk::feed::settings settings;
       settings.max_length = max_length;
-      co_await thoonk::feed::create_or_open(c, feed_name, settings, asio::use_awaitable);
+      co_await thoonk::feed::async_create_or_open(c, feed_name, settings, asio::use_awaitable);
       co_return 0;
     }());
 
@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
     out["targets"] = targets;
 
     run_sync(ioc, [&]() -> asio::awaitable<int> {
-      co_await c.delete_feed(feed_name, asio::use_awaitable);
+      co_await c.async_delete_feed(feed_name, asio::use_awaitable);
       co_return 0;
     }());
   } catch (const std::exception& e) {

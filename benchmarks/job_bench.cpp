@@ -60,14 +60,14 @@ asio::awaitable<thoonk::job_queue> new_queue(thoonk::client& c, const std::strin
                                              thoonk::job_queue_options o = {}) {
   auto name = unique(prefix);
   co_await create(c, name, {});
-  auto q = co_await thoonk::job_queue::open(c, name, std::move(o), asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_open(c, name, std::move(o), asio::use_awaitable);
   co_return q;
 }
 
 // One put_many of 1000 jobs of 70 bytes.
 asio::awaitable<void> put_thousand(thoonk::job_queue& q) {
   std::vector<std::string> items(1000, payload70);
-  co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
 }
 
 // ---------------------------------------------------------------------------
@@ -135,7 +135,7 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
         auto q = co_await new_queue(c, "bench-put");
         // One by one, each awaited.
         auto t0 = steady::now();
-        for (long i = 0; i < n_seq; ++i) co_await q.put(payload70, asio::use_awaitable);
+        for (long i = 0; i < n_seq; ++i) co_await q.async_put(payload70, asio::use_awaitable);
         r.sequential_per_s = static_cast<double>(n_seq) / bench::seconds_since(t0);
         // One by one from 64 coroutines (coalesced into shared script calls).
         long left = n_conc;
@@ -143,7 +143,7 @@ enqueue_result enqueue(const thoonk::config& cfg, long n_seq, long n_conc, long 
         auto producer = [](thoonk::job_queue q, long* left, int* live) -> asio::awaitable<void> {
           while (*left > 0) {
             --*left;
-            co_await q.put(payload70, asio::use_awaitable);
+            co_await q.async_put(payload70, asio::use_awaitable);
           }
           --*live;
         };
@@ -180,24 +180,24 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
       [&](asio::io_context& ioc) -> asio::awaitable<void> {
         thoonk::client prod(ioc.get_executor(), cfg);
         thoonk::client work(ioc.get_executor(), cfg);
-        co_await prod.connect(asio::use_awaitable);
-        co_await work.connect(asio::use_awaitable);
+        co_await prod.async_connect(asio::use_awaitable);
+        co_await work.async_connect(asio::use_awaitable);
         auto name = unique("bench-lat");
         co_await create(prod, name, {});
         thoonk::job_queue pq(prod, name);
-        auto wq = co_await thoonk::job_queue::open(work, name, asio::use_awaitable);
+        auto wq = co_await thoonk::job_queue::async_open(work, name, asio::use_awaitable);
         const long total = rate * duration.count();
         bool stop = false;
         int live = 4;
         auto worker = [](thoonk::job_queue q, std::vector<double>* lat, bool* stop,
                          int* live) -> asio::awaitable<void> {
           while (!*stop) {
-            auto [ec, j] = co_await q.claim(200ms, nothrow);
+            auto [ec, j] = co_await q.async_claim(200ms, nothrow);
             if (ec) continue;
             auto now = steady::now().time_since_epoch().count();
             auto put_at = std::stoll(j.item);
             lat->push_back(static_cast<double>(now - put_at) / 1e6);
-            co_await q.finish(j, nothrow);
+            co_await q.async_finish(j, nothrow);
           }
           --*live;
         };
@@ -213,7 +213,7 @@ latency_result latency(const thoonk::config& cfg, int rate, std::chrono::seconds
           co_await t.async_wait(asio::use_awaitable);
           auto stamp = std::to_string(steady::now().time_since_epoch().count());
           // Not awaited one after the other: the pace is the timer's.
-          pq.put(std::move(stamp), asio::detached);
+          pq.async_put(std::move(stamp), asio::detached);
         }
         r.rate = static_cast<double>(total) / bench::seconds_since(t0);
         t.expires_after(500ms);
@@ -290,7 +290,7 @@ memory_result memory(const thoonk::config& cfg, long n) {
               req.push("ZADD", "feed.published:" + name, "1700000000000", id);
               req.push("EXEC");
             }
-            co_await c.conn().exec(req, asio::use_awaitable);
+            co_await c.conn().async_exec(req, asio::use_awaitable);
           }
           auto after = co_await used_memory(c);
           r.contract_uuid_bytes = static_cast<double>(after - before) / static_cast<double>(n);
@@ -321,7 +321,7 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         thoonk::request req;
         req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_put().source());
         req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_claim().source());
-        auto resp = co_await c.conn().exec(req, asio::use_awaitable);
+        auto resp = co_await c.conn().async_exec(req, asio::use_awaitable);
         put_sha = resp[0].str;
         claim_sha = resp[1].str;
       },
@@ -349,7 +349,8 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         thoonk::job_queue q(c, name);
         for (long done = 0; done < n_claim64 * 64; done += 1000) {
           std::vector<std::string> items(1000, payload70);
-          co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+          co_await q.async_put_many(std::move(items), thoonk::priority::normal,
+                                    asio::use_awaitable);
         }
       },
       120s);

@@ -59,7 +59,7 @@ asio::awaitable<void> make_due(thoonk::client& c, const std::string& name) {
       "local m = redis.call('ZRANGE', KEYS[1], 0, -1) "
       "for i = 1, #m do redis.call('ZADD', KEYS[1], 1, m[i]) end return #m";
   req.push("EVAL", lua, 1, "feed.scheduled:" + name);
-  co_await c.conn().exec(req, asio::use_awaitable);
+  co_await c.conn().async_exec(req, asio::use_awaitable);
 }
 
 // Waits on `c`'s executor.
@@ -97,15 +97,15 @@ asio::awaitable<double> work(thoonk::client& c, thoonk::job_queue& q, long n, bo
         c.get_executor(),
         [&]() -> asio::awaitable<void> {
           while (finished < n) {
-            auto [ec, j] = co_await q.claim(200ms, nothrow);
+            auto [ec, j] = co_await q.async_claim(200ms, nothrow);
             if (ec) continue;
             if (fail_first && j.failures == 0) {
               thoonk::fail_options o;
               o.retry_at = thoonk::now_epoch_ms() - 1;
-              co_await q.fail(j, "once", o, asio::use_awaitable);
+              co_await q.async_fail(j, "once", o, asio::use_awaitable);
               continue;
             }
-            auto [fec] = co_await q.finish(j, nothrow);
+            auto [fec] = co_await q.async_finish(j, nothrow);
             if (!fec) ++finished;
           }
           --live;
@@ -119,7 +119,7 @@ asio::awaitable<thoonk::job_queue> fresh(thoonk::client& c, const std::string& p
                                          std::vector<std::string>& made) {
   auto name = bench::unique(prefix);
   made.push_back(name);
-  auto q = co_await thoonk::job_queue::create_or_open(c, name, asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_create_or_open(c, name, asio::use_awaitable);
   co_return q;
 }
 
@@ -140,7 +140,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     auto q = co_await fresh(c, "bench-engine-warm", made);
     thoonk::put_options o;
     o.delay = 1h;
-    for (int i = 0; i < 1000; ++i) co_await q.put(payload70, o, asio::use_awaitable);
+    for (int i = 0; i < 1000; ++i) co_await q.async_put(payload70, o, asio::use_awaitable);
   }
 
   // ---- scheduled puts, and the promotion of them all at once ----------------
@@ -150,7 +150,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     const double s = co_await spread(c, n, 64, [&](long) -> asio::awaitable<void> {
       thoonk::put_options o;
       o.run_at = due;
-      co_await q.put(payload70, o, asio::use_awaitable);
+      co_await q.async_put(payload70, o, asio::use_awaitable);
     });
     r.scheduled_put_per_s = static_cast<double>(n) / s;
     co_await make_due(c, q.name());
@@ -158,17 +158,17 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     slow.push("CONFIG", "SET", "slowlog-log-slower-than", "0");
     slow.push("CONFIG", "SET", "slowlog-max-len", "100000");
     slow.push("SLOWLOG", "RESET");
-    co_await c.conn().exec(slow, asio::use_awaitable);
+    co_await c.conn().async_exec(slow, asio::use_awaitable);
     thoonk::maintenance_options mo;
     mo.publish_stats = false;
     mo.check_unaccounted = false;
     const auto t0 = steady::now();
-    auto rep = co_await q.maintain(mo, asio::use_awaitable);
+    auto rep = co_await q.async_maintain(mo, asio::use_awaitable);
     r.promoted_per_s = static_cast<double>(rep.promoted) / bench::seconds_since(t0);
     thoonk::request get;
     get.push("SLOWLOG", "GET", "100000");
     get.push("CONFIG", "SET", "slowlog-log-slower-than", "10000");
-    auto resp = co_await c.conn().exec(get, asio::use_awaitable);
+    auto resp = co_await c.conn().async_exec(get, asio::use_awaitable);
     for (const auto& e : resp[0].elements)
       if (e.elements.size() > 3 && !e.elements[3].elements.empty() &&
           e.elements[3].elements[0].str == "EVALSHA")
@@ -179,7 +179,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
   {
     auto q = co_await fresh(c, "bench-engine-plain", made);
     const double s = co_await spread(c, n, 64, [&](long) -> asio::awaitable<void> {
-      co_await q.put(payload70, asio::use_awaitable);
+      co_await q.async_put(payload70, asio::use_awaitable);
     });
     r.plain_put_per_s = static_cast<double>(n) / s;
     r.claim_plain_per_s = co_await work(c, q, n, false);
@@ -192,7 +192,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     co_await spread(c, n, 64, [&](long) -> asio::awaitable<void> {
       thoonk::put_options o;
       o.run_at = later;
-      co_await q.put(payload70, o, asio::use_awaitable);
+      co_await q.async_put(payload70, o, asio::use_awaitable);
     });
     co_await make_due(c, q.name());
     r.claim_due_per_s = co_await work(c, q, n, false);
@@ -203,13 +203,13 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     auto q = co_await fresh(c, "bench-engine-fail", made);
     for (long done = 0; done < n; done += 1000) {
       std::vector<std::string> items(1000, payload70);
-      co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     }
     r.fail_retry_per_s = co_await work(c, q, n, true);
     auto q2 = co_await fresh(c, "bench-engine-finish", made);
     for (long done = 0; done < n; done += 1000) {
       std::vector<std::string> items(1000, payload70);
-      co_await q2.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+      co_await q2.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     }
     r.claim_finish_per_s = co_await work(c, q2, n, false);
   }
@@ -229,7 +229,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     auto b = co_await bench::used_memory(c);
     for (long done = 0; done < m; done += 1000) {
       std::vector<std::string> items(1000, payload70);
-      co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     }
     r.mem_plain = per_job(b, co_await bench::used_memory(c));
   }
@@ -241,7 +241,7 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
       thoonk::put_options o;
       if (kind == 1) o.run_at = later;
       if (kind == 2) o.id = "job-" + std::to_string(i);
-      co_await q.put(payload70, o, asio::use_awaitable);
+      co_await q.async_put(payload70, o, asio::use_awaitable);
     });
     co_return per_job(b, co_await bench::used_memory(c));
   };
@@ -255,16 +255,16 @@ asio::awaitable<void> measure(thoonk::client& c, long n, results& r) {
     co_await spread(c, m, 64, [&](long i) -> asio::awaitable<void> {
       thoonk::put_options o;
       o.id = "h-" + std::to_string(i);
-      co_await q.put(payload70, o, asio::use_awaitable);
+      co_await q.async_put(payload70, o, asio::use_awaitable);
     });
     co_await spread(c, m, 64, [&](long) -> asio::awaitable<void> {
-      co_await q.claim(1s, asio::use_awaitable);
+      co_await q.async_claim(1s, asio::use_awaitable);
     });
     auto b = co_await bench::used_memory(c);
     co_await spread(c, m, 64, [&](long i) -> asio::awaitable<void> {
       thoonk::put_options o;
       o.id = "h-" + std::to_string(i);
-      co_await q.put(payload70, o, asio::use_awaitable);
+      co_await q.async_put(payload70, o, asio::use_awaitable);
     });
     r.mem_held = per_job(b, co_await bench::used_memory(c));
   }
@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
         co_await bench::create(c, name, {});
         thoonk::request req;
         req.push("SCRIPT", "LOAD", thoonk::detail::scripts::jobs_put_with_options().source());
-        auto resp = co_await c.conn().exec(req, asio::use_awaitable);
+        auto resp = co_await c.conn().async_exec(req, asio::use_awaitable);
         sha = resp[0].str;
       },
       std::chrono::seconds(30));

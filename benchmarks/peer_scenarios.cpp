@@ -208,8 +208,8 @@ constexpr bool runner_available = false;
 asio::awaitable<thoonk::job_queue> open_queue(thoonk::client& c, const options& o) {
   thoonk::job_queue_options qo;
   qo.prefetch = o.prefetch.value_or(0);
-  co_return co_await thoonk::job_queue::create_or_open(c, o.queue, thoonk::job_queue::settings{},
-                                                       qo, asio::use_awaitable);
+  co_return co_await thoonk::job_queue::async_create_or_open(
+      c, o.queue, thoonk::job_queue::settings{}, qo, asio::use_awaitable);
 }
 
 // ---------------------------------------------------------------------------
@@ -222,11 +222,11 @@ asio::awaitable<void> enqueue(thoonk::client& c, const options& o) {
     for (long done = 0; done < o.jobs;) {
       const long k = std::min<long>(1000, o.jobs - done);
       std::vector<std::string> items(static_cast<std::size_t>(k), item);
-      co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
       done += k;
     }
   } else if (o.mode == "single") {
-    for (long i = 0; i < o.jobs; ++i) co_await q.put(item, asio::use_awaitable);
+    for (long i = 0; i < o.jobs; ++i) co_await q.async_put(item, asio::use_awaitable);
   } else if (o.mode == "inflight") {
     long left = o.jobs;
     int live = 64;
@@ -234,7 +234,7 @@ asio::awaitable<void> enqueue(thoonk::client& c, const options& o) {
                        asio::steady_timer* all_done) -> asio::awaitable<void> {
       while (*to_put > 0) {
         --*to_put;
-        co_await jq.put(it, asio::use_awaitable);
+        co_await jq.async_put(it, asio::use_awaitable);
       }
       if (--*running == 0) all_done->cancel();
     };
@@ -275,7 +275,7 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
     for (long done = 0; done < o.jobs;) {
       const long k = std::min<long>(1000, o.jobs - done);
       std::vector<std::string> items(static_cast<std::size_t>(k), item);
-      co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
       done += k;
     }
     cnt->acked = o.jobs;
@@ -285,8 +285,8 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
     ack_ns->reserve(static_cast<std::size_t>(o.jobs));
     auto put_one = [&](auto on_reply) {
       const auto stamp = now_ns();
-      q.put(payload(stamp), [stamp, acks = ack_ns, on_reply = std::move(on_reply)](
-                                error_code ec, auto&&... rest) mutable {
+      q.async_put(payload(stamp), [stamp, acks = ack_ns, on_reply = std::move(on_reply)](
+                                      error_code ec, auto&&... rest) mutable {
         acks->push_back(static_cast<double>(now_ns() - stamp));
         on_reply(ec, std::forward<decltype(rest)>(rest)...);
       });
@@ -332,7 +332,7 @@ struct work_state {
 // bench-compare.sh --old) finishes and claims in two calls.
 template <class Q>
 concept finishes_and_claims = requires(Q& q, thoonk::claimed_job& j) {
-  q.finish_and_claim(j, nothrow);
+  q.async_finish_and_claim(j, nothrow);
 };
 
 // Counts one finished job; the last one stops every worker.
@@ -353,13 +353,13 @@ asio::awaitable<void> raw_worker(Q q, std::shared_ptr<work_state> st) {
   thoonk::claimed_job j;
   while (!st->stop) {
     if (ec) {
-      std::tie(ec, j) = co_await q.claim(200ms, nothrow);
+      std::tie(ec, j) = co_await q.async_claim(200ms, nothrow);
       if (ec) continue;  // queue_empty after the wait: look again
     }
     if (st->lat_ns) st->lat_ns->push_back(static_cast<double>(now_ns() - stamp_of(j.item)));
     // The no-op handler ran; acknowledge (and take the next job).
     if constexpr (finishes_and_claims<Q>) {
-      auto [fec, next] = co_await q.finish_and_claim(j, nothrow);
+      auto [fec, next] = co_await q.async_finish_and_claim(j, nothrow);
       if (fec && fec != thoonk::error::queue_empty) {
         ++st->errors;
         ec = fec;
@@ -369,7 +369,7 @@ asio::awaitable<void> raw_worker(Q q, std::shared_ptr<work_state> st) {
       ec = fec;
       j = std::move(next);
     } else {
-      auto [fec] = co_await q.finish(j, nothrow);
+      auto [fec] = co_await q.async_finish(j, nothrow);
       ec = thoonk::error::queue_empty;  // claim next
       if (fec) {
         ++st->errors;
@@ -416,8 +416,9 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   const double cpu0 = bench::own_cpu();
   const auto t_start = now_ns();
   thoonk::diagnostics diag;
-  auto [ec, report] = co_await q.run(
-      h, ro, thoonk::with_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
+  auto [ec, report] = co_await q.async_run(
+      h, ro,
+      thoonk::capture_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
   const auto t_last = now_ns();
   const double cpu = bench::own_cpu() - cpu0;
   limit.cancel();
@@ -480,22 +481,23 @@ asio::awaitable<void> subscribe(asio::io_context& ioc, thoonk::client& c, const 
                                 const options& o) {
   thoonk::feed::settings fs;
   fs.max_length = 10000;  // bounded memory, as any real feed
-  co_await thoonk::feed::create_or_open(c, o.queue + ".feed", fs, asio::use_awaitable);
+  co_await thoonk::feed::async_create_or_open(c, o.queue + ".feed", fs, asio::use_awaitable);
   std::vector<std::unique_ptr<thoonk::client>> subs;
   std::vector<thoonk::feed_subscription> handles;
   auto samples = std::make_shared<std::vector<double>>();
   samples->reserve(static_cast<std::size_t>(o.messages) * static_cast<std::size_t>(o.subscribers));
   for (int i = 0; i < o.subscribers; ++i) {
     subs.push_back(std::make_unique<thoonk::client>(ioc.get_executor(), cfg));
-    co_await subs.back()->connect(asio::use_awaitable);
-    auto f = co_await thoonk::feed::open(*subs.back(), o.queue + ".feed", asio::use_awaitable);
+    co_await subs.back()->async_connect(asio::use_awaitable);
+    auto f =
+        co_await thoonk::feed::async_open(*subs.back(), o.queue + ".feed", asio::use_awaitable);
     // A named callback: g++ 12 mishandles a lambda temporary with owning
     // captures inside a co_await expression.
     thoonk::feed_callback cb = [samples](const thoonk::feed_event& e) {
       if (e.kind != thoonk::feed_event::publish || e.replayed) return;
       samples->push_back(static_cast<double>(now_ns() - stamp_of(e.item)));
     };
-    handles.push_back(co_await f.subscribe(cb, asio::use_awaitable));
+    handles.push_back(co_await f.async_subscribe(cb, asio::use_awaitable));
   }
   emit(json::object{{"ready", true}});
   const auto want = static_cast<std::size_t>(o.messages) * static_cast<std::size_t>(o.subscribers);
@@ -512,7 +514,7 @@ asio::awaitable<void> subscribe(asio::io_context& ioc, thoonk::client& c, const 
 }
 
 asio::awaitable<void> publish(thoonk::client& c, const options& o) {
-  auto f = co_await thoonk::feed::open(c, o.queue + ".feed", asio::use_awaitable);
+  auto f = co_await thoonk::feed::async_open(c, o.queue + ".feed", asio::use_awaitable);
   auto cnt = std::make_shared<reply_counts>();
   const double cpu0 = bench::own_cpu();
   const auto start = steady::now();
@@ -542,7 +544,7 @@ int main(int argc, char** argv) {
     bool ok = bench::run(
         [&](asio::io_context& ioc) -> asio::awaitable<void> {
           thoonk::client c(ioc.get_executor(), cfg);
-          co_await c.connect(asio::use_awaitable);
+          co_await c.async_connect(asio::use_awaitable);
           if (o.role == "enqueue") co_await enqueue(c, o);
           else if (o.role == "produce") co_await produce(c, o);
           else if (o.role == "work") co_await work(c, o);

@@ -70,7 +70,7 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
       [&](thoonk::client& c) -> asio::awaitable<void> {
         auto name = bench::unique(use_runner ? "bench-runner" : "bench-raw");
         co_await bench::create(c, name, {});
-        auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::async_open(c, name, asio::use_awaitable);
         const double scpu0 = co_await bench::server_cpu(c);
         const auto scripts0 = co_await bench::evalsha_stats(c);
         const double ccpu0 = process_cpu_seconds();
@@ -89,12 +89,12 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
           asio::cancellation_signal stop;
           bool done = false;
           thoonk::run_report rep;
-          q.run(noop, o,
-                asio::bind_cancellation_slot(stop.slot(),
-                                             [&](boost::system::error_code, thoonk::run_report x) {
-                                               rep = std::move(x);
-                                               done = true;
-                                             }));
+          q.async_run(noop, o,
+                      asio::bind_cancellation_slot(
+                          stop.slot(), [&](boost::system::error_code, thoonk::run_report x) {
+                            rep = std::move(x);
+                            done = true;
+                          }));
           while (handled < jobs && steady::now() - t0 < 60s) co_await pause_for(c, 1ms);
           stop.emit(asio::cancellation_type::terminal);
           while (!done) co_await pause_for(c, 1ms);

@@ -30,7 +30,7 @@ int main() {
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await client.connect(asio::use_awaitable);
+        co_await client.async_connect(asio::use_awaitable);
         std::cout << "connected to " << (cfg.unix_socket.empty() ? cfg.host : cfg.unix_socket)
                   << " (RESP" << client.conn().protocol() << ")\n";
 
@@ -38,7 +38,7 @@ int main() {
         thoonk::request req;
         req.push("PING");
         req.push("INCR", "example:runs");
-        auto replies = co_await client.conn().exec(req, asio::use_awaitable);
+        auto replies = co_await client.conn().async_exec(req, asio::use_awaitable);
         std::cout << "PING -> " << replies[0].str << ", this example ran " << replies[1].integer
                   << " time(s) on this server\n\n";
 

@@ -25,7 +25,7 @@ command -v redis-server >/dev/null 2>&1 || thoonk_die "redis-server not found on
 # Ninja (docs/testing.md, "Build time").
 generator=$(thoonk_generator_arg build-tests)
 cmake -S . -B build-tests ${generator:+"$generator"} -DCMAKE_BUILD_TYPE=Debug -DTHOONK_SANITIZE=ON -DTHOONK_TEST_UNITY_BATCH=8 \
-  -DTHOONK_LIB_UNITY_BATCH=8 -DTHOONK_BUILD_BENCHMARKS=OFF -DTHOONK_FUZZ_SECONDS=10
+  -DTHOONK_LIB_UNITY_BATCH=8 -DTHOONK_BUILD_BENCHMARKS=OFF -DTHOONK_FUZZ_SECONDS=10 -DTHOONK_WERROR=ON
 cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 
 # Leaks are failures; UB stops the test at the first report, with a stack.
@@ -33,17 +33,18 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # A run without arguments builds the ThreadSanitizer tests meanwhile, in
 # the background at idle priority: the entries below wait on servers and
-# timers much of the time, and the TSan build used to take three minutes
-# after them (docs/testing.md, "Build time").
+# timers much of the time, and the TSan build takes three minutes when run
+# after them (docs/testing.md, "ThreadSanitizer").
 tsan=0
 if [ "$#" -eq 0 ] && [ "${THOONK_TSAN:-1}" != "0" ]; then
   tsan=1
   start_tsan_build
   trap stop_tsan_build EXIT
 fi
-# One entry at a time: side by side, the load once had a cluster test's
-# busy primary failed over (docs/testing.md, "Build time").
-ctest --test-dir build-tests --output-on-failure "$@"
+# Two entries at a time (THOONK_CTEST_JOBS): each integration file is an
+# entry with its own redis-server; the entries that need the whole machine
+# (the clusters, the fault suite) are RUN_SERIAL (test/CMakeLists.txt).
+ctest --test-dir build-tests --output-on-failure -j"${THOONK_CTEST_JOBS:-2}" "$@"
 
 if [ "$tsan" = 1 ]; then
   finish_tsan_tests

@@ -1,6 +1,7 @@
 #include <thoonk/client.hpp>
 
 #include "connection/router.hpp"
+#include "detail/impl_access.hpp"
 #include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
@@ -36,7 +37,7 @@ client::client(executor_type ex, config cfg)
       router_(std::make_unique<detail::router>(conn_)),
       instance_id_(detail::make_uuid()) {
   // Cluster mode: the subscriber's shard channels go where the map says.
-  sub_.impl()->set_slot_source(router_->slots());
+  detail::impl_access::of(sub_)->set_slot_source(router_->slots());
 }
 
 client::~client() = default;
@@ -57,12 +58,12 @@ void client::stop() {
 
 void client::start_connect(handler<> h) {
   auto op = [](client* self) -> asio::awaitable<std::tuple<error_code>> {
-    auto [ec] = co_await self->conn_.connect(asio::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await self->conn_.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return std::tuple{ec};
     // Cluster mode: the slot map and a connection to each primary.
     auto rec = co_await self->router_->connect();
     if (rec) co_return std::tuple{rec};
-    auto [ec2] = co_await self->sub_.connect(asio::as_tuple(asio::use_awaitable));
+    auto [ec2] = co_await self->sub_.async_connect(asio::as_tuple(asio::use_awaitable));
     co_return std::tuple{ec2};
   };
   detail::spawn_op(get_executor(), op(this), std::move(h));

@@ -80,7 +80,7 @@ void wait_for_replicas(client& c, durability& ack, std::string feed,
                        }));
     return;
   }
-  router_of(c).any().exec(req, opts, asio::bind_cancellation_slot(slot, std::move(done)));
+  router_of(c).any().async_exec(req, opts, asio::bind_cancellation_slot(slot, std::move(done)));
 }
 
 }  // namespace thoonk::detail

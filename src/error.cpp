@@ -77,13 +77,13 @@ class thoonk_category final : public boost::system::error_category {
                "channel or pattern?); nothing stays registered";
       case error::server_error:
         return "the server answered with an error reply (its text: pass the token through "
-               "thoonk::with_diagnostics)";
+               "thoonk::capture_diagnostics)";
       case error::unexpected_type:
         return "the server's reply had an unexpected type: is another client writing "
                "incompatible data under the same keys?";
       case error::script_error:
         return "a Lua script of the library failed on the server (its text and line: pass the "
-               "token through thoonk::with_diagnostics)";
+               "token through thoonk::capture_diagnostics)";
       case error::invalid_name:
         return "invalid feed name: it must be 1..max_name_length bytes without NUL, and contain "
                "'{' or '}' only when a hash tag was asked for";

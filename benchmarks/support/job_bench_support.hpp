@@ -54,7 +54,7 @@ bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
   return run(
       [&](boost::asio::io_context& ioc) -> boost::asio::awaitable<void> {
         thoonk::client c(ioc.get_executor(), cfg);
-        co_await c.connect(boost::asio::use_awaitable);
+        co_await c.async_connect(boost::asio::use_awaitable);
         co_await f(c);
       },
       limit);
@@ -63,12 +63,13 @@ bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
 /// Creates job queue `name` with config `cfg`.
 inline boost::asio::awaitable<void> create(thoonk::client& c, std::string name,
                                            thoonk::feed_config cfg) {
-  co_await c.create_feed(name, thoonk::feed_type::job, std::move(cfg), boost::asio::use_awaitable);
+  co_await c.async_create_feed(name, thoonk::feed_type::job, std::move(cfg),
+                               boost::asio::use_awaitable);
 }
 
 /// Deletes `name`, ignoring errors.
 inline boost::asio::awaitable<void> drop(thoonk::client& c, std::string name) {
-  auto [ec] = co_await c.delete_feed(name, boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto [ec] = co_await c.async_delete_feed(name, boost::asio::as_tuple(boost::asio::use_awaitable));
   (void)ec;
 }
 
@@ -77,7 +78,7 @@ inline boost::asio::awaitable<double> info_field(thoonk::client& c, const char* 
                                                  const char* field) {
   thoonk::request r;
   r.push("INFO", section);
-  auto resp = co_await c.conn().exec(r, boost::asio::use_awaitable);
+  auto resp = co_await c.conn().async_exec(r, boost::asio::use_awaitable);
   const auto& s = resp[0].str;
   const auto p = s.find(std::string(field) + ":");
   co_return p == std::string::npos ? 0.0 : std::stod(s.substr(p + std::strlen(field) + 1));
@@ -99,7 +100,7 @@ struct script_time {
 inline boost::asio::awaitable<script_time> evalsha_stats(thoonk::client& c) {
   thoonk::request r;
   r.push("INFO", "commandstats");
-  auto resp = co_await c.conn().exec(r, boost::asio::use_awaitable);
+  auto resp = co_await c.conn().async_exec(r, boost::asio::use_awaitable);
   const auto& s = resp[0].str;
   script_time t;
   const auto p = s.find("cmdstat_evalsha:");
@@ -132,7 +133,8 @@ inline boost::asio::awaitable<void> put_in_chunks(thoonk::job_queue q, long n,
   for (long done = 0; done < n;) {
     const long k = std::min<long>(1000, n - done);
     std::vector<std::string> items(static_cast<std::size_t>(k), payload);
-    co_await q.put_many(std::move(items), thoonk::priority::normal, boost::asio::use_awaitable);
+    co_await q.async_put_many(std::move(items), thoonk::priority::normal,
+                              boost::asio::use_awaitable);
     done += k;
   }
 }
@@ -144,9 +146,9 @@ inline boost::asio::awaitable<void> claim_finish_loop(thoonk::job_queue q, long*
   using namespace std::chrono_literals;
   constexpr auto nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
   while (*finished < total) {
-    auto [ec, j] = co_await q.claim(500ms, nothrow);
+    auto [ec, j] = co_await q.async_claim(500ms, nothrow);
     if (ec) continue;
-    auto [fec] = co_await q.finish(j, nothrow);
+    auto [fec] = co_await q.async_finish(j, nothrow);
     if (!fec) ++*finished;
   }
   --*live;

@@ -69,11 +69,16 @@ class client {
   const std::string& instance_id() const noexcept { return instance_id_; }
 
   /// Connects the command connection, then the subscriber.
-  /// Completion signature `void(error_code)`; errors as connection::connect.
-  template <class CompletionToken>
-  auto connect(CompletionToken&& token) {
+  /// Completion signature `void(error_code)`; errors as connection::async_connect.
+  template <completion_token CompletionToken = default_token_t>
+  auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &client::start_connect, this);
+  }
+  /// Deprecated: async_connect.
+  template <class CompletionToken>
+  [[deprecated("use async_connect")]] auto connect(CompletionToken&& token) {
+    return async_connect(std::forward<CompletionToken>(token));
   }
 
   /// Runs `s` with EVALSHA; on NOSCRIPT (after SCRIPT FLUSH, a restart or a
@@ -81,14 +86,22 @@ class client {
   ///
   /// Completion signature `void(error_code, resp3::value)`. The value is the
   /// script's reply; a Lua error is an error value (check is_error()), not
-  /// an error code. Error codes are transport errors as for exec().
-  /// Cancellation: as connection::exec.
-  template <class CompletionToken>
-  auto eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
-            CompletionToken&& token) {
+  /// an error code. Error codes are transport errors as for async_exec().
+  /// Cancellation: as connection::async_exec.
+  template <completion_token CompletionToken = default_token_t>
+  auto async_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
+                  CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, resp3::value)>(
         std::forward<CompletionToken>(token), &client::start_eval, this, std::move(s),
         std::move(keys), std::move(args));
+  }
+  /// Deprecated: async_eval.
+  template <class CompletionToken>
+  [[deprecated("use async_eval")]] auto eval(script s, std::vector<std::string> keys,
+                                             std::vector<std::string> args,
+                                             CompletionToken&& token) {
+    return async_eval(std::move(s), std::move(keys), std::move(args),
+                      std::forward<CompletionToken>(token));
   }
 
   // ---- feed management (docs/contract.md: Create/Delete Feed, Set/Get Config)
@@ -97,14 +110,23 @@ class client {
   /// Creates a feed: SADD feeds, config `type` plus `cfg` fields, and
   /// PUBLISH newfeed `name\0instance-uuid`, in one atomic script.
   /// Completion `void(error_code)`; error::feed_exists if it exists.
-  template <class CompletionToken>
-  auto create_feed(std::string name, feed_type type, feed_config cfg, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_create_feed(std::string name, feed_type type, feed_config cfg,
+                         CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
                                                              &client::start_create_feed, this,
                                                              std::move(name), type, std::move(cfg));
   }
+  /// Deprecated: async_create_feed.
+  template <class CompletionToken>
+  [[deprecated("use async_create_feed")]] auto create_feed(std::string name, feed_type type,
+                                                           feed_config cfg,
+                                                           CompletionToken&& token) {
+    return async_create_feed(std::move(name), std::move(type), std::move(cfg),
+                             std::forward<CompletionToken>(token));
+  }
 
-  /// Creates the feed as create_feed() does, or, when a feed of that name
+  /// Creates the feed as async_create_feed() does, or, when a feed of that name
   /// exists with type `type`, leaves it as it is (its config included: `cfg`
   /// applies only to a feed this call creates). One atomic script, so two
   /// clients racing to create the same feed agree on one. Completion
@@ -112,74 +134,131 @@ class client {
   /// exists with another type; error::invalid_argument for a config value
   /// the library cannot use (nothing written); the handles' create_or_open
   /// (feed, sorted_feed, queue, job_queue) are built on it.
-  template <class CompletionToken>
-  auto create_or_open_feed(std::string name, feed_type type, feed_config cfg,
-                           CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_create_or_open_feed(std::string name, feed_type type, feed_config cfg,
+                                 CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, bool)>(
         std::forward<CompletionToken>(token), &client::start_create_or_open_feed, this,
         std::move(name), type, std::move(cfg));
   }
+  /// Deprecated: async_create_or_open_feed.
+  template <class CompletionToken>
+  [[deprecated("use async_create_or_open_feed")]] auto create_or_open_feed(
+      std::string name, feed_type type, feed_config cfg, CompletionToken&& token) {
+    return async_create_or_open_feed(std::move(name), std::move(type), std::move(cfg),
+                                     std::forward<CompletionToken>(token));
+  }
 
   /// Deletes a feed and every key of it, and PUBLISHes delfeed.
   /// Completion `void(error_code)`; error::feed_not_found if missing.
-  template <class CompletionToken>
-  auto delete_feed(std::string name, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_delete_feed(std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &client::start_delete_feed, this, std::move(name));
   }
+  /// Deprecated: async_delete_feed.
+  template <class CompletionToken>
+  [[deprecated("use async_delete_feed")]] auto delete_feed(std::string name,
+                                                           CompletionToken&& token) {
+    return async_delete_feed(std::move(name), std::forward<CompletionToken>(token));
+  }
 
   /// Completion `void(error_code, bool)`.
-  template <class CompletionToken>
-  auto feed_exists(std::string name, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_feed_exists(std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, bool)>(
         std::forward<CompletionToken>(token), &client::start_feed_exists, this, std::move(name));
   }
+  /// Deprecated: async_feed_exists.
+  template <class CompletionToken>
+  [[deprecated("use async_feed_exists")]] auto feed_exists(std::string name,
+                                                           CompletionToken&& token) {
+    return async_feed_exists(std::move(name), std::forward<CompletionToken>(token));
+  }
 
   /// Names of all feeds, sorted. Completion `void(error_code, std::vector<std::string>)`.
-  template <class CompletionToken>
-  auto list_feeds(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_list_feeds(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
         std::forward<CompletionToken>(token), &client::start_list_feeds, this);
+  }
+  /// Deprecated: async_list_feeds.
+  template <class CompletionToken>
+  [[deprecated("use async_list_feeds")]] auto list_feeds(CompletionToken&& token) {
+    return async_list_feeds(std::forward<CompletionToken>(token));
   }
 
   /// Sets one config field (HSET) and PUBLISHes conffeed.
   /// Completion `void(error_code)`; error::feed_not_found if missing;
   /// error::invalid_argument, with nothing written, for a value the library
   /// cannot use (config_field_problem() says which rule it broke).
-  template <class CompletionToken>
-  auto set_config(std::string name, std::string field, std::string value, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_set_config(std::string name, std::string field, std::string value,
+                        CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &client::start_set_config, this, std::move(name),
         std::move(field), std::move(value));
+  }
+  /// Deprecated: async_set_config.
+  template <class CompletionToken>
+  [[deprecated("use async_set_config")]] auto set_config(std::string name, std::string field,
+                                                         std::string value,
+                                                         CompletionToken&& token) {
+    return async_set_config(std::move(name), std::move(field), std::move(value),
+                            std::forward<CompletionToken>(token));
   }
 
   /// Reads one config field. Completion
   /// `void(error_code, std::optional<std::string>)` (nullopt: field unset);
   /// error::feed_not_found if the feed is missing.
-  template <class CompletionToken>
-  auto get_config(std::string name, std::string field, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_config(std::string name, std::string field, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
         std::forward<CompletionToken>(token), &client::start_get_config, this, std::move(name),
         std::move(field));
   }
+  /// Deprecated: async_get_config.
+  template <class CompletionToken>
+  [[deprecated("use async_get_config")]] auto get_config(std::string name, std::string field,
+                                                         CompletionToken&& token) {
+    return async_get_config(std::move(name), std::move(field),
+                            std::forward<CompletionToken>(token));
+  }
 
   /// Stores a structured value as JSON text in one config field.
-  template <class CompletionToken>
-  auto set_config_json(std::string name, std::string field, boost::json::value value,
-                       CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_set_config_json(std::string name, std::string field, boost::json::value value,
+                             CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token), &client::start_set_config_json, this, std::move(name),
         std::move(field), std::move(value));
+  }
+  /// Deprecated: async_set_config_json.
+  template <class CompletionToken>
+  [[deprecated("use async_set_config_json")]] auto set_config_json(std::string name,
+                                                                   std::string field,
+                                                                   boost::json::value value,
+                                                                   CompletionToken&& token) {
+    return async_set_config_json(std::move(name), std::move(field), std::move(value),
+                                 std::forward<CompletionToken>(token));
   }
 
   /// Reads one config field as JSON. Completion
   /// `void(error_code, boost::json::value)`: null when the field is unset;
   /// a field that is not valid JSON is returned as a JSON string.
-  template <class CompletionToken>
-  auto get_config_json(std::string name, std::string field, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_config_json(std::string name, std::string field, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, boost::json::value)>(
         std::forward<CompletionToken>(token), &client::start_get_config_json, this, std::move(name),
         std::move(field));
+  }
+  /// Deprecated: async_get_config_json.
+  template <class CompletionToken>
+  [[deprecated("use async_get_config_json")]] auto get_config_json(std::string name,
+                                                                   std::string field,
+                                                                   CompletionToken&& token) {
+    return async_get_config_json(std::move(name), std::move(field),
+                                 std::forward<CompletionToken>(token));
   }
 
   /// Deletes the Redis function libraries that other builds of this
@@ -198,14 +277,20 @@ class client {
   /// is not counted and is no error). A server without functions (before
   /// Redis 7.0) has none: 0. Errors: error::no_permission when the user may
   /// not run FUNCTION LIST or FUNCTION DELETE (grant `+function|list
-  /// +function|delete`); the server's text reaches with_diagnostics. On
+  /// +function|delete`); the server's text reaches capture_diagnostics. On
   /// an error, the count is what this call did delete (run it again for
-  /// the rest). Cancellation: as connection::exec. Thread safety: as the
+  /// the rest). Cancellation: as connection::async_exec. Thread safety: as the
   /// client's other operations.
-  template <class CompletionToken>
-  auto delete_stale_functions(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_delete_stale_functions(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::size_t)>(
         std::forward<CompletionToken>(token), &client::start_delete_stale_functions, this);
+  }
+  /// Deprecated: async_delete_stale_functions.
+  template <class CompletionToken>
+  [[deprecated("use async_delete_stale_functions")]] auto delete_stale_functions(
+      CompletionToken&& token) {
+    return async_delete_stale_functions(std::forward<CompletionToken>(token));
   }
 
   /// What the client's command router has done on a Redis Cluster

@@ -80,7 +80,7 @@ struct config {
   /// no timeout, a request waits until it completes or the connection gives
   /// up on it (a Redis command that takes long is not an error by itself).
   /// The subscriber's own SUBSCRIBE/UNSUBSCRIBE commands are not bounded
-  /// by it; bound subscribe() with cancellation.
+  /// by it; bound async_subscribe() with cancellation.
   std::chrono::milliseconds request_timeout{0};
 
   // ---- TLS -------------------------------------------------------------------
@@ -138,7 +138,7 @@ struct config {
   /// refused attempt that ran nothing: EVALSHA from then on. A call that a
   /// function cannot start but a script can (out of memory for a read, a
   /// read-only replica) runs with EVALSHA. false: always EVALSHA (SCRIPT
-  /// LOAD on NOSCRIPT). client::eval runs the application's scripts with
+  /// LOAD on NOSCRIPT). client::async_eval runs the application's scripts with
   /// EVALSHA either way. A URL's `?functions=no` (or `yes`) sets it.
   bool use_functions = true;
 

@@ -33,6 +33,8 @@ struct exec_options {
   /// false: it fails at once with error::not_connected.
   bool wait_for_connection = true;
 };
+template <>
+inline constexpr bool is_operation_argument_v<exec_options> = true;
 
 /// Observable counters. Monotonic over the connection's life.
 struct connection_stats {
@@ -134,7 +136,7 @@ class connection {
   /// (config::unavailable_retries; docs/reliability.md).
   /// After a failed first attempt the connection keeps retrying in the
   /// background only if config::reconnect is set; call stop() to give up.
-  /// Calling connect() again while connected completes at once; while not
+  /// Calling async_connect() again while connected completes at once; while not
   /// connected it completes with the next attempt's outcome.
   ///
   /// A refused client name (an ACL user without +client) is not an error:
@@ -142,11 +144,16 @@ class connection {
   ///
   /// Cancellation: terminal cancellation of the wait completes it with
   /// operation_aborted; the background loop is not affected.
-  template <class CompletionToken>
-  auto connect(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token),
         [impl = impl_](auto handler) { start_connect(impl, std::move(handler)); });
+  }
+  /// Deprecated: async_connect.
+  template <class CompletionToken>
+  [[deprecated("use async_connect")]] auto connect(CompletionToken&& token) {
+    return async_connect(std::forward<CompletionToken>(token));
   }
 
   /// Sends a request and completes with one reply per expected reply.
@@ -165,23 +172,34 @@ class connection {
   ///
   /// `req` is copied into the connection's write buffer when the operation is
   /// initiated, so it must stay valid until then (for `use_awaitable` and
-  /// callbacks: until exec() returns; for `deferred`: until the deferred
+  /// callbacks: until async_exec() returns; for `deferred`: until the deferred
   /// operation is launched) and may be reused or destroyed afterwards.
   ///
   /// Cancellation (terminal, partial, total): a request not yet written is
   /// removed and never sent; a written one is marked abandoned, completes
   /// with operation_aborted at once, and its reply is discarded when it
   /// arrives, so later replies stay aligned.
-  template <class CompletionToken>
-  auto exec(const request& req, CompletionToken&& token) {
-    return exec(req, exec_options{}, std::forward<CompletionToken>(token));
+  template <completion_token CompletionToken = default_token_t>
+  auto async_exec(const request& req, CompletionToken&& token = {}) {
+    return async_exec(req, exec_options{}, std::forward<CompletionToken>(token));
   }
+  /// Deprecated: async_exec.
   template <class CompletionToken>
-  auto exec(const request& req, exec_options opts, CompletionToken&& token) {
+  [[deprecated("use async_exec")]] auto exec(const request& req, CompletionToken&& token) {
+    return async_exec(req, std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t>
+  auto async_exec(const request& req, exec_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, response)>(
         std::forward<CompletionToken>(token), [impl = impl_, r = &req, opts](auto handler) {
           start_exec(impl, *r, opts, std::move(handler));
         });
+  }
+  /// Deprecated: async_exec.
+  template <class CompletionToken>
+  [[deprecated("use async_exec")]] auto exec(const request& req, exec_options opts,
+                                             CompletionToken&& token) {
+    return async_exec(req, std::move(opts), std::forward<CompletionToken>(token));
   }
 
   /// Closes the connection and stops reconnecting. Pending requests complete
@@ -198,9 +216,6 @@ class connection {
   /// Registers a listener for connect/disconnect events. Listeners run on
   /// the connection's executor and must not block.
   void on_event(std::function<void(const connection_event&)> listener);
-
-  /// The implementation, for the library's own layers (subscriber, scripts).
-  const std::shared_ptr<detail::connection_impl>& impl() const noexcept { return impl_; }
 
  private:
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;

@@ -60,14 +60,14 @@ struct durability {
 
 /// A completion token adapter: `token` completes as before, after WAIT
 /// answered, and `ack` receives the count. Combines with
-/// thoonk::with_diagnostics in either order:
+/// thoonk::capture_diagnostics in either order:
 ///
 ///     thoonk::durability ack{.replicas = 1, .timeout = 50ms};
 ///     auto id = co_await jobs.put(payload, thoonk::with_durability(ack, asio::use_awaitable));
 ///     if (!ack.satisfied()) log("only", ack.acknowledged, "replicas have it");
 ///
 /// Works on the operations of thoonk::client, feeds, queues and job queues
-/// (not on connection::exec: there is no client to wait through).
+/// (not on connection::async_exec: there is no client to wait through).
 template <class CompletionToken>
 struct with_durability_t {
   using token_type = CompletionToken;

@@ -115,3 +115,6 @@ namespace boost::system {
 template <>
 struct is_error_code_enum<thoonk::error> : std::true_type {};
 }  // namespace boost::system
+
+// Conditions group the codes above (condition.hpp).
+#include <thoonk/condition.hpp>

@@ -48,6 +48,8 @@ struct feed_settings {
 
   friend bool operator==(const feed_settings&, const feed_settings&) = default;
 };
+template <>
+inline constexpr bool is_operation_argument_v<feed_settings> = true;
 
 /// A handle of one feed of type `feed` on a client.
 ///
@@ -57,7 +59,7 @@ struct feed_settings {
 /// operation that changes data is one Lua script that also PUBLISHes its
 /// notification in the same atomic step.
 ///
-/// Get a handle with open() or create_or_open(); the shared operations
+/// Get a handle with async_open() or async_create_or_open(); the shared operations
 /// (retract, reads, subscribe, read_settings) and what every operation has
 /// in common (validation, errors, cancellation, lifetimes) are documented
 /// in detail::feed_core and detail::feed_base.
@@ -69,7 +71,7 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// An empty handle; only assign to it.
   feed() = default;
   /// A handle without any check (no I/O): operations report
-  /// feed_not_found / wrong_feed_type. Prefer open() or create_or_open().
+  /// feed_not_found / wrong_feed_type. Prefer async_open() or async_create_or_open().
   feed(client& c, std::string name) : feed_base(c, std::move(name), kind) {}
 
   /// Publishes `item` under a generated id (a random UUID).
@@ -79,11 +81,17 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// gradually); then `feed.publish` gets `id\0item`. Errors: as every
   /// operation; error::no_channel_permission, with nothing changed, when
   /// the user may not PUBLISH the notification.
-  template <class CompletionToken>
-  auto publish(std::string item, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_publish(std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
         std::forward<CompletionToken>(token), &feed::start_publish, *this,
         std::optional<std::string>(), std::move(item));
+  }
+  /// Deprecated: async_publish.
+  template <class CompletionToken>
+  [[deprecated("use async_publish")]] auto publish(std::string item,
+                                                   CompletionToken&& token) const {
+    return async_publish(std::move(item), std::forward<CompletionToken>(token));
   }
 
   /// Publishes `item` under `id`. An id that exists is an edit
@@ -91,11 +99,17 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// position, nothing is evicted, and `feed.edit` gets `id\0item`.
   /// Otherwise as publish(item). Completion
   /// `void(error_code, publish_result)`.
-  template <class CompletionToken>
-  auto publish(item_id id, std::string item, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_publish(item_id id, std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
         std::forward<CompletionToken>(token), &feed::start_publish, *this,
         std::optional<std::string>(std::move(id).str()), std::move(item));
+  }
+  /// Deprecated: async_publish.
+  template <class CompletionToken>
+  [[deprecated("use async_publish")]] auto publish(item_id id, std::string item,
+                                                   CompletionToken&& token) const {
+    return async_publish(std::move(id), std::move(item), std::forward<CompletionToken>(token));
   }
 
  private:

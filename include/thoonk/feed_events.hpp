@@ -20,7 +20,7 @@ namespace thoonk {
 class client;
 
 /// A position in a sorted feed, as carried by `feed.position` payloads and
-/// taken by sorted_feed::move(). Contract syntax: `:end`, `begin:`,
+/// taken by sorted_feed::async_move(). Contract syntax: `:end`, `begin:`,
 /// `:<id>` (before id) and `<id>:` (after id).
 struct feed_position {
   enum where_t : std::uint8_t { end, begin, before, after };
@@ -39,6 +39,8 @@ struct feed_position {
 
   friend bool operator==(const feed_position&, const feed_position&) = default;
 };
+template <>
+inline constexpr bool is_operation_argument_v<feed_position> = true;
 
 /// One notification of a feed or sorted feed.
 ///
@@ -77,7 +79,7 @@ struct catch_up_info {
   std::uint64_t retractions = 0;  ///< retractions replayed
   /// false when more retractions happened during the gap than the feed's
   /// retraction log keeps (config `retraction_log`, default 1000): some
-  /// retracted ids were not reported. Re-read get_ids() to reconcile.
+  /// retracted ids were not reported. Re-read async_get_ids() to reconcile.
   bool retractions_complete = true;
   /// true when the feed's publish counter went backwards (the feed was
   /// deleted and re-created, or the server lost its data): the replay then
@@ -89,7 +91,7 @@ struct catch_up_info {
   boost::system::error_code error;
 };
 
-/// Options of feed::subscribe() and sorted_feed::subscribe().
+/// Options of feed::async_subscribe() and sorted_feed::async_subscribe().
 struct feed_subscribe_options {
   /// Replay, after every subscriber reconnect, everything the subscription
   /// missed while disconnected, from the feed's own data, in order, before
@@ -104,6 +106,8 @@ struct feed_subscribe_options {
   /// With catch_up: called after each catch-up (see catch_up_info).
   std::function<void(const catch_up_info&)> on_catch_up;
 };
+template <>
+inline constexpr bool is_operation_argument_v<feed_subscribe_options> = true;
 
 using feed_callback = std::function<void(const feed_event&)>;
 using feed_admin_callback = std::function<void(const feed_admin_event&)>;
@@ -163,12 +167,18 @@ void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscrib
 /// published after completion is delivered, to `cb`, inline on the client's
 /// executor, exactly once per event (no catch-up for these events).
 /// Errors: error::subscribe_refused (the server's text through
-/// with_diagnostics), error::client_stopped; operation_aborted when
+/// capture_diagnostics), error::client_stopped; operation_aborted when
 /// cancelled (nothing stays registered). `c` must outlive the operation.
-template <class CompletionToken>
-auto subscribe_feed_admin(client& c, feed_admin_callback cb, CompletionToken&& token) {
+template <completion_token CompletionToken = default_token_t>
+auto async_subscribe_feed_admin(client& c, feed_admin_callback cb, CompletionToken&& token = {}) {
   return detail::initiate<void(boost::system::error_code, feed_subscription)>(
       std::forward<CompletionToken>(token), &detail::start_subscribe_feed_admin, &c, std::move(cb));
+}
+/// Deprecated: async_subscribe_feed_admin.
+template <class CompletionToken>
+[[deprecated("use async_subscribe_feed_admin")]] auto subscribe_feed_admin(
+    client& c, feed_admin_callback cb, CompletionToken&& token) {
+  return async_subscribe_feed_admin(c, std::move(cb), std::forward<CompletionToken>(token));
 }
 
 }  // namespace thoonk

@@ -8,7 +8,7 @@
 namespace thoonk {
 
 /// The id of a feed item, where it is passed next to the item itself
-/// (feed::publish, sorted_feed::edit, sorted_feed::publish_before/after).
+/// (feed::async_publish, sorted_feed::async_edit, sorted_feed::async_publish_before/after).
 ///
 /// Ids and items are both strings; a distinct type makes
 /// `publish(item, id)` (arguments swapped) a compile error instead of a

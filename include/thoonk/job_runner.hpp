@@ -1,4 +1,4 @@
-// The types of job_queue::run (docs/jobs.md "Workers and the runner"): the
+// The types of job_queue::async_run (docs/jobs.md "Workers and the runner"): the
 // handler a runner calls per job, what it is told, its options and report,
 // and what the worker registry lists. No I/O here; job_queue.hpp has the
 // operations.
@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ class job_slot;
 
 /// Thrown by a job handler (or let escape from it): the job fails with the
 /// exception's what() and becomes a dead letter at once, whatever retries
-/// it has left (job_queue::fail with fail_options::permanent). Any other
+/// it has left (job_queue::async_fail with fail_options::permanent). Any other
 /// exception fails the job with its retry strategy (retried after the
 /// backoff, or a dead letter once its retries are used up).
 class permanent_job_error : public std::runtime_error {
@@ -41,7 +42,7 @@ class permanent_job_error : public std::runtime_error {
 };
 
 /// What a runner's handler gets for one job. Copies share one state; it
-/// stays valid as long as a copy exists (also after run() completed).
+/// stays valid as long as a copy exists (also after async_run() completed).
 ///
 /// Thread safety: every member may be called from any thread, at once.
 class job_context {
@@ -49,7 +50,7 @@ class job_context {
   /// The job as claimed: id, token, item, failure count.
   const claimed_job& job() const noexcept;
   /// True once the runner no longer waits for this job's outcome: its claim
-  /// was lost (the lease lapsed and the job was claimed again, abort() from
+  /// was lost (the lease lapsed and the job was claimed again, async_abort() from
   /// any client, a heartbeat found it gone, the worker's registration
   /// lapsed) or the runner stopped and the job went back to the queue. A
   /// coroutine handler is also cancelled (its cancellation slot is emitted,
@@ -57,7 +58,7 @@ class job_context {
   /// function handler should poll this and return early. Whatever a
   /// cancelled handler returns is dropped.
   bool cancelled() const noexcept;
-  /// Reports progress on the job (job_queue::progress: kept on the job and
+  /// Reports progress on the job (job_queue::async_progress: kept on the job and
   /// published as a `progress` event when the queue's events are on). Does
   /// not wait; a report the server refuses (the claim was lost, a text too
   /// large) is dropped and counted in run_report::progress_refused. A
@@ -76,7 +77,7 @@ class job_context {
 /// A handler run as a coroutine, on run_options::handler_executor (or the
 /// client's executor). It returns the job's result (nullopt: finished
 /// without a result; a string: finished with that result, as
-/// job_queue::finish(claim, result)); an exception fails the job (see
+/// job_queue::async_finish(claim, result)); an exception fails the job (see
 /// permanent_job_error).
 using job_coroutine =
     std::function<boost::asio::awaitable<std::optional<std::string>>(job_context)>;
@@ -86,7 +87,7 @@ using job_coroutine =
 /// job_coroutine.
 using job_function = std::function<std::optional<std::string>(job_context)>;
 
-/// How job_queue::run works.
+/// How job_queue::async_run works.
 struct run_options {
   /// Handlers running at once (1 .. 10000). Idle slots are filled with jobs
   /// claimed in one script call, together with the finishes of the jobs
@@ -94,7 +95,7 @@ struct run_options {
   std::size_t concurrency = 1;
   /// The worker's name in the queue's registry (not empty: at most 200
   /// bytes, no NUL). Empty: `<host>:<pid>:<random>`, unique. A live worker
-  /// of the same name makes run() fail with error::worker_exists.
+  /// of the same name makes async_run() fail with error::worker_exists.
   std::string worker_name;
   /// The registration's time to live: a worker that has not renewed it for
   /// this long is dead, and its jobs go back (maintenance, or the next
@@ -112,10 +113,17 @@ struct run_options {
   /// heartbeats included, stays on the client's executor, so a handler that
   /// holds its thread does not delay them. Unset: the client's executor.
   std::optional<boost::asio::any_io_executor> handler_executor;
-  /// The runner stops gracefully when one of these signals arrives (the set
-  /// is waited on; keep it alive until run() completes, and do not wait on
-  /// it elsewhere meanwhile). Null: none.
-  boost::asio::basic_signal_set<boost::asio::any_io_executor>* stop_signals = nullptr;
+  /// A stop handle: the runner stops gracefully (as when the operation is
+  /// cancelled) once a stop is requested through the std::stop_source this
+  /// token came from, from any thread, before or during the run:
+  ///
+  ///     std::stop_source stop;
+  ///     opts.stop = stop.get_token();
+  ///     signals.async_wait([stop](auto, int) mutable { stop.request_stop(); });
+  ///     co_await q.async_run(handler, opts);
+  ///
+  /// Default: a token that never stops (the cancellation slot still does).
+  std::stop_token stop;
   /// Most jobs one script call claims (1 .. 1000).
   std::size_t max_claim_batch = 256;
   /// Most jobs claimed ahead of the idle slots (0 .. 10000; unset: 64, or
@@ -143,6 +151,8 @@ struct run_options {
   /// (run_report::released). false: never offer.
   bool hand_off = true;
 };
+template <>
+inline constexpr bool is_operation_argument_v<run_options> = true;
 
 /// What a run did, when it completed.
 struct run_report {
@@ -163,7 +173,7 @@ struct run_report {
   std::uint64_t progress_refused = 0;  ///< job_context::progress reports the server refused
 };
 
-/// A worker as the queue's registry lists it (job_queue::get_workers).
+/// A worker as the queue's registry lists it (job_queue::async_get_workers).
 struct worker_info {
   std::string name;
   /// When its registration lapses, and "now", both by the server's clock

@@ -4,6 +4,8 @@
 // has the operations.
 #pragma once
 
+#include <thoonk/completion.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -49,7 +51,7 @@ struct claim_ref {
   std::int64_t token = 0;
 };
 
-/// A job handed to a worker by claim(): its claim (id and token), item and
+/// A job handed to a worker by async_claim(): its claim (id and token), item and
 /// failure count. Pass it to finish/fail/cancel/stall/heartbeat as it is.
 struct claimed_job : claim_ref {
   std::string item;
@@ -62,7 +64,7 @@ struct claimed_job : claim_ref {
 /// field left unset takes the queue's default (job_queue::settings, whose
 /// own defaults are 10, 3, 2 s, 300 s).
 struct retry_strategy {
-  /// A failure (fail()) that brings the job's retry count to this makes it
+  /// A failure (async_fail()) that brings the job's retry count to this makes it
   /// a dead letter; below it, the job is scheduled again after a backoff.
   /// At least 1: with 1 the first failure is final.
   std::optional<std::int64_t> max_retries;
@@ -110,7 +112,7 @@ struct update_flags {
   friend bool operator==(const update_flags&, const update_flags&) = default;
 };
 
-/// Options of job_queue::put(item, put_options, token).
+/// Options of job_queue::async_put(item, put_options, token).
 struct put_options {
   /// The job's id. Unset: a new id is made (never de-duplicated). Set: the
   /// put de-duplicates: an existing job with this id is updated under
@@ -132,6 +134,8 @@ struct put_options {
   /// claimable at once; a scheduled job joins the end of the line when due).
   bool high_priority = false;
 };
+template <>
+inline constexpr bool is_operation_argument_v<put_options> = true;
 
 /// What a put with options did.
 struct put_result {
@@ -140,11 +144,16 @@ struct put_result {
     updated,  ///< an existing job (waiting, scheduled or stalled) was updated
     held,     ///< the id is claimed: the put waits for that claim to end
   };
+  /// Shorthands: `r.outcome == put_result::held`.
+  static constexpr outcome_t added = outcome_t::added;
+  static constexpr outcome_t updated = outcome_t::updated;
+  static constexpr outcome_t held = outcome_t::held;
+
   std::string id;
   outcome_t outcome = outcome_t::added;
 };
 
-/// Options of job_queue::fail.
+/// Options of job_queue::async_fail.
 struct fail_options {
   /// Retry at this time (epoch ms) instead of after the backoff (still
   /// counted against max_retries). Beyond +/-(2^53 - 1) ms:
@@ -153,15 +162,17 @@ struct fail_options {
   /// A permanent error: no retry, the job becomes a dead letter at once.
   bool permanent = false;
 };
+template <>
+inline constexpr bool is_operation_argument_v<fail_options> = true;
 
-/// Options of job_queue::abort: how a job whose claim is ended by another
+/// Options of job_queue::async_abort: how a job whose claim is ended by another
 /// client (or by the worker itself) ends.
 struct abort_options {
   enum class outcome_t : std::uint8_t {
-    /// As cancel(): back to the end of the line, failure count + 1, no
+    /// As async_cancel(): back to the end of the line, failure count + 1, no
     /// retry counted, no backoff.
     cancelled,
-    /// As fail() with `error`: retry count and failure count + 1; retried
+    /// As async_fail() with `error`: retry count and failure count + 1; retried
     /// after the backoff below max_retries, else (or with `permanent`) a
     /// dead letter.
     failed,
@@ -177,13 +188,19 @@ struct abort_options {
   /// outcome failed: no retry, the job becomes a dead letter at once.
   bool permanent = false;
 };
+template <>
+inline constexpr bool is_operation_argument_v<abort_options> = true;
 
-/// What fail() did.
+/// What async_fail() did.
 struct fail_result {
   enum class outcome_t : std::uint8_t {
     retry_scheduled,  ///< the job runs again at `run_at`
     dead_lettered,    ///< out of retries (or permanent): in feed.stalled
   };
+  /// Shorthands: `r.outcome == fail_result::dead_lettered`.
+  static constexpr outcome_t retry_scheduled = outcome_t::retry_scheduled;
+  static constexpr outcome_t dead_lettered = outcome_t::dead_lettered;
+
   outcome_t outcome = outcome_t::retry_scheduled;
   /// When the retry is due (epoch ms); 0 for a dead letter.
   epoch_ms run_at = 0;
@@ -215,17 +232,17 @@ struct job_info {
   std::int64_t failures = 0;
   /// Scheduled: when it becomes claimable (epoch ms); otherwise 0.
   epoch_ms run_at = 0;
-  /// Failures counted against max_retries (fail()).
+  /// Failures counted against max_retries (async_fail()).
   std::int64_t retry_count = 0;
   /// Lapsed leases counted against max_stalls.
   std::int64_t stall_count = 0;
   /// The job's own strategy (unset fields: the queue's defaults apply).
   retry_strategy retry;
-  /// The error of the last fail() or stall, empty if none.
+  /// The error of the last async_fail() or stall, empty if none.
   std::string last_error;
   /// A put waiting for this job's claim to end.
   std::optional<held_put> held;
-  /// The last progress a worker reported for it (job_queue::progress),
+  /// The last progress a worker reported for it (job_queue::async_progress),
   /// empty if none. Kept across retries until the job ends (finish,
   /// retract) or a later report replaces it.
   std::string progress;

@@ -19,7 +19,8 @@ namespace thoonk {
 
 namespace detail {
 class subscriber_impl;
-}
+struct impl_access;
+}  // namespace detail
 
 /// One pub/sub message. The views are valid only during the callback.
 struct message {
@@ -112,12 +113,17 @@ class subscriber {
 
   executor_type get_executor() const noexcept;
 
-  /// As connection::connect. Completion signature `void(error_code)`.
-  template <class CompletionToken>
-  auto connect(CompletionToken&& token) {
+  /// As connection::async_connect. Completion signature `void(error_code)`.
+  template <completion_token CompletionToken = default_token_t>
+  auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
         std::forward<CompletionToken>(token),
         [impl = impl_](auto h) { start_connect(impl, std::move(h)); });
+  }
+  /// Deprecated: async_connect.
+  template <class CompletionToken>
+  [[deprecated("use async_connect")]] auto connect(CompletionToken&& token) {
+    return async_connect(std::forward<CompletionToken>(token));
   }
 
   /// Registers `cb` for messages on `channel`.
@@ -131,20 +137,33 @@ class subscriber {
   /// connection's setup was refused, instead of waiting for a reconnect that
   /// would be refused too; operation_aborted on cancellation. On any error
   /// nothing stays registered.
-  template <class CompletionToken>
-  auto subscribe(std::string channel, callback cb, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe(std::string channel, callback cb, CompletionToken&& token = {}) {
     return initiate_subscribe(false, std::move(channel), std::move(cb),
                               std::forward<CompletionToken>(token));
   }
-
-  /// As subscribe() for a glob-style pattern (PSUBSCRIBE).
+  /// Deprecated: async_subscribe.
   template <class CompletionToken>
-  auto psubscribe(std::string pattern, callback cb, CompletionToken&& token) {
+  [[deprecated("use async_subscribe")]] auto subscribe(std::string channel, callback cb,
+                                                       CompletionToken&& token) {
+    return async_subscribe(std::move(channel), std::move(cb), std::forward<CompletionToken>(token));
+  }
+
+  /// As async_subscribe() for a glob-style pattern (PSUBSCRIBE).
+  template <completion_token CompletionToken = default_token_t>
+  auto async_psubscribe(std::string pattern, callback cb, CompletionToken&& token = {}) {
     return initiate_subscribe(true, std::move(pattern), std::move(cb),
                               std::forward<CompletionToken>(token));
   }
+  /// Deprecated: async_psubscribe.
+  template <class CompletionToken>
+  [[deprecated("use async_psubscribe")]] auto psubscribe(std::string pattern, callback cb,
+                                                         CompletionToken&& token) {
+    return async_psubscribe(std::move(pattern), std::move(cb),
+                            std::forward<CompletionToken>(token));
+  }
 
-  /// As subscribe() for a shard channel (SSUBSCRIBE, Redis 7.0; messages
+  /// As async_subscribe() for a shard channel (SSUBSCRIBE, Redis 7.0; messages
   /// sent with SPUBLISH). It goes over a connection of its own to the node
   /// that serves the channel's hash slot: in cluster mode the primary the
   /// client's slot map names (a subscriber of a client::sub()), else this
@@ -156,14 +175,21 @@ class subscriber {
   /// subscriber's own connection: `disconnected` when a subscribed shard
   /// channel is lost, `connected` when every one is subscribed again (feeds
   /// catch up then). docs/cluster.md, "Notifications".
-  template <class CompletionToken>
-  auto ssubscribe(std::string channel, callback cb, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_ssubscribe(std::string channel, callback cb, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
         std::forward<CompletionToken>(token),
         [impl = impl_, n = std::move(channel), cb = std::move(cb)](auto h) mutable {
           start_subscribe(impl, subscription::kind::shard, std::move(n), std::move(cb),
                           std::move(h));
         });
+  }
+  /// Deprecated: async_ssubscribe.
+  template <class CompletionToken>
+  [[deprecated("use async_ssubscribe")]] auto ssubscribe(std::string channel, callback cb,
+                                                         CompletionToken&& token) {
+    return async_ssubscribe(std::move(channel), std::move(cb),
+                            std::forward<CompletionToken>(token));
   }
 
   /// Registers a listener for connected/disconnected events; the handle
@@ -180,9 +206,8 @@ class subscriber {
   bool is_connected() const noexcept;
   subscriber_stats stats() const noexcept;
 
-  const std::shared_ptr<detail::subscriber_impl>& impl() const noexcept { return impl_; }
-
  private:
+  friend struct detail::impl_access;
   using connect_handler = detail::op_handler<void(boost::system::error_code)>;
   using subscribe_handler = detail::op_handler<void(boost::system::error_code, subscription)>;
   static void start_connect(std::shared_ptr<detail::subscriber_impl> impl, connect_handler h);

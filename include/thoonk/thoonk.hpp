@@ -3,6 +3,8 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/cluster.hpp>
+#include <thoonk/completion.hpp>
+#include <thoonk/condition.hpp>
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/diagnostics.hpp>

@@ -164,7 +164,7 @@ connection& cluster_router::connection_for(const cluster_node& node) {
 asio::awaitable<error_code> cluster_router::connect_node(connection& conn) {
   using namespace asio::experimental::awaitable_operators;
   asio::steady_timer timer(ex_, cfg_.connect_timeout);
-  auto r = co_await (conn.connect(use_nothrow) || timer.async_wait(use_nothrow));
+  auto r = co_await (conn.async_connect(use_nothrow) || timer.async_wait(use_nothrow));
   if (r.index() == 1) co_return error_code(error::connect_timeout);
   co_return std::get<0>(std::get<0>(r));
 }
@@ -244,7 +244,7 @@ asio::awaitable<error_code> cluster_router::refresh_once() {
     else eo.wait_for_connection = false;
     request req;
     req.push("CLUSTER", "SHARDS");
-    auto [ec, resp] = co_await conn->exec(req, eo, use_nothrow);
+    auto [ec, resp] = co_await conn->async_exec(req, eo, use_nothrow);
     if (stopped_) co_return error_code(error::client_stopped);
     if (ec || resp.empty()) continue;
     error_code pec;
@@ -253,7 +253,7 @@ asio::awaitable<error_code> cluster_router::refresh_once() {
       // Before Redis 7.0: CLUSTER SLOTS.
       req.clear();
       req.push("CLUSTER", "SLOTS");
-      auto [ec2, resp2] = co_await conn->exec(req, eo, use_nothrow);
+      auto [ec2, resp2] = co_await conn->async_exec(req, eo, use_nothrow);
       if (stopped_) co_return error_code(error::client_stopped);
       if (ec2 || resp2.empty()) continue;
       m = slot_map::from_slots(resp2[0], node, pec);
@@ -407,7 +407,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec_on(const 
   auto it = nodes_.find(to_string(node));
   if (it == nodes_.end())
     co_return std::tuple{error_code(error::cluster_topology_unavailable), response{}};
-  auto [ec, resp] = co_await it->second.conn->exec(req, exec_options{}, use_nothrow);
+  auto [ec, resp] = co_await it->second.conn->async_exec(req, exec_options{}, use_nothrow);
   co_return std::tuple{ec, std::move(resp)};
 }
 
@@ -418,7 +418,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
   auto self = shared_from_this();
   if (key.empty()) {
     // Keyless commands (SCRIPT LOAD of a keyless script, PING): the seed.
-    auto [ec, resp] = co_await seed_->exec(req, opts, use_nothrow);
+    auto [ec, resp] = co_await seed_->async_exec(req, opts, use_nothrow);
     co_return std::tuple{ec, std::move(resp)};
   }
   // One deadline for the whole request: every attempt, pause and wait for
@@ -497,7 +497,8 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       // that does not answer, replaced by its promoted replica).
       const auto until = dl.cap(clock::now() + cfg_.connect_timeout);
       const auto w = route_wait::away_from(slot, node);
-      auto r = co_await (conn.connect(use_nothrow) || wait_route(ask_to ? nullptr : &w, until));
+      auto r =
+          co_await (conn.async_connect(use_nothrow) || wait_route(ask_to ? nullptr : &w, until));
       if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
       if (r.index() == 0) {
         ec = std::get<0>(std::get<0>(r));
@@ -518,7 +519,7 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       if (!ask_to) gate.node = node;
       if (dl.bounded()) eo.timeout = dl.left(clock::now());
       gate.order.on_send(guard.t);
-      std::tie(ec, resp) = co_await conn.exec(out, eo, use_nothrow);
+      std::tie(ec, resp) = co_await conn.async_exec(out, eo, use_nothrow);
       gate.order.on_answer(guard.t);
       unwritten = ec == error::not_connected || ec == error::client_stopped;
     }
@@ -640,7 +641,7 @@ asio::awaitable<std::tuple<error_code, response>> router::exec(const request& re
     auto c = cluster_;
     co_return co_await c->exec(req, key, opts);
   }
-  auto [ec, resp] = co_await single_->exec(req, opts, use_nothrow);
+  auto [ec, resp] = co_await single_->async_exec(req, opts, use_nothrow);
   co_return std::tuple{ec, std::move(resp)};
 }
 

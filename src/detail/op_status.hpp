@@ -1,5 +1,5 @@
 // An operation's error code together with the server's error text, so the
-// text can reach the caller's thoonk::diagnostics (with_diagnostics).
+// text can reach the caller's thoonk::diagnostics (capture_diagnostics).
 #pragma once
 
 #include <boost/system/error_code.hpp>

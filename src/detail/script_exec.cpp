@@ -63,7 +63,7 @@ resp3::value after_eval(resp3::value load, resp3::value eval) {
 
 asio::awaitable<std::tuple<error_code, response>> exec_co(connection& conn, const request& req,
                                                           exec_options opts) {
-  co_return co_await conn.exec(req, opts, asio::as_tuple(asio::use_awaitable));
+  co_return co_await conn.async_exec(req, opts, asio::as_tuple(asio::use_awaitable));
 }
 
 asio::awaitable<std::tuple<error_code, response>> exec_co(client& c, const request& req,
@@ -84,7 +84,7 @@ struct exec_target {
   asio::awaitable<std::tuple<error_code, response>> exec(const request& req,
                                                          exec_options opts) const {
     if (r) co_return co_await r->exec(req, key, opts);
-    co_return co_await conn->exec(req, opts, asio::as_tuple(asio::use_awaitable));
+    co_return co_await conn->async_exec(req, opts, asio::as_tuple(asio::use_awaitable));
   }
 
   // The library's scripts run as functions through a client's router only.

@@ -185,8 +185,8 @@ asio::awaitable<op_result<Handle>> create_or_open_op(client& c, std::string name
   for (const auto& [f, v] : fields)
     if (auto r = validate_config_field(f, v)) co_return std::tuple{r.ec, Handle{}};
   diagnostics diag;
-  auto [ec, created] = co_await c.create_or_open_feed(name, Handle::kind, std::move(fields),
-                                                      with_diagnostics(diag, use_nothrow));
+  auto [ec, created] = co_await c.async_create_or_open_feed(name, Handle::kind, std::move(fields),
+                                                            capture_diagnostics(diag, use_nothrow));
   if (ec) co_return std::tuple{op_status(ec, diag.server_message()), Handle{}};
   co_return std::tuple{op_status{}, Handle(c, std::move(name))};
 }

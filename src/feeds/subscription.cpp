@@ -26,6 +26,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
 
+#include "detail/impl_access.hpp"
 #include "detail/keys.hpp"
 #include "detail/spawn.hpp"
 #include "detail/use_nothrow.hpp"
@@ -537,11 +538,11 @@ asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub
     error_code ec;
     subscription s;
     if (management) {
-      std::tie(ec, s) = co_await c->sub().subscribe(channel, std::move(callback),
-                                                    with_diagnostics(diag, use_nothrow));
+      std::tie(ec, s) = co_await c->sub().async_subscribe(channel, std::move(callback),
+                                                          capture_diagnostics(diag, use_nothrow));
     } else {
       std::tie(ec, s) = co_await subscribe_notifications(*c, channel, std::move(callback),
-                                                         with_diagnostics(diag, use_nothrow));
+                                                         capture_diagnostics(diag, use_nothrow));
     }
     if (ec) co_return op_status(ec, diag.server_message());
     st->subs.push_back(std::move(s));
@@ -627,7 +628,7 @@ void start_feed_subscribe(client& c, std::string name, feed_type type, feed_call
                           feed_subscribe_options opts, feed_subscribe_handler h) {
   auto st = std::make_shared<feed_sub_state>();
   st->cli = &c;
-  st->alive = c.sub().impl();
+  st->alive = detail::impl_access::of(c.sub());
   st->name = std::move(name);
   st->type = type;
   st->cb = std::move(cb);
@@ -638,7 +639,7 @@ void start_feed_subscribe(client& c, std::string name, feed_type type, feed_call
 void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscribe_handler h) {
   auto st = std::make_shared<feed_sub_state>();
   st->cli = c;
-  st->alive = c->sub().impl();
+  st->alive = detail::impl_access::of(c->sub());
   st->admin_cb = std::move(cb);
   spawn_op(c->get_executor(), subscribe_admin_op(c, std::move(st)), std::move(h));
 }

@@ -202,7 +202,7 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
   };
   if (h.diag)
     subscribe_notifications(c, channel, std::move(cb),
-                            with_diagnostics(*h.diag, std::move(h.handler)));
+                            capture_diagnostics(*h.diag, std::move(h.handler)));
   else subscribe_notifications(c, channel, std::move(cb), std::move(h.handler));
 }
 

@@ -91,13 +91,13 @@ asio::awaitable<error_code> publish_stats(client& c, std::string name, std::size
                                           std::string item) {
   if (auto ec = validate_name(c.get_config(), name)) co_return ec;
   thoonk::feed f(c, name);
-  auto [ec, r] = co_await f.publish(item, use_nothrow);
+  auto [ec, r] = co_await f.async_publish(item, use_nothrow);
   if (ec != error::feed_not_found) co_return ec;
   feed_config cfg;
   cfg.emplace_back("max_length", std::to_string(max_length));
-  auto [cec] = co_await c.create_feed(name, feed_type::feed, std::move(cfg), use_nothrow);
+  auto [cec] = co_await c.async_create_feed(name, feed_type::feed, std::move(cfg), use_nothrow);
   if (cec && cec != error::feed_exists) co_return cec;
-  auto [ec2, r2] = co_await f.publish(std::move(item), use_nothrow);
+  auto [ec2, r2] = co_await f.async_publish(std::move(item), use_nothrow);
   co_return ec2;
 }
 

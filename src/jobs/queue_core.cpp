@@ -29,10 +29,10 @@ queue_core::queue_core(client& c, std::string_view name, const queue_kind& kind,
 void queue_core::init_puts() {
   std::weak_ptr<queue_core> weak = weak_from_this();
   for (int high = 0; high < 2; ++high) {
-    puts[high] = std::make_shared<batcher<std::string, std::string>>(
+    puts[high] = std::make_shared<batcher<std::string, put_result>>(
         cl.get_executor(), max_put_batch, max_puts_in_flight,
         [weak, high](std::vector<std::string> items) {
-          return put_batch(weak.lock(), high != 0, std::move(items));
+          return put_results(put_batch(weak.lock(), high != 0, std::move(items)));
         });
   }
 }
@@ -69,8 +69,8 @@ asio::awaitable<op_status> queue_core::create_or_open(feed_config fields) {
   for (const auto& [f, v] : fields)
     if (auto r = validate_config_field(f, v)) co_return r.ec;
   diagnostics diag;
-  auto [ec, created] = co_await cl.create_or_open_feed(names.name(), type, std::move(fields),
-                                                       with_diagnostics(diag, use_nothrow));
+  auto [ec, created] = co_await cl.async_create_or_open_feed(
+      names.name(), type, std::move(fields), capture_diagnostics(diag, use_nothrow));
   if (ec) co_return op_status(ec, diag.server_message());
   co_return co_await ensure_wake(std::chrono::milliseconds::max());
 }
@@ -92,6 +92,15 @@ asio::awaitable<op_result<std::vector<std::optional<std::string>>>> queue_core::
   out.reserve(fields.size());
   for (const auto& v : resp[1].elements) out.push_back(as_opt_string(v));
   co_return std::tuple{op_status{}, std::move(out)};
+}
+
+asio::awaitable<op_result<std::vector<put_result>>> queue_core::put_results(
+    asio::awaitable<op_result<std::vector<std::string>>> ids) {
+  auto [st, v] = co_await std::move(ids);
+  std::vector<put_result> out;
+  out.reserve(v.size());
+  for (auto& id : v) out.push_back(put_result{std::move(id), put_result::added});
+  co_return std::tuple{std::move(st), std::move(out)};
 }
 
 asio::awaitable<op_result<std::vector<std::string>>> queue_core::put_batch(
@@ -148,16 +157,29 @@ queue_base::queue_base(client& c, std::shared_ptr<queue_core> core)
 
 const std::string& queue_base::name() const noexcept { return core_->names.name(); }
 
-void queue_base::start_put(std::string item, priority p, handler<std::string> h) {
+void queue_base::start_put(std::string item, priority p, handler<put_result> h) {
   // No coroutine per put: the request goes straight to the batcher, which
   // completes h (validation fails before any I/O).
   auto ec = core_->name_ec;
   if (!ec) ec = validate_item(client_->get_config(), item);
   if (ec) {
-    post_handler(std::move(h), client_->get_executor(), ec, std::string{});
+    post_handler(std::move(h), client_->get_executor(), ec, put_result{});
     return;
   }
   core_->puts[p == priority::high ? 1 : 0]->submit(std::move(item), std::move(h.handler), h.diag);
+}
+
+void queue_base::start_put_id(std::string item, priority p, handler<std::string> h) {
+  // The deprecated form: the put's id alone. The handler keeps the
+  // caller's cancellation slot and executor.
+  auto slot = asio::get_associated_cancellation_slot(h.handler);
+  auto ex = asio::get_associated_executor(h.handler, client_->get_executor());
+  auto id_only = asio::bind_cancellation_slot(
+      slot, asio::bind_executor(
+                ex, [h = std::move(h.handler)](boost::system::error_code ec, put_result r) mutable {
+                  std::move(h)(ec, std::move(r.id));
+                }));
+  start_put(std::move(item), p, handler<put_result>(std::move(id_only), h.diag));
 }
 
 void queue_base::start_put_many(std::vector<std::string> items, priority p,

@@ -65,6 +65,9 @@ class queue_core : public std::enable_shared_from_this<queue_core> {
   /// One put script call: the ids of `items`, in order.
   static asio::awaitable<op_result<std::vector<std::string>>> put_batch(
       std::shared_ptr<queue_core> self, bool high, std::vector<std::string> items);
+  /// put_batch's ids as the put_results of plain puts (each one added).
+  static asio::awaitable<op_result<std::vector<put_result>>> put_results(
+      asio::awaitable<op_result<std::vector<std::string>>> ids);
   /// put_many: chunks of max_put_batch, each one put_batch.
   static asio::awaitable<op_result<std::vector<std::string>>> put_many(
       std::shared_ptr<queue_core> self, std::vector<std::string> items, priority p);
@@ -80,7 +83,7 @@ class queue_core : public std::enable_shared_from_this<queue_core> {
   const script& put_script;
   std::size_t max_put_batch;
   std::size_t max_puts_in_flight;
-  std::shared_ptr<jobs::batcher<std::string, std::string>> puts[2];
+  std::shared_ptr<jobs::batcher<std::string, put_result>> puts[2];
   jobs::wake_subscription wake;
   bool closed = false;
 };

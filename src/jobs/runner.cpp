@@ -30,7 +30,6 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -133,6 +132,8 @@ class runner : public std::enable_shared_from_this<runner> {
   bool cancelled_at_deadline = false;
   std::uint64_t wake_listener = 0;
   subscription aborts;
+  /// Asks for the graceful stop when run_options::stop is requested.
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
   /// Hand-off: the runner's channel, with the subscriber's connection
   /// events, and its fence.
   taker_channel takes;
@@ -713,15 +714,18 @@ class runner : public std::enable_shared_from_this<runner> {
       };
       asio::steady_timer limit(self->ex, std::chrono::seconds(1));
       using namespace asio::experimental::awaitable_operators;
-      auto r = co_await (self->handle.subscribe_aborts(std::move(cb), use_nothrow) ||
+      auto r = co_await (self->handle.async_subscribe_aborts(std::move(cb), use_nothrow) ||
                          limit.async_wait(use_nothrow));
       if (r.index() == 0) self->aborts = std::move(std::get<1>(std::get<0>(r)));
     }
-    if (self->opts.stop_signals) {
-      self->opts.stop_signals->async_wait(
-          asio::bind_executor(self->ex, [weak](boost::system::error_code ec, int) {
-            if (auto s = weak.lock(); s && !ec) s->request_stop();
-          }));
+    if (self->opts.stop.stop_possible()) {
+      // Requested from any thread (or already): the stop runs on the
+      // runner's executor.
+      self->on_stop.emplace(self->opts.stop, std::function<void()>([weak, ex = self->ex]() {
+                              asio::post(ex, [weak]() {
+                                if (auto s = weak.lock()) s->request_stop();
+                              });
+                            }));
     }
     self->spawn(heartbeats(self));
     if (self->opts.hand_off) co_await start_taking(self);
@@ -756,10 +760,7 @@ class runner : public std::enable_shared_from_this<runner> {
     self->takes.stop();
     if (self->reconcile_retry) self->reconcile_retry->cancel();
     if (self->heartbeat_timer) self->heartbeat_timer->cancel();
-    if (self->opts.stop_signals) {
-      boost::system::error_code ignored;
-      self->opts.stop_signals->cancel(ignored);
-    }
+    self->on_stop.reset();
     // Rounds, fails and releases in flight end first (their outcome counts,
     // and a release must not follow the stop), and so does the heartbeat.
     while (self->ops > 0) {
@@ -793,7 +794,7 @@ void job_context::progress(std::string text) const {
   // On the client's executor, whatever thread the handler runs on.
   boost::asio::post(r->ex, [r, claim = claim_ref(slot_->job.id, slot_->job.token),
                             text = std::move(text)]() mutable {
-    r->handle.progress(claim, std::move(text), [r](boost::system::error_code ec) {
+    r->handle.async_progress(claim, std::move(text), [r](boost::system::error_code ec) {
       if (ec) ++r->report.progress_refused;
     });
   });

@@ -82,7 +82,7 @@ class wake_subscription {
                                          std::shared_ptr<state> st) {
     auto cb = [poke](const message&) { poke(); };
     auto [ec, s] = co_await subscribe_notifications(*c, std::move(channel), std::move(cb),
-                                                    with_diagnostics(st->diag, use_nothrow));
+                                                    capture_diagnostics(st->diag, use_nothrow));
     st->done = true;
     st->ec = ec;
     if (!ec && !st->closed) st->channel = std::move(s);  // else `s` unsubscribes

@@ -21,9 +21,10 @@ template <class CompletionToken>
 auto subscribe_notifications(client& c, std::string channel, subscriber::callback cb,
                              CompletionToken&& token) {
   if (c.get_config().cluster)
-    return c.sub().ssubscribe(std::move(channel), std::move(cb),
-                              std::forward<CompletionToken>(token));
-  return c.sub().subscribe(std::move(channel), std::move(cb), std::forward<CompletionToken>(token));
+    return c.sub().async_ssubscribe(std::move(channel), std::move(cb),
+                                    std::forward<CompletionToken>(token));
+  return c.sub().async_subscribe(std::move(channel), std::move(cb),
+                                 std::forward<CompletionToken>(token));
 }
 
 }  // namespace thoonk::detail

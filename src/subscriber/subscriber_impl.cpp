@@ -105,7 +105,7 @@ void subscriber_impl::on_refused(resp3::value&& error_reply) {
     tbl(pattern).erase(it);
     for (auto& w : waiters) {
       // The code says what happened; the server's text ("NOPERM ...") says
-      // why, for callers that asked (with_diagnostics).
+      // why, for callers that asked (capture_diagnostics).
       diagnostics_access::set(w.diag, error_reply.str);
       complete_handler(w.handler.take(), executor(), error_code(error::subscribe_refused),
                        subscription{});

@@ -33,15 +33,15 @@ TEST_CASE(
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(a, b, m, admin);
-        auto qadmin = co_await thoonk::job_queue::create_or_open(
+        auto qadmin = co_await thoonk::job_queue::async_create_or_open(
             admin, name, requeue_on_lapse(lease), asio::use_awaitable);
         thoonk::job_queue_options fast;
         fast.poll_interval = 100ms;
-        auto qa = co_await thoonk::job_queue::open(a, name, fast, asio::use_awaitable);
-        auto qb = co_await thoonk::job_queue::open(b, name, fast, asio::use_awaitable);
-        auto qm = co_await thoonk::job_queue::open(m, name, asio::use_awaitable);
-        const auto id = co_await qadmin.put("the job", asio::use_awaitable);
-        auto job_a = co_await qa.claim(5s, asio::use_awaitable);
+        auto qa = co_await thoonk::job_queue::async_open(a, name, fast, asio::use_awaitable);
+        auto qb = co_await thoonk::job_queue::async_open(b, name, fast, asio::use_awaitable);
+        auto qm = co_await thoonk::job_queue::async_open(m, name, asio::use_awaitable);
+        const auto id = (co_await qadmin.async_put("the job", asio::use_awaitable)).id;
+        auto job_a = co_await qa.async_claim(5s, asio::use_awaitable);
         ops.add(outcome::ok);
         REQUIRE(job_a.id == id);
 
@@ -51,7 +51,7 @@ TEST_CASE(
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
-              auto [ec, j] = co_await qb.claim(20s, nothrow);
+              auto [ec, j] = co_await qb.async_claim(20s, nothrow);
               reclaimed_at = now_ms();
               b_ec = ec;
               job_b = std::move(j);
@@ -60,9 +60,9 @@ TEST_CASE(
         asio::cancellation_signal stop_maintenance;
         thoonk::maintenance_options mo = no_stats();
         mo.lock_ttl = 2s;
-        qm.run_maintenance(50ms, mo,
-                           asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                        [](boost::system::error_code) {}));
+        qm.async_run_maintenance(50ms, mo,
+                                 asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                              [](boost::system::error_code) {}));
 
         // A heartbeats, one at a time, until it is told it lost the claim.
         std::vector<boost::system::error_code> beats;
@@ -70,7 +70,7 @@ TEST_CASE(
             ioc,
             [&]() -> asio::awaitable<void> {
               for (int i = 0; i < 100; ++i) {
-                auto [ec] = co_await qa.heartbeat(job_a, nothrow);
+                auto [ec] = co_await qa.async_heartbeat(job_a, nothrow);
                 beats.push_back(ec);
                 ops.add(classify(ec) == outcome::unknown ? outcome::unknown : outcome::ok);
                 if (ec) break;
@@ -88,17 +88,17 @@ TEST_CASE(
         // A's work ends after the pause; it finishes the job then, as a
         // worker does that never noticed the freeze.
         co_await wait_until([&] { return b_ec != asio::error::would_block; }, pause + 10s);
-        auto [stale] = co_await qa.finish(job_a, "from A", nothrow);
+        auto [stale] = co_await qa.async_finish(job_a, "from A", nothrow);
         ops.add(classify(stale));
         REQUIRE(!b_ec);
         ops.add(outcome::ok);
         ++claims;
         // A's next heartbeat is refused too (B still holds the job).
         co_await wait_until([&] { return !beats.empty() && beats.back(); }, 5s);
-        auto [fresh] = co_await qb.finish(job_b, "from B", nothrow);
+        auto [fresh] = co_await qb.async_finish(job_b, "from B", nothrow);
         ops.add(classify(fresh));
 
-        const auto counts = co_await qadmin.counts(asio::use_awaitable);
+        const auto counts = co_await qadmin.async_counts(asio::use_awaitable);
         const auto stored =
             co_await cmd(admin.conn(), "LRANGE",
                          "feed.jobfinished:" + name + std::string(1, '\0') + id, "0", "-1");

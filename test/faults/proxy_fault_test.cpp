@@ -60,7 +60,7 @@ asio::awaitable<void> kv_worker(thoonk::connection& c, kv_history* h, const bool
     thoonk::request set;
     set.push("SET", key, value);
     set.push("GET", key);
-    auto [ec, resp] = co_await c.exec(set, nothrow);
+    auto [ec, resp] = co_await c.async_exec(set, nothrow);
     const auto o = classify(ec);
     h->done(o);
     h->sets.push_back({key, value, o});
@@ -68,7 +68,7 @@ asio::awaitable<void> kv_worker(thoonk::connection& c, kv_history* h, const bool
       ++h->mismatches;
     thoonk::request get;
     get.push("GET", key);
-    auto [gec, gresp] = co_await c.exec(get, nothrow);
+    auto [gec, gresp] = co_await c.async_exec(get, nothrow);
     const auto g = classify(gec);
     h->done(g);
     if (g == outcome::ok) {
@@ -130,7 +130,7 @@ struct rig {
             thoonk::request check;
             const auto end = std::min(r.h.sets.size(), i + 1000);
             for (auto j = i; j < end; ++j) check.push("GET", r.h.sets[j].key);
-            auto values = co_await direct.exec(check, asio::use_awaitable);
+            auto values = co_await direct.async_exec(check, asio::use_awaitable);
             for (auto j = i; j < end; ++j) {
               const auto& s = r.h.sets[j];
               const auto& v = values[j - i];
@@ -189,7 +189,8 @@ TEST_CASE("faults: proxy blackhole: the dead peer is detected by the health chec
     thoonk::subscriber::callback on_message = [&](const thoonk::message& m) {
       messages.emplace_back(m.payload);
     };
-    auto subscribed = co_await sub.subscribe("faults-blackhole", on_message, asio::use_awaitable);
+    auto subscribed =
+        co_await sub.async_subscribe("faults-blackhole", on_message, asio::use_awaitable);
     for (int round = 0; round < rounds; ++round) {
       co_await sleep_for(health_interval);  // the subscriber is idle
       const auto before = t.events.size();
@@ -325,11 +326,11 @@ TEST_CASE("faults: proxy cuts the connection in the middle of a large reply",
       t.proxy.plan().arm_cut(std::uniform_int_distribution<std::size_t>(64 << 10, 900 << 10)(rng));
       thoonk::request get;
       get.push("GET", "big");
-      auto [ec, resp] = co_await t.conn.exec(get, nothrow);
+      auto [ec, resp] = co_await t.conn.async_exec(get, nothrow);
       const auto cut_at = now_ms();
       cut_results.push_back(ec);
       // The same request again, after the reconnect: the whole value.
-      auto [ec2, resp2] = co_await t.conn.exec(get, nothrow);
+      auto [ec2, resp2] = co_await t.conn.async_exec(get, nothrow);
       recoveries.push_back(now_ms() - cut_at);
       if (!ec2 && resp2.size() == 1 && resp2[0].str == big) ++intact;
     }

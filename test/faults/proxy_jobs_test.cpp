@@ -35,7 +35,7 @@ struct job_history {
 asio::awaitable<void> worker(thoonk::job_queue q, job_history* h, const bool* stop) {
   ++h->running;
   while (!*stop) {
-    auto [ec, job] = co_await q.claim(200ms, nothrow);
+    auto [ec, job] = co_await q.async_claim(200ms, nothrow);
     if (ec == thoonk::error::queue_empty) continue;
     h->claim_ops.add(classify(ec));
     if (ec) {
@@ -45,7 +45,7 @@ asio::awaitable<void> worker(thoonk::job_queue q, job_history* h, const bool* st
     h->claims.push_back({now_ms(), job.id});
     // An unknown outcome is resolved by asking again.
     for (int attempt = 0; attempt < 100 && !*stop; ++attempt) {
-      auto [fec] = co_await q.finish(job, job.id, nothrow);
+      auto [fec] = co_await q.async_finish(job, job.id, nothrow);
       h->finish_ops.add(classify(fec));
       if (!fec) {
         ++h->ok_finishes[job.id];
@@ -94,14 +94,14 @@ struct proxied_clients {
   /// finish().
   asio::awaitable<queues> open(const std::string& name) {
     co_await connect_all(admin, w);
-    auto direct = co_await thoonk::job_queue::create_or_open(admin, name, requeue_on_lapse(500ms),
-                                                             asio::use_awaitable);
+    auto direct = co_await thoonk::job_queue::async_create_or_open(
+        admin, name, requeue_on_lapse(500ms), asio::use_awaitable);
     thoonk::job_queue_options wo;
     wo.poll_interval = 100ms;
-    auto proxied = co_await thoonk::job_queue::open(w, name, wo, asio::use_awaitable);
+    auto proxied = co_await thoonk::job_queue::async_open(w, name, wo, asio::use_awaitable);
     thoonk::maintenance_options mo = no_stats();
     mo.check_unaccounted = false;
-    direct.run_maintenance(
+    direct.async_run_maintenance(
         100ms, mo,
         asio::bind_cancellation_slot(stop_maintenance.slot(), [](boost::system::error_code) {}));
     co_return queues{std::move(direct), std::move(proxied)};
@@ -136,10 +136,10 @@ struct proxied_clients {
   /// many results it stored (`results`); stops both clients and the proxy.
   asio::awaitable<void> finish(thoonk::job_queue& q, const std::vector<std::string>& ids) {
     stop_maintenance.emit(asio::cancellation_type::terminal);
-    counts = co_await q.counts(asio::use_awaitable);
+    counts = co_await q.async_counts(asio::use_awaitable);
     thoonk::request r;
     for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + q.name() + std::string(1, '\0') + id);
-    auto lens = co_await admin.conn().exec(r, asio::use_awaitable);
+    auto lens = co_await admin.conn().async_exec(r, asio::use_awaitable);
     for (auto& v : lens) results.push_back(v.integer);
     w.stop();
     admin.stop();
@@ -165,7 +165,8 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
         // Items of 1 KiB, so that a claim's reply spans several reads and
         // a cut can land inside it.
         std::vector<std::string> items(static_cast<std::size_t>(total), std::string(1024, 'j'));
-        const auto ids = co_await qa.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        const auto ids =
+            co_await qa.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         REQUIRE(ids.size() == static_cast<std::size_t>(total));
         bool stop = false;
         for (int i = 0; i < 8; ++i) asio::co_spawn(pc.ioc, worker(qw, &h, &stop), asio::detached);
@@ -187,7 +188,7 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
             co_await wait_until([&] { return h.finish_times.size() > seen; }, 10s);
             if (h.finish_times.size() > seen) recoveries.push_back(h.finish_times[seen] - at);
           }
-          auto [ec, c] = co_await qa.counts(nothrow);
+          auto [ec, c] = co_await qa.async_counts(nothrow);
           if (!ec) finishes = c.finishes;
         }
         stop = true;
@@ -261,13 +262,13 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         };
         bool run_done = false;
         asio::cancellation_signal stop_run;
-        qw.run(handler, ro,
-               asio::bind_cancellation_slot(
-                   stop_run.slot(), [&](boost::system::error_code ec, thoonk::run_report r) {
-                     run_ec = ec;
-                     rep = std::move(r);
-                     run_done = true;
-                   }));
+        qw.async_run(handler, ro,
+                     asio::bind_cancellation_slot(
+                         stop_run.slot(), [&](boost::system::error_code ec, thoonk::run_report r) {
+                           run_ec = ec;
+                           rep = std::move(r);
+                           run_done = true;
+                         }));
 
         // One put every 1 - 4 ms; a fault after a random share of them.
         pc.plan_faults(faults, total);
@@ -275,13 +276,13 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         for (int i = 0; i < total; ++i) {
           co_await sleep_for(
               std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(pc.rng)));
-          auto id = co_await qa.put(std::string(512, 'r'), asio::use_awaitable);
+          auto id = (co_await qa.async_put(std::string(512, 'r'), asio::use_awaitable)).id;
           ids.push_back(id);
           while (pc.fault_due(i)) pc.inject_next(2048);
         }
         const auto t0 = std::chrono::steady_clock::now();
         for (;;) {
-          auto [ec, c] = co_await qa.counts(nothrow);
+          auto [ec, c] = co_await qa.async_counts(nothrow);
           if (!ec && c.finishes >= total) break;
           if (std::chrono::steady_clock::now() - t0 > prof.scenario_limit) break;
           co_await sleep_for(20ms);

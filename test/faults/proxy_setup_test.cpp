@@ -46,7 +46,7 @@ struct setup_rig {
       bool stays_refused = false) {
     std::pair<boost::system::error_code, boost::system::error_code> out;
     run_coro(ioc, [&]() -> asio::awaitable<void> {
-      auto [ec] = co_await conn->connect(nothrow);
+      auto [ec] = co_await conn->async_connect(nothrow);
       out.first = ec;
       out.second = co_await try_ping(*conn);
       if (!stays_refused) {

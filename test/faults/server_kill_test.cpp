@@ -53,7 +53,8 @@ struct history {
 asio::awaitable<void> producer(thoonk::job_queue q, history* h, std::atomic<bool>* stop, int n) {
   ++h->producers;
   for (int i = 0; !stop->load(); ++i) {
-    auto [ec, id] = co_await q.put("item " + std::to_string(n) + "-" + std::to_string(i), nothrow);
+    auto [ec, id] =
+        co_await q.async_put("item " + std::to_string(n) + "-" + std::to_string(i), nothrow);
     h->puts.push_back({now_ms(), classify(ec), id});
     co_await sleep_for(ec ? 20ms : 3ms);
   }
@@ -63,7 +64,7 @@ asio::awaitable<void> producer(thoonk::job_queue q, history* h, std::atomic<bool
 asio::awaitable<void> claimer(thoonk::job_queue q, history* h, bool* stop) {
   ++h->claimers;
   while (!*stop) {
-    auto [ec, job] = co_await q.claim(200ms, nothrow);
+    auto [ec, job] = co_await q.async_claim(200ms, nothrow);
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) {
       h->claim_errors.add(classify(ec));
@@ -75,7 +76,7 @@ asio::awaitable<void> claimer(thoonk::job_queue q, history* h, bool* stop) {
     // job_not_found (it had finished), or lost_claim (it lapsed).
     finish_rec f{0, job.id, outcome::ok, false};
     for (int attempt = 0; attempt < 100; ++attempt) {
-      auto [fec] = co_await q.finish(job, job.id, nothrow);
+      auto [fec] = co_await q.async_finish(job, job.id, nothrow);
       if (attempt == 0) f.first = classify(fec);
       if (!fec) f.finished = true;
       if (classify(fec) != outcome::unknown) break;  // a definite answer
@@ -110,11 +111,11 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(producers, workers);
-        pq = co_await thoonk::job_queue::create_or_open(producers, name, requeue_on_lapse(1000ms),
-                                                        asio::use_awaitable);
+        pq = co_await thoonk::job_queue::async_create_or_open(
+            producers, name, requeue_on_lapse(1000ms), asio::use_awaitable);
         thoonk::job_queue_options wo;
         wo.poll_interval = 200ms;
-        wq = co_await thoonk::job_queue::open(workers, name, wo, asio::use_awaitable);
+        wq = co_await thoonk::job_queue::async_open(workers, name, wo, asio::use_awaitable);
       },
       20s);
 
@@ -126,7 +127,7 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
     thoonk::maintenance_options mo = no_stats();
     mo.check_unaccounted = false;
     mo.lock_ttl = 1s;
-    wq.run_maintenance(
+    wq.async_run_maintenance(
         200ms, mo,
         asio::bind_cancellation_slot(stop_maintenance.slot(), [](boost::system::error_code) {}));
   }
@@ -137,7 +138,7 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       [&]() -> asio::awaitable<void> {
         while (!stop_puts.load() || h.producers > 0) co_await sleep_for(20ms);
         for (;;) {
-          auto [ec, c] = co_await wq.counts(nothrow);
+          auto [ec, c] = co_await wq.async_counts(nothrow);
           if (!ec && c.waiting == 0 && c.claimed == 0 && c.scheduled == 0) break;
           co_await sleep_for(100ms);
         }
@@ -187,15 +188,15 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
   run_coro(
       check_ioc,
       [&]() -> asio::awaitable<void> {
-        co_await check.connect(asio::use_awaitable);
+        co_await check.async_connect(asio::use_awaitable);
         thoonk::request r;
         for (auto& id : acked)
           r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-        auto lens = co_await check.conn().exec(r, asio::use_awaitable);
+        auto lens = co_await check.conn().async_exec(r, asio::use_awaitable);
         for (auto& v : lens) result_lens.push_back(v.integer);
         thoonk::request l;
         for (auto& id : acked) l.push("HEXISTS", "feed.items:" + name, id);
-        auto items = co_await check.conn().exec(l, asio::use_awaitable);
+        auto items = co_await check.conn().async_exec(l, asio::use_awaitable);
         for (auto& v : items) live.push_back(v.integer == 1);
         check.stop();
       },

@@ -84,16 +84,16 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         auto s = requeue_on_lapse(claim_timeout);
         s.events = true;
-        q = co_await thoonk::job_queue::create_or_open(admin, name, s, asio::use_awaitable);
+        q = co_await thoonk::job_queue::async_create_or_open(admin, name, s, asio::use_awaitable);
         std::function<void(const thoonk::job_event&)> on_event = [&](const thoonk::job_event& e) {
           if (e.kind == thoonk::job_event::kind_t::stalled) stalls.emplace_back(e.id, now_ms());
         };
-        events = co_await q.subscribe_events(on_event, asio::use_awaitable);
+        events = co_await q.async_subscribe_events(on_event, asio::use_awaitable);
         std::vector<std::string> items(static_cast<std::size_t>(prof.jobs), "job");
-        ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
       },
       60s);
   REQUIRE(ids.size() == static_cast<std::size_t>(prof.jobs));
@@ -140,7 +140,7 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
       ++kills;
       spawn(slot);
     }
-    auto counts = q.counts(asio::use_future);
+    auto counts = q.async_counts(asio::use_future);
     if (counts.wait_for(5s) == std::future_status::ready) finishes = counts.get().finishes;
   }
   // The survivors leave on SIGTERM; one that does not within 5 s is killed.
@@ -153,10 +153,10 @@ TEST_CASE("faults: worker processes killed with SIGKILL lose no job", "[faults][
   thoonk::job_counts counts;
   std::vector<std::int64_t> results;
   {
-    auto c = q.counts(asio::use_future);
+    auto c = q.async_counts(asio::use_future);
     thoonk::request r;
     for (auto& id : ids) r.push("LLEN", "feed.jobfinished:" + name + std::string(1, '\0') + id);
-    auto lens = admin.conn().exec(r, asio::use_future);
+    auto lens = admin.conn().async_exec(r, asio::use_future);
     REQUIRE(c.wait_for(30s) == std::future_status::ready);
     REQUIRE(lens.wait_for(30s) == std::future_status::ready);
     counts = c.get();

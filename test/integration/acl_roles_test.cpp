@@ -113,12 +113,12 @@ void as_user(std::vector<std::string> rules, Body body) {
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         std::vector<std::string> all{"reset", "on", ">" + user.pass};
         for (auto& r : rules) all.push_back(std::move(r));
         co_await acl_setuser(admin.conn(), user.name, std::move(all));
         uc.emplace(ioc.get_executor(), user.config());
-        co_await uc->connect(asio::use_awaitable);
+        co_await uc->async_connect(asio::use_awaitable);
         co_await body(admin, *uc);
         CHECK(uc->conn().is_connected());
         CHECK(uc->conn().stats().reconnects == 0);
@@ -140,62 +140,63 @@ TEST_CASE(
     "acl roles: a producer publishes and puts, and may not manage feeds or finish "
     "with results",
     "[acl][acl_roles][publish][put][create_feed][delete_feed][finish]") {
-  as_user(role_rules("producer"),
-          [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-            const auto fname = unique_name("role-feed");
-            const auto jname = unique_name("role-jobs");
-            const auto qname = unique_name("role-queue");
-            co_await admin.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            co_await admin.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-            co_await admin.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
+  as_user(
+      role_rules("producer"),
+      [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+        const auto fname = unique_name("role-feed");
+        const auto jname = unique_name("role-jobs");
+        const auto qname = unique_name("role-queue");
+        co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
 
-            // Its work.
-            thoonk::feed f(uc, fname);
-            auto r = co_await f.publish(thoonk::item_id("a"), "x", asio::use_awaitable);
-            CHECK(!r.edited);
-            auto r2 = co_await f.publish(thoonk::item_id("a"), "y", asio::use_awaitable);
-            CHECK(r2.edited);
-            thoonk::job_queue jq(uc, jname);
-            auto jid = co_await jq.put("job", asio::use_awaitable);
-            CHECK(!jid.empty());
-            thoonk::queue q(uc, qname);
-            auto qid = co_await q.put("item", asio::use_awaitable);
-            CHECK(!qid.empty());
+        // Its work.
+        thoonk::feed f(uc, fname);
+        auto r = co_await f.async_publish(thoonk::item_id("a"), "x", asio::use_awaitable);
+        CHECK(!r.edited);
+        auto r2 = co_await f.async_publish(thoonk::item_id("a"), "y", asio::use_awaitable);
+        CHECK(r2.edited);
+        thoonk::job_queue jq(uc, jname);
+        auto jid = (co_await jq.async_put("job", asio::use_awaitable)).id;
+        CHECK(!jid.empty());
+        thoonk::queue q(uc, qname);
+        auto qid = (co_await q.async_put("item", asio::use_awaitable)).id;
+        CHECK(!qid.empty());
 
-            // Not its work: feed management (the `feeds` index is not its key).
-            const auto other = unique_name("role-new");
-            const auto before_new = co_await dump_keys(admin.conn(), other);
-            thoonk::diagnostics diag;
-            auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::feed, {},
-                                                 thoonk::with_diagnostics(diag, nothrow));
-            CHECK(cec == E::no_key_permission);
-            CHECK(diag.server_message().starts_with("NOPERM"));
-            auto keys_now_1 = co_await dump_keys(admin.conn(), other);
-            CHECK(keys_now_1 == before_new);
-            const auto before_del = co_await dump_keys(admin.conn(), fname);
-            auto [dec] = co_await uc.delete_feed(fname, nothrow);
-            CHECK(dec == E::no_key_permission);
-            auto [sec] = co_await uc.set_config(fname, "max_length", "3", nothrow);
-            CHECK(sec == E::no_key_permission);
-            auto keys_now_2 = co_await dump_keys(admin.conn(), fname);
-            CHECK(keys_now_2 == before_del);
+        // Not its work: feed management (the `feeds` index is not its key).
+        const auto other = unique_name("role-new");
+        const auto before_new = co_await dump_keys(admin.conn(), other);
+        thoonk::diagnostics diag;
+        auto [cec] = co_await uc.async_create_feed(other, thoonk::feed_type::feed, {},
+                                                   thoonk::capture_diagnostics(diag, nothrow));
+        CHECK(cec == E::no_key_permission);
+        CHECK(diag.server_message().starts_with("NOPERM"));
+        auto keys_now_1 = co_await dump_keys(admin.conn(), other);
+        CHECK(keys_now_1 == before_new);
+        const auto before_del = co_await dump_keys(admin.conn(), fname);
+        auto [dec] = co_await uc.async_delete_feed(fname, nothrow);
+        CHECK(dec == E::no_key_permission);
+        auto [sec] = co_await uc.async_set_config(fname, "max_length", "3", nothrow);
+        CHECK(sec == E::no_key_permission);
+        auto keys_now_2 = co_await dump_keys(admin.conn(), fname);
+        CHECK(keys_now_2 == before_del);
 
-            // A finish with a result is a worker's: job.finish is not its channel.
-            thoonk::job_queue ajq(admin, jname);
-            auto job = co_await ajq.claim(1s, asio::use_awaitable);
-            const auto before_finish = co_await dump_keys(admin.conn(), jname);
-            auto [fec] = co_await jq.finish(job, std::string("result"), nothrow);
-            CHECK(fec == E::no_channel_permission);
-            auto keys_now_3 = co_await dump_keys(admin.conn(), jname);
-            CHECK(keys_now_3 == before_finish);
-            co_await ajq.finish(job, asio::use_awaitable);
+        // A finish with a result is a worker's: job.finish is not its channel.
+        thoonk::job_queue ajq(admin, jname);
+        auto job = co_await ajq.async_claim(1s, asio::use_awaitable);
+        const auto before_finish = co_await dump_keys(admin.conn(), jname);
+        auto [fec] = co_await jq.async_finish(job, std::string("result"), nothrow);
+        CHECK(fec == E::no_channel_permission);
+        auto keys_now_3 = co_await dump_keys(admin.conn(), jname);
+        CHECK(keys_now_3 == before_finish);
+        co_await ajq.async_finish(job, asio::use_awaitable);
 
-            // Still working after the refusals.
-            auto r3 = co_await f.publish(thoonk::item_id("b"), "z", asio::use_awaitable);
-            CHECK(!r3.edited);
-            for (const auto* n : {&fname, &jname, &qname})
-              co_await admin.delete_feed(*n, asio::use_awaitable);
-          });
+        // Still working after the refusals.
+        auto r3 = co_await f.async_publish(thoonk::item_id("b"), "z", asio::use_awaitable);
+        CHECK(!r3.edited);
+        for (const auto* n : {&fname, &jname, &qname})
+          co_await admin.async_delete_feed(*n, asio::use_awaitable);
+      });
 }
 
 TEST_CASE(
@@ -214,7 +215,7 @@ TEST_CASE(
         asio::co_spawn(
             uc.get_executor(),
             [&]() -> asio::awaitable<void> {
-              auto [ec, j] = co_await jq.claim(10s, nothrow);
+              auto [ec, j] = co_await jq.async_claim(10s, nothrow);
               CHECK(!ec);
               if (!ec) got = j;
             },
@@ -226,22 +227,22 @@ TEST_CASE(
           if (!sleeping) co_await sleep_for(10ms);
         }
         CHECK(sleeping);
-        auto id = co_await ajq.put("work", asio::use_awaitable);
+        auto id = (co_await ajq.async_put("work", asio::use_awaitable)).id;
         auto arrived_4 = co_await wait_until([&] { return got.has_value(); });
         CHECK(arrived_4);
         REQUIRE(got);
         CHECK(got->id == id);
-        co_await jq.heartbeat(*got, asio::use_awaitable);
-        co_await jq.stall(*got, asio::use_awaitable);
-        co_await jq.retry(got->id, asio::use_awaitable);
-        auto again = co_await jq.claim(1s, asio::use_awaitable);
-        co_await jq.finish(again, std::string("done"), asio::use_awaitable);
-        auto res = co_await jq.get_result(again.id, 1s, asio::use_awaitable);
+        co_await jq.async_heartbeat(*got, asio::use_awaitable);
+        co_await jq.async_stall(*got, asio::use_awaitable);
+        co_await jq.async_retry(got->id, asio::use_awaitable);
+        auto again = co_await jq.async_claim(1s, asio::use_awaitable);
+        co_await jq.async_finish(again, std::string("done"), asio::use_awaitable);
+        auto res = co_await jq.async_get_result(again.id, 1s, asio::use_awaitable);
         CHECK(res == "done");
 
         // The runner (job_queue::run) works with the role's rules: it
         // registers, claims, finishes and stops.
-        co_await ajq.put("run me", asio::use_awaitable);
+        (co_await ajq.async_put("run me", asio::use_awaitable)).id;
         thoonk::job_coroutine noop =
             [](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
           co_return std::nullopt;
@@ -253,87 +254,87 @@ TEST_CASE(
         CHECK(ran);
         co_await stop_run_cleanly(*run);
         CHECK(run->report.finished == 1);
-        auto workers = co_await ajq.get_workers(asio::use_awaitable);
+        auto workers = co_await ajq.async_get_workers(asio::use_awaitable);
         CHECK(workers.empty());
 
         // Not its work: publishing to a feed, creating one.
         thoonk::feed f(uc, fname);
         const auto before = co_await dump_keys(admin.conn(), fname);
-        auto [pec, pr] = co_await f.publish(thoonk::item_id("a"), "x", nothrow);
+        auto [pec, pr] = co_await f.async_publish(thoonk::item_id("a"), "x", nothrow);
         CHECK(pec == E::no_channel_permission);
         auto keys_now_5 = co_await dump_keys(admin.conn(), fname);
         CHECK(keys_now_5 == before);
         const auto other = unique_name("role-new");
-        auto [cec] = co_await uc.create_feed(other, thoonk::feed_type::job, {}, nothrow);
+        auto [cec] = co_await uc.async_create_feed(other, thoonk::feed_type::job, {}, nothrow);
         CHECK(cec == E::no_key_permission);
         auto keys_now_6 = co_await dump_keys(admin.conn(), other);
         CHECK(keys_now_6 == "member=0");
-        co_await admin.delete_feed(jname, asio::use_awaitable);
-        co_await admin.delete_feed(fname, asio::use_awaitable);
+        co_await admin.async_delete_feed(jname, asio::use_awaitable);
+        co_await admin.async_delete_feed(fname, asio::use_awaitable);
       });
 }
 
 TEST_CASE("acl roles: a feed subscriber reads and follows a feed, and may not change it",
           "[acl][acl_roles][subscribe][get_all][publish][put]") {
-  as_user(role_rules("feed_subscriber"),
-          [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
-            const auto fname = unique_name("role-feed");
-            const auto jname = unique_name("role-jobs");
-            co_await admin.create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            co_await admin.create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
-            thoonk::feed af(admin, fname);
-            co_await af.publish(thoonk::item_id("old"), "1", asio::use_awaitable);
+  as_user(
+      role_rules("feed_subscriber"),
+      [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
+        const auto fname = unique_name("role-feed");
+        const auto jname = unique_name("role-jobs");
+        co_await admin.async_create_feed(fname, thoonk::feed_type::feed, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_awaitable);
+        thoonk::feed af(admin, fname);
+        co_await af.async_publish(thoonk::item_id("old"), "1", asio::use_awaitable);
 
-            // Its work: read, and subscribe with catch-up.
-            thoonk::feed f(uc, fname);
-            auto all = co_await f.get_all(asio::use_awaitable);
-            CHECK(all.size() == 1);
-            std::vector<std::string> seen;
-            thoonk::feed_subscribe_options o;
-            o.catch_up = true;
-            o.resume_from = 0;
-            auto sub =
-                co_await f.subscribe([&](const thoonk::feed_event& e) { seen.emplace_back(e.id); },
-                                     o, asio::use_awaitable);
-            co_await af.publish(thoonk::item_id("new"), "2", asio::use_awaitable);
-            auto arrived_7 = co_await wait_until([&] { return seen.size() >= 2; });
-            CHECK(arrived_7);
-            CHECK(seen == std::vector<std::string>{"old", "new"});
+        // Its work: read, and subscribe with catch-up.
+        thoonk::feed f(uc, fname);
+        auto all = co_await f.async_get_all(asio::use_awaitable);
+        CHECK(all.size() == 1);
+        std::vector<std::string> seen;
+        thoonk::feed_subscribe_options o;
+        o.catch_up = true;
+        o.resume_from = 0;
+        auto sub = co_await f.async_subscribe(
+            [&](const thoonk::feed_event& e) { seen.emplace_back(e.id); }, o, asio::use_awaitable);
+        co_await af.async_publish(thoonk::item_id("new"), "2", asio::use_awaitable);
+        auto arrived_7 = co_await wait_until([&] { return seen.size() >= 2; });
+        CHECK(arrived_7);
+        CHECK(seen == std::vector<std::string>{"old", "new"});
 
-            // Not its work: any change (refused at the script's first write).
-            const auto before = co_await dump_keys(admin.conn(), fname);
-            auto [pec, pr] = co_await f.publish(thoonk::item_id("x"), "3", nothrow);
-            CHECK(pec == E::no_permission);
-            auto [rec, gone] = co_await f.retract("old", nothrow);
-            CHECK(rec == E::no_permission);
-            auto keys_now_8 = co_await dump_keys(admin.conn(), fname);
-            CHECK(keys_now_8 == before);
-            const auto jbefore = co_await dump_keys(admin.conn(), jname);
-            thoonk::job_queue jq(uc, jname);
-            auto [jec, jid] = co_await jq.put("x", nothrow);
-            CHECK((jec == E::no_permission || jec == E::no_channel_permission));
-            auto keys_now_9 = co_await dump_keys(admin.conn(), jname);
-            CHECK(keys_now_9 == jbefore);
-            // Nor a job's channels.
-            auto [sec, s] = co_await uc.sub().subscribe(
-                "job.finish:" + jname, [](const thoonk::message&) {}, nothrow);
-            CHECK(sec == E::subscribe_refused);
-            co_await admin.delete_feed(fname, asio::use_awaitable);
-            co_await admin.delete_feed(jname, asio::use_awaitable);
-          });
+        // Not its work: any change (refused at the script's first write).
+        const auto before = co_await dump_keys(admin.conn(), fname);
+        auto [pec, pr] = co_await f.async_publish(thoonk::item_id("x"), "3", nothrow);
+        CHECK(pec == E::no_permission);
+        auto [rec, gone] = co_await f.async_retract("old", nothrow);
+        CHECK(rec == E::no_permission);
+        auto keys_now_8 = co_await dump_keys(admin.conn(), fname);
+        CHECK(keys_now_8 == before);
+        const auto jbefore = co_await dump_keys(admin.conn(), jname);
+        thoonk::job_queue jq(uc, jname);
+        auto [jec, jid] = co_await jq.async_put("x", nothrow);
+        CHECK((jec == E::no_permission || jec == E::no_channel_permission));
+        auto keys_now_9 = co_await dump_keys(admin.conn(), jname);
+        CHECK(keys_now_9 == jbefore);
+        // Nor a job's channels.
+        auto [sec, s] = co_await uc.sub().async_subscribe(
+            "job.finish:" + jname, [](const thoonk::message&) {}, nothrow);
+        CHECK(sec == E::subscribe_refused);
+        co_await admin.async_delete_feed(fname, asio::use_awaitable);
+        co_await admin.async_delete_feed(jname, asio::use_awaitable);
+      });
 }
 
 TEST_CASE("acl roles: an admin manages feeds", "[acl][acl_roles][create_feed][delete_feed]") {
   as_user(role_rules("admin"),
           [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
             const auto name = unique_name("role-admin");
-            co_await uc.create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
-            co_await uc.set_config(name, "max_length", "3", asio::use_awaitable);
-            auto v = co_await uc.get_config(name, "max_length", asio::use_awaitable);
+            co_await uc.async_create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
+            co_await uc.async_set_config(name, "max_length", "3", asio::use_awaitable);
+            auto v = co_await uc.async_get_config(name, "max_length", asio::use_awaitable);
             CHECK(v == "3");
-            auto names = co_await uc.list_feeds(asio::use_awaitable);
+            auto names = co_await uc.async_list_feeds(asio::use_awaitable);
             CHECK(std::find(names.begin(), names.end(), name) != names.end());
-            co_await uc.delete_feed(name, asio::use_awaitable);
+            co_await uc.async_delete_feed(name, asio::use_awaitable);
             auto keys_now_10 = co_await dump_keys(admin.conn(), name);
             CHECK(keys_now_10 == "member=0");
           });
@@ -353,29 +354,29 @@ TEST_CASE(
     rules.push_back("+eval");
     as_user(rules, [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
       const auto name = unique_name("role-flush");
-      co_await admin.create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
+      co_await admin.async_create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
       co_await cmd(admin.conn(), "SCRIPT", "FLUSH");
       thoonk::feed f(uc, name);
-      auto r = co_await f.publish(thoonk::item_id("a"), "x", asio::use_awaitable);
+      auto r = co_await f.async_publish(thoonk::item_id("a"), "x", asio::use_awaitable);
       CHECK(!r.edited);
       auto n = co_await cmd(admin.conn(), "ZCARD", key("ids", name));
       CHECK(n.integer == 1);
       // EVAL cached the script: the next call is a plain EVALSHA again.
-      auto r2 = co_await f.publish(thoonk::item_id("b"), "y", asio::use_awaitable);
+      auto r2 = co_await f.async_publish(thoonk::item_id("b"), "y", asio::use_awaitable);
       CHECK(!r2.edited);
-      co_await admin.delete_feed(name, asio::use_awaitable);
+      co_await admin.async_delete_feed(name, asio::use_awaitable);
     });
   }
   SECTION("neither SCRIPT LOAD nor EVAL: no_script_permission naming both, nothing changed") {
     as_user(base, [](thoonk::client& admin, thoonk::client& uc) -> asio::awaitable<void> {
       const auto name = unique_name("role-flush");
-      co_await admin.create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
+      co_await admin.async_create_feed(name, thoonk::feed_type::feed, {}, asio::use_awaitable);
       co_await cmd(admin.conn(), "SCRIPT", "FLUSH");
       const auto before = co_await dump_keys(admin.conn(), name);
       thoonk::feed f(uc, name);
       thoonk::diagnostics diag;
-      auto [ec, r] =
-          co_await f.publish(thoonk::item_id("a"), "x", thoonk::with_diagnostics(diag, nothrow));
+      auto [ec, r] = co_await f.async_publish(thoonk::item_id("a"), "x",
+                                              thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == E::no_script_permission);
       INFO(diag.server_message());
       CHECK(diag.server_message().find("NOSCRIPT") != std::string::npos);
@@ -387,12 +388,12 @@ TEST_CASE(
       // own publish runs as a function and leaves the script cache alone),
       // it works.
       thoonk::feed af(admin, name);
-      co_await af.publish(thoonk::item_id("b"), "y", asio::use_awaitable);
+      co_await af.async_publish(thoonk::item_id("b"), "y", asio::use_awaitable);
       co_await cmd(admin.conn(), "SCRIPT", "LOAD",
                    thoonk::detail::scripts::feeds_publish().source());
-      auto r2 = co_await f.publish(thoonk::item_id("a"), "x", asio::use_awaitable);
+      auto r2 = co_await f.async_publish(thoonk::item_id("a"), "x", asio::use_awaitable);
       CHECK(!r2.edited);
-      co_await admin.delete_feed(name, asio::use_awaitable);
+      co_await admin.async_delete_feed(name, asio::use_awaitable);
     });
   }
 }
@@ -409,8 +410,8 @@ TEST_CASE("acl: a user denied one command a script runs is refused before the sc
               const auto jname = co_await make_feed(admin, "role-deny", thoonk::feed_type::job);
               thoonk::job_queue ajq(admin, jname);
               thoonk::job_queue jq(uc, jname);
-              co_await ajq.put("a", asio::use_awaitable);
-              auto job = co_await ajq.claim(1s, asio::use_awaitable);
+              co_await ajq.async_put("a", asio::use_awaitable);
+              auto job = co_await ajq.async_claim(1s, asio::use_awaitable);
               const auto before = co_await dump_keys(admin.conn(), jname);
               std::string named = "may not run ";
               for (const char* ch = denied; *ch; ++ch)
@@ -418,12 +419,12 @@ TEST_CASE("acl: a user denied one command a script runs is refused before the sc
 
               thoonk::diagnostics diag;
               auto [fec, fr] =
-                  co_await jq.fail(job, "boom", thoonk::with_diagnostics(diag, nothrow));
+                  co_await jq.async_fail(job, "boom", thoonk::capture_diagnostics(diag, nothrow));
               CHECK(fec == E::no_permission);
               CHECK(diag.server_message().find(named) != std::string::npos);
-              auto [rec] = co_await jq.finish(job, std::string("result"), nothrow);
+              auto [rec] = co_await jq.async_finish(job, std::string("result"), nothrow);
               CHECK(rec == E::no_permission);
-              auto [pec, pid] = co_await jq.put("b", nothrow);
+              auto [pec, pid] = co_await jq.async_put("b", nothrow);
               CHECK(pec == E::no_permission);
               auto after = co_await dump_keys(admin.conn(), jname);
               CHECK(after == before);
@@ -440,11 +441,11 @@ TEST_CASE("acl: a user denied one command a script runs is refused before the sc
               auto ended = co_await wait_until([&] { return run->done; }, 10s);
               CHECK(ended);
               CHECK(run->ec == E::no_permission);
-              auto workers = co_await ajq.get_workers(asio::use_awaitable);
+              auto workers = co_await ajq.async_get_workers(asio::use_awaitable);
               CHECK(workers.empty());
 
-              co_await ajq.finish(job, asio::use_awaitable);
-              co_await admin.delete_feed(jname, asio::use_awaitable);
+              co_await ajq.async_finish(job, asio::use_awaitable);
+              co_await admin.async_delete_feed(jname, asio::use_awaitable);
             });
   }
 }

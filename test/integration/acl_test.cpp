@@ -157,10 +157,10 @@ void with_user(const std::vector<std::string>& rules, Body body) {
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         co_await user.create(admin.conn());
         uc.emplace(ioc.get_executor(), user.config());
-        co_await uc->connect(asio::use_awaitable);
+        co_await uc->async_connect(asio::use_awaitable);
         co_await body(admin, *uc, user);
         uc->stop();
         co_await user.remove(admin.conn());
@@ -194,7 +194,7 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     const thoonk::feed_config cfg{{"max_length", "5"}};
     const std::vector<thoonk::feed_type> types{thoonk::feed_type::feed, thoonk::feed_type::job};
     for (auto type : types) {
-      auto [ec] = co_await uc.create_feed(name, type, cfg, nothrow);
+      auto [ec] = co_await uc.async_create_feed(name, type, cfg, nothrow);
       CHECK(ec == k.expected);
       auto listed = co_await is_member(admin.conn(), name);
       CHECK(!listed);
@@ -203,21 +203,24 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
     }
     // delete_feed and set_config on a feed the admin made: unchanged.
     const auto other = unique_name("acl-existing");
-    co_await admin.create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+    co_await admin.async_create_feed(other, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     co_await expect_refused(
-        admin.conn(), feed_keys(other), k.expected, [&] { return uc.delete_feed(other, nothrow); },
-        [&] { return uc.set_config(other, "max_length", "7", nothrow); },
-        [&] { return uc.set_config_json(other, "owner", boost::json::value("me"), nothrow); });
+        admin.conn(), feed_keys(other), k.expected,
+        [&] { return uc.async_delete_feed(other, nothrow); },
+        [&] { return uc.async_set_config(other, "max_length", "7", nothrow); },
+        [&] {
+          return uc.async_set_config_json(other, "owner", boost::json::value("me"), nothrow);
+        });
     auto listed = co_await is_member(admin.conn(), other);
     CHECK(listed);
-    co_await admin.delete_feed(other, asio::use_awaitable);
+    co_await admin.async_delete_feed(other, asio::use_awaitable);
   });
   SECTION("without access to the feed's keys") {
     with_user(
         {"~unrelated.*", "&*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
           const auto name = unique_name("acl-create");
-          auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
+          auto [ec] = co_await uc.async_create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_key_permission);
           auto listed = co_await is_member(admin.conn(), name);
           CHECK(!listed);
@@ -231,7 +234,7 @@ TEST_CASE("acl: create_feed, delete_feed and set_config change nothing without p
         {"~*", "&*", "+@all", "-sadd"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
           const auto name = unique_name("acl-create");
-          auto [ec] = co_await uc.create_feed(name, thoonk::feed_type::feed, {}, nothrow);
+          auto [ec] = co_await uc.async_create_feed(name, thoonk::feed_type::feed, {}, nothrow);
           CHECK(ec == E::no_permission);
           auto listed = co_await is_member(admin.conn(), name);
           CHECK(!listed);
@@ -245,21 +248,22 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-sorted");
-    co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+    co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
     thoonk::sorted_feed as(admin, name);
-    co_await as.append("a", asio::use_awaitable);
-    co_await as.append("b", asio::use_awaitable);
+    co_await as.async_append("a", asio::use_awaitable);
+    co_await as.async_append("b", asio::use_awaitable);
     auto before = co_await dump(admin.conn(), feed_keys(name));
 
     thoonk::sorted_feed us(uc, name);
     co_await expect_each_fails(
-        k.expected, [&] { return us.append("c", nothrow); },
-        [&] { return us.publish_after(thoonk::item_id("1"), "d", nothrow); },
-        [&] { return us.edit(thoonk::item_id("1"), "A", nothrow); },
-        [&] { return us.move_to_begin("2", nothrow); }, [&] { return us.retract("1", nothrow); });
+        k.expected, [&] { return us.async_append("c", nothrow); },
+        [&] { return us.async_publish_after(thoonk::item_id("1"), "d", nothrow); },
+        [&] { return us.async_edit(thoonk::item_id("1"), "A", nothrow); },
+        [&] { return us.async_move_to_begin("2", nothrow); },
+        [&] { return us.async_retract("1", nothrow); });
     // Retracting an id that is not there publishes nothing: no PUBLISH
     // permission needed (EVALSHA still is).
-    auto [e6, gone6] = co_await us.retract("99", nothrow);
+    auto [e6, gone6] = co_await us.async_retract("99", nothrow);
     if (k.expected == E::no_script_permission) {
       CHECK(e6 == k.expected);
     } else {
@@ -272,9 +276,9 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
 
     // After the grant, the same append applies once: id 3.
     co_await user.grant_all(admin.conn());
-    auto id3 = co_await us.append("c", asio::use_awaitable);
+    auto id3 = co_await us.async_append("c", asio::use_awaitable);
     CHECK(id3 == "3");
-    co_await admin.delete_feed(name, asio::use_awaitable);
+    co_await admin.async_delete_feed(name, asio::use_awaitable);
   });
   SECTION("with only some of the channels") {
     // May PUBLISH on feed.publish:* but not feed.position:*: an append (which
@@ -283,17 +287,18 @@ TEST_CASE("acl: sorted feed changes apply nothing without permission",
         {"~*", "resetchannels", "&feed.publish:*", "+@all"},
         [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
           const auto name = unique_name("acl-sorted");
-          co_await admin.create_feed(name, thoonk::feed_type::sorted_feed, {}, asio::use_awaitable);
+          co_await admin.async_create_feed(name, thoonk::feed_type::sorted_feed, {},
+                                           asio::use_awaitable);
           thoonk::sorted_feed as(admin, name);
-          co_await as.append("a", asio::use_awaitable);
+          co_await as.async_append("a", asio::use_awaitable);
           thoonk::sorted_feed us(uc, name);
           co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return us.append("b", nothrow); });
-          auto [e2] = co_await us.edit(thoonk::item_id("1"), "A", nothrow);
+                                  [&] { return us.async_append("b", nothrow); });
+          auto [e2] = co_await us.async_edit(thoonk::item_id("1"), "A", nothrow);
           CHECK(!e2);
-          auto item = co_await as.get_item("1", asio::use_awaitable);
+          auto item = co_await as.async_get_item("1", asio::use_awaitable);
           CHECK(item == "A");
-          co_await admin.delete_feed(name, asio::use_awaitable);
+          co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
 }
@@ -305,22 +310,22 @@ TEST_CASE("acl: feed publish and retract apply nothing without permission",
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-feed");
     const thoonk::feed_config cfg{{"max_length", "1"}};
-    co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+    co_await admin.async_create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
     thoonk::feed af(admin, name);
-    co_await af.publish(thoonk::item_id("old"), "x", asio::use_awaitable);
+    co_await af.async_publish(thoonk::item_id("old"), "x", asio::use_awaitable);
     thoonk::feed uf(uc, name);
     // A new id (it would evict "old": max_length 1), an edit, a retract.
     co_await expect_refused(
         admin.conn(), feed_keys(name), k.expected,
-        [&] { return uf.publish(thoonk::item_id("new"), "y", nothrow); },
-        [&] { return uf.publish(thoonk::item_id("old"), "x2", nothrow); },
-        [&] { return uf.retract("old", nothrow); });
+        [&] { return uf.async_publish(thoonk::item_id("new"), "y", nothrow); },
+        [&] { return uf.async_publish(thoonk::item_id("old"), "x2", nothrow); },
+        [&] { return uf.async_retract("old", nothrow); });
     // After the grant the publish applies once.
     co_await user.grant_all(admin.conn());
-    auto r = co_await uf.publish(thoonk::item_id("new"), "y", asio::use_awaitable);
+    auto r = co_await uf.async_publish(thoonk::item_id("new"), "y", asio::use_awaitable);
     CHECK(!r.edited);
     CHECK(r.evicted == std::vector<std::string>{"old"});
-    co_await admin.delete_feed(name, asio::use_awaitable);
+    co_await admin.async_delete_feed(name, asio::use_awaitable);
   });
 }
 
@@ -332,10 +337,10 @@ asio::awaitable<std::string> small_feed(thoonk::client& admin, std::string prefi
                                         std::vector<std::string> ids) {
   const auto name = unique_name(prefix);
   const thoonk::feed_config cfg{{"max_length", "2"}};
-  co_await admin.create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
+  co_await admin.async_create_feed(name, thoonk::feed_type::feed, cfg, asio::use_awaitable);
   thoonk::feed af(admin, name);
   for (std::size_t i = 0; i < ids.size(); ++i)
-    co_await af.publish(thoonk::item_id(ids[i]), std::to_string(i + 1), asio::use_awaitable);
+    co_await af.async_publish(thoonk::item_id(ids[i]), std::to_string(i + 1), asio::use_awaitable);
   co_return name;
 }
 
@@ -355,17 +360,18 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           const auto name = co_await small_feed(admin, "acl-feed-edit", held);
           thoonk::feed uf(uc, name);
           // A new id in the full feed: refused on feed.publish, nothing evicted.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.publish(thoonk::item_id("c"), "3", nothrow); });
-          auto [e, r] = co_await uf.publish(thoonk::item_id("a"), "1b", nothrow);
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
+          auto [e, r] = co_await uf.async_publish(thoonk::item_id("a"), "1b", nothrow);
           CHECK(!e);
           CHECK(r.edited);
           CHECK(r.evicted.empty());
-          auto ids = co_await uf.get_ids(asio::use_awaitable);
+          auto ids = co_await uf.async_get_ids(asio::use_awaitable);
           CHECK(ids == std::vector<std::string>{"b", "a"});  // the edit moved it last
-          auto item = co_await uf.get_item("a", asio::use_awaitable);
+          auto item = co_await uf.async_get_item("a", asio::use_awaitable);
           CHECK(item == "1b");
-          co_await admin.delete_feed(name, asio::use_awaitable);
+          co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
   SECTION("feed.publish and feed.retract only: new ids work, edits are refused") {
@@ -377,15 +383,16 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           thoonk::feed uf(uc, name);
           // An edit in the full feed: refused on feed.edit, though the
           // channels of a new id would have been allowed.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.publish(thoonk::item_id("b"), "2b", nothrow); });
-          auto [e, r] = co_await uf.publish(thoonk::item_id("c"), "3", nothrow);
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("b"), "2b", nothrow);
+          });
+          auto [e, r] = co_await uf.async_publish(thoonk::item_id("c"), "3", nothrow);
           CHECK(!e);
           CHECK(!r.edited);
           CHECK(r.evicted == std::vector<std::string>{"a"});
-          auto ids = co_await uf.get_ids(asio::use_awaitable);
+          auto ids = co_await uf.async_get_ids(asio::use_awaitable);
           CHECK(ids == std::vector<std::string>{"b", "c"});
-          co_await admin.delete_feed(name, asio::use_awaitable);
+          co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
   SECTION("feed.publish only: a new id that would evict is refused, one with room works") {
@@ -395,13 +402,14 @@ TEST_CASE("acl: feed publish with only some channels: an edit and a new id each 
           const std::vector<std::string> held{"a"};
           const auto name = co_await small_feed(admin, "acl-feed-room", held);
           thoonk::feed uf(uc, name);
-          auto [e, r] = co_await uf.publish(thoonk::item_id("b"), "2", nothrow);
+          auto [e, r] = co_await uf.async_publish(thoonk::item_id("b"), "2", nothrow);
           CHECK(!e);
           CHECK(r.evicted.empty());
           // Full now: the next new id would announce a retraction.
-          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission,
-                                  [&] { return uf.publish(thoonk::item_id("c"), "3", nothrow); });
-          co_await admin.delete_feed(name, asio::use_awaitable);
+          co_await expect_refused(admin.conn(), feed_keys(name), E::no_channel_permission, [&] {
+            return uf.async_publish(thoonk::item_id("c"), "3", nothrow);
+          });
+          co_await admin.async_delete_feed(name, asio::use_awaitable);
         });
   }
 }
@@ -411,7 +419,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-put");
-    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    co_await admin.async_create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
     thoonk::job_queue aq(admin, name);
     // A claimer (allowed everything) waits: the queue has a sleeper, so
     // a put would PUBLISH a wake-up.
@@ -421,7 +429,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
     asio::co_spawn(
         admin.get_executor(),
         [&]() -> asio::awaitable<void> {
-          auto [ec, j] = co_await aq.claim(20s, nothrow);
+          auto [ec, j] = co_await aq.async_claim(20s, nothrow);
           ++claims;
           claim_ec = ec;
           if (!ec) got = j;
@@ -432,10 +440,10 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
     auto before = co_await dump(admin.conn(), job_keys(name));
 
     thoonk::job_queue uq(uc, name);
-    auto [ec, id] = co_await uq.put("work", nothrow);
+    auto [ec, id] = co_await uq.async_put("work", nothrow);
     CHECK(ec == k.expected);
     std::vector<std::string> two{"a", "b"};
-    auto [mec, ids] = co_await uq.put_many(two, thoonk::priority::high, nothrow);
+    auto [mec, ids] = co_await uq.async_put_many(two, thoonk::priority::high, nothrow);
     CHECK(mec == k.expected);
     CHECK(ids.empty());
     // Nothing written: no id, no item, no count, no id counter; the
@@ -446,20 +454,20 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
 
     // The caller retries after the grant: exactly one job.
     co_await user.grant_all(admin.conn());
-    auto id2 = co_await uq.put("work", asio::use_awaitable);
+    auto id2 = (co_await uq.async_put("work", asio::use_awaitable)).id;
     for (int i = 0; i < 500 && claims == 0; ++i) co_await sleep_for(10ms);
     REQUIRE(claims == 1);
     CHECK(!claim_ec);
     REQUIRE(got);
     CHECK(got->id == id2);
     CHECK(got->item == "work");
-    auto c = co_await aq.counts(asio::use_awaitable);
+    auto c = co_await aq.async_counts(asio::use_awaitable);
     CHECK(c.puts == 1);
     CHECK(c.items == 1);
     CHECK(c.waiting == 0);
     CHECK(c.claimed == 1);
-    co_await aq.finish(*got, asio::use_awaitable);
-    co_await admin.delete_feed(name, asio::use_awaitable);
+    co_await aq.async_finish(*got, asio::use_awaitable);
+    co_await admin.async_delete_feed(name, asio::use_awaitable);
   });
 }
 
@@ -468,14 +476,14 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-finish");
-    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    co_await admin.async_create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
     thoonk::job_queue aq(admin, name);
     std::vector<std::string> items{"one", "two"};
-    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    co_await aq.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
     // Claimed by the admin's client; the tokens are the jobs', so the
     // user's client may finish them.
-    auto j1 = co_await aq.claim(1s, asio::use_awaitable);
-    auto j2 = co_await aq.claim(1s, asio::use_awaitable);
+    auto j1 = co_await aq.async_claim(1s, asio::use_awaitable);
+    auto j2 = co_await aq.async_claim(1s, asio::use_awaitable);
     auto before = co_await dump(admin.conn(), job_keys(name));
     const std::string result_key = "feed.jobfinished:" + name + std::string(1, '\0') + j1.id;
 
@@ -483,11 +491,11 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
     thoonk::job_queue uq(uc, name);
     error_code r1, r2;
     int done = 0;
-    uq.finish(j1, std::string("result"), [&](error_code e) {
+    uq.async_finish(j1, std::string("result"), [&](error_code e) {
       r1 = e;
       ++done;
     });
-    uq.finish(j2, [&](error_code e) {
+    uq.async_finish(j2, [&](error_code e) {
       r2 = e;
       ++done;
     });
@@ -509,7 +517,7 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
       // Each finish of a batch succeeds or fails alone: j2 needs no
       // PUBLISH and is finished.
       CHECK(!r2);
-      auto c = co_await aq.counts(asio::use_awaitable);
+      auto c = co_await aq.async_counts(asio::use_awaitable);
       CHECK(c.finishes == 1);
       CHECK(c.claimed == 1);
       auto tok = co_await cmd(admin.conn(), "HGET", key("attempts", name), j1.id);
@@ -517,12 +525,12 @@ TEST_CASE("acl: a finish with a result leaves the job claimed and stores no resu
     }
     // The worker retries after the grant: finished once, result kept.
     co_await user.grant_all(admin.conn());
-    co_await uq.finish(j1, std::string("result"), asio::use_awaitable);
-    auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
+    co_await uq.async_finish(j1, std::string("result"), asio::use_awaitable);
+    auto res = co_await aq.async_get_result(j1.id, 1s, asio::use_awaitable);
     CHECK(res == "result");
     auto stored = co_await cmd(admin.conn(), "LLEN", result_key);
     CHECK(stored.integer == 1);
-    co_await admin.delete_feed(name, asio::use_awaitable);
+    co_await admin.async_delete_feed(name, asio::use_awaitable);
   });
 }
 
@@ -533,12 +541,12 @@ TEST_CASE(
   with_each_kind([&](const kind& k, thoonk::client& admin, thoonk::client& uc,
                      const acl_user& user) -> asio::awaitable<void> {
     const auto name = unique_name("acl-finclaim");
-    co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+    co_await admin.async_create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
     thoonk::job_queue aq(admin, name);
     std::vector<std::string> items{"one", "two", "three"};
-    co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    auto j1 = co_await aq.claim(1s, asio::use_awaitable);
-    auto j2 = co_await aq.claim(1s, asio::use_awaitable);
+    co_await aq.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    auto j1 = co_await aq.async_claim(1s, asio::use_awaitable);
+    auto j2 = co_await aq.async_claim(1s, asio::use_awaitable);
     auto before = co_await dump(admin.conn(), job_keys(name));
 
     // One batch: j1 with a result (needs PUBLISH job.finish), j2 without.
@@ -546,12 +554,12 @@ TEST_CASE(
     error_code r1, r2;
     thoonk::claimed_job n1, n2;
     int done = 0;
-    uq.finish_and_claim(j1, std::string("result"), [&](error_code e, thoonk::claimed_job j) {
+    uq.async_finish_and_claim(j1, std::string("result"), [&](error_code e, thoonk::claimed_job j) {
       r1 = e;
       n1 = std::move(j);
       ++done;
     });
-    uq.finish_and_claim(j2, [&](error_code e, thoonk::claimed_job j) {
+    uq.async_finish_and_claim(j2, [&](error_code e, thoonk::claimed_job j) {
       r2 = e;
       n2 = std::move(j);
       ++done;
@@ -562,7 +570,7 @@ TEST_CASE(
     CHECK(n1.id.empty());
     auto tok = co_await cmd(admin.conn(), "HGET", key("attempts", name), j1.id);
     CHECK(tok.str == std::to_string(j1.token));
-    auto c = co_await aq.counts(asio::use_awaitable);
+    auto c = co_await aq.async_counts(asio::use_awaitable);
     if (k.expected == E::no_script_permission) {
       CHECK(r2 == k.expected);
       auto after = co_await dump(admin.conn(), job_keys(name));
@@ -576,11 +584,11 @@ TEST_CASE(
     }
     // After the grant the same call goes through.
     co_await user.grant_all(admin.conn());
-    auto [ec, none] = co_await uq.finish_and_claim(j1, std::string("result"), nothrow);
+    auto [ec, none] = co_await uq.async_finish_and_claim(j1, std::string("result"), nothrow);
     CHECK((k.expected == E::no_script_permission ? !ec : ec == E::queue_empty));
-    auto res = co_await aq.get_result(j1.id, 1s, asio::use_awaitable);
+    auto res = co_await aq.async_get_result(j1.id, 1s, asio::use_awaitable);
     CHECK(res == "result");
-    co_await admin.delete_feed(name, asio::use_awaitable);
+    co_await admin.async_delete_feed(name, asio::use_awaitable);
   });
 }
 
@@ -592,47 +600,47 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
       [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
         const auto name = unique_name("acl-ops");
         const thoonk::feed_config cfg{{"claim_timeout_ms", "50"}};
-        co_await admin.create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
+        co_await admin.async_create_feed(name, thoonk::feed_type::job, cfg, asio::use_awaitable);
         thoonk::job_queue aq(admin, name);
         thoonk::job_queue uq(uc, name);
         std::vector<std::string> items{"a", "b", "c"};
-        co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        co_await aq.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
         // cancel (would wake claimers): refused, the job stays claimed.
-        auto ja = co_await aq.claim(1s, asio::use_awaitable);
+        auto ja = co_await aq.async_claim(1s, asio::use_awaitable);
         co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
-                                [&] { return uq.cancel(ja, nothrow); });
+                                [&] { return uq.async_cancel(ja, nothrow); });
 
         // stall and heartbeat publish nothing: allowed.
-        auto [hec] = co_await uq.heartbeat(ja, nothrow);
+        auto [hec] = co_await uq.async_heartbeat(ja, nothrow);
         CHECK(!hec);
-        auto [sec] = co_await uq.stall(ja, nothrow);
+        auto [sec] = co_await uq.async_stall(ja, nothrow);
         CHECK(!sec);
 
         // retry (would wake claimers): refused, the job stays stalled.
         co_await expect_refused(admin.conn(), job_keys(name), E::no_channel_permission,
-                                [&] { return uq.retry(ja.id, nothrow); });
+                                [&] { return uq.async_retry(ja.id, nothrow); });
 
         // maintenance (requeues lapsed claims, waking claimers): refused before
         // any change, and its lock is released.
-        auto jb = co_await aq.claim(1s, asio::use_awaitable);
+        auto jb = co_await aq.async_claim(1s, asio::use_awaitable);
         co_await sleep_for(120ms);
         auto before = co_await dump(admin.conn(), job_keys(name));
-        auto [mec, rep] = co_await uq.maintain(no_stats(), nothrow);
+        auto [mec, rep] = co_await uq.async_maintain(no_stats(), nothrow);
         CHECK(mec == E::no_channel_permission);
         CHECK(rep.ran);
         auto after = co_await dump(admin.conn(), job_keys(name));
         CHECK(after == before);
         // ... an allowed runner does it.
-        auto rep2 = co_await aq.maintain(no_stats(), asio::use_awaitable);
+        auto rep2 = co_await aq.async_maintain(no_stats(), asio::use_awaitable);
         CHECK(rep2.requeued == 1);
         (void)jb;
 
         // A plain queue's put, too.
         const auto qname = unique_name("acl-queue");
-        co_await admin.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(qname, thoonk::feed_type::queue, {}, asio::use_awaitable);
         thoonk::queue uqq(uc, qname);
-        auto [qec, qid] = co_await uqq.put("x", nothrow);
+        auto [qec, qid] = co_await uqq.async_put("x", nothrow);
         CHECK(qec == E::no_channel_permission);
         auto ql = co_await cmd(admin.conn(), "LLEN", key("ids", qname));
         CHECK(ql.integer == 0);
@@ -640,8 +648,8 @@ TEST_CASE("acl: cancel, retry, maintenance and queue put need PUBLISH; what need
         CHECK(qi.integer == 0);
         auto qp = co_await cmd(admin.conn(), "GET", key("publishes", qname));
         CHECK(qp.is_null());
-        co_await admin.delete_feed(qname, asio::use_awaitable);
-        co_await admin.delete_feed(name, asio::use_awaitable);
+        co_await admin.async_delete_feed(qname, asio::use_awaitable);
+        co_await admin.async_delete_feed(name, asio::use_awaitable);
       });
 }
 
@@ -651,22 +659,22 @@ TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may
       kinds()[0].rules,
       [&](thoonk::client& admin, thoonk::client& uc, const acl_user&) -> asio::awaitable<void> {
         const auto name = unique_name("acl-release");
-        co_await admin.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+        co_await admin.async_create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
         thoonk::job_queue aq(admin, name);
         std::vector<std::string> items(6, "x");
-        co_await aq.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        co_await aq.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         thoonk::job_queue_options o;
         o.prefetch = 4;
         o.prefetch_hold = 150ms;
         thoonk::job_queue uq(uc, name, o);
-        auto j = co_await uq.claim(1s, asio::use_awaitable);
+        auto j = co_await uq.async_claim(1s, asio::use_awaitable);
         // Someone sleeps: a release would wake it, which this user may not.
         co_await cmd(admin.conn(), "SET", key("sleepers", name), "1");
         // The jobs claimed ahead go back anyway (the release must not fail:
         // nobody would see the error); only the wake-up is skipped.
         thoonk::job_counts c;
         for (int i = 0; i < 500; ++i) {
-          c = co_await aq.counts(asio::use_awaitable);
+          c = co_await aq.async_counts(asio::use_awaitable);
           if (c.claimed == 1 && c.waiting == 5) break;
           co_await sleep_for(10ms);
         }
@@ -674,8 +682,8 @@ TEST_CASE("acl: jobs claimed ahead are released without the wake-up the user may
         CHECK(c.waiting == 5);
         auto s = co_await cmd(admin.conn(), "EXISTS", key("sleepers", name));
         CHECK(s.integer == 1);
-        auto [fec] = co_await uq.finish(j, nothrow);
+        auto [fec] = co_await uq.async_finish(j, nothrow);
         CHECK(!fec);
-        co_await admin.delete_feed(name, asio::use_awaitable);
+        co_await admin.async_delete_feed(name, asio::use_awaitable);
       });
 }

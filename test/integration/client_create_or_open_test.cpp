@@ -14,7 +14,7 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
     auto cap = co_await capture_patterns(f.raw, "newfeed", "conffeed");
 
     auto [ec, created] =
-        co_await f.c.create_or_open_feed(f.name, feed_type::feed, max_len(5), nothrow);
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::feed, max_len(5), nothrow);
     REQUIRE(!ec);
     CHECK(created);
     using conf = std::map<std::string, std::string>;
@@ -24,7 +24,7 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
 
     // Again, with other config: opened, config untouched, nothing announced.
     auto [ec2, created2] =
-        co_await f.c.create_or_open_feed(f.name, feed_type::feed, max_len(9), nothrow);
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::feed, max_len(9), nothrow);
     REQUIRE(!ec2);
     CHECK(!created2);
     auto second = co_await hash_of(f.c.conn(), key("config", f.name));
@@ -36,7 +36,7 @@ TEST_CASE("create_or_open_feed: creates once, then opens without changing the fe
     CHECK(cap->on("conffeed").empty());
 
     // create_feed still refuses an existing feed.
-    auto [ec3] = co_await f.c.create_feed(f.name, feed_type::feed, {}, nothrow);
+    auto [ec3] = co_await f.c.async_create_feed(f.name, feed_type::feed, {}, nothrow);
     CHECK(ec3 == E::feed_exists);
   });
 }
@@ -49,8 +49,8 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     co_await create_feed(f.c.conn(), f.name, "job", job_fields);
     co_await cmd(f.c.conn(), "LPUSH", key("ids", f.name), "j1");
     thoonk::diagnostics diag;
-    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::queue, {},
-                                                          thoonk::with_diagnostics(diag, nothrow));
+    auto [ec, created] = co_await f.c.async_create_or_open_feed(
+        f.name, feed_type::queue, {}, thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == E::wrong_feed_type);
     CHECK(!created);
     CHECK(diag.server_message().find("job") != std::string::npos);
@@ -66,7 +66,7 @@ TEST_CASE("create_or_open_feed: another type is refused and nothing changes",
     auto other = unique_name("coo");
     co_await cmd(f.c.conn(), "SADD", "feeds", other);
     auto [ec2, created2] =
-        co_await f.c.create_or_open_feed(other, feed_type::sorted_feed, {}, nothrow);
+        co_await f.c.async_create_or_open_feed(other, feed_type::sorted_feed, {}, nothrow);
     CHECK(!ec2);
     CHECK(created2);
     const conf sorted_conf{{"type", "sorted_feed"}};
@@ -80,7 +80,8 @@ TEST_CASE("create_or_open_feed: bad names and config values fail before any writ
   fixture f("coo");
   f.run_connected([&]() -> asio::awaitable<void> {
     const thoonk::feed_config bad{{"claim_timeout_ms", "soon"}};
-    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, bad, nothrow);
+    auto [ec, created] =
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::job, bad, nothrow);
     CHECK(ec == E::invalid_argument);
     CHECK(!created);
     auto member = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", f.name);
@@ -88,8 +89,8 @@ TEST_CASE("create_or_open_feed: bad names and config values fail before any writ
     auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
     CHECK(exists.integer == 0);
 
-    auto [ec2, created2] =
-        co_await f.c.create_or_open_feed(std::string("a\0b", 3), feed_type::feed, {}, nothrow);
+    auto [ec2, created2] = co_await f.c.async_create_or_open_feed(std::string("a\0b", 3),
+                                                                  feed_type::feed, {}, nothrow);
     CHECK(ec2 == E::invalid_name);
   });
 }
@@ -99,17 +100,17 @@ TEST_CASE("create_or_open_feed: clients racing on one name agree that exactly on
   fixture f("coo");
   thoonk::client other(f.ioc.get_executor(), named_config());
   f.run_connected([&]() -> asio::awaitable<void> {
-    co_await other.connect(asio::use_awaitable);
+    co_await other.async_connect(asio::use_awaitable);
     for (int round = 0; round < 20; ++round) {
       auto name = unique_name("race");
       int created = 0, done = 0;
       for (auto* cl : {&f.c, &other, &f.c, &other}) {
-        cl->create_or_open_feed(name, feed_type::queue, {},
-                                [&](boost::system::error_code ec, bool c) {
-                                  CHECK(!ec);
-                                  created += c ? 1 : 0;
-                                  ++done;
-                                });
+        cl->async_create_or_open_feed(name, feed_type::queue, {},
+                                      [&](boost::system::error_code ec, bool c) {
+                                        CHECK(!ec);
+                                        created += c ? 1 : 0;
+                                        ++done;
+                                      });
       }
       auto arrived = co_await wait_until([&] { return done == 4; });
       REQUIRE(arrived);
@@ -138,7 +139,7 @@ TEST_CASE(
     }
 
     // create_feed: the feed exists; nothing changes.
-    auto [ec0] = co_await f.c.create_feed(f.name, feed_type::job, {}, nothrow);
+    auto [ec0] = co_await f.c.async_create_feed(f.name, feed_type::job, {}, nothrow);
     CHECK(ec0 == E::feed_exists);
     auto before = co_await hash_of(f.c.conn(), key("config", f.name));
     CHECK(before == conf{{"claim_timeout_ms", "60000"}});
@@ -146,7 +147,8 @@ TEST_CASE(
     // create_or_open: adopted with its data; the config it has is kept,
     // the fields it lacks are added.
     const thoonk::feed_config asked{{"claim_timeout_ms", "5000"}, {"max_stalls", "7"}};
-    auto [ec, created] = co_await f.c.create_or_open_feed(f.name, feed_type::job, asked, nothrow);
+    auto [ec, created] =
+        co_await f.c.async_create_or_open_feed(f.name, feed_type::job, asked, nothrow);
     REQUIRE(!ec);
     CHECK(!created);
     auto after = co_await hash_of(f.c.conn(), key("config", f.name));
@@ -160,10 +162,10 @@ TEST_CASE(
 
     // The library works on the adopted jobs.
     thoonk::job_queue q(f.c, f.name);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
     CHECK(j.id == "j1");
     CHECK(j.item == "item j1");
-    co_await q.finish(j, asio::use_awaitable);
+    co_await q.async_finish(j, asio::use_awaitable);
 
     // Ids of another kind's Redis type (a plain feed's sorted set): refused,
     // nothing changes; opened as that kind, adopted.
@@ -172,14 +174,15 @@ TEST_CASE(
     co_await cmd(f.c.conn(), "ZADD", key("ids", other), "1", "a");
     co_await cmd(f.c.conn(), "HSET", key("items", other), "a", "entry");
     thoonk::diagnostics diag;
-    auto [ec2, created2] = co_await f.c.create_or_open_feed(
-        other, feed_type::job, {}, thoonk::with_diagnostics(diag, nothrow));
+    auto [ec2, created2] = co_await f.c.async_create_or_open_feed(
+        other, feed_type::job, {}, thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec2 == E::wrong_feed_type);
     CHECK(!created2);
     CHECK(diag.server_message().find("no list") != std::string::npos);
     auto untouched = co_await cmd(f.c.conn(), "EXISTS", key("config", other));
     CHECK(untouched.integer == 0);
-    auto [ec3, created3] = co_await f.c.create_or_open_feed(other, feed_type::feed, {}, nothrow);
+    auto [ec3, created3] =
+        co_await f.c.async_create_or_open_feed(other, feed_type::feed, {}, nothrow);
     CHECK(!ec3);
     CHECK(!created3);
     auto entry = co_await cmd(f.c.conn(), "HGET", key("items", other), "a");
@@ -188,7 +191,7 @@ TEST_CASE(
     // The makers announced these feeds; adopting them announces nothing,
     // while a feed made anew is announced once.
     auto made_new = unique_name("coo");
-    co_await f.c.create_or_open_feed(made_new, feed_type::queue, {}, asio::use_awaitable);
+    co_await f.c.async_create_or_open_feed(made_new, feed_type::queue, {}, asio::use_awaitable);
     co_await settle();
     const std::vector<msg> only_new{{"newfeed", nul_join(made_new, f.c.instance_id())}};
     CHECK(cap->on("newfeed") == only_new);

@@ -39,18 +39,18 @@ struct lifetime_case {
   // server `busy_ms`), and runs the io_context until they are all written.
   void start(int n, int busy_ms) {
     run_coro(ioc, [this]() -> asio::awaitable<void> {
-      co_await c->connect(asio::use_awaitable);
+      co_await c->async_connect(asio::use_awaitable);
       // A first call loads the script, so the calls below are sent at once.
       std::vector<std::string> keys{counter}, args{"0"};
-      co_await c->eval(busy_script, keys, args, asio::use_awaitable);
+      co_await c->async_eval(busy_script, keys, args, asio::use_awaitable);
     });
     cluster_state = router_of(*c).slots();
     for (int i = 0; i < n; ++i) {
-      c->eval(busy_script, {counter}, {i == 0 ? std::to_string(busy_ms) : "0"},
-              [this](error_code ec, thoonk::resp3::value) {
-                results.push_back(ec);
-                ++done;
-              });
+      c->async_eval(busy_script, {counter}, {i == 0 ? std::to_string(busy_ms) : "0"},
+                    [this](error_code ec, thoonk::resp3::value) {
+                      results.push_back(ec);
+                      ++done;
+                    });
     }
     ioc.restart();
     ioc.run_for(std::chrono::milliseconds(busy_ms / 4));
@@ -98,7 +98,7 @@ TEST_CASE(
   asio::io_context check_ioc;
   thoonk::connection admin(check_ioc.get_executor(), test_config());
   run_coro(check_ioc, [&]() -> asio::awaitable<void> {
-    co_await admin.connect(asio::use_awaitable);
+    co_await admin.async_connect(asio::use_awaitable);
     auto v = co_await cmd(admin, "GET", t.counter);
     CHECK(v.str == "9");
     admin.stop();

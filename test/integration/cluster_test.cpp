@@ -52,7 +52,7 @@ std::size_t keys_on(const redis_cluster& cl, unsigned short port, const std::str
 asio::awaitable<std::set<std::string>> drain(thoonk::queue& q) {
   std::set<std::string> got;
   for (;;) {
-    auto [ec, it] = co_await q.get(0ms, nothrow);
+    auto [ec, it] = co_await q.async_get(0ms, nothrow);
     if (ec == thoonk::error::queue_empty) break;
     REQUIRE_FALSE(ec);
     got.insert(it.item);
@@ -148,34 +148,34 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         for (auto port : ports) {
           // A feed, a queue and a job queue whose slots this primary serves.
           auto fname = name_on(cl, port, "feed-");
-          auto f = co_await thoonk::feed::create_or_open(c, fname, asio::use_awaitable);
+          auto f = co_await thoonk::feed::async_create_or_open(c, fname, asio::use_awaitable);
           thoonk::item_id id1("one");
-          co_await f.publish(id1, std::string("first"), asio::use_awaitable);
-          co_await f.publish(std::string("second"), asio::use_awaitable);
-          auto all = co_await f.get_all(asio::use_awaitable);
+          co_await f.async_publish(id1, std::string("first"), asio::use_awaitable);
+          co_await f.async_publish(std::string("second"), asio::use_awaitable);
+          auto all = co_await f.async_get_all(asio::use_awaitable);
           CHECK(all.size() == 2);
-          auto one = co_await f.get_item("one", asio::use_awaitable);
+          auto one = co_await f.async_get_item("one", asio::use_awaitable);
           REQUIRE(one.has_value());
           CHECK(*one == "first");
 
           auto qname = name_on(cl, port, "queue-");
-          auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
-          co_await q.put("a", asio::use_awaitable);
-          co_await q.put("b", asio::use_awaitable);
-          auto got = co_await q.get(1s, asio::use_awaitable);
+          auto q = co_await thoonk::queue::async_create_or_open(c, qname, asio::use_awaitable);
+          co_await q.async_put("a", asio::use_awaitable);
+          co_await q.async_put("b", asio::use_awaitable);
+          auto got = co_await q.async_get(1s, asio::use_awaitable);
           CHECK(got.item == "a");
-          got = co_await q.get(1s, asio::use_awaitable);
+          got = co_await q.async_get(1s, asio::use_awaitable);
           CHECK(got.item == "b");
 
           auto jname = name_on(cl, port, "jobs-");
-          auto jq = co_await thoonk::job_queue::create_or_open(c, jname, asio::use_awaitable);
-          auto jid = co_await jq.put("work", asio::use_awaitable);
-          auto job = co_await jq.claim(1s, asio::use_awaitable);
+          auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
+          auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
+          auto job = co_await jq.async_claim(1s, asio::use_awaitable);
           CHECK(job.id == jid);
-          co_await jq.finish(job, std::string("done"), asio::use_awaitable);
-          auto result = co_await jq.get_result(jid, 1s, asio::use_awaitable);
+          co_await jq.async_finish(job, std::string("done"), asio::use_awaitable);
+          auto result = co_await jq.async_get_result(jid, 1s, asio::use_awaitable);
           CHECK(result == "done");
-          auto counts = co_await jq.counts(asio::use_awaitable);
+          auto counts = co_await jq.async_counts(asio::use_awaitable);
           CHECK(counts.finishes == 1);
           CHECK(counts.claimed == 0);
 
@@ -191,15 +191,15 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         // with_durability: the WAIT goes to the queue's own primary (the
         // connection its put went through), whose replica acknowledges.
         auto qname = name_on(cl, ports.back(), "durable-");
-        auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, qname, asio::use_awaitable);
         thoonk::durability ack;
         ack.replicas = 1;
         ack.timeout = 2s;
-        auto [dec, did] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
+        auto [dec, did] = co_await q.async_put("x", thoonk::with_durability(ack, nothrow));
         CHECK_FALSE(dec);
         CHECK(ack.acknowledged == 1);
         CHECK(ack.satisfied());
-        auto len = co_await q.length(asio::use_awaitable);
+        auto len = co_await q.async_length(asio::use_awaitable);
         CHECK(len == 1);
         // An operation of the client itself names no primary: refused
         // before any I/O.
@@ -208,8 +208,8 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
         cack.timeout = 500ms;
         thoonk::feed_config no_cfg;
         const auto undurable = name_on(cl, ports.back(), "undurable-");
-        auto [cec] = co_await c.create_feed(undurable, thoonk::feed_type::feed, no_cfg,
-                                            thoonk::with_durability(cack, nothrow));
+        auto [cec] = co_await c.async_create_feed(undurable, thoonk::feed_type::feed, no_cfg,
+                                                  thoonk::with_durability(cack, nothrow));
         CHECK(cec == thoonk::error::invalid_argument);
       },
       60s);
@@ -228,62 +228,64 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
   cc.run(
       [&]() -> asio::awaitable<void> {
         thoonk::feed_config fc{{"max_length", "5"}};
-        co_await c.create_feed(name, thoonk::feed_type::feed, fc, asio::use_awaitable);
-        auto exists = co_await c.feed_exists(name, asio::use_awaitable);
+        co_await c.async_create_feed(name, thoonk::feed_type::feed, fc, asio::use_awaitable);
+        auto exists = co_await c.async_feed_exists(name, asio::use_awaitable);
         CHECK(exists);
-        auto names = co_await c.list_feeds(asio::use_awaitable);
+        auto names = co_await c.async_list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 1);
         thoonk::feed_config no_cfg;
-        auto [ec_again] = co_await c.create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
+        auto [ec_again] =
+            co_await c.async_create_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
         CHECK(ec_again == thoonk::error::feed_exists);
         auto [ec_type, created] =
-            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+            co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK(ec_type == thoonk::error::wrong_feed_type);
         auto [ec_open, created2] =
-            co_await c.create_or_open_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
+            co_await c.async_create_or_open_feed(name, thoonk::feed_type::feed, no_cfg, nothrow);
         CHECK_FALSE(ec_open);
         CHECK_FALSE(created2);
 
-        co_await c.set_config(name, "max_length", "7", asio::use_awaitable);
-        auto v = co_await c.get_config(name, "max_length", asio::use_awaitable);
+        co_await c.async_set_config(name, "max_length", "7", asio::use_awaitable);
+        auto v = co_await c.async_get_config(name, "max_length", asio::use_awaitable);
         REQUIRE(v.has_value());
         CHECK(*v == "7");
-        auto [ec_missing, none] = co_await c.get_config("no-such-feed", "type", nothrow);
+        auto [ec_missing, none] = co_await c.async_get_config("no-such-feed", "type", nothrow);
         CHECK(ec_missing == thoonk::error::feed_not_found);
-        auto [ec_set_missing] = co_await c.set_config("no-such-feed", "max_length", "1", nothrow);
+        auto [ec_set_missing] =
+            co_await c.async_set_config("no-such-feed", "max_length", "1", nothrow);
         CHECK(ec_set_missing == thoonk::error::feed_not_found);
 
-        co_await c.delete_feed(name, asio::use_awaitable);
-        exists = co_await c.feed_exists(name, asio::use_awaitable);
+        co_await c.async_delete_feed(name, asio::use_awaitable);
+        exists = co_await c.async_feed_exists(name, asio::use_awaitable);
         CHECK_FALSE(exists);
-        auto [ec_del] = co_await c.delete_feed(name, nothrow);
+        auto [ec_del] = co_await c.async_delete_feed(name, nothrow);
         CHECK(ec_del == thoonk::error::feed_not_found);
         CHECK(keys_on(cl, other, "feed.*:{" + name + "}") == 0);
 
         // A create cut after its first step (the name listed, no type):
         // operations report the feed missing; delete and create repair it.
-        co_await c.create_feed(name, thoonk::feed_type::queue, no_cfg, asio::use_awaitable);
+        co_await c.async_create_feed(name, thoonk::feed_type::queue, no_cfg, asio::use_awaitable);
         const std::string config_key = "feed.config:{" + name + "}";
         thoonk::request del_config;
         del_config.push("DEL", config_key);
         thoonk::exec_options eo;
         auto [ec_raw, r_raw] = co_await router_of(c).exec(del_config, config_key, eo);
         REQUIRE_FALSE(ec_raw);
-        auto [ec_open_q, q] = co_await thoonk::queue::open(c, name, nothrow);
+        auto [ec_open_q, q] = co_await thoonk::queue::async_open(c, name, nothrow);
         CHECK(ec_open_q == thoonk::error::feed_not_found);
-        auto [ec_cfg, cfgv] = co_await c.get_config(name, "type", nothrow);
+        auto [ec_cfg, cfgv] = co_await c.async_get_config(name, "type", nothrow);
         CHECK(ec_cfg == thoonk::error::feed_not_found);
         auto [ec_repair, made] =
-            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+            co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK_FALSE(ec_repair);
         CHECK(made);
-        co_await c.delete_feed(name, asio::use_awaitable);
+        co_await c.async_delete_feed(name, asio::use_awaitable);
         // A delete cut after its first step (keys gone, still listed).
-        co_await c.create_feed(name, thoonk::feed_type::feed, no_cfg, asio::use_awaitable);
+        co_await c.async_create_feed(name, thoonk::feed_type::feed, no_cfg, asio::use_awaitable);
         co_await router_of(c).exec(del_config, config_key, eo);
-        auto [ec_del2] = co_await c.delete_feed(name, nothrow);
+        auto [ec_del2] = co_await c.async_delete_feed(name, nothrow);
         CHECK_FALSE(ec_del2);
-        names = co_await c.list_feeds(asio::use_awaitable);
+        names = co_await c.async_list_feeds(asio::use_awaitable);
         CHECK(std::count(names.begin(), names.end(), name) == 0);
 
         // A queue a plain client made without a type (the contract's Create
@@ -298,17 +300,18 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         plain_put.push("HSET", "feed.items:{" + name + "}", "p1", "plain item");
         auto [ec_put, r_put] = co_await router_of(c).exec(plain_put, ids_key, eo);
         REQUIRE_FALSE(ec_put);
-        auto [ec_exists] = co_await c.create_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+        auto [ec_exists] =
+            co_await c.async_create_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK(ec_exists == thoonk::error::feed_exists);
         auto [ec_adopt, made_again] =
-            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+            co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK_FALSE(ec_adopt);
         CHECK_FALSE(made_again);
-        auto adopted = co_await thoonk::queue::open(c, name, asio::use_awaitable);
-        auto got = co_await adopted.get(1s, asio::use_awaitable);
+        auto adopted = co_await thoonk::queue::async_open(c, name, asio::use_awaitable);
+        auto got = co_await adopted.async_get(1s, asio::use_awaitable);
         CHECK(got.id == "p1");
         CHECK(got.item == "plain item");
-        co_await c.delete_feed(name, asio::use_awaitable);
+        co_await c.async_delete_feed(name, asio::use_awaitable);
         // Not listed, with a key left over: create makes the feed anew and
         // deletes the leftover, as on one server.
         const std::string items_key = "feed.items:{" + name + "}";
@@ -316,11 +319,11 @@ TEST_CASE("cluster: feed management across slots (feeds set and feed keys apart)
         leftover.push("HSET", items_key, "old", "left over");
         co_await router_of(c).exec(leftover, items_key, eo);
         auto [ec_anew, made_anew] =
-            co_await c.create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
+            co_await c.async_create_or_open_feed(name, thoonk::feed_type::queue, no_cfg, nothrow);
         CHECK_FALSE(ec_anew);
         CHECK(made_anew);
         CHECK(keys_on(cl, other, items_key) == 0);
-        co_await c.delete_feed(name, asio::use_awaitable);
+        co_await c.async_delete_feed(name, asio::use_awaitable);
       },
       60s);
 }
@@ -355,7 +358,7 @@ asio::awaitable<void> waited_puts(thoonk::client* c, thoonk::queue* q, const boo
   thoonk::exec_options eo;
   for (int i = 0; !*stop; ++i) {
     auto item = "waited-" + std::to_string(i);
-    auto [ec, id] = co_await q->put(item, nothrow);
+    auto [ec, id] = co_await q->async_put(item, nothrow);
     if (ec) continue;
     acked->push_back(item);
     auto [wec, wresp] = co_await router_of(*c).exec(wait, route, eo);
@@ -393,14 +396,14 @@ TEST_CASE("cluster: delete_stale_functions deletes other builds' libraries on ev
       [&]() -> asio::awaitable<void> {
         // This build's libraries on every primary: a put on each.
         for (auto port : ports) {
-          auto q = co_await thoonk::job_queue::create_or_open(c, name_on(cl, port, "fn-"),
-                                                              asio::use_awaitable);
-          co_await q.put("x", asio::use_awaitable);
+          auto q = co_await thoonk::job_queue::async_create_or_open(c, name_on(cl, port, "fn-"),
+                                                                    asio::use_awaitable);
+          co_await q.async_put("x", asio::use_awaitable);
         }
-        auto [ec, deleted] = co_await c.delete_stale_functions(nothrow);
+        auto [ec, deleted] = co_await c.async_delete_stale_functions(nothrow);
         CHECK_FALSE(ec);
         CHECK(deleted == 3);
-        auto [ec2, again] = co_await c.delete_stale_functions(nothrow);
+        auto [ec2, again] = co_await c.async_delete_stale_functions(nothrow);
         CHECK_FALSE(ec2);
         CHECK(again == 0);
         // A node the client holds no connection to (it left the map): the
@@ -454,7 +457,7 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         cl.cli(from, {"CLUSTER", "SETSLOT", slot_s, "MIGRATING", node_id(cl, to)});
         thoonk::script set_script("return redis.call('SET', KEYS[1], ARGV[1])");
         std::vector<std::string> keys{k}, args{"v1"};
-        auto r = co_await c.eval(set_script, keys, args, asio::use_awaitable);
+        auto r = co_await c.async_eval(set_script, keys, args, asio::use_awaitable);
         CHECK(r.str == "OK");
         // ASK, then NOSCRIPT on the target (the script was never loaded
         // there) and SCRIPT LOAD + EVALSHA, asked again: two ASKs.
@@ -464,7 +467,7 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         // The map did not change: a second key of the slot goes to the
         // source first and is asked again.
         args = {"v2"};
-        r = co_await c.eval(set_script, keys, args, asio::use_awaitable);
+        r = co_await c.async_eval(set_script, keys, args, asio::use_awaitable);
         CHECK(r.str == "OK");
         CHECK(router_of(c).stats().asked == 3);
 
@@ -475,16 +478,16 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         strict_cfg.cluster_max_redirects = 0;
         strict_cfg.unavailable_retries = 0;
         thoonk::client strict(ioc.get_executor(), strict_cfg);
-        co_await strict.connect(asio::use_awaitable);
+        co_await strict.async_connect(asio::use_awaitable);
         args = {"v3"};
-        auto [lec, lv] = co_await strict.eval(set_script, keys, args, nothrow);
+        auto [lec, lv] = co_await strict.async_eval(set_script, keys, args, nothrow);
         CHECK(lec == thoonk::error::cluster_redirect_limit);
         // Two keys of the slot, one on the source (set before the
         // migration began), one not: TRYAGAIN.
         const std::string k2 = "{ask-key}.two";
         thoonk::script two_keys("return redis.call('GET', KEYS[1])");
         std::vector<std::string> both{"{ask-key}.one", k2}, no_args;
-        auto [tec, tv] = co_await strict.eval(two_keys, both, no_args, nothrow);
+        auto [tec, tv] = co_await strict.async_eval(two_keys, both, no_args, nothrow);
         CHECK(tec == thoonk::error::cluster_redirect_limit);
         strict.stop();
 
@@ -535,7 +538,7 @@ TEST_CASE("cluster: ASK is followed with ASKING without changing the map; MOVED 
         auto watch_cfg = cl.client_config();
         watch_cfg.cluster_refresh_interval = 100ms;
         thoonk::client watcher(ioc.get_executor(), watch_cfg);
-        co_await watcher.connect(asio::use_awaitable);
+        co_await watcher.async_connect(asio::use_awaitable);
         const std::string wk = "watched-key";
         const auto wfrom = cl.primary_of(hash_slot(wk), cl.any_live_port());
         cl.migrate_slot(hash_slot(wk), other_primary(cl, wfrom), 10, 0ms);
@@ -568,10 +571,10 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
   std::map<std::string, int> failures;
   cc.run(
       [&]() -> asio::awaitable<void> {
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
         for (int i = 0; i < 20; ++i) {
           auto item = "item-" + std::to_string(acked.size());
-          co_await q.put(item, asio::use_awaitable);
+          co_await q.async_put(item, asio::use_awaitable);
           acked.push_back(item);
         }
         // The migration runs on its own thread (redis-cli), one key per
@@ -579,7 +582,7 @@ TEST_CASE("cluster: a queue's slot migrated under load: puts and gets go on, not
         mover.emplace(cl, slot, to);
         while (!mover->done() || acked.size() < 60) {
           auto item = "item-" + std::to_string(acked.size() + failures.size());
-          auto [ec, id] = co_await q.put(item, nothrow);
+          auto [ec, id] = co_await q.async_put(item, nothrow);
           if (ec) ++failures[ec.message()];
           else acked.push_back(item);
         }
@@ -618,10 +621,10 @@ TEST_CASE(
   std::map<std::string, int> failures;
   cc.run(
       [&]() -> asio::awaitable<void> {
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
         // Beside it, on the same primary, puts confirmed by WAIT 1 until
         // the kill.
-        auto wq = co_await thoonk::queue::create_or_open(c, waited_name, asio::use_awaitable);
+        auto wq = co_await thoonk::queue::async_create_or_open(c, waited_name, asio::use_awaitable);
         bool stop_waited = false, waited_done = false;
         asio::co_spawn(
             ioc, waited_puts(&c, &wq, &stop_waited, &waited_acked, &waited_confirmed, &waited_done),
@@ -637,7 +640,7 @@ TEST_CASE(
             acked_at_kill = acked.size();
           }
           auto item = "item-" + std::to_string(n++);
-          auto [ec, id] = co_await q.put(item, nothrow);
+          auto [ec, id] = co_await q.async_put(item, nothrow);
           if (!ec) acked.push_back(item);
           else if (ec == thoonk::error::unknown_outcome) unknown.push_back(item);
           else ++failures[ec.message()];
@@ -679,10 +682,10 @@ TEST_CASE(
         strict_cfg.unavailable_retries = 1;
         strict_cfg.connect_timeout = 500ms;
         thoonk::client strict(ioc.get_executor(), strict_cfg);
-        auto [sec] = co_await strict.connect(nothrow);
+        auto [sec] = co_await strict.async_connect(nothrow);
         CHECK_FALSE(sec);
         thoonk::queue sq(strict, name);
-        auto [pec, pid] = co_await sq.put("never", nothrow);
+        auto [pec, pid] = co_await sq.async_put("never", nothrow);
         CHECK(pec);
         CHECK(pec != thoonk::error::unknown_outcome);
         strict.stop();
@@ -705,10 +708,10 @@ TEST_CASE("cluster: a seed that is no cluster node: cluster_topology_unavailable
   cfg.reconnect_max_delay = 50ms;
   thoonk::client c(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto [ec] = co_await c.connect(nothrow);
+    auto [ec] = co_await c.async_connect(nothrow);
     CHECK(ec == thoonk::error::cluster_topology_unavailable);
     auto q = thoonk::queue(c, "nowhere");
-    auto [pec, id] = co_await q.put("x", nothrow);
+    auto [pec, id] = co_await q.async_put("x", nothrow);
     CHECK(pec == thoonk::error::cluster_topology_unavailable);
     c.stop();
   });
@@ -758,7 +761,7 @@ asio::awaitable<void> publish_until(thoonk::feed* f, std::string prefix, const b
                                     bool* done) {
   for (int i = 0; !*stop; ++i) {
     thoonk::item_id id(prefix + std::to_string(i));
-    auto [ec, got] = co_await f->publish(id, std::string("x"), nothrow);
+    auto [ec, got] = co_await f->async_publish(id, std::string("x"), nothrow);
     if (ec) ++*failed;
     else acked->push_back(prefix + std::to_string(i));
     co_await sleep_for(every);
@@ -776,11 +779,11 @@ struct watched_feed {
 
 asio::awaitable<watched_feed> watch_feed(thoonk::client& c, thoonk::client& producer,
                                          const std::string& name, feed_log& log) {
-  auto f = co_await thoonk::feed::create_or_open(c, name, asio::use_awaitable);
-  auto pf = co_await thoonk::feed::open(producer, name, asio::use_awaitable);
+  auto f = co_await thoonk::feed::async_create_or_open(c, name, asio::use_awaitable);
+  auto pf = co_await thoonk::feed::async_open(producer, name, asio::use_awaitable);
   thoonk::feed_subscribe_options opts;
   opts.catch_up = true;
-  auto sub = co_await f.subscribe(log.callback(), opts, asio::use_awaitable);
+  auto sub = co_await f.async_subscribe(log.callback(), opts, asio::use_awaitable);
   co_return watched_feed{std::move(f), std::move(pf), std::move(sub)};
 }
 
@@ -798,7 +801,7 @@ TEST_CASE(
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         // Classic subscribers of the bare and the tagged channel names, and
         // of the management channel.
         auto classic = co_await capture_patterns(
@@ -809,10 +812,10 @@ TEST_CASE(
         std::vector<thoonk::feed_subscription> subs;
         std::vector<feed_log> logs(names.size());
         for (std::size_t i = 0; i < names.size(); ++i) {
-          auto f = co_await thoonk::feed::create_or_open(c, names[i], asio::use_awaitable);
+          auto f = co_await thoonk::feed::async_create_or_open(c, names[i], asio::use_awaitable);
           thoonk::feed_subscribe_options opts;
           opts.catch_up = true;
-          auto s = co_await f.subscribe(logs[i].callback(), opts, asio::use_awaitable);
+          auto s = co_await f.async_subscribe(logs[i].callback(), opts, asio::use_awaitable);
           feeds.push_back(std::move(f));
           subs.push_back(std::move(s));
         }
@@ -829,7 +832,7 @@ TEST_CASE(
         }
         for (auto& f : feeds) {
           thoonk::item_id id("hello");
-          co_await f.publish(id, std::string("world"), asio::use_awaitable);
+          co_await f.async_publish(id, std::string("world"), asio::use_awaitable);
         }
         bool all = co_await wait_until([&] {
           for (const auto& l : logs)
@@ -847,37 +850,37 @@ TEST_CASE(
         // wake-up is SPUBLISHed on the queue's shard), and a job's result
         // waiter hears job.finish.
         auto qname = name_on(cl, ports[1], "woken-");
-        auto q = co_await thoonk::queue::create_or_open(c, qname, asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, qname, asio::use_awaitable);
         thoonk::client producer(ioc.get_executor(), cl.client_config());
-        co_await producer.connect(asio::use_awaitable);
-        auto pq = co_await thoonk::queue::open(producer, qname, asio::use_awaitable);
+        co_await producer.async_connect(asio::use_awaitable);
+        auto pq = co_await thoonk::queue::async_open(producer, qname, asio::use_awaitable);
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
               co_await sleep_for(300ms);
-              co_await pq.put("late", asio::use_awaitable);
+              co_await pq.async_put("late", asio::use_awaitable);
             },
             asio::detached);
         const auto t0 = std::chrono::steady_clock::now();
-        auto got = co_await q.get(5s, asio::use_awaitable);
+        auto got = co_await q.async_get(5s, asio::use_awaitable);
         const auto waited = std::chrono::steady_clock::now() - t0;
         CHECK(got.item == "late");
         CHECK(waited < 2s);
         CHECK(shard_channels_on(cl, ports[1]).count("feed.wake:{" + qname + "}") == 1);
 
         auto jname = name_on(cl, ports[2], "finished-");
-        auto jq = co_await thoonk::job_queue::create_or_open(c, jname, asio::use_awaitable);
-        auto pjq = co_await thoonk::job_queue::open(producer, jname, asio::use_awaitable);
-        auto jid = co_await jq.put("work", asio::use_awaitable);
+        auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
+        auto pjq = co_await thoonk::job_queue::async_open(producer, jname, asio::use_awaitable);
+        auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
-              auto job = co_await pjq.claim(1s, asio::use_awaitable);
+              auto job = co_await pjq.async_claim(1s, asio::use_awaitable);
               co_await sleep_for(200ms);
-              co_await pjq.finish(job, std::string("done"), asio::use_awaitable);
+              co_await pjq.async_finish(job, std::string("done"), asio::use_awaitable);
             },
             asio::detached);
-        auto result = co_await jq.get_result(jid, 5s, asio::use_awaitable);
+        auto result = co_await jq.async_get_result(jid, 5s, asio::use_awaitable);
         CHECK(result == "done");
         CHECK(classic->on("job.finish:{" + jname + "}").empty());
         CHECK(c.sub().stats().shard_connections == 3);
@@ -889,7 +892,7 @@ TEST_CASE(
         std::vector<thoonk::subscription> lone_subs;
         for (const auto& n : names) {
           auto ch = "feed.publish:{" + n + "}";
-          auto s = co_await lone.ssubscribe(
+          auto s = co_await lone.async_ssubscribe(
               ch, [&heard](const thoonk::message& m) { ++heard[std::string(m.channel)]; },
               asio::use_awaitable);
           lone_subs.push_back(std::move(s));
@@ -897,7 +900,7 @@ TEST_CASE(
         CHECK(lone.stats().shard_connections == 3);
         for (std::size_t i = 0; i < names.size(); ++i) {
           thoonk::item_id id("again");
-          co_await feeds[i].publish(id, std::string("x"), asio::use_awaitable);
+          co_await feeds[i].async_publish(id, std::string("x"), asio::use_awaitable);
         }
         bool lone_heard = co_await wait_until([&] { return heard.size() == names.size(); });
         CHECK(lone_heard);
@@ -949,7 +952,7 @@ TEST_CASE("cluster: a feed's slot migrated while subscribed: events keep arrivin
         CHECK(all);
         CHECK(log.duplicates() == 0);
         // Nothing delivered that the feed does not hold.
-        auto ids = co_await f.get_ids(asio::use_awaitable);
+        auto ids = co_await f.async_get_ids(asio::use_awaitable);
         std::set<std::string> in_feed(ids.begin(), ids.end());
         std::size_t foreign = 0;
         for (const auto& [id, n] : log.published) foreign += in_feed.count(id) == 0;
@@ -1019,7 +1022,7 @@ TEST_CASE(
         stop = true;
         co_await wait_until([&] { return done && other_done; });
         // Every event the feed holds now was delivered, once.
-        auto ids = co_await f.get_ids(asio::use_awaitable);
+        auto ids = co_await f.async_get_ids(asio::use_awaitable);
         bool all = co_await wait_until(
             [&] {
               for (const auto& id : ids)
@@ -1050,8 +1053,8 @@ TEST_CASE(
 
         // Management events after the failover.
         auto fresh = name_on(cl, ports.back(), "after-failover-");
-        co_await c.create_feed(fresh, thoonk::feed_type::feed, thoonk::feed_config{},
-                               asio::use_awaitable);
+        co_await c.async_create_feed(fresh, thoonk::feed_type::feed, thoonk::feed_config{},
+                                     asio::use_awaitable);
         bool heard = co_await wait_until([&] {
           for (const auto& m : classic->on("newfeed"))
             if (m.second.starts_with(fresh + std::string(1, '\0'))) return true;
@@ -1082,24 +1085,24 @@ TEST_CASE(
         thoonk::job_queue::settings s;
         s.retry.max_retries = 1;
         s.dead_letter_queue = elsewhere;
-        auto [cec, none] = co_await thoonk::job_queue::create_or_open(c, qname, s, nothrow);
+        auto [cec, none] = co_await thoonk::job_queue::async_create_or_open(c, qname, s, nothrow);
         CHECK(cec == thoonk::error::cluster_cross_slot);
-        auto listed = co_await c.feed_exists(qname, asio::use_awaitable);
+        auto listed = co_await c.async_feed_exists(qname, asio::use_awaitable);
         CHECK_FALSE(listed);  // refused before any I/O
 
         // The same setting written by another client: the call that would
         // dead-letter is refused and the job stays claimed, its failure
         // not counted.
         s.dead_letter_queue.reset();
-        auto q = co_await thoonk::job_queue::create_or_open(c, qname, s, asio::use_awaitable);
-        co_await c.set_config(qname, "dead_letter_queue", elsewhere, asio::use_awaitable);
-        auto id = co_await q.put("doomed", asio::use_awaitable);
-        auto j = co_await q.claim(1s, asio::use_awaitable);
-        auto [fec, fr] = co_await q.fail(j, "no way out", nothrow);
+        auto q = co_await thoonk::job_queue::async_create_or_open(c, qname, s, asio::use_awaitable);
+        co_await c.async_set_config(qname, "dead_letter_queue", elsewhere, asio::use_awaitable);
+        auto id = (co_await q.async_put("doomed", asio::use_awaitable)).id;
+        auto j = co_await q.async_claim(1s, asio::use_awaitable);
+        auto [fec, fr] = co_await q.async_fail(j, "no way out", nothrow);
         CHECK(fec == thoonk::error::cluster_cross_slot);
-        auto counts = co_await q.counts(asio::use_awaitable);
+        auto counts = co_await q.async_counts(asio::use_awaitable);
         CHECK(counts.claimed == 1);
-        auto info = co_await q.get_job(id, asio::use_awaitable);
+        auto info = co_await q.async_get_job(id, asio::use_awaitable);
         REQUIRE(info);
         CHECK(info->failures == 0);
 
@@ -1109,24 +1112,24 @@ TEST_CASE(
         // cannot register its worker.
         thoonk::abort_options ao;
         ao.outcome = thoonk::abort_options::outcome_t::failed;
-        auto [aec] = co_await q.abort(id, ao, nothrow);
+        auto [aec] = co_await q.async_abort(id, ao, nothrow);
         CHECK(aec == thoonk::error::cluster_cross_slot);
-        auto [wec, nw] = co_await q.fail_worker("some-worker", nothrow);
+        auto [wec, nw] = co_await q.async_fail_worker("some-worker", nothrow);
         CHECK(wec == thoonk::error::cluster_cross_slot);
         thoonk::put_options later;
         later.delay = 1ms;
-        auto due = co_await q.put("due", later, asio::use_awaitable);
+        auto due = co_await q.async_put("due", later, asio::use_awaitable);
         co_await sleep_for(20ms);
         thoonk::maintenance_options mo;
         mo.publish_stats = false;
-        auto [mec, rep] = co_await q.maintain(mo, nothrow);
+        auto [mec, rep] = co_await q.async_maintain(mo, nothrow);
         CHECK(mec == thoonk::error::cluster_cross_slot);
-        auto due_info = co_await q.get_job(due.id, asio::use_awaitable);
+        auto due_info = co_await q.async_get_job(due.id, asio::use_awaitable);
         REQUIRE(due_info);
         CHECK(due_info->state == thoonk::job_state::scheduled);
         int handled = 0;
         thoonk::run_options ro;
-        auto [rec_ec, report] = co_await q.run(
+        auto [rec_ec, report] = co_await q.async_run(
             thoonk::job_function([&](thoonk::job_context) -> std::optional<std::string> {
               ++handled;
               return std::nullopt;
@@ -1134,10 +1137,10 @@ TEST_CASE(
             ro, nothrow);
         CHECK(rec_ec == thoonk::error::cluster_cross_slot);
         CHECK(handled == 0);
-        auto after = co_await q.counts(asio::use_awaitable);
+        auto after = co_await q.async_counts(asio::use_awaitable);
         CHECK(after.claimed == 1);
         CHECK(after.scheduled == 1);
-        info = co_await q.get_job(id, asio::use_awaitable);
+        info = co_await q.async_get_job(id, asio::use_awaitable);
         REQUIRE(info);
         CHECK(info->failures == 0);
         CHECK(info->state == thoonk::job_state::claimed);
@@ -1145,13 +1148,14 @@ TEST_CASE(
         // A dead-letter queue named with the queue's hash tag shares its
         // slot: the job goes there.
         const auto tagged = "{" + qname + "}.dead";
-        auto dead = co_await thoonk::job_queue::create_or_open(c, tagged, asio::use_awaitable);
-        co_await c.set_config(qname, "dead_letter_queue", tagged, asio::use_awaitable);
+        auto dead =
+            co_await thoonk::job_queue::async_create_or_open(c, tagged, asio::use_awaitable);
+        co_await c.async_set_config(qname, "dead_letter_queue", tagged, asio::use_awaitable);
         thoonk::fail_options at_once;
         at_once.permanent = true;
-        auto r = co_await q.fail(j, "to the tagged one", at_once, asio::use_awaitable);
+        auto r = co_await q.async_fail(j, "to the tagged one", at_once, asio::use_awaitable);
         CHECK(r.outcome == thoonk::fail_result::outcome_t::dead_lettered);
-        auto rec = co_await dead.claim(1s, asio::use_awaitable);
+        auto rec = co_await dead.async_claim(1s, asio::use_awaitable);
         CHECK(rec.item.find("to the tagged one") != std::string::npos);
       },
       60s);
@@ -1188,7 +1192,7 @@ std::vector<std::string> names_on(const redis_cluster& cl, unsigned short port,
 
 asio::awaitable<void> put_counted(thoonk::queue* q, std::string item, int* done,
                                   std::vector<std::string>* errors) {
-  auto [ec, id] = co_await q->put(std::move(item), nothrow);
+  auto [ec, id] = co_await q->async_put(std::move(item), nothrow);
   if (ec) errors->push_back(ec.message());
   ++*done;
 }
@@ -1228,7 +1232,7 @@ TEST_CASE(
         CHECK(c.cluster_stats().primaries == 3);
         std::vector<thoonk::queue> queues;
         for (const auto& n : names)
-          queues.push_back(co_await thoonk::queue::create_or_open(c, n, asio::use_awaitable));
+          queues.push_back(co_await thoonk::queue::async_create_or_open(c, n, asio::use_awaitable));
         // The creates loaded their own libraries; count from here on.
         for (auto port : ports) cl.cli(port, {"CONFIG", "RESETSTAT"});
         // 400 first puts at once, on 12 queues over the 3 primaries: every
@@ -1270,12 +1274,12 @@ TEST_CASE("cluster: request_timeout bounds a request when no seed answers",
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto [ec] = co_await c.connect(nothrow);
+        auto [ec] = co_await c.async_connect(nothrow);
         CHECK(ec);
         thoonk::queue q(c, "nowhere");
         for (int i = 0; i < 2; ++i) {
           const auto t0 = std::chrono::steady_clock::now();
-          auto [pec, id] = co_await q.put("x", nothrow);
+          auto [pec, id] = co_await q.async_put("x", nothrow);
           const auto took = std::chrono::steady_clock::now() - t0;
           CHECK(pec == thoonk::error::request_timeout);
           // An outcome check: the request ends (5 times the timeout is far
@@ -1324,13 +1328,13 @@ TEST_CASE(
         CHECK(owner->port == from);
         CHECK_FALSE(c.node_for_slot(thoonk::cluster_hash_slots));
 
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
-        co_await q.put("before", asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
+        co_await q.async_put("before", asio::use_awaitable);
         // One resharding step behind the client's back: the next put is
         // answered MOVED and follows it; the map read after it agrees.
         cl.migrate_slot(slot, to, 10, 0ms);
         const auto reads = c.cluster_stats().refreshes;
-        co_await q.put("after", asio::use_awaitable);
+        co_await q.async_put("after", asio::use_awaitable);
         const auto st1 = c.cluster_stats();
         CHECK(st1.moved == 1);
         CHECK(st1.asked == 0);
@@ -1347,7 +1351,7 @@ TEST_CASE(
         // request_timeout (it was never written), bounded by it.
         for (const auto& s : cl.servers()) s->kill();
         const auto t0 = std::chrono::steady_clock::now();
-        auto [pec, pid] = co_await q.put("never", nothrow);
+        auto [pec, pid] = co_await q.async_put("never", nothrow);
         const auto took = std::chrono::steady_clock::now() - t0;
         CHECK(pec == thoonk::error::request_timeout);
         CHECK(took < 5 * cfg.request_timeout);
@@ -1386,14 +1390,14 @@ TEST_CASE(
   std::map<std::string, int> failures;
   cc.run(
       [&]() -> asio::awaitable<void> {
-        co_await raw.connect(asio::use_awaitable);
-        auto q = co_await thoonk::queue::create_or_open(c, name, asio::use_awaitable);
+        co_await raw.async_connect(asio::use_awaitable);
+        auto q = co_await thoonk::queue::async_create_or_open(c, name, asio::use_awaitable);
         // Puts one after another; the time each one was acknowledged.
         std::vector<clock::time_point> acked;
         bool stop = false, stopped = false;
         auto producer = [&]() -> asio::awaitable<void> {
           for (int i = 0; !stop; ++i) {
-            auto [ec, id] = co_await q.put("item-" + std::to_string(i), nothrow);
+            auto [ec, id] = co_await q.async_put("item-" + std::to_string(i), nothrow);
             if (!ec) acked.push_back(clock::now());
             else if (ec != thoonk::error::unknown_outcome) ++failures[ec.message()];
           }
@@ -1410,7 +1414,7 @@ TEST_CASE(
         shards.push("CLUSTER", "SHARDS");
         const thoonk::detail::cluster_node heir_node{"127.0.0.1", heir};
         while (!shown && clock::now() - killed_at < 30s) {
-          auto [ec, resp] = co_await raw.exec(shards, nothrow);
+          auto [ec, resp] = co_await raw.async_exec(shards, nothrow);
           if (!ec) {
             boost::system::error_code pec;
             auto m = thoonk::detail::slot_map::from_shards(resp[0], heir_node, pec);

@@ -146,11 +146,11 @@ TEST_CASE("setup: a wrong password fails waiting and new requests, a fixed one r
     early.push("PING");
     error_code early_ec;
     bool early_done = false;
-    conn.exec(early, [&](error_code ec, thoonk::response) {
+    conn.async_exec(early, [&](error_code ec, thoonk::response) {
       early_ec = ec;
       early_done = true;
     });
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
     CHECK(early_done);
     CHECK(early_ec == thoonk::error::auth_failed);
@@ -184,25 +184,25 @@ TEST_CASE("setup: typed operations and subscribes fail instead of hanging on a w
   setup_case t;
   t.run_refusing_wrong_password([&]() -> asio::awaitable<void> {
     thoonk::client c(t.ioc.get_executor(), t.wrong_password(300ms));
-    auto [ec] = co_await c.connect(nothrow);
+    auto [ec] = co_await c.async_connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
 
     auto start = clock_type::now();
     thoonk::feed f(c, unique_name("setup-feed"));
-    auto [pec, pub] = co_await f.publish("item", nothrow);
+    auto [pec, pub] = co_await f.async_publish("item", nothrow);
     CHECK(pec == thoonk::error::auth_failed);
-    auto [cec] =
-        co_await c.create_feed(unique_name("setup-feed"), thoonk::feed_type::feed, {}, nothrow);
+    auto [cec] = co_await c.async_create_feed(unique_name("setup-feed"), thoonk::feed_type::feed,
+                                              {}, nothrow);
     CHECK(cec == thoonk::error::auth_failed);
     thoonk::job_queue jobs(c, unique_name("setup-jobs"));
-    auto [jec, id] = co_await jobs.put("job", nothrow);
+    auto [jec, id] = co_await jobs.async_put("job", nothrow);
     CHECK(jec == thoonk::error::auth_failed);
     // A claim that may wait 3 s reports the refusal rather than queue_empty.
-    auto [clec, job] = co_await jobs.claim(3s, nothrow);
+    auto [clec, job] = co_await jobs.async_claim(3s, nothrow);
     CHECK(clec == thoonk::error::auth_failed);
     // The subscriber connection (never connected: client::connect stopped
     // at the command connection) fails its subscribe with the refusal too.
-    auto [sec, s] = co_await c.sub().subscribe(
+    auto [sec, s] = co_await c.sub().async_subscribe(
         unique_name("setup-chan"), [](const thoonk::message&) {}, nothrow);
     CHECK(sec == thoonk::error::auth_failed);
     CHECK(!s.active());
@@ -218,7 +218,7 @@ TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and
     thoonk::subscriber sub(t.ioc.get_executor(), t.wrong_password(300ms));
     auto channel = unique_name("setup-chan");
     // Issued before any attempt: it starts the connection and waits on it.
-    auto [ec, s] = co_await sub.subscribe(
+    auto [ec, s] = co_await sub.async_subscribe(
         channel, [](const thoonk::message&) {}, nothrow);
     CHECK(ec == thoonk::error::auth_failed);
     CHECK(!s.active());
@@ -227,7 +227,7 @@ TEST_CASE("setup: the subscriber fails waiting subscribes on a refused setup and
     int got = 0;
     thoonk::subscription s2;
     for (;;) {
-      auto [ec2, s3] = co_await sub.subscribe(
+      auto [ec2, s3] = co_await sub.async_subscribe(
           channel, [&](const thoonk::message&) { ++got; }, nothrow);
       if (!ec2) {
         s2 = std::move(s3);
@@ -247,12 +247,12 @@ TEST_CASE("setup: attempts after a refusal are spaced by the maximum delay",
           "[connection][setup][auth]") {
   refused_case t(1ms, 1000ms);
   t.run([&]() -> asio::awaitable<void> {
-    auto [ec] = co_await t.conn.connect(nothrow);
+    auto [ec] = co_await t.conn.async_connect(nothrow);
     CHECK(ec == thoonk::error::auth_failed);
     co_await sleep_for(1200ms);
     // Delays after a refusal are drawn from [max/2, max] = [500, 1000] ms:
     // at most 3 attempts in 1.2 s. Backing off from the 1 ms minimum would
-    // have made about 10; the old code's loop made them without end.
+    // have made about 10; retrying without a delay, without end.
     const auto failures = std::count_if(t.events->begin(), t.events->end(), [](const auto& e) {
       return e.kind == thoonk::connection_event::connect_failed;
     });
@@ -270,7 +270,7 @@ TEST_CASE("setup: SELECT refused fails requests with handshake_failed or no_perm
     thoonk::connection conn(t.ioc.get_executor(), cfg);
     auto events = record_events(conn);
     t.run([&]() -> asio::awaitable<void> {
-      auto [ec] = co_await conn.connect(nothrow);
+      auto [ec] = co_await conn.async_connect(nothrow);
       CHECK(ec == thoonk::error::handshake_failed);
       REQUIRE(!events->empty());
       CHECK(events->front().kind == thoonk::connection_event::connect_failed);
@@ -286,7 +286,7 @@ TEST_CASE("setup: SELECT refused fails requests with handshake_failed or no_perm
       auto cfg = t.user.config("pw");
       cfg.database = 1;
       thoonk::connection conn(t.ioc.get_executor(), cfg);
-      auto [ec] = co_await conn.connect(nothrow);
+      auto [ec] = co_await conn.async_connect(nothrow);
       CHECK(ec == thoonk::error::no_permission);
       auto ping_ec = co_await try_ping(conn);
       CHECK(ping_ec == thoonk::error::no_permission);
@@ -334,7 +334,7 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
   thoonk::client c(t.ioc.get_executor(), cfg);
   t.run([&]() -> asio::awaitable<void> {
     co_await t.user.set(t.admin, "on", ">pw", "~*", "&*", "+@all", "-client", "-hello");
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     REQUIRE(!ec);
     CHECK(conn.protocol() == 2);
     auto key = unique_name("setup-key");
@@ -353,19 +353,19 @@ TEST_CASE("setup: RESP2 user without +client: the refused name is reported, not 
     CHECK(line.find(" name= ") != std::string::npos);
 
     // A typed operation through a client (command and subscriber connection).
-    co_await c.connect(asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
     auto feed_name = unique_name("setup-feed");
-    co_await c.create_feed(feed_name, thoonk::feed_type::feed, {}, asio::use_awaitable);
+    co_await c.async_create_feed(feed_name, thoonk::feed_type::feed, {}, asio::use_awaitable);
     thoonk::feed f(c, feed_name);
     int got = 0;
-    auto s = co_await c.sub().subscribe(
+    auto s = co_await c.sub().async_subscribe(
         "feed.publish:" + feed_name, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
-    auto r = co_await f.publish("item", asio::use_awaitable);
+    auto r = co_await f.async_publish("item", asio::use_awaitable);
     CHECK(!r.id.empty());
     while (got == 0) co_await sleep_for(2ms);
     CHECK(c.conn().stats().client_name_refusals == 1);
     CHECK(c.sub().stats().connection.client_name_refusals == 1);
-    co_await c.delete_feed(feed_name, asio::use_awaitable);
+    co_await c.async_delete_feed(feed_name, asio::use_awaitable);
     c.stop();
     conn.stop();
   });
@@ -379,7 +379,7 @@ TEST_CASE("setup: the same user over RESP3 gets its name through HELLO",
     auto cfg = t.user.config("pw");
     cfg.client_name = "thoonk-hello-name";
     thoonk::connection conn(t.ioc.get_executor(), cfg);
-    co_await conn.connect(asio::use_awaitable);
+    co_await conn.async_connect(asio::use_awaitable);
     CHECK(conn.protocol() == 3);
     CHECK(conn.stats().client_name_refusals == 0);
     auto line = co_await client_list_of(t.admin, t.user.name);
@@ -401,7 +401,7 @@ TEST_CASE("setup: a client name the server rejects is dropped, RESP3 and RESP2",
     if (e.kind == thoonk::connection_event::client_name_refused) refused = e;
   });
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     REQUIRE(!ec);
     CHECK(conn.protocol() == proto);
     CHECK(conn.stats().client_name_refusals == 1);
@@ -428,7 +428,7 @@ TEST_CASE("setup: a HELLO refused by the ACL (Redis 6) falls back to RESP2",
   cfg.reconnect = false;
   thoonk::connection conn(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     REQUIRE(!ec);
     CHECK(conn.protocol() == 2);
     CHECK(conn.stats().client_name_refusals == 1);
@@ -453,12 +453,12 @@ TEST_CASE("setup: a server not ready yet is transient: requests keep waiting",
   thoonk::connection conn(ioc.get_executor(), cfg);
   auto events = record_events(conn);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     CHECK(ec == thoonk::error::handshake_failed);
     // Not a refusal: this request waits for the next attempt and succeeds.
     thoonk::request r;
     r.push("PING");
-    auto [ec2, resp] = co_await conn.exec(r, nothrow);
+    auto [ec2, resp] = co_await conn.async_exec(r, nothrow);
     REQUIRE(!ec2);
     CHECK(resp.at(0).str == "PONG");
     REQUIRE(!events->empty());
@@ -482,7 +482,7 @@ TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
       auto ping_ec = co_await try_ping(c.conn());
       CHECK(ping_ec == thoonk::error::request_timeout);
       thoonk::feed f(c, unique_name("setup-feed"));
-      auto [pec, pub] = co_await f.publish("item", nothrow);
+      auto [pec, pub] = co_await f.async_publish("item", nothrow);
       CHECK(pec == thoonk::error::request_timeout);
       CHECK(clock_type::now() - start < 5s);
       c.stop();
@@ -493,16 +493,16 @@ TEST_CASE("setup: config::request_timeout bounds requests and typed operations",
     cfg.request_timeout = 100ms;
     thoonk::connection conn(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
-      co_await conn.connect(asio::use_awaitable);
+      co_await conn.async_connect(asio::use_awaitable);
       auto slow = debug_sleep("0.5");
-      auto [ec, resp] = co_await conn.exec(slow, nothrow);
+      auto [ec, resp] = co_await conn.async_exec(slow, nothrow);
       CHECK(ec == thoonk::error::request_timeout);
       // A request's own timeout wins over the default.
       thoonk::exec_options o;
       o.timeout = 5s;
       auto slow2 = debug_sleep("0.3");
       slow2.push("ECHO", "after");
-      auto [ec2, resp2] = co_await conn.exec(slow2, o, nothrow);
+      auto [ec2, resp2] = co_await conn.async_exec(slow2, o, nothrow);
       REQUIRE(!ec2);
       CHECK(resp2.at(1).str == "after");
       conn.stop();

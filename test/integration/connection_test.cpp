@@ -44,7 +44,7 @@ TEST_CASE("connection: connect, pipeline, errors are data per command", "[connec
     req.push("INCR", key);  // fails: not an integer
     req.push("GET", key);
     req.push("DEL", key);
-    auto resp = co_await t.conn.exec(req, asio::use_awaitable);
+    auto resp = co_await t.conn.async_exec(req, asio::use_awaitable);
     REQUIRE(resp.size() == 4);
     CHECK(resp[0].str == "OK");
     CHECK(resp[1].is_error());
@@ -69,7 +69,7 @@ TEST_CASE("connection: 10,000 requests from 1,000 coroutines are pipelined", "[c
             auto val = std::to_string(w * 100 + i);
             r.push("SET", key, val);
             r.push("GET", key);
-            auto resp = co_await conn.exec(r, asio::use_awaitable);
+            auto resp = co_await conn.async_exec(r, asio::use_awaitable);
             if (resp.size() == 2 && resp[1].str == val) ++ok;
             else ++wrong;
           }
@@ -94,7 +94,7 @@ TEST_CASE("connection: 10,000 requests from 1,000 coroutines are pipelined", "[c
         del.push("EVAL",
                  "for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end", 0,
                  prefix + ":*");
-        co_await conn.exec(del, asio::use_awaitable);
+        co_await conn.async_exec(del, asio::use_awaitable);
       },
       60s);
 }
@@ -108,7 +108,7 @@ TEST_CASE("connection: CLIENT KILL mid-load, unwritten requests survive, written
   int ok = 0, unknown = 0, other = 0;
   t.run(
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         auto victim = co_await client_id(conn);
         bool killed = false;
         int ok_before_kill = 0;
@@ -116,7 +116,7 @@ TEST_CASE("connection: CLIENT KILL mid-load, unwritten requests survive, written
           for (int i = 0; i < 40; ++i) {
             thoonk::request r;
             r.push("INCR", key);
-            auto [ec, resp] = co_await conn.exec(r, nothrow);
+            auto [ec, resp] = co_await conn.async_exec(r, nothrow);
             if (!ec) ++ok;
             else if (ec == thoonk::error::unknown_outcome) ++unknown;
             else ++other;
@@ -159,8 +159,8 @@ TEST_CASE("connection: a cancelled written request keeps later replies aligned",
     auto slow = debug_sleep("0.3");
     asio::steady_timer timer(t.ioc, 50ms);
     // The timer wins; the DEBUG SLEEP was already written and is abandoned.
-    auto r =
-        co_await (t.conn.exec(slow, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+    auto r = co_await (t.conn.async_exec(slow, asio::use_awaitable) ||
+                       timer.async_wait(asio::use_awaitable));
     CHECK(r.index() == 1);
     auto a = co_await cmd(t.conn, "ECHO", "first");
     auto b = co_await cmd(t.conn, "ECHO", "second");
@@ -182,10 +182,11 @@ TEST_CASE("connection: cancellation of a queued request means it is never sent",
     asio::cancellation_signal sig;
     error_code got;
     bool done = false;
-    conn.exec(r, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
-                got = ec;
-                done = true;
-              }));
+    conn.async_exec(r,
+                    asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, thoonk::response) {
+                      got = ec;
+                      done = true;
+                    }));
     sig.emit(asio::cancellation_type::terminal);
     while (!done) co_await sleep_for(1ms);
     CHECK(got == asio::error::operation_aborted);
@@ -204,7 +205,7 @@ TEST_CASE("connection: per-request timeout", "[connection]") {
     auto slow = debug_sleep("0.3");
     thoonk::exec_options opts;
     opts.timeout = 50ms;
-    auto [ec, resp] = co_await t.conn.exec(slow, opts, nothrow);
+    auto [ec, resp] = co_await t.conn.async_exec(slow, opts, nothrow);
     CHECK(ec == thoonk::error::request_timeout);
     auto a = co_await cmd(t.conn, "ECHO", "after");
     CHECK(a.str == "after");
@@ -218,16 +219,16 @@ TEST_CASE("connection: SCRIPT FLUSH then a script call reloads transparently",
   f.run_connected([&]() -> asio::awaitable<void> {
     thoonk::script s("return {KEYS[1], ARGV[1], redis.call('PING')}");
     std::vector<std::string> keys{"k1"}, args{"a1"};
-    auto v1 = co_await c.eval(s, keys, args, asio::use_awaitable);
+    auto v1 = co_await c.async_eval(s, keys, args, asio::use_awaitable);
     REQUIRE(v1.elements.size() == 3);
     CHECK(v1.elements[0].str == "k1");
     co_await cmd(c.conn(), "SCRIPT", "FLUSH");
-    auto v2 = co_await c.eval(s, keys, args, asio::use_awaitable);
+    auto v2 = co_await c.async_eval(s, keys, args, asio::use_awaitable);
     CHECK(v2 == v1);
     // A Lua error is data, not a transport error.
     thoonk::script bad("return redis.call('NOSUCHCOMMAND')");
     std::vector<std::string> none;
-    auto [ec, v3] = co_await c.eval(bad, none, none, nothrow);
+    auto [ec, v3] = co_await c.async_eval(bad, none, none, nothrow);
     CHECK(!ec);
     CHECK(v3.is_error());
   });
@@ -243,7 +244,7 @@ TEST_CASE("connection: an unreachable server yields a clear error within the tim
     cfg.port = free_port(ioc);
     thoonk::connection conn(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
-      auto [ec] = co_await conn.connect(nothrow);
+      auto [ec] = co_await conn.async_connect(nothrow);
       CHECK(ec == asio::error::connection_refused);
       // With reconnect off, a request has nowhere to go.
       thoonk::exec_options o;
@@ -261,7 +262,7 @@ TEST_CASE("connection: an unreachable server yields a clear error within the tim
     thoonk::connection conn(ioc.get_executor(), cfg);
     run_coro(ioc, [&]() -> asio::awaitable<void> {
       auto start = std::chrono::steady_clock::now();
-      auto [ec] = co_await conn.connect(nothrow);
+      auto [ec] = co_await conn.async_connect(nothrow);
       CHECK(ec == thoonk::error::connect_timeout);
       CHECK(std::chrono::steady_clock::now() - start < 5s);
       CHECK(!ec.message().empty());
@@ -281,7 +282,7 @@ TEST_CASE("connection: AUTH", "[connection][auth]") {
       asio::io_context ioc;
       thoonk::connection conn(ioc.get_executor(), cfg);
       run_coro(ioc, [&]() -> asio::awaitable<void> {
-        auto [ec] = co_await conn.connect(nothrow);
+        auto [ec] = co_await conn.async_connect(nothrow);
         CHECK(ec == thoonk::error::auth_failed);
         CHECK(ec.message().find("password") != std::string::npos);
       });
@@ -326,7 +327,7 @@ TEST_CASE("connection: a server silent past the health-check deadline is reconne
   auto events = record_events(t.conn);
   t.run([&]() -> asio::awaitable<void> {
     auto sleep = debug_sleep("1.5");
-    auto [ec, resp] = co_await t.conn.exec(sleep, nothrow);
+    auto [ec, resp] = co_await t.conn.async_exec(sleep, nothrow);
     CHECK(ec == thoonk::error::unknown_outcome);
     // The connection comes back by itself once the server answers again.
     auto v = co_await cmd(t.conn, "PING");
@@ -382,7 +383,7 @@ TEST_CASE("connection: stop fails pending requests", "[connection]") {
     auto slow = debug_sleep("0.2");
     error_code got;
     bool done = false;
-    t.conn.exec(slow, [&](error_code ec, thoonk::response) {
+    t.conn.async_exec(slow, [&](error_code ec, thoonk::response) {
       got = ec;
       done = true;
     });
@@ -402,17 +403,17 @@ TEST_CASE("connection: completion tokens", "[connection][exec]") {
   r.push("ECHO", "tok");
   // A plain callback.
   std::string got_cb;
-  conn.exec(r, [&](error_code ec, thoonk::response resp) {
+  conn.async_exec(r, [&](error_code ec, thoonk::response resp) {
     if (!ec) got_cb = resp.at(0).str;
   });
   // deferred, launched later with a callback.
   std::string got_deferred;
-  auto op = conn.exec(r, asio::deferred);
+  auto op = conn.async_exec(r, asio::deferred);
   std::move(op)([&](error_code ec, thoonk::response resp) {
     if (!ec) got_deferred = resp.at(0).str;
   });
   // use_future, from another thread's perspective.
-  auto fut = conn.exec(r, asio::use_future);
+  auto fut = conn.async_exec(r, asio::use_future);
   ioc.run_for(3s);
   CHECK(got_cb == "tok");
   CHECK(got_deferred == "tok");
@@ -431,7 +432,7 @@ TEST_CASE("connection: requests from another thread", "[connection]") {
   for (int i = 0; i < 100; ++i) {
     thoonk::request r;
     r.push("ECHO", std::to_string(i));
-    futs.push_back(conn.exec(r, asio::use_future));
+    futs.push_back(conn.async_exec(r, asio::use_future));
   }  // each request destroyed right after initiation: it was copied
   int ok = 0;
   for (int i = 0; i < 100; ++i) {

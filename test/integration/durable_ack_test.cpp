@@ -23,7 +23,7 @@ void with_replica(Body body) {
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         auto online_12 = co_await replicas_online(c.conn(), 1);
         REQUIRE(online_12);
         co_await body(servers, c);
@@ -45,37 +45,38 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     thoonk::durability ack;
     ack.replicas = 1;
     ack.timeout = 2s;
-    auto id = co_await q.put("work", thoonk::with_durability(ack, asio::use_awaitable));
+    auto id = co_await q.async_put("work", thoonk::with_durability(ack, asio::use_awaitable));
     CHECK(ack.acknowledged == 1);
     CHECK(!ack.error);
     CHECK(ack.satisfied());
     // Acknowledged means the replica has it: read it there.
     thoonk::connection rc(c.get_executor(), replica_pair::config_for(servers.replica));
-    co_await rc.connect(asio::use_awaitable);
-    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id);
+    co_await rc.async_connect(asio::use_awaitable);
+    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id.id);
     CHECK(on_replica.str == "work");
 
-    auto job = co_await q.claim(1s, asio::use_awaitable);
+    auto job = co_await q.async_claim(1s, asio::use_awaitable);
     thoonk::durability fack;
     fack.timeout = 2s;
-    co_await q.finish(job, std::string("done"), thoonk::with_durability(fack, asio::use_awaitable));
+    co_await q.async_finish(job, std::string("done"),
+                            thoonk::with_durability(fack, asio::use_awaitable));
     CHECK(fack.acknowledged == 1);
     CHECK(fack.satisfied());
 
-    // Combined with with_diagnostics, in either order.
+    // Combined with capture_diagnostics, in either order.
     thoonk::durability pack;
     pack.timeout = 2s;
     thoonk::diagnostics diag;
-    auto r = co_await f.publish(
+    auto r = co_await f.async_publish(
         thoonk::item_id("a"), "x",
-        thoonk::with_durability(pack, thoonk::with_diagnostics(diag, asio::use_awaitable)));
+        thoonk::with_durability(pack, thoonk::capture_diagnostics(diag, asio::use_awaitable)));
     CHECK(!r.edited);
     CHECK(pack.acknowledged == 1);
     thoonk::durability pack2;
     pack2.timeout = 2s;
-    auto r2 = co_await f.publish(
+    auto r2 = co_await f.async_publish(
         thoonk::item_id("a"), "y",
-        thoonk::with_diagnostics(diag, thoonk::with_durability(pack2, asio::use_awaitable)));
+        thoonk::capture_diagnostics(diag, thoonk::with_durability(pack2, asio::use_awaitable)));
     CHECK(r2.edited);
     CHECK(pack2.acknowledged == 1);
     auto item = co_await cmd(rc, "HGET", key("items", fname), "a");
@@ -85,9 +86,9 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     // operation's, the server's text in diagnostics as always.
     thoonk::durability nack;
     thoonk::feed missing(c, unique_name("dur-missing"));
-    auto [mec, mr] = co_await missing.publish(
+    auto [mec, mr] = co_await missing.async_publish(
         thoonk::item_id("a"), "x",
-        thoonk::with_durability(nack, thoonk::with_diagnostics(diag, nothrow)));
+        thoonk::with_durability(nack, thoonk::capture_diagnostics(diag, nothrow)));
     CHECK(mec == E::feed_not_found);
     CHECK(nack.acknowledged == -1);
     CHECK(!nack.error);
@@ -106,11 +107,11 @@ TEST_CASE("durability: with the replica stalled the count is 0 after the timeout
     ack.replicas = 1;
     ack.timeout = 300ms;
     const auto t0 = clock_type::now();
-    auto [ec, id] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
+    auto [ec, id] = co_await q.async_put("x", thoonk::with_durability(ack, nothrow));
     const auto waited = clock_type::now() - t0;
     // The put itself happened on the primary; only the count is short.
     CHECK(!ec);
-    CHECK(!id.empty());
+    CHECK(!id.id.empty());
     CHECK(ack.acknowledged == 0);
     CHECK(!ack.error);
     CHECK(!ack.satisfied());
@@ -123,7 +124,7 @@ TEST_CASE("durability: with the replica stalled the count is 0 after the timeout
     // The replica catches up and acknowledges again.
     thoonk::durability again;
     again.timeout = 3s;
-    co_await q.put("y", thoonk::with_durability(again, asio::use_awaitable));
+    co_await q.async_put("y", thoonk::with_durability(again, asio::use_awaitable));
     CHECK(again.acknowledged == 1);
   });
 }
@@ -136,15 +137,15 @@ TEST_CASE("durability: a killed replica gives 0, and more replicas than exist gi
     thoonk::durability two;
     two.replicas = 2;
     two.timeout = 200ms;
-    co_await f.publish(thoonk::item_id("a"), "x",
-                       thoonk::with_durability(two, asio::use_awaitable));
+    co_await f.async_publish(thoonk::item_id("a"), "x",
+                             thoonk::with_durability(two, asio::use_awaitable));
     CHECK(two.acknowledged == 1);
     CHECK(!two.satisfied());
     servers.replica.stop();
     thoonk::durability one;
     one.timeout = 200ms;
-    co_await f.publish(thoonk::item_id("b"), "y",
-                       thoonk::with_durability(one, asio::use_awaitable));
+    co_await f.async_publish(thoonk::item_id("b"), "y",
+                             thoonk::with_durability(one, asio::use_awaitable));
     CHECK(one.acknowledged == 0);
     CHECK(!one.error);
   });
@@ -157,7 +158,7 @@ TEST_CASE("durability: bad parameters fail before any I/O", "[durability][put]")
   cfg.health_check_timeout = 3s;
   thoonk::client c(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
     const auto name = co_await make_feed(c, "dur-bad", thoonk::feed_type::job);
     thoonk::job_queue q(c, name);
     for (auto [replicas, timeout] : std::vector<std::pair<int, std::chrono::milliseconds>>{
@@ -166,14 +167,14 @@ TEST_CASE("durability: bad parameters fail before any I/O", "[durability][put]")
       ack.replicas = replicas;
       ack.timeout = timeout;
       ack.acknowledged = 7;
-      auto [ec, id] = co_await q.put("x", thoonk::with_durability(ack, nothrow));
+      auto [ec, id] = co_await q.async_put("x", thoonk::with_durability(ack, nothrow));
       CHECK(ec == E::invalid_argument);
-      CHECK(id.empty());
+      CHECK(id.id.empty());
       CHECK(ack.acknowledged == -1);
     }
-    auto counts = co_await q.counts(asio::use_awaitable);
+    auto counts = co_await q.async_counts(asio::use_awaitable);
     CHECK(counts.puts == 0);
-    co_await c.delete_feed(name, asio::use_awaitable);
+    co_await c.async_delete_feed(name, asio::use_awaitable);
     c.stop();
   });
 }
@@ -185,11 +186,11 @@ CLIENT_TEST_CASE("dur-none", "durability: without a replica WAIT answers 0 and t
   thoonk::queue q(c, name);
   thoonk::durability ack;
   ack.timeout = 50ms;
-  auto id = co_await q.put("x", thoonk::with_durability(ack, asio::use_awaitable));
-  CHECK(!id.empty());
+  auto id = co_await q.async_put("x", thoonk::with_durability(ack, asio::use_awaitable));
+  CHECK(!id.id.empty());
   CHECK(ack.acknowledged == 0);
   CHECK(!ack.error);
-  co_await c.delete_feed(name, asio::use_awaitable);
+  co_await c.async_delete_feed(name, asio::use_awaitable);
 }
 
 // Not a speed assertion: prints what WAIT costs the other callers of the
@@ -213,8 +214,8 @@ TEST_CASE("durability: what a WAIT costs requests behind it on the connection",
             while (!stop) {
               thoonk::durability ack;
               ack.timeout = 100ms;
-              if (durable) co_await q.put("x", thoonk::with_durability(ack, nothrow));
-              else co_await q.put("x", nothrow);
+              if (durable) co_await q.async_put("x", thoonk::with_durability(ack, nothrow));
+              else co_await q.async_put("x", nothrow);
               ++out.puts;
             }
             writer_done = true;
@@ -227,7 +228,7 @@ TEST_CASE("durability: what a WAIT costs requests behind it on the connection",
       const auto end = clock_type::now() + span;
       while (clock_type::now() < end) {
         const auto t0 = clock_type::now();
-        co_await c.conn().exec(ping, asio::use_awaitable);
+        co_await c.conn().async_exec(ping, asio::use_awaitable);
         const auto d = clock_type::now() - t0;
         total += d;
         worst = std::max(worst, std::chrono::duration_cast<std::chrono::nanoseconds>(d));

@@ -61,13 +61,13 @@ struct parties : gap_parties {
     run_coro(
         ioc,
         [&]() -> asio::awaitable<void> {
-          co_await contract_conn.connect(asio::use_awaitable);
+          co_await contract_conn.async_connect(asio::use_awaitable);
           co_await start();
           auto name = co_await make_feed(pub, prefix, thoonk::feed_type::feed);
           scene s{name, thoonk::feed(pub, name), thoonk::feed(*c, name),
                   contract_publisher{contract_conn, name}};
           co_await body(s);
-          co_await pub.delete_feed(name, asio::use_awaitable);
+          co_await pub.async_delete_feed(name, asio::use_awaitable);
           contract_conn.stop();
           co_await finish();
         },
@@ -91,9 +91,10 @@ TEST_CASE(
 
         catch_up_log log;
         auto& [got, infos] = log;
-        auto sub = co_await mine.subscribe(log.callback(), log.options(), asio::use_awaitable);
+        auto sub =
+            co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
 
-        co_await theirs.publish(thoonk::item_id("a"), "A", asio::use_awaitable);  // counter 1
+        co_await theirs.async_publish(thoonk::item_id("a"), "A", asio::use_awaitable);  // counter 1
         bool ok = co_await wait_until([&] { return got.size() == 1; });
         REQUIRE(ok);
         co_await sleep_for(3ms);
@@ -109,7 +110,8 @@ TEST_CASE(
         co_await contract.announce(added, "k1", "K1");
         co_await settle();
 
-        co_await theirs.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // counter 3, live
+        co_await theirs.async_publish(thoonk::item_id("b"), "B",
+                                      asio::use_awaitable);  // counter 3, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "b"; });
         REQUIRE(ok);
         co_await sleep_for(3ms);
@@ -117,7 +119,7 @@ TEST_CASE(
         // A gap with a library publish, a contract publish and a contract
         // edit, all made while the subscriber is away.
         co_await p.open_gap();
-        co_await theirs.publish(thoonk::item_id("c"), "C", asio::use_awaitable);  // counter 4
+        co_await theirs.async_publish(thoonk::item_id("c"), "C", asio::use_awaitable);  // counter 4
         co_await sleep_for(3ms);
         co_await contract.publish("k2", "K2");  // counter 5
         co_await sleep_for(3ms);
@@ -127,7 +129,8 @@ TEST_CASE(
         ok = co_await wait_until([&] { return infos.size() == 2; });
         REQUIRE(ok);
 
-        co_await theirs.publish(thoonk::item_id("d"), "D", asio::use_awaitable);  // counter 7, live
+        co_await theirs.async_publish(thoonk::item_id("d"), "D",
+                                      asio::use_awaitable);  // counter 7, live
         ok = co_await wait_until([&] { return !got.empty() && got.back().id == "d"; });
         REQUIRE(ok);
         co_await settle();
@@ -171,7 +174,7 @@ TEST_CASE(
         thoonk::feed_subscribe_options opts;
         opts.catch_up = true;
         opts.on_catch_up = [&](const thoonk::catch_up_info&) { ++catch_ups; };
-        auto sub = co_await mine.subscribe(
+        auto sub = co_await mine.async_subscribe(
             [&](const feed_event& e) {
               if (e.kind == feed_event::publish) ++seen[std::string(e.id)];
             },
@@ -186,13 +189,13 @@ TEST_CASE(
             std::string cid = "c" + std::to_string(i);
             bool added = co_await contract.exec(cid, "X");
             for (int j = 0; j < 50; ++j, ++i)
-              co_await theirs.publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                      asio::use_awaitable);
+              co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
+                                            asio::use_awaitable);
             co_await contract.announce(added, cid, "X");
             expected_ids += 51;
           }
-          co_await theirs.publish(thoonk::item_id("l" + std::to_string(i)), "L",
-                                  asio::use_awaitable);
+          co_await theirs.async_publish(thoonk::item_id("l" + std::to_string(i)), "L",
+                                        asio::use_awaitable);
           ++expected_ids;
         }
         bool ok =
@@ -200,8 +203,8 @@ TEST_CASE(
         CHECK(ok);
         co_await p.open_gap();
         for (int i = 0; i < 10; ++i)
-          co_await theirs.publish(thoonk::item_id("gap" + std::to_string(i)), "G",
-                                  asio::use_awaitable);
+          co_await theirs.async_publish(thoonk::item_id("gap" + std::to_string(i)), "G",
+                                        asio::use_awaitable);
         co_await p.close_gap();
         ok = co_await wait_until([&] { return catch_ups == 1; });
         REQUIRE(ok);

@@ -1,7 +1,7 @@
 // Getting feed and sorted-feed handles (open, create_or_open), typed
 // settings, item ids that cannot be swapped with items, move-only
 // completion handlers on every operation, and the server's text through
-// with_diagnostics, against a real redis-server.
+// capture_diagnostics, against a real redis-server.
 #include "support/helpers.hpp"
 
 #include <thoonk/diagnostics.hpp>
@@ -25,15 +25,15 @@ static_assert(!std::is_convertible_v<item_id, std::string>);
 
 template <class F>
 concept publishes_id_and_item = requires(const F& f) {
-  f.publish(item_id("id"), std::string("item"), asio::detached);
+  f.async_publish(item_id("id"), std::string("item"), asio::detached);
 };
 template <class F>
 concept publishes_two_strings = requires(const F& f) {
-  f.publish(std::string("id"), std::string("item"), asio::detached);
+  f.async_publish(std::string("id"), std::string("item"), asio::detached);
 };
 template <class F>
 concept publishes_item_then_id = requires(const F& f) {
-  f.publish(std::string("item"), item_id("id"), asio::detached);
+  f.async_publish(std::string("item"), item_id("id"), asio::detached);
 };
 static_assert(publishes_id_and_item<thoonk::feed>);
 static_assert(!publishes_two_strings<thoonk::feed>);
@@ -41,11 +41,11 @@ static_assert(!publishes_item_then_id<thoonk::feed>);
 
 template <class S>
 concept edits_with_two_strings = requires(const S& s) {
-  s.edit(std::string("1"), std::string("item"), asio::detached);
+  s.async_edit(std::string("1"), std::string("item"), asio::detached);
 };
 template <class S>
 concept inserts_after_with_two_strings = requires(const S& s) {
-  s.publish_after(std::string("1"), std::string("item"), asio::detached);
+  s.async_publish_after(std::string("1"), std::string("item"), asio::detached);
 };
 static_assert(!edits_with_two_strings<thoonk::sorted_feed>);
 static_assert(!inserts_after_with_two_strings<thoonk::sorted_feed>);
@@ -65,39 +65,40 @@ CLIENT_TEST_CASE("handle",
 
   thoonk::feed::settings s;
   s.max_length = 5;
-  auto f = co_await thoonk::feed::create_or_open(c, fx.name, s, asio::use_awaitable);
+  auto f = co_await thoonk::feed::async_create_or_open(c, fx.name, s, asio::use_awaitable);
   CHECK(f.name() == fx.name);
   auto conf = co_await config_of(c, fx.name);
   CHECK(conf == std::map<std::string, std::string>{{"type", "feed"}, {"max_length", "5"}});
-  auto read = co_await f.read_settings(asio::use_awaitable);
+  auto read = co_await f.async_read_settings(asio::use_awaitable);
   CHECK(read == s);
 
   // Opening again with other settings: the feed keeps its own.
   thoonk::feed::settings other;
   other.max_length = 9;
-  auto again = co_await thoonk::feed::create_or_open(c, fx.name, other, asio::use_awaitable);
-  auto read2 = co_await again.read_settings(asio::use_awaitable);
+  auto again = co_await thoonk::feed::async_create_or_open(c, fx.name, other, asio::use_awaitable);
+  auto read2 = co_await again.async_read_settings(asio::use_awaitable);
   CHECK(read2.max_length == 5);
-  auto opened = co_await thoonk::feed::open(c, fx.name, asio::use_awaitable);
-  auto len = co_await opened.length(asio::use_awaitable);
+  auto opened = co_await thoonk::feed::async_open(c, fx.name, asio::use_awaitable);
+  auto len = co_await opened.async_length(asio::use_awaitable);
   CHECK(len == 0);
 
   // Default settings: no max_length field at all.
   auto plain_name = fx.name + ".plain";
-  auto plain = co_await thoonk::feed::create_or_open(c, plain_name, asio::use_awaitable);
+  auto plain = co_await thoonk::feed::async_create_or_open(c, plain_name, asio::use_awaitable);
   auto plain_conf = co_await config_of(c, plain_name);
   CHECK(plain_conf == std::map<std::string, std::string>{{"type", "feed"}});
-  auto plain_settings = co_await plain.read_settings(asio::use_awaitable);
+  auto plain_settings = co_await plain.async_read_settings(asio::use_awaitable);
   CHECK(!plain_settings.max_length);
 
   // Sorted feeds: no settings; the same two calls.
   auto sorted_name = fx.name + ".sorted";
-  auto sf = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
-  auto sf2 = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, {}, asio::use_awaitable);
-  auto id = co_await sf.append("x", asio::use_awaitable);
-  auto item = co_await sf2.get_item(id, asio::use_awaitable);
+  auto sf = co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, asio::use_awaitable);
+  auto sf2 =
+      co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, {}, asio::use_awaitable);
+  auto id = co_await sf.async_append("x", asio::use_awaitable);
+  auto item = co_await sf2.async_get_item(id, asio::use_awaitable);
   CHECK(item == "x");
-  auto none = co_await sf.read_settings(asio::use_awaitable);
+  auto none = co_await sf.async_read_settings(asio::use_awaitable);
   CHECK(none == thoonk::sorted_feed::settings{});
 
   // One newfeed per creation, none per open.
@@ -110,34 +111,34 @@ CLIENT_TEST_CASE("handle",
   co_await settle();
   CHECK(created() == 3);
   std::vector<std::string> names{fx.name, plain_name, sorted_name};
-  for (const auto& n : names) co_await c.delete_feed(n, asio::use_awaitable);
+  for (const auto& n : names) co_await c.async_delete_feed(n, asio::use_awaitable);
 }
 
 CLIENT_TEST_CASE("handle-type", "feed handles: the wrong type is refused and changes nothing",
                  "[feed][sorted_feed][create_or_open][open][read_settings][delete_feed]") {
-  co_await thoonk::sorted_feed::create_or_open(c, fx.name, asio::use_awaitable);
+  co_await thoonk::sorted_feed::async_create_or_open(c, fx.name, asio::use_awaitable);
   auto before = co_await config_of(c, fx.name);
 
   thoonk::feed::settings s;
   s.max_length = 3;
-  auto [e1, f1] = co_await thoonk::feed::create_or_open(c, fx.name, s, nothrow);
+  auto [e1, f1] = co_await thoonk::feed::async_create_or_open(c, fx.name, s, nothrow);
   CHECK(e1 == E::wrong_feed_type);
-  auto [e2, f2] = co_await thoonk::feed::open(c, fx.name, nothrow);
+  auto [e2, f2] = co_await thoonk::feed::async_open(c, fx.name, nothrow);
   CHECK(e2 == E::wrong_feed_type);
-  auto [e3, r3] = co_await thoonk::feed(c, fx.name).read_settings(nothrow);
+  auto [e3, r3] = co_await thoonk::feed(c, fx.name).async_read_settings(nothrow);
   CHECK(e3 == E::wrong_feed_type);
   auto config = co_await config_of(c, fx.name);
   CHECK(config == before);
 
   // Missing feeds: open and read_settings do not create.
   auto missing = fx.name + ".missing";
-  auto [e4, f4] = co_await thoonk::sorted_feed::open(c, missing, nothrow);
+  auto [e4, f4] = co_await thoonk::sorted_feed::async_open(c, missing, nothrow);
   CHECK(e4 == E::feed_not_found);
-  auto [e5, r5] = co_await thoonk::feed(c, missing).read_settings(nothrow);
+  auto [e5, r5] = co_await thoonk::feed(c, missing).async_read_settings(nothrow);
   CHECK(e5 == E::feed_not_found);
-  auto exists = co_await c.feed_exists(missing, asio::use_awaitable);
+  auto exists = co_await c.async_feed_exists(missing, asio::use_awaitable);
   CHECK(!exists);
-  co_await c.delete_feed(fx.name, asio::use_awaitable);
+  co_await c.async_delete_feed(fx.name, asio::use_awaitable);
 }
 
 TEST_CASE("feed handles: settings convert to and from the contract's fields",
@@ -163,22 +164,22 @@ TEST_CASE("feed handles: settings convert to and from the contract's fields",
   fixture fx("handle-settings");
   auto& c = fx.c;
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
     auto requests = c.conn().stats().requests;
-    auto [e1, f1] = co_await thoonk::feed::create_or_open(c, fx.name, s, nothrow);
+    auto [e1, f1] = co_await thoonk::feed::async_create_or_open(c, fx.name, s, nothrow);
     CHECK(e1 == E::invalid_argument);
-    auto [e2, f2] = co_await thoonk::feed::create_or_open(c, "", nothrow);
+    auto [e2, f2] = co_await thoonk::feed::async_create_or_open(c, "", nothrow);
     CHECK(e2 == E::invalid_name);
     CHECK(c.conn().stats().requests == requests);
-    auto exists = co_await c.feed_exists(fx.name, asio::use_awaitable);
+    auto exists = co_await c.async_feed_exists(fx.name, asio::use_awaitable);
     CHECK(!exists);
 
     // A value written with set_config reads back typed.
-    auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
-    co_await c.set_config(fx.name, "max_length", "42", asio::use_awaitable);
-    auto read = co_await f.read_settings(asio::use_awaitable);
+    auto f = co_await thoonk::feed::async_create_or_open(c, fx.name, asio::use_awaitable);
+    co_await c.async_set_config(fx.name, "max_length", "42", asio::use_awaitable);
+    auto read = co_await f.async_read_settings(asio::use_awaitable);
     CHECK(read.max_length == 42);
-    co_await c.delete_feed(fx.name, asio::use_awaitable);
+    co_await c.async_delete_feed(fx.name, asio::use_awaitable);
     c.stop();
   });
 }
@@ -189,11 +190,11 @@ CLIENT_TEST_CASE(
     "[get_items][has_id][insert][length][move][move_after][move_before][move_to_begin]"
     "[move_to_end][open][prepend][publish][publish_after][publish_before][read_settings]"
     "[retract][subscribe][delete_feed]") {
-  auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
+  auto f = co_await thoonk::feed::async_create_or_open(c, fx.name, asio::use_awaitable);
   auto sorted_name = fx.name + ".sorted";
-  auto s = co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
-  co_await s.append("a", asio::use_awaitable);  // 1
-  co_await s.append("b", asio::use_awaitable);  // 2
+  auto s = co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, asio::use_awaitable);
+  co_await s.async_append("a", asio::use_awaitable);  // 1
+  co_await s.async_append("b", asio::use_awaitable);  // 2
 
   int started = 0, ok = 0;
   std::vector<boost::system::error_code> errors;
@@ -206,94 +207,95 @@ CLIENT_TEST_CASE(
           else ok += *owned;
         };
   };
-  thoonk::feed::open(c, fx.name, handler());
-  thoonk::feed::create_or_open(c, fx.name, handler());
-  thoonk::feed::create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
-  f.publish("item", handler());
-  f.publish(item_id("x"), "item", handler());
-  f.retract("nope", handler());
-  f.get_ids(handler());
-  f.get_item("x", handler());
-  f.get_items(std::vector<std::string>{"x"}, handler());
-  f.get_all(handler());
-  f.has_id("x", handler());
-  f.length(handler());
-  f.read_settings(handler());
-  f.subscribe([](const thoonk::feed_event&) {}, handler());
-  f.subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
-  thoonk::sorted_feed::open(c, sorted_name, handler());
-  s.append("c", handler());
-  s.prepend("d", handler());
-  s.publish_before(item_id("1"), "e", handler());
-  s.publish_after(item_id("1"), "f", handler());
-  s.insert(thoonk::feed_position::at_end(), "g", handler());
-  s.edit(item_id("1"), "A", handler());
-  s.move_to_begin("2", handler());
-  s.move_to_end("2", handler());
-  s.move_before("2", "1", handler());
-  s.move_after("2", "1", handler());
-  s.move("2", thoonk::feed_position::at_begin(), handler());
-  s.retract("nope", handler());
-  s.read_settings(handler());
-  thoonk::subscribe_feed_admin(
+  thoonk::feed::async_open(c, fx.name, handler());
+  thoonk::feed::async_create_or_open(c, fx.name, handler());
+  thoonk::feed::async_create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
+  f.async_publish("item", handler());
+  f.async_publish(item_id("x"), "item", handler());
+  f.async_retract("nope", handler());
+  f.async_get_ids(handler());
+  f.async_get_item("x", handler());
+  f.async_get_items(std::vector<std::string>{"x"}, handler());
+  f.async_get_all(handler());
+  f.async_has_id("x", handler());
+  f.async_length(handler());
+  f.async_read_settings(handler());
+  f.async_subscribe([](const thoonk::feed_event&) {}, handler());
+  f.async_subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
+  thoonk::sorted_feed::async_open(c, sorted_name, handler());
+  s.async_append("c", handler());
+  s.async_prepend("d", handler());
+  s.async_publish_before(item_id("1"), "e", handler());
+  s.async_publish_after(item_id("1"), "f", handler());
+  s.async_insert(thoonk::feed_position::at_end(), "g", handler());
+  s.async_edit(item_id("1"), "A", handler());
+  s.async_move_to_begin("2", handler());
+  s.async_move_to_end("2", handler());
+  s.async_move_before("2", "1", handler());
+  s.async_move_after("2", "1", handler());
+  s.async_move("2", thoonk::feed_position::at_begin(), handler());
+  s.async_retract("nope", handler());
+  s.async_read_settings(handler());
+  thoonk::async_subscribe_feed_admin(
       c, [](const thoonk::feed_admin_event&) {}, handler());
 
   bool all = co_await wait_until([&] { return ok + static_cast<int>(errors.size()) == started; });
   CHECK(all);
   CHECK(errors.empty());
   CHECK(ok == started);
-  co_await c.delete_feed(fx.name, asio::use_awaitable);
-  co_await c.delete_feed(sorted_name, asio::use_awaitable);
+  co_await c.async_delete_feed(fx.name, asio::use_awaitable);
+  co_await c.async_delete_feed(sorted_name, asio::use_awaitable);
 }
 
-TEST_CASE("feed handles: with_diagnostics gives the server's text of a failed feed operation",
+TEST_CASE("feed handles: capture_diagnostics gives the server's text of a failed feed operation",
           "[feed][sorted_feed][acl][diagnostics][get_ids][publish][subscribe][create_or_open]"
           "[edit][delete_feed]") {
   fixture fx("handle-diag");
   auto& c = fx.c;
   thoonk::diagnostics diag;
-  auto with_diag = thoonk::with_diagnostics(diag, nothrow);
+  auto with_diag = thoonk::capture_diagnostics(diag, nothrow);
   run_coro(fx.ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
-    auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
-    co_await f.publish(item_id("a"), "A", asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
+    auto f = co_await thoonk::feed::async_create_or_open(c, fx.name, asio::use_awaitable);
+    co_await f.async_publish(item_id("a"), "A", asio::use_awaitable);
 
     // A key of the feed that holds another type: the plain command's error
     // (server_error) and the script's (script_error), each with its text.
     co_await cmd(c.conn(), "DEL", key("ids", fx.name));
     co_await cmd(c.conn(), "SET", key("ids", fx.name), "not a zset");
-    auto [e1, ids] = co_await f.get_ids(with_diag);
+    auto [e1, ids] = co_await f.async_get_ids(with_diag);
     CHECK(e1 == E::server_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
-    auto [e2, r2] = co_await f.publish(item_id("b"), "B", with_diag);
+    auto [e2, r2] = co_await f.async_publish(item_id("b"), "B", with_diag);
     CHECK(e2 == E::script_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
     CHECK(diag.server_message().find("user_") != std::string::npos);  // _script or _function
     // Success clears it.
-    auto [e3, has] = co_await f.has_id("a", with_diag);
+    auto [e3, has] = co_await f.async_has_id("a", with_diag);
     CHECK(e3 == E::server_error);
-    auto [e4, item] = co_await f.get_item("a", with_diag);
+    auto [e4, item] = co_await f.async_get_item("a", with_diag);
     CHECK(!e4);
     CHECK(item == "A");
     CHECK(diag.server_message().empty());
     // An error the library finds itself has no server text.
-    auto [e5, r5] = co_await f.publish(item_id(""), "x", with_diag);
+    auto [e5, r5] = co_await f.async_publish(item_id(""), "x", with_diag);
     CHECK(e5 == E::invalid_id);
     CHECK(diag.server_message().empty());
-    co_await c.delete_feed(fx.name, asio::use_awaitable);
+    co_await c.async_delete_feed(fx.name, asio::use_awaitable);
 
     // ACL refusals through the typed feed operations.
     gap_user user;
     co_await user.create_with(c.conn(), "~*", "&*", "+@all", "-evalsha", "-fcall");
     thoonk::client uc(fx.ioc.get_executor(), user.config());
-    co_await uc.connect(asio::use_awaitable);
+    co_await uc.async_connect(asio::use_awaitable);
     auto sorted_name = fx.name + ".sorted";
-    auto [e6, s] = co_await thoonk::sorted_feed::create_or_open(uc, sorted_name, with_diag);
+    auto [e6, s] = co_await thoonk::sorted_feed::async_create_or_open(uc, sorted_name, with_diag);
     CHECK(e6 == E::no_script_permission);
     CHECK(diag.server_message().find("evalsha") != std::string::npos);
     auto admin_s =
-        co_await thoonk::sorted_feed::create_or_open(c, sorted_name, asio::use_awaitable);
-    auto [e7] = co_await thoonk::sorted_feed(uc, sorted_name).edit(item_id("1"), "x", with_diag);
+        co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, asio::use_awaitable);
+    auto [e7] =
+        co_await thoonk::sorted_feed(uc, sorted_name).async_edit(item_id("1"), "x", with_diag);
     CHECK(e7 == E::no_script_permission);
     CHECK(diag.server_message().find("evalsha") != std::string::npos);
     uc.stop();
@@ -302,16 +304,16 @@ TEST_CASE("feed handles: with_diagnostics gives the server's text of a failed fe
     gap_user listener;
     co_await listener.create_with(c.conn(), "~*", "resetchannels", "+@all");
     thoonk::client lc(fx.ioc.get_executor(), listener.config());
-    co_await lc.connect(asio::use_awaitable);
+    co_await lc.async_connect(asio::use_awaitable);
     auto [e8, sub] = co_await thoonk::sorted_feed(lc, sorted_name)
-                         .subscribe([](const thoonk::feed_event&) {}, with_diag);
+                         .async_subscribe([](const thoonk::feed_event&) {}, with_diag);
     CHECK(e8 == E::subscribe_refused);
     CHECK(!diag.server_message().empty());
     lc.stop();
 
     co_await user.remove(c.conn());
     co_await listener.remove(c.conn());
-    co_await c.delete_feed(admin_s.name(), asio::use_awaitable);
+    co_await c.async_delete_feed(admin_s.name(), asio::use_awaitable);
     c.stop();
   });
 }

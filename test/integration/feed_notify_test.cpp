@@ -40,23 +40,23 @@ CLIENT_TEST_CASE(
     "feed notify: typed events reach every callback exactly once, one server subscription",
     "[feed][feed_notify][delete_feed][publish][retract][subscribe]") {
   thoonk::client pub(fx.ioc.get_executor(), test_config());
-  co_await pub.connect(asio::use_awaitable);
+  co_await pub.async_connect(asio::use_awaitable);
   auto name = co_await make_feed(pub, "notify", feed_type::feed, max_len(2));
   thoonk::feed mine(c, name), theirs(pub, name);
   std::vector<rec> a, b, cu;
   std::set<std::string> feeds_seen;
-  auto s1 = co_await mine.subscribe(
+  auto s1 = co_await mine.async_subscribe(
       [&](const feed_event& e) {
         a.push_back(to_rec(e));
         feeds_seen.emplace(e.feed);
       },
       asio::use_awaitable);
-  auto s2 = co_await mine.subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
-                                    asio::use_awaitable);
+  auto s2 = co_await mine.async_subscribe([&](const feed_event& e) { b.push_back(to_rec(e)); },
+                                          asio::use_awaitable);
   thoonk::feed_subscribe_options opts;
   opts.catch_up = true;
-  auto s3 = co_await mine.subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); }, opts,
-                                    asio::use_awaitable);
+  auto s3 = co_await mine.async_subscribe([&](const feed_event& e) { cu.push_back(to_rec(e)); },
+                                          opts, asio::use_awaitable);
   std::vector<std::string> kinds{"publish", "edit", "retract"};
   for (const auto& what : kinds) {
     auto n = co_await numsub(pub.conn(), feed_channel(what, name));
@@ -64,15 +64,15 @@ CLIENT_TEST_CASE(
   }
 
   // Distinct milliseconds: the feed's order is (publish ms, id).
-  co_await theirs.publish(thoonk::item_id("x"), "1", asio::use_awaitable);
+  co_await theirs.async_publish(thoonk::item_id("x"), "1", asio::use_awaitable);
   co_await sleep_for(3ms);
-  co_await theirs.publish(thoonk::item_id("y"), "2", asio::use_awaitable);
+  co_await theirs.async_publish(thoonk::item_id("y"), "2", asio::use_awaitable);
   co_await sleep_for(3ms);
-  co_await theirs.publish(thoonk::item_id("x"), "1b",
-                          asio::use_awaitable);  // edit: x is now newest
+  co_await theirs.async_publish(thoonk::item_id("x"), "1b",
+                                asio::use_awaitable);  // edit: x is now newest
   co_await sleep_for(3ms);
-  co_await theirs.publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
-  co_await theirs.retract("x", asio::use_awaitable);
+  co_await theirs.async_publish(thoonk::item_id("z"), "3", asio::use_awaitable);  // evicts y
+  co_await theirs.async_retract("x", asio::use_awaitable);
   std::vector<rec> expected{R(feed_event::publish, "x", "1"), R(feed_event::publish, "y", "2"),
                             R(feed_event::edit, "x", "1b"),   R(feed_event::retract, "y"),
                             R(feed_event::publish, "z", "3"), R(feed_event::retract, "x")};
@@ -93,7 +93,7 @@ CLIENT_TEST_CASE(
   // unsubscribes on the server.
   s1.reset();
   CHECK(!s1.active());
-  co_await theirs.publish(thoonk::item_id("w"), "4", asio::use_awaitable);
+  co_await theirs.async_publish(thoonk::item_id("w"), "4", asio::use_awaitable);
   bool got = co_await wait_until([&] { return b.size() == expected.size() + 1; });
   CHECK(got);
   co_await settle();
@@ -103,7 +103,7 @@ CLIENT_TEST_CASE(
   co_await settle();
   auto n = co_await numsub(pub.conn(), feed_channel("publish", name));
   CHECK(n == 0);
-  co_await pub.delete_feed(name, asio::use_awaitable);
+  co_await pub.async_delete_feed(name, asio::use_awaitable);
   pub.stop();
 }
 
@@ -115,9 +115,9 @@ CLIENT_TEST_CASE(
   thoonk::sorted_feed s(c, name);
   std::vector<rec> got, after_throw;
   int thrown = 0;
-  auto sub = co_await s.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
-                                  asio::use_awaitable);
-  auto bad = co_await s.subscribe(
+  auto sub = co_await s.async_subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                        asio::use_awaitable);
+  auto bad = co_await s.async_subscribe(
       [&](const feed_event&) {
         ++thrown;
         throw std::runtime_error("callback failure");
@@ -125,20 +125,20 @@ CLIENT_TEST_CASE(
       asio::use_awaitable);
   thoonk::feed_subscription self_reset;
   int self_calls = 0;
-  self_reset = co_await s.subscribe(
+  self_reset = co_await s.async_subscribe(
       [&](const feed_event&) {
         ++self_calls;
         self_reset.reset();  // from inside its own callback
       },
       asio::use_awaitable);
 
-  co_await s.append("a", asio::use_awaitable);                               // 1
-  co_await s.prepend("b", asio::use_awaitable);                              // 2
-  co_await s.publish_after(thoonk::item_id("1"), "c", asio::use_awaitable);  // 3
-  co_await s.edit(thoonk::item_id("1"), "a2", asio::use_awaitable);
-  co_await s.move_to_end("2", asio::use_awaitable);
-  co_await s.move_before("3", "2", asio::use_awaitable);
-  co_await s.retract("1", asio::use_awaitable);
+  co_await s.async_append("a", asio::use_awaitable);                               // 1
+  co_await s.async_prepend("b", asio::use_awaitable);                              // 2
+  co_await s.async_publish_after(thoonk::item_id("1"), "c", asio::use_awaitable);  // 3
+  co_await s.async_edit(thoonk::item_id("1"), "a2", asio::use_awaitable);
+  co_await s.async_move_to_end("2", asio::use_awaitable);
+  co_await s.async_move_before("3", "2", asio::use_awaitable);
+  co_await s.async_retract("1", asio::use_awaitable);
   std::vector<rec> expected{
       R(feed_event::publish, "1", "a"),
       R(feed_event::position, "1", "", ":end"),
@@ -158,7 +158,7 @@ CLIENT_TEST_CASE(
   CHECK(thrown == static_cast<int>(expected.size()));
   CHECK(bad.stats().callback_errors == expected.size());
   CHECK(self_calls == 1);
-  co_await c.delete_feed(name, asio::use_awaitable);
+  co_await c.async_delete_feed(name, asio::use_awaitable);
 }
 
 TEST_CASE(
@@ -185,13 +185,13 @@ TEST_CASE(
         thoonk::feed_subscribe_options opts;
         opts.catch_up = true;
         opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
-        auto s1 = co_await f.subscribe(
+        auto s1 = co_await f.async_subscribe(
             [&](const feed_event& e) {
               if (e.kind == feed_event::publish) got.emplace_back(e.id);
             },
             opts, asio::use_awaitable);
-        auto s2 = co_await f.subscribe([&](const feed_event& e) { plain.emplace_back(e.id); },
-                                       asio::use_awaitable);
+        auto s2 = co_await f.async_subscribe([&](const feed_event& e) { plain.emplace_back(e.id); },
+                                             asio::use_awaitable);
 
         bool published = false;
         asio::co_spawn(
@@ -201,7 +201,7 @@ TEST_CASE(
               char id[16];
               for (int i = 0; i < total; ++i) {
                 std::snprintf(id, sizeof id, "k%05d", i);
-                co_await theirs.publish(thoonk::item_id(id), "item", asio::use_awaitable);
+                co_await theirs.async_publish(thoonk::item_id(id), "item", asio::use_awaitable);
               }
               published = true;
             },
@@ -246,7 +246,7 @@ TEST_CASE(
         CHECK(plain.size() <= total);
         INFO("replayed " << replayed << ", plain subscription missed " << total - plain.size());
         CHECK(true);
-        co_await pub.delete_feed(name, asio::use_awaitable);
+        co_await pub.async_delete_feed(name, asio::use_awaitable);
         c.stop();
         pub.stop();
         admin.stop();
@@ -266,10 +266,10 @@ TEST_CASE(
     thoonk::feed theirs(pub, name), mine(*c, name);
     catch_up_log log;  // with a marker in the event stream after each catch-up
     auto& [got, infos] = log;
-    auto sub = co_await mine.subscribe(log.callback(), log.options(), asio::use_awaitable);
+    auto sub = co_await mine.async_subscribe(log.callback(), log.options(), asio::use_awaitable);
     std::vector<std::pair<std::string, std::string>> first{{"a", "A"}, {"b", "B"}, {"c", "C"}};
     for (const auto& [id, item] : first) {
-      co_await theirs.publish(thoonk::item_id(id), item, asio::use_awaitable);
+      co_await theirs.async_publish(thoonk::item_id(id), item, asio::use_awaitable);
       co_await sleep_for(3ms);
     }
     bool live = co_await wait_until([&] { return got.size() == 3; });
@@ -277,29 +277,29 @@ TEST_CASE(
     CHECK(sub.cursor() == 3);
 
     co_await user.open_gap(admin);
-    co_await theirs.retract("a", asio::use_awaitable);  // seen before: reported
-    co_await theirs.publish(thoonk::item_id("b"), "B1",
-                            asio::use_awaitable);  // edited twice: latest only
-    co_await theirs.publish(thoonk::item_id("b"), "B2", asio::use_awaitable);
-    co_await theirs.publish(thoonk::item_id("d"), "D", asio::use_awaitable);
-    co_await theirs.publish(thoonk::item_id("x"), "X",
-                            asio::use_awaitable);  // published and retracted
-    co_await theirs.retract("x", asio::use_awaitable);
-    co_await theirs.publish(thoonk::item_id("y"), "Y1",
-                            asio::use_awaitable);  // retracted, then re-published
-    co_await theirs.retract("y", asio::use_awaitable);
-    co_await theirs.publish(thoonk::item_id("y"), "Y2", asio::use_awaitable);
-    co_await theirs.publish(thoonk::item_id("e"), "E",
-                            asio::use_awaitable);  // evicts c (max_length 4)
-    co_await theirs.publish(thoonk::item_id("g"), "G", asio::use_awaitable);  // evicts b
+    co_await theirs.async_retract("a", asio::use_awaitable);  // seen before: reported
+    co_await theirs.async_publish(thoonk::item_id("b"), "B1",
+                                  asio::use_awaitable);  // edited twice: latest only
+    co_await theirs.async_publish(thoonk::item_id("b"), "B2", asio::use_awaitable);
+    co_await theirs.async_publish(thoonk::item_id("d"), "D", asio::use_awaitable);
+    co_await theirs.async_publish(thoonk::item_id("x"), "X",
+                                  asio::use_awaitable);  // published and retracted
+    co_await theirs.async_retract("x", asio::use_awaitable);
+    co_await theirs.async_publish(thoonk::item_id("y"), "Y1",
+                                  asio::use_awaitable);  // retracted, then re-published
+    co_await theirs.async_retract("y", asio::use_awaitable);
+    co_await theirs.async_publish(thoonk::item_id("y"), "Y2", asio::use_awaitable);
+    co_await theirs.async_publish(thoonk::item_id("e"), "E",
+                                  asio::use_awaitable);  // evicts c (max_length 4)
+    co_await theirs.async_publish(thoonk::item_id("g"), "G", asio::use_awaitable);  // evicts b
     co_await settle();
     CHECK(got.size() == 3);  // nothing arrived during the gap
     co_await user.close_gap(admin);
 
     bool caught = co_await wait_until([&] { return infos.size() == 1; });
     REQUIRE(caught);
-    co_await theirs.publish(thoonk::item_id("h"), "H",
-                            asio::use_awaitable);  // live again; evicts d
+    co_await theirs.async_publish(thoonk::item_id("h"), "H",
+                                  asio::use_awaitable);  // live again; evicts d
     bool h = co_await wait_until([&] { return !got.empty() && got.back().id == "h"; });
     CHECK(h);
     co_await settle();
@@ -333,7 +333,7 @@ TEST_CASE(
     CHECK(infos[0].retractions_complete);
     CHECK(!infos[0].counter_reset);
     CHECK(sub.cursor() == 12);
-    auto ids = co_await theirs.get_ids(asio::use_awaitable);
+    auto ids = co_await theirs.async_get_ids(asio::use_awaitable);
     std::sort(ids.begin(), ids.end());  // y and e may share a millisecond
     CHECK(ids == std::vector<std::string>{"e", "g", "h", "y"});
 
@@ -343,8 +343,8 @@ TEST_CASE(
     thoonk::feed_subscribe_options ropts;
     ropts.catch_up = true;
     ropts.resume_from = 3;
-    auto sub2 = co_await mine.subscribe([&](const feed_event& e) { resumed.push_back(to_rec(e)); },
-                                        ropts, asio::use_awaitable);
+    auto sub2 = co_await mine.async_subscribe(
+        [&](const feed_event& e) { resumed.push_back(to_rec(e)); }, ropts, asio::use_awaitable);
     bool r = co_await wait_until([&] { return sub2.stats().catch_ups == 1; });
     CHECK(r);
     std::vector<rec> expected2{
@@ -360,7 +360,7 @@ TEST_CASE(
 
     sub.reset();
     sub2.reset();
-    co_await pub.delete_feed(name, asio::use_awaitable);
+    co_await pub.async_delete_feed(name, asio::use_awaitable);
     co_await p.finish();
   });
 }
@@ -380,20 +380,21 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     thoonk::feed_subscribe_options opts;
     opts.catch_up = true;
     opts.on_catch_up = [&](const thoonk::catch_up_info& i) { infos.push_back(i); };
-    auto sub = co_await mine.subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); }, opts,
-                                       asio::use_awaitable);
-    co_await theirs.append("one", asio::use_awaitable);                // 1
-    co_await theirs.append("two", asio::use_awaitable);                // 2
+    auto sub = co_await mine.async_subscribe([&](const feed_event& e) { got.push_back(to_rec(e)); },
+                                             opts, asio::use_awaitable);
+    co_await theirs.async_append("one", asio::use_awaitable);          // 1
+    co_await theirs.async_append("two", asio::use_awaitable);          // 2
     bool live = co_await wait_until([&] { return got.size() == 4; });  // 2 x (publish, position)
     CHECK(live);
 
     co_await user.open_gap(admin);
-    co_await theirs.edit(thoonk::item_id("1"), "one'", asio::use_awaitable);
-    co_await theirs.prepend("three", asio::use_awaitable);  // 3
-    co_await theirs.move_to_begin("2", asio::use_awaitable);
+    co_await theirs.async_edit(thoonk::item_id("1"), "one'", asio::use_awaitable);
+    co_await theirs.async_prepend("three", asio::use_awaitable);  // 3
+    co_await theirs.async_move_to_begin("2", asio::use_awaitable);
     std::vector<std::string> extra;
-    for (int i = 0; i < 70; ++i) extra.push_back(co_await theirs.append("x", asio::use_awaitable));
-    for (auto& id : extra) co_await theirs.retract(id, asio::use_awaitable);  // > log size
+    for (int i = 0; i < 70; ++i)
+      extra.push_back(co_await theirs.async_append("x", asio::use_awaitable));
+    for (auto& id : extra) co_await theirs.async_retract(id, asio::use_awaitable);  // > log size
     co_await user.close_gap(admin);
     bool caught = co_await wait_until([&] { return infos.size() == 1; });
     REQUIRE(caught);
@@ -409,7 +410,7 @@ TEST_CASE("feed notify: sorted feed catch-up and a lost retraction log",
     CHECK(!infos[0].retractions_complete);
     CHECK(infos[0].items == 2);  // the 70 extra items were retracted: not replayed
     for (std::size_t i = 6; i < got.size(); ++i) CHECK(got[i].kind == feed_event::retract);
-    co_await pub.delete_feed(name, asio::use_awaitable);
+    co_await pub.async_delete_feed(name, asio::use_awaitable);
     sub.reset();
     co_await p.finish();
   });
@@ -421,25 +422,25 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
   thoonk::client pub(ioc.get_executor(), test_config());
   std::vector<std::unique_ptr<thoonk::client>> clients;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await pub.connect(asio::use_awaitable);
+    co_await pub.async_connect(asio::use_awaitable);
     auto name = co_await make_feed(pub, "many", feed_type::feed);
     constexpr int n_clients = 16, n_items = 20;
     std::vector<std::vector<std::string>> got(n_clients);
     std::vector<thoonk::feed_subscription> subs;
     for (int i = 0; i < n_clients; ++i) {
       clients.push_back(std::make_unique<thoonk::client>(ioc.get_executor(), test_config()));
-      co_await clients.back()->connect(asio::use_awaitable);
+      co_await clients.back()->async_connect(asio::use_awaitable);
       thoonk::feed f(*clients.back(), name);
       thoonk::feed_subscribe_options opts;
       opts.catch_up = i % 2 == 1;
       thoonk::feed_callback cb = [&got, i](const feed_event& e) { got[i].emplace_back(e.id); };
-      subs.push_back(co_await f.subscribe(cb, opts, asio::use_awaitable));
+      subs.push_back(co_await f.async_subscribe(cb, opts, asio::use_awaitable));
     }
     thoonk::feed theirs(pub, name);
     std::vector<std::string> ids;
     for (int k = 0; k < n_items; ++k) {
       ids.push_back("i" + std::to_string(k));
-      co_await theirs.publish(thoonk::item_id(ids.back()), "x", asio::use_awaitable);
+      co_await theirs.async_publish(thoonk::item_id(ids.back()), "x", asio::use_awaitable);
     }
     bool all = co_await wait_until([&] {
       return std::all_of(got.begin(), got.end(),
@@ -450,7 +451,7 @@ TEST_CASE("feed notify: many subscriber clients each get every event once",
     for (auto& g : got) CHECK(g == ids);
     subs.clear();
     for (auto& c : clients) c->stop();
-    co_await pub.delete_feed(name, asio::use_awaitable);
+    co_await pub.async_delete_feed(name, asio::use_awaitable);
     pub.stop();
   });
 }
@@ -470,21 +471,22 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     o1.on_catch_up = [&](const thoonk::catch_up_info& i) { infos_r.push_back(i); };
     o2.on_catch_up = [&](const thoonk::catch_up_info& i) { infos_d.push_back(i); };
     thoonk::feed_callback cb = [&](const feed_event& e) { got.push_back(to_rec(e)); };
-    auto s1 = co_await thoonk::feed(*c, recreated).subscribe(cb, o1, asio::use_awaitable);
-    auto s2 = co_await thoonk::feed(*c, deleted).subscribe(cb, o2, asio::use_awaitable);
+    auto s1 = co_await thoonk::feed(*c, recreated).async_subscribe(cb, o1, asio::use_awaitable);
+    auto s2 = co_await thoonk::feed(*c, deleted).async_subscribe(cb, o2, asio::use_awaitable);
     thoonk::feed r(pub, recreated);
     for (int i = 0; i < 3; ++i)
-      co_await r.publish(thoonk::item_id("old" + std::to_string(i)), "o", asio::use_awaitable);
+      co_await r.async_publish(thoonk::item_id("old" + std::to_string(i)), "o",
+                               asio::use_awaitable);
     bool live = co_await wait_until([&] { return got.size() == 3; });
     CHECK(live);
 
     co_await user.open_gap(admin);
-    co_await pub.delete_feed(recreated, asio::use_awaitable);
-    co_await pub.delete_feed(deleted, asio::use_awaitable);
-    co_await pub.create_feed(recreated, feed_type::feed, thoonk::feed_config(),
-                             asio::use_awaitable);
-    co_await r.publish(thoonk::item_id("new0"), "n", asio::use_awaitable);
-    co_await r.publish(thoonk::item_id("new1"), "n", asio::use_awaitable);
+    co_await pub.async_delete_feed(recreated, asio::use_awaitable);
+    co_await pub.async_delete_feed(deleted, asio::use_awaitable);
+    co_await pub.async_create_feed(recreated, feed_type::feed, thoonk::feed_config(),
+                                   asio::use_awaitable);
+    co_await r.async_publish(thoonk::item_id("new0"), "n", asio::use_awaitable);
+    co_await r.async_publish(thoonk::item_id("new1"), "n", asio::use_awaitable);
     co_await user.close_gap(admin);
     bool caught = co_await wait_until([&] { return infos_r.size() == 1 && infos_d.size() == 1; });
     REQUIRE(caught);
@@ -499,7 +501,7 @@ TEST_CASE("feed notify: catch-up when the feed was deleted, or deleted and re-cr
     CHECK(s1.cursor() == 2);
     s1.reset();
     s2.reset();
-    co_await pub.delete_feed(recreated, asio::use_awaitable);
+    co_await pub.async_delete_feed(recreated, asio::use_awaitable);
     co_await p.finish();
   });
 }

@@ -26,11 +26,11 @@ asio::awaitable<boost::system::error_code> publish_pipelined(thoonk::feed& f,
   std::size_t done = 0;
   boost::system::error_code first;
   for (const auto& id : ids)
-    f.publish(thoonk::item_id(id), "item-" + id,
-              [&](boost::system::error_code ec, thoonk::publish_result) {
-                ++done;
-                if (ec && !first) first = ec;
-              });
+    f.async_publish(thoonk::item_id(id), "item-" + id,
+                    [&](boost::system::error_code ec, thoonk::publish_result) {
+                      ++done;
+                      if (ec && !first) first = ec;
+                    });
   bool all = co_await wait_until([&] { return done == ids.size(); }, 60s);
   CHECK(all);
   co_return first;
@@ -54,8 +54,9 @@ TEST_CASE(
         {
           // Load the script first, so no NOSCRIPT retry reorders the pipeline.
           auto warm = co_await make_feed(c, "order-warm", feed_type::feed);
-          co_await thoonk::feed(c, warm).publish(thoonk::item_id("x"), "x", asio::use_awaitable);
-          co_await c.delete_feed(warm, asio::use_awaitable);
+          co_await thoonk::feed(c, warm).async_publish(thoonk::item_id("x"), "x",
+                                                       asio::use_awaitable);
+          co_await c.async_delete_feed(warm, asio::use_awaitable);
         }
         for (int round = 0; round < 20; ++round) {
           INFO("round " << round);
@@ -66,9 +67,9 @@ TEST_CASE(
           const auto after_ms = ms_now();
           REQUIRE(!ec);
 
-          auto got = co_await f.get_ids(asio::use_awaitable);
+          auto got = co_await f.async_get_ids(asio::use_awaitable);
           CHECK(got == newest);
-          auto all = co_await f.get_all(asio::use_awaitable);
+          auto all = co_await f.async_get_all(asio::use_awaitable);
           REQUIRE(all.size() == newest.size());
           for (std::size_t i = 0; i < all.size(); ++i) {
             CHECK(all[i].id == newest[i]);
@@ -98,23 +99,25 @@ TEST_CASE(
             CHECK(std::floor(score) <= static_cast<double>(after_ms + 1));
           }
           CHECK(zids == newest);
-          auto len = co_await f.length(asio::use_awaitable);
+          auto len = co_await f.async_length(asio::use_awaitable);
           CHECK(len == 20);
 
           // Publishing an id again is an edit: nothing evicted, moved to
           // the newest position, still 20 items.
-          auto edit = co_await f.publish(thoonk::item_id(newest[0]), "edited", asio::use_awaitable);
+          auto edit =
+              co_await f.async_publish(thoonk::item_id(newest[0]), "edited", asio::use_awaitable);
           CHECK(edit.edited);
           CHECK(edit.evicted.empty());
           std::vector<std::string> moved(newest.begin() + 1, newest.end());
           moved.push_back(newest[0]);
-          got = co_await f.get_ids(asio::use_awaitable);
+          got = co_await f.async_get_ids(asio::use_awaitable);
           CHECK(got == moved);
           // A new id evicts exactly the oldest one.
-          auto fresh = co_await f.publish(thoonk::item_id("fresh"), "new", asio::use_awaitable);
+          auto fresh =
+              co_await f.async_publish(thoonk::item_id("fresh"), "new", asio::use_awaitable);
           CHECK(!fresh.edited);
           CHECK(fresh.evicted == std::vector<std::string>{newest[1]});
-          co_await c.delete_feed(name, asio::use_awaitable);
+          co_await c.async_delete_feed(name, asio::use_awaitable);
         }
         c.stop();
         raw.stop();
@@ -132,11 +135,11 @@ CLIENT_TEST_CASE(
   // plain commands).
   co_await cmd(c.conn(), "ZADD", key("ids", name), std::to_string(ms_now() + 10000), "z");
   co_await cmd(c.conn(), "HSET", key("items", name), "z", "Z");
-  co_await f.publish(thoonk::item_id("a"), "A", asio::use_awaitable);
-  auto r =
-      co_await f.publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // evicts z, the oldest
+  co_await f.async_publish(thoonk::item_id("a"), "A", asio::use_awaitable);
+  auto r = co_await f.async_publish(thoonk::item_id("b"), "B",
+                                    asio::use_awaitable);  // evicts z, the oldest
   CHECK(r.evicted == std::vector<std::string>{"z"});
-  auto ids = co_await f.get_ids(asio::use_awaitable);
+  auto ids = co_await f.async_get_ids(asio::use_awaitable);
   CHECK(ids == std::vector<std::string>{"a", "b"});
-  co_await c.delete_feed(name, asio::use_awaitable);
+  co_await c.async_delete_feed(name, asio::use_awaitable);
 }

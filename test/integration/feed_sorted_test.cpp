@@ -31,24 +31,24 @@ FEED_TEST_CASE(
     "[feed][sorted_feed][append][delete_feed][get_all][get_ids][insert][length][move_after]"
     "[move_before][move_to_begin][move_to_end][open][prepend][publish_after][publish_before]") {
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
-  auto s = co_await thoonk::sorted_feed::open(c, name, asio::use_awaitable);
+  auto s = co_await thoonk::sorted_feed::async_open(c, name, asio::use_awaitable);
   const std::string P = feed_channel("publish", name), Q = feed_channel("position", name);
   std::vector<msg> expected;
   ids_t order;
 
-  auto id1 = co_await s.append("a", asio::use_awaitable);
-  auto id2 = co_await s.append("b", asio::use_awaitable);
-  auto id3 = co_await s.prepend("c", asio::use_awaitable);
+  auto id1 = co_await s.async_append("a", asio::use_awaitable);
+  auto id2 = co_await s.async_append("b", asio::use_awaitable);
+  auto id3 = co_await s.async_prepend("c", asio::use_awaitable);
   CHECK(id1 == "1");
   CHECK(id2 == "2");
   CHECK(id3 == "3");
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"3", "1", "2"});
-  auto id4 = co_await s.publish_before(thoonk::item_id("1"), "d", asio::use_awaitable);
+  auto id4 = co_await s.async_publish_before(thoonk::item_id("1"), "d", asio::use_awaitable);
   CHECK(id4 == "4");
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"3", "4", "1", "2"});
-  auto id5 = co_await s.publish_after(thoonk::item_id("2"), "e", asio::use_awaitable);
+  auto id5 = co_await s.async_publish_after(thoonk::item_id("2"), "e", asio::use_awaitable);
   CHECK(id5 == "5");
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"3", "4", "1", "2", "5"});
@@ -63,16 +63,16 @@ FEED_TEST_CASE(
                                    {P, nul_join("5", "e")},
                                    {Q, nul_join("5", "2:")}});
 
-  co_await s.move_to_begin("5", asio::use_awaitable);
+  co_await s.async_move_to_begin("5", asio::use_awaitable);
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"5", "3", "4", "1", "2"});
-  co_await s.move_to_end("3", asio::use_awaitable);
+  co_await s.async_move_to_end("3", asio::use_awaitable);
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"5", "4", "1", "2", "3"});
-  co_await s.move_before("1", "5", asio::use_awaitable);
+  co_await s.async_move_before("1", "5", asio::use_awaitable);
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"1", "5", "4", "2", "3"});
-  co_await s.move_after("4", "3", asio::use_awaitable);
+  co_await s.async_move_after("4", "3", asio::use_awaitable);
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"1", "5", "2", "3", "4"});
   expected.insert(expected.end(), {{Q, nul_join("5", "begin:")},
@@ -81,17 +81,17 @@ FEED_TEST_CASE(
                                    {Q, nul_join("4", "3:")}});
 
   // The generic insert() takes any position.
-  auto id6 = co_await s.insert(feed_position::after_id("1"), "f", asio::use_awaitable);
+  auto id6 = co_await s.async_insert(feed_position::after_id("1"), "f", asio::use_awaitable);
   CHECK(id6 == "6");
   expected.insert(expected.end(), {{P, nul_join("6", "f")}, {Q, nul_join("6", "1:")}});
 
-  auto ids = co_await s.get_ids(asio::use_awaitable);
+  auto ids = co_await s.async_get_ids(asio::use_awaitable);
   CHECK(ids == ids_t{"1", "6", "5", "2", "3", "4"});
-  auto all = co_await s.get_all(asio::use_awaitable);
+  auto all = co_await s.async_get_all(asio::use_awaitable);
   std::vector<thoonk::feed_item> want{{"1", "a"}, {"6", "f"}, {"5", "e"},
                                       {"2", "b"}, {"3", "c"}, {"4", "d"}};
   CHECK(all == want);
-  auto len = co_await s.length(asio::use_awaitable);
+  auto len = co_await s.async_length(asio::use_awaitable);
   CHECK(len == 6);
   auto idincr = co_await cmd(c.conn(), "GET", key("idincr", name));
   CHECK(idincr.str == "6");
@@ -109,13 +109,13 @@ FEED_TEST_CASE(
     "sorted feed: edit, retract, reads",
     "[feed][sorted_feed][append][delete_feed][edit][get_item][get_items][has_id][retract]") {
   thoonk::sorted_feed s(c, name);
-  co_await s.append("one", asio::use_awaitable);
-  co_await s.append("two", asio::use_awaitable);
-  co_await s.append("three", asio::use_awaitable);
+  co_await s.async_append("one", asio::use_awaitable);
+  co_await s.async_append("two", asio::use_awaitable);
+  co_await s.async_append("three", asio::use_awaitable);
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
 
   const std::string binary("x\0y", 3);
-  co_await s.edit(thoonk::item_id("2"), binary, asio::use_awaitable);
+  co_await s.async_edit(thoonk::item_id("2"), binary, asio::use_awaitable);
   auto items = co_await raw_items(c, name);
   CHECK(items["2"] == binary);
   auto order = co_await raw_ids(c, name);
@@ -123,23 +123,23 @@ FEED_TEST_CASE(
   auto pubs = co_await cmd(c.conn(), "GET", key("publishes", name));
   CHECK(pubs.str == "4");
 
-  bool r1 = co_await s.retract("1", asio::use_awaitable);
+  bool r1 = co_await s.async_retract("1", asio::use_awaitable);
   CHECK(r1);
-  bool r2 = co_await s.retract("1", asio::use_awaitable);
+  bool r2 = co_await s.async_retract("1", asio::use_awaitable);
   CHECK(!r2);
   order = co_await raw_ids(c, name);
   CHECK(order == ids_t{"2", "3"});
   items = co_await raw_items(c, name);
   CHECK(items.size() == 2);
 
-  bool has2 = co_await s.has_id("2", asio::use_awaitable);
-  bool has1 = co_await s.has_id("1", asio::use_awaitable);
+  bool has2 = co_await s.async_has_id("2", asio::use_awaitable);
+  bool has1 = co_await s.async_has_id("1", asio::use_awaitable);
   CHECK(has2);
   CHECK(!has1);
-  auto one = co_await s.get_item("2", asio::use_awaitable);
+  auto one = co_await s.async_get_item("2", asio::use_awaitable);
   CHECK(one == std::optional<std::string>(binary));
   std::vector<std::string> ask{"3", "1", "2"};
-  auto several = co_await s.get_items(ask, asio::use_awaitable);
+  auto several = co_await s.async_get_items(ask, asio::use_awaitable);
   CHECK(several == std::vector<std::optional<std::string>>{"three", std::nullopt, binary});
 
   bool arrived = co_await wait_until([&] { return cap->msgs.size() >= 2; });
@@ -155,8 +155,8 @@ FEED_TEST_CASE("sorted-missing", feed_type::sorted_feed, thoonk::feed_config{},
                "[feed][sorted_feed][append][delete_feed][edit][move][move_after][move_before]"
                "[move_to_begin][move_to_end][publish_after][publish_before][retract]") {
   thoonk::sorted_feed s(c, name);
-  co_await s.append("one", asio::use_awaitable);
-  co_await s.append("two", asio::use_awaitable);
+  co_await s.async_append("one", asio::use_awaitable);
+  co_await s.async_append("two", asio::use_awaitable);
   auto cap = co_await capture_patterns(fx.raw, "feed.*:" + name);
   auto ids_before = co_await raw_ids(c, name);
   auto items_before = co_await raw_items(c, name);
@@ -171,35 +171,35 @@ FEED_TEST_CASE("sorted-missing", feed_type::sorted_feed, thoonk::feed_config{},
   };
   auto counters_before = co_await dump();
 
-  auto [e1] = co_await s.edit(thoonk::item_id("9"), "x", nothrow);
+  auto [e1] = co_await s.async_edit(thoonk::item_id("9"), "x", nothrow);
   CHECK(e1 == thoonk::error::id_not_found);
-  auto [e2, i2] = co_await s.publish_before(thoonk::item_id("9"), "x", nothrow);
+  auto [e2, i2] = co_await s.async_publish_before(thoonk::item_id("9"), "x", nothrow);
   CHECK(e2 == thoonk::error::id_not_found);
-  auto [e3, i3] = co_await s.publish_after(thoonk::item_id("9"), "x", nothrow);
+  auto [e3, i3] = co_await s.async_publish_after(thoonk::item_id("9"), "x", nothrow);
   CHECK(e3 == thoonk::error::id_not_found);
-  auto [e4] = co_await s.move_to_begin("9", nothrow);
+  auto [e4] = co_await s.async_move_to_begin("9", nothrow);
   CHECK(e4 == thoonk::error::id_not_found);
-  auto [e4b] = co_await s.move_to_end("9", nothrow);
+  auto [e4b] = co_await s.async_move_to_end("9", nothrow);
   CHECK(e4b == thoonk::error::id_not_found);
-  auto [e5] = co_await s.move_before("1", "9", nothrow);
+  auto [e5] = co_await s.async_move_before("1", "9", nothrow);
   CHECK(e5 == thoonk::error::id_not_found);
-  auto [e5b] = co_await s.move_before("9", "1", nothrow);
+  auto [e5b] = co_await s.async_move_before("9", "1", nothrow);
   CHECK(e5b == thoonk::error::id_not_found);
-  auto [e6] = co_await s.move_after("1", "9", nothrow);
+  auto [e6] = co_await s.async_move_after("1", "9", nothrow);
   CHECK(e6 == thoonk::error::id_not_found);
-  auto [e6b] = co_await s.move("9", feed_position::after_id("2"), nothrow);
+  auto [e6b] = co_await s.async_move("9", feed_position::after_id("2"), nothrow);
   CHECK(e6b == thoonk::error::id_not_found);
   // Relative to itself: refused before any I/O.
   auto requests = c.conn().stats().requests;
-  auto [e7] = co_await s.move_after("1", "1", nothrow);
+  auto [e7] = co_await s.async_move_after("1", "1", nothrow);
   CHECK(e7 == thoonk::error::invalid_argument);
-  auto [e7b] = co_await s.move_before("2", "2", nothrow);
+  auto [e7b] = co_await s.async_move_before("2", "2", nothrow);
   CHECK(e7b == thoonk::error::invalid_argument);
   CHECK(c.conn().stats().requests == requests);
-  auto [e8, r8] = co_await s.retract("9", nothrow);
+  auto [e8, r8] = co_await s.async_retract("9", nothrow);
   CHECK(!e8);
   CHECK(!r8);
-  auto [e9] = co_await s.move_to_end("", nothrow);
+  auto [e9] = co_await s.async_move_to_end("", nothrow);
   CHECK(e9 == thoonk::error::invalid_id);
 
   auto ids_after = co_await raw_ids(c, name);

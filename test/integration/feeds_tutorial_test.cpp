@@ -32,14 +32,14 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
   thoonk::feed::settings settings;
   settings.max_length = 100;
   thoonk::feed news =
-      co_await thoonk::feed::create_or_open(client, name, settings, asio::use_awaitable);
+      co_await thoonk::feed::async_create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. Subscribe. With catch_up, a subscriber reconnect loses nothing: what
   //    was published meanwhile is replayed from the feed before live events.
   thoonk::feed_subscribe_options opts;
   opts.catch_up = true;
   std::vector<std::string> seen;
-  thoonk::feed_subscription sub = co_await news.subscribe(
+  thoonk::feed_subscription sub = co_await news.async_subscribe(
       [&seen](const thoonk::feed_event& e) {
         // Views are valid during the callback only: copy what you keep.
         seen.push_back(std::string(e.id) + (e.kind == thoonk::feed_event::edit ? " edited" : ""));
@@ -49,31 +49,32 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
   // 3. Publish with a generated id, then with our own id (an item_id, so
   //    id and item cannot be swapped by mistake); publishing an id again is
   //    an edit.
-  thoonk::publish_result first = co_await news.publish("first post", asio::use_awaitable);
-  co_await news.publish(thoonk::item_id("post-2"), "second post", asio::use_awaitable);
-  thoonk::publish_result again = co_await news.publish(
+  thoonk::publish_result first = co_await news.async_publish("first post", asio::use_awaitable);
+  co_await news.async_publish(thoonk::item_id("post-2"), "second post", asio::use_awaitable);
+  thoonk::publish_result again = co_await news.async_publish(
       thoonk::item_id("post-2"), "second post, corrected", asio::use_awaitable);
   out << "generated id: " << first.id.size() << " chars; edited: " << again.edited << "\n";
 
   // 4. Read it back, oldest first.
-  std::vector<thoonk::feed_item> items = co_await news.get_all(asio::use_awaitable);
+  std::vector<thoonk::feed_item> items = co_await news.async_get_all(asio::use_awaitable);
   for (const thoonk::feed_item& it : items) out << it.item << "\n";
 
   // 5. Errors are error codes. With as_tuple nothing throws.
-  auto [ec, removed] = co_await news.retract("no-such-id", asio::as_tuple(asio::use_awaitable));
+  auto [ec, removed] =
+      co_await news.async_retract("no-such-id", asio::as_tuple(asio::use_awaitable));
   out << "retract missing: " << (ec ? ec.message() : "ok") << ", removed " << removed << "\n";
   auto [ec2, wrong] =
-      co_await thoonk::sorted_feed::open(client, name, asio::as_tuple(asio::use_awaitable));
+      co_await thoonk::sorted_feed::async_open(client, name, asio::as_tuple(asio::use_awaitable));
   out << "open as sorted feed: " << ec2.message() << "\n";  // error::wrong_feed_type
 
   // 6. A sorted feed: you choose the order.
-  thoonk::sorted_feed todo =
-      co_await thoonk::sorted_feed::create_or_open(client, name + ".todo", asio::use_awaitable);
-  std::string milk = co_await todo.append("buy milk", asio::use_awaitable);    // "1"
-  std::string bread = co_await todo.append("buy bread", asio::use_awaitable);  // "2"
-  co_await todo.move_to_begin(bread, asio::use_awaitable);
-  co_await todo.publish_after(thoonk::item_id(milk), "buy eggs", asio::use_awaitable);  // "3"
-  std::vector<std::string> order = co_await todo.get_ids(asio::use_awaitable);
+  thoonk::sorted_feed todo = co_await thoonk::sorted_feed::async_create_or_open(
+      client, name + ".todo", asio::use_awaitable);
+  std::string milk = co_await todo.async_append("buy milk", asio::use_awaitable);    // "1"
+  std::string bread = co_await todo.async_append("buy bread", asio::use_awaitable);  // "2"
+  co_await todo.async_move_to_begin(bread, asio::use_awaitable);
+  co_await todo.async_publish_after(thoonk::item_id(milk), "buy eggs", asio::use_awaitable);  // "3"
+  std::vector<std::string> order = co_await todo.async_get_ids(asio::use_awaitable);
   for (const std::string& id : order) out << id << " ";  // 2 1 3
   out << "\n";
 
@@ -87,8 +88,8 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
 
   // 8. Clean up. Dropping (or resetting) the handle unsubscribes.
   sub.reset();
-  co_await client.delete_feed(todo.name(), asio::use_awaitable);
-  co_await client.delete_feed(name, asio::use_awaitable);
+  co_await client.async_delete_feed(todo.name(), asio::use_awaitable);
+  co_await client.async_delete_feed(name, asio::use_awaitable);
 }
 // tutorial-end
 
@@ -112,7 +113,7 @@ TEST_CASE("feeds example: the feed part of the example program runs", "[feed][fe
   asio::io_context ioc;
   thoonk::client client(ioc.get_executor(), thoonk::test::test_config());
   thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await client.connect(asio::use_awaitable);
+    co_await client.async_connect(asio::use_awaitable);
     co_await run_feed_demo(client);
     client.stop();
   });

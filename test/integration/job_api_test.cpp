@@ -1,7 +1,7 @@
 // The handle API of queues and job queues as a new user meets it: open and
 // create_or_open with typed settings, typed finish events, reads by id,
 // operations on the claimed job itself, move-only completion handlers, and
-// the server's text through with_diagnostics.
+// the server's text through capture_diagnostics.
 #include "support/helpers.hpp"
 
 #include <thoonk/diagnostics.hpp>
@@ -22,7 +22,7 @@ namespace {
 
 // Claims one job that must be there.
 asio::awaitable<thoonk::claimed_job> claim_one(jq& q) {
-  co_return co_await q.claim(1s, asio::use_awaitable);
+  co_return co_await q.async_claim(1s, asio::use_awaitable);
 }
 
 // The config hash of a feed, as field=value lines, sorted.
@@ -39,8 +39,8 @@ asio::awaitable<std::string> config_of(thoonk::connection& c, const std::string&
 
 // Connects f's client and creates (or opens) f.name as a job queue.
 asio::awaitable<jq> connected_job_queue(fixture& f) {
-  co_await f.c.connect(asio::use_awaitable);
-  co_return co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
+  co_return co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
 }
 
 // A completion handler that is move-only: it owns a unique_ptr, and counts
@@ -55,7 +55,7 @@ auto move_only(int& calls) {
 FIXTURE_TEST_CASE(
     "jobapi", "job_queue::create_or_open: creates with settings, opens an existing one as it is",
     "[job][job_api][create_or_open][read_settings][open]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   jq::settings s;
   s.claim_timeout = 1500ms;
   s.retry.max_stalls = 2;
@@ -65,7 +65,7 @@ FIXTURE_TEST_CASE(
   s.events = true;
   s.result_ttl = 60s;
   s.published = true;
-  auto q = co_await jq::create_or_open(f.c, f.name, s, asio::use_awaitable);
+  auto q = co_await jq::async_create_or_open(f.c, f.name, s, asio::use_awaitable);
   CHECK(q.name() == f.name);
   auto config = co_await config_of(f.c.conn(), f.name);
   CHECK(config == "claim_timeout_ms=1500\ndead_letter_queue=" + dead +
@@ -73,7 +73,7 @@ FIXTURE_TEST_CASE(
                       "published=1\nresult_ttl_ms=60000\ntype=job\n");
 
   // Round trip: the same values come back typed.
-  auto back = co_await q.read_settings(asio::use_awaitable);
+  auto back = co_await q.async_read_settings(asio::use_awaitable);
   CHECK(back.claim_timeout == 1500ms);
   CHECK(back.retry.max_stalls == 2);
   CHECK(back.retry.min_backoff == 10ms);
@@ -86,16 +86,16 @@ FIXTURE_TEST_CASE(
   // Opening it again with other settings leaves its config alone.
   jq::settings other;
   other.retry.max_stalls = 9;
-  auto again = co_await jq::create_or_open(f.c, f.name, other, asio::use_awaitable);
-  auto settings = co_await again.read_settings(asio::use_awaitable);
+  auto again = co_await jq::async_create_or_open(f.c, f.name, other, asio::use_awaitable);
+  auto settings = co_await again.async_read_settings(asio::use_awaitable);
   CHECK(settings.retry.max_stalls == 2);
 
   // Without settings: the defaults, i.e. no fields written.
   const auto plain = unique_name("jobapi-plain");
-  auto p = co_await jq::create_or_open(f.c, plain, asio::use_awaitable);
+  auto p = co_await jq::async_create_or_open(f.c, plain, asio::use_awaitable);
   config = co_await config_of(f.c.conn(), plain);
   CHECK(config == "type=job\n");
-  auto ps = co_await p.read_settings(asio::use_awaitable);
+  auto ps = co_await p.async_read_settings(asio::use_awaitable);
   CHECK(!ps.claim_timeout);
   CHECK(ps.retry == thoonk::retry_strategy{});
   CHECK(!ps.dead_letter_queue);
@@ -103,36 +103,36 @@ FIXTURE_TEST_CASE(
   CHECK(!ps.published);
 
   // open() finds both; a handle from open works.
-  auto o = co_await jq::open(f.c, plain, asio::use_awaitable);
-  auto id = co_await o.put("x", asio::use_awaitable);
-  auto claimed = co_await o.claim(1s, asio::use_awaitable);
+  auto o = co_await jq::async_open(f.c, plain, asio::use_awaitable);
+  auto id = (co_await o.async_put("x", asio::use_awaitable)).id;
+  auto claimed = co_await o.async_claim(1s, asio::use_awaitable);
   CHECK(claimed.id == id);
 }
 
 FIXTURE_TEST_CASE("jobapi", "create_or_open / open: the wrong type and bad settings are refused",
                   "[job][queue][job_api][create_or_open][open]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "queue");
   const auto before = co_await config_of(f.c.conn(), f.name);
-  auto [ec1, q1] = co_await jq::create_or_open(f.c, f.name, nothrow);
+  auto [ec1, q1] = co_await jq::async_create_or_open(f.c, f.name, nothrow);
   CHECK(ec1 == E::wrong_feed_type);
-  auto [ec2, q2] = co_await jq::open(f.c, f.name, nothrow);
+  auto [ec2, q2] = co_await jq::async_open(f.c, f.name, nothrow);
   CHECK(ec2 == E::wrong_feed_type);
   auto config = co_await config_of(f.c.conn(), f.name);
   CHECK(config == before);
   // The queue itself opens both ways.
-  auto [ec3, q3] = co_await thoonk::queue::open(f.c, f.name, nothrow);
+  auto [ec3, q3] = co_await thoonk::queue::async_open(f.c, f.name, nothrow);
   CHECK(!ec3);
-  auto [ec4, q4] = co_await thoonk::queue::create_or_open(f.c, f.name, nothrow);
+  auto [ec4, q4] = co_await thoonk::queue::async_create_or_open(f.c, f.name, nothrow);
   CHECK(!ec4);
-  auto [ec5, qs] = co_await q4.read_settings(nothrow);
+  auto [ec5, qs] = co_await q4.async_read_settings(nothrow);
   CHECK(!ec5);
 
   // Missing: open fails, nothing is created.
   const auto missing = unique_name("jobapi-missing");
-  auto [ec6, q6] = co_await jq::open(f.c, missing, nothrow);
+  auto [ec6, q6] = co_await jq::async_open(f.c, missing, nothrow);
   CHECK(ec6 == E::feed_not_found);
-  auto [ec7, q7] = co_await thoonk::queue::open(f.c, missing, nothrow);
+  auto [ec7, q7] = co_await thoonk::queue::async_open(f.c, missing, nothrow);
   CHECK(ec7 == E::feed_not_found);
 
   // Out of range settings: refused before any I/O, nothing created.
@@ -148,12 +148,12 @@ FIXTURE_TEST_CASE("jobapi", "create_or_open / open: the wrong type and bad setti
     }
     if (bad == 2) s.result_ttl = -5ms;
     CHECK(!s.problem().empty());
-    auto [ec, q] = co_await jq::create_or_open(f.c, missing, s, nothrow);
+    auto [ec, q] = co_await jq::async_create_or_open(f.c, missing, s, nothrow);
     CHECK(ec == E::invalid_argument);
   }
   auto exists = co_await cmd(f.c.conn(), "EXISTS", key("config", missing));
   CHECK(exists.integer == 0);
-  auto [ec8, q8] = co_await jq::create_or_open(f.c, std::string("a\0b", 3), nothrow);
+  auto [ec8, q8] = co_await jq::async_create_or_open(f.c, std::string("a\0b", 3), nothrow);
   CHECK(ec8 == E::invalid_name);
 }
 
@@ -178,18 +178,18 @@ FIXTURE_TEST_CASE("jobapi",
                   "[job][job_api][subscribe_finished][finish]") {
   auto q = co_await connected_job_queue(f);
   std::vector<thoonk::job_finished> seen;
-  auto sub = co_await q.subscribe_finished(
+  auto sub = co_await q.async_subscribe_finished(
       [&](const thoonk::job_finished& e) { seen.push_back(e); }, asio::use_awaitable);
 
   const std::string nul_result("a\0b\0", 4);
   std::vector<std::string> items{"one", "two", "three"};
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   auto j1 = co_await claim_one(q);
   auto j2 = co_await claim_one(q);
   auto j3 = co_await claim_one(q);
-  co_await q.finish(j1, "r1", asio::use_awaitable);
-  co_await q.finish(j2, asio::use_awaitable);  // no result: no event
-  co_await q.finish(j3, nul_result, asio::use_awaitable);
+  co_await q.async_finish(j1, "r1", asio::use_awaitable);
+  co_await q.async_finish(j2, asio::use_awaitable);  // no result: no event
+  co_await q.async_finish(j3, nul_result, asio::use_awaitable);
   // Another client's payload without a NUL is ignored and counted.
   co_await raw_notify(f.c.conn(), job_finish_channel(f.name), "no-separator");
   auto arrived = co_await wait_until([&] { return seen.size() >= 2; });
@@ -205,9 +205,9 @@ FIXTURE_TEST_CASE("jobapi",
 
   // Dropping the subscription ends the events.
   sub.reset();
-  co_await q.put("four", asio::use_awaitable);
+  co_await q.async_put("four", asio::use_awaitable);
   auto j4 = co_await claim_one(q);
-  co_await q.finish(j4, "r4", asio::use_awaitable);
+  co_await q.async_finish(j4, "r4", asio::use_awaitable);
   co_await settle();
   CHECK(seen.size() == 2);
 }
@@ -219,7 +219,7 @@ namespace {
 asio::awaitable<thoonk::claimed_job> claimed_long_id(jq& q, std::string id) {
   thoonk::put_options o;
   o.id = std::move(id);
-  co_await q.put(std::string("x"), o, asio::use_awaitable);
+  co_await q.async_put(std::string("x"), o, asio::use_awaitable);
   auto j = co_await claim_one(q);
   REQUIRE(j.id == *o.id);
   co_return j;
@@ -242,32 +242,32 @@ FIXTURE_TEST_CASE("jobapi",
   auto a = co_await claimed_long_id(q, "inline-a-" + tail);
   const std::string a_id = a.id;
   const auto a_token = a.token;
-  co_await q.heartbeat(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
-  co_await q.finish(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
-  auto a_gone = co_await q.get_job(a_id, asio::use_awaitable);
+  co_await q.async_heartbeat(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
+  co_await q.async_finish(thoonk::claim_ref(a_id, a_token), asio::use_awaitable);
+  auto a_gone = co_await q.async_get_job(a_id, asio::use_awaitable);
   CHECK(!a_gone);
 
   auto b = co_await claimed_long_id(q, "inline-b-" + tail);
   const std::string b_id = b.id;
-  co_await q.finish(thoonk::claim_ref{b_id, b.token}, "done", asio::use_awaitable);
-  auto b_result = co_await q.get_result(b_id, 1s, asio::use_awaitable);
+  co_await q.async_finish(thoonk::claim_ref{b_id, b.token}, "done", asio::use_awaitable);
+  auto b_result = co_await q.async_get_result(b_id, 1s, asio::use_awaitable);
   CHECK(b_result == "done");
 
   auto c = co_await claimed_long_id(q, "inline-c-" + tail);
   const std::string c_id = c.id;
-  auto failures = co_await q.cancel(thoonk::claim_ref(c_id, c.token), asio::use_awaitable);
+  auto failures = co_await q.async_cancel(thoonk::claim_ref(c_id, c.token), asio::use_awaitable);
   CHECK(failures == 1);
   auto c2 = co_await claim_one(q);
   REQUIRE(c2.id == c_id);
-  auto failed =
-      co_await q.fail(thoonk::claim_ref(c_id, c2.token), std::string("no"), asio::use_awaitable);
+  auto failed = co_await q.async_fail(thoonk::claim_ref(c_id, c2.token), std::string("no"),
+                                      asio::use_awaitable);
   CHECK(failed.retry_count == 1);
 
   auto d = co_await claimed_long_id(q, "inline-d-" + tail);
   const std::string d_id = d.id;
-  auto [ec, next] = co_await q.finish_and_claim(thoonk::claim_ref(d_id, d.token), nothrow);
+  auto [ec, next] = co_await q.async_finish_and_claim(thoonk::claim_ref(d_id, d.token), nothrow);
   CHECK(ec == E::queue_empty);  // d is finished; nothing else waits
-  auto d_gone = co_await q.get_job(d_id, asio::use_awaitable);
+  auto d_gone = co_await q.async_get_job(d_id, asio::use_awaitable);
   CHECK(!d_gone);
 }
 
@@ -275,9 +275,9 @@ FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and fail
                   "[job][job_api][get_job][get_jobs][cancel][stall][heartbeat][finish]") {
   auto q = co_await connected_job_queue(f);
   std::vector<std::string> items{"a", "b", "c", "d"};
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-  auto w = co_await q.get_job(ids[0], asio::use_awaitable);
+  auto w = co_await q.async_get_job(ids[0], asio::use_awaitable);
   REQUIRE(w);
   CHECK(w->id == ids[0]);
   CHECK(w->item == "a");
@@ -286,38 +286,38 @@ FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and fail
 
   // a: claimed, given back (failure 1), claimed again and held.
   auto a = co_await claim_one(q);
-  auto fails = co_await q.cancel(a, asio::use_awaitable);
+  auto fails = co_await q.async_cancel(a, asio::use_awaitable);
   CHECK(fails == 1);
   auto b = co_await claim_one(q);  // b
   auto c = co_await claim_one(q);  // c
   auto d = co_await claim_one(q);  // d
   auto a2 = co_await claim_one(q);
   REQUIRE(a2.id == ids[0]);
-  co_await q.heartbeat(a2, asio::use_awaitable);
-  co_await q.stall(b, asio::use_awaitable);
-  co_await q.finish(c, asio::use_awaitable);
-  co_await q.cancel(d, asio::use_awaitable);  // waiting again, failure 1
+  co_await q.async_heartbeat(a2, asio::use_awaitable);
+  co_await q.async_stall(b, asio::use_awaitable);
+  co_await q.async_finish(c, asio::use_awaitable);
+  co_await q.async_cancel(d, asio::use_awaitable);  // waiting again, failure 1
 
-  auto ja = co_await q.get_job(ids[0], asio::use_awaitable);
+  auto ja = co_await q.async_get_job(ids[0], asio::use_awaitable);
   REQUIRE(ja);
   CHECK(ja->state == thoonk::job_state::claimed);
   CHECK(ja->failures == 1);
-  auto jb = co_await q.get_job(ids[1], asio::use_awaitable);
+  auto jb = co_await q.async_get_job(ids[1], asio::use_awaitable);
   REQUIRE(jb);
   CHECK(jb->state == thoonk::job_state::stalled);
   CHECK(jb->item == "b");
-  auto job = co_await q.get_job(ids[2], asio::use_awaitable);
+  auto job = co_await q.async_get_job(ids[2], asio::use_awaitable);
   CHECK(!job);  // finished
-  auto jd = co_await q.get_job(ids[3], asio::use_awaitable);
+  auto jd = co_await q.async_get_job(ids[3], asio::use_awaitable);
   REQUIRE(jd);
   CHECK(jd->state == thoonk::job_state::waiting);
   CHECK(jd->failures == 1);
-  job = co_await q.get_job("no-such-id", asio::use_awaitable);
+  job = co_await q.async_get_job("no-such-id", asio::use_awaitable);
   CHECK(!job);
-  auto [eid, none] = co_await q.get_job("", nothrow);
+  auto [eid, none] = co_await q.async_get_job("", nothrow);
   CHECK(eid == E::invalid_id);
 
-  auto all = co_await q.get_jobs(asio::use_awaitable);
+  auto all = co_await q.async_get_jobs(asio::use_awaitable);
   std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
   REQUIRE(all.size() == 3);
   std::vector<std::string> summary;
@@ -330,26 +330,26 @@ FIXTURE_TEST_CASE("jobapi", "job_queue::get_job / get_jobs: item, state and fail
   // On another kind of feed: wrong_feed_type.
   const auto other = co_await make_feed(f.c, "jobapi-feed", thoonk::feed_type::feed);
   jq wrong(f.c, other);
-  auto [ew, jw] = co_await wrong.get_job(ids[0], nothrow);
+  auto [ew, jw] = co_await wrong.async_get_job(ids[0], nothrow);
   CHECK(ew == E::wrong_feed_type);
-  auto [ews, jws] = co_await wrong.get_jobs(nothrow);
+  auto [ews, jws] = co_await wrong.async_get_jobs(nothrow);
   CHECK(ews == E::wrong_feed_type);
 }
 
 FIXTURE_TEST_CASE("qapi", "queue::get_item: the item of a waiting id",
                   "[queue][job_api][get_item]") {
-  co_await f.c.connect(asio::use_awaitable);
-  auto q = co_await thoonk::queue::create_or_open(f.c, f.name, asio::use_awaitable);
-  auto id = co_await q.put(std::string("it\0em", 5), asio::use_awaitable);
-  auto item = co_await q.get_item(id, asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
+  auto q = co_await thoonk::queue::async_create_or_open(f.c, f.name, asio::use_awaitable);
+  auto id = (co_await q.async_put(std::string("it\0em", 5), asio::use_awaitable)).id;
+  auto item = co_await q.async_get_item(id, asio::use_awaitable);
   CHECK(item == std::string("it\0em", 5));
-  co_await q.get(1s, asio::use_awaitable);
-  item = co_await q.get_item(id, asio::use_awaitable);
+  co_await q.async_get(1s, asio::use_awaitable);
+  item = co_await q.async_get_item(id, asio::use_awaitable);
   CHECK(!item);
-  auto [ec, none] = co_await q.get_item("", nothrow);
+  auto [ec, none] = co_await q.async_get_item("", nothrow);
   CHECK(ec == E::invalid_id);
   thoonk::queue wrong(f.c, co_await make_feed(f.c, "qapi-job", thoonk::feed_type::job));
-  auto [ew, nw] = co_await wrong.get_item(id, nothrow);
+  auto [ew, nw] = co_await wrong.async_get_item(id, nothrow);
   CHECK(ew == E::wrong_feed_type);
 }
 
@@ -364,73 +364,76 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
   using ec_t = boost::system::error_code;
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await connected_job_queue(f);
-    auto qq = co_await thoonk::queue::create_or_open(f.c, unique_name("qapi"), asio::use_awaitable);
-    auto id = co_await q.put("x", asio::use_awaitable);
-    auto qid = co_await qq.put("y", asio::use_awaitable);
+    auto qq =
+        co_await thoonk::queue::async_create_or_open(f.c, unique_name("qapi"), asio::use_awaitable);
+    auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+    auto qid = (co_await qq.async_put("y", asio::use_awaitable)).id;
     auto j = co_await claim_one(q);
 
     // Queue.
-    thoonk::queue::open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
-    thoonk::queue::create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
-    qq.read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
-    qq.put("z", move_only<ec_t, std::string>(calls));
-    qq.put_many({"1", "2"}, thoonk::priority::high,
-                move_only<ec_t, std::vector<std::string>>(calls));
-    qq.get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
-    qq.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
-    qq.length(move_only<ec_t, std::size_t>(calls));
-    qq.get(1s, move_only<ec_t, thoonk::queue_item>(calls));
+    thoonk::queue::async_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    thoonk::queue::async_create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    qq.async_read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
+    qq.async_put("z", move_only<ec_t, thoonk::put_result>(calls));
+    qq.async_put_many({"1", "2"}, thoonk::priority::high,
+                      move_only<ec_t, std::vector<std::string>>(calls));
+    qq.async_get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
+    qq.async_get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    qq.async_length(move_only<ec_t, std::size_t>(calls));
+    qq.async_get(1s, move_only<ec_t, thoonk::queue_item>(calls));
     expected += 9;
     // Job queue.
-    jq::open(f.c, q.name(), move_only<ec_t, jq>(calls));
-    jq::create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
-    q.read_settings(move_only<ec_t, jq::settings>(calls));
-    q.put("p", move_only<ec_t, std::string>(calls));
-    q.put_many({"m"}, thoonk::priority::normal, move_only<ec_t, std::vector<std::string>>(calls));
-    q.heartbeat(j, move_only<ec_t>(calls));
-    q.heartbeat_many({j}, move_only<ec_t, std::vector<ec_t>>(calls));
-    q.failures(id, move_only<ec_t, std::int64_t>(calls));
-    q.get_job(id, move_only<ec_t, std::optional<thoonk::job_info>>(calls));
-    q.get_jobs(move_only<ec_t, std::vector<thoonk::job_info>>(calls));
-    q.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
-    q.counts(move_only<ec_t, thoonk::job_counts>(calls));
-    q.subscribe_finished([](const thoonk::job_finished&) {},
-                         move_only<ec_t, thoonk::subscription>(calls));
-    q.retry(id, move_only<ec_t>(calls));  // job_not_stalled
-    q.get_result(id, 0ms, move_only<ec_t, std::string>(calls));
+    jq::async_open(f.c, q.name(), move_only<ec_t, jq>(calls));
+    jq::async_create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
+    q.async_read_settings(move_only<ec_t, jq::settings>(calls));
+    q.async_put("p", move_only<ec_t, thoonk::put_result>(calls));
+    q.async_put_many({"m"}, thoonk::priority::normal,
+                     move_only<ec_t, std::vector<std::string>>(calls));
+    q.async_heartbeat(j, move_only<ec_t>(calls));
+    q.async_heartbeat_many({j}, move_only<ec_t, std::vector<ec_t>>(calls));
+    q.async_failures(id, move_only<ec_t, std::int64_t>(calls));
+    q.async_get_job(id, move_only<ec_t, std::optional<thoonk::job_info>>(calls));
+    q.async_get_jobs(move_only<ec_t, std::vector<thoonk::job_info>>(calls));
+    q.async_get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    q.async_counts(move_only<ec_t, thoonk::job_counts>(calls));
+    q.async_subscribe_finished([](const thoonk::job_finished&) {},
+                               move_only<ec_t, thoonk::subscription>(calls));
+    q.async_retry(id, move_only<ec_t>(calls));  // job_not_stalled
+    q.async_get_result(id, 0ms, move_only<ec_t, std::string>(calls));
     thoonk::maintenance_options mo;
     mo.publish_stats = false;
-    q.maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
+    q.async_maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
     expected += 16;
     auto arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     // The claimed job's own operations, one after the other.
-    q.stall(j, move_only<ec_t>(calls));
+    q.async_stall(j, move_only<ec_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
-    q.retry(j.id, move_only<ec_t>(calls));
+    q.async_retry(j.id, move_only<ec_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     auto k = co_await claim_one(q);
-    q.cancel(k, move_only<ec_t, std::int64_t>(calls));
+    q.async_cancel(k, move_only<ec_t, std::int64_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     auto l = co_await claim_one(q);
-    q.finish(l, "r", move_only<ec_t>(calls));
-    q.claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
-    q.retract(id, move_only<ec_t>(calls));
+    q.async_finish(l, "r", move_only<ec_t>(calls));
+    q.async_claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
+    q.async_retract(id, move_only<ec_t>(calls));
     expected += 3;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
-    q.finish(j, move_only<ec_t>(calls));  // lost claim: still completes
+    q.async_finish(j, move_only<ec_t>(calls));  // lost claim: still completes
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     asio::cancellation_signal stop;
-    q.run_maintenance(1h, mo, asio::bind_cancellation_slot(stop.slot(), move_only<ec_t>(calls)));
+    q.async_run_maintenance(1h, mo,
+                            asio::bind_cancellation_slot(stop.slot(), move_only<ec_t>(calls)));
     co_await sleep_for(50ms);
     stop.emit(asio::cancellation_type::terminal);
     ++expected;
@@ -440,16 +443,16 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
   CHECK(calls == expected);
 }
 
-TEST_CASE("job_queue: the server's text reaches with_diagnostics",
+TEST_CASE("job_queue: the server's text reaches capture_diagnostics",
           "[job][job_api][acl][put]"
           "[claim][finish][cancel][get_job]") {
   fixture f("jobapi");
   const auto user = unique_name("jobapi-user");
   const auto pass = "pw-" + unique_name("x");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
-    auto admin_q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
-    co_await admin_q.put("held", asio::use_awaitable);
+    co_await f.c.async_connect(asio::use_awaitable);
+    auto admin_q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
+    co_await admin_q.async_put("held", asio::use_awaitable);
     auto held = co_await claim_one(admin_q);
     co_await cmd(f.c.conn(), "ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all",
                  "-evalsha", "-fcall");
@@ -457,23 +460,23 @@ TEST_CASE("job_queue: the server's text reaches with_diagnostics",
     cfg.username = user;
     cfg.password = pass;
     thoonk::client uc(f.ioc.get_executor(), cfg);
-    co_await uc.connect(asio::use_awaitable);
+    co_await uc.async_connect(asio::use_awaitable);
     jq uq(uc, f.name);
 
     // Each path: a coroutine op, the put batcher, the claim dispatcher, the
     // finish batcher.
     thoonk::diagnostics d1, d2, d3, d4;
-    auto [e1, j] = co_await uq.get_job(held.id, thoonk::with_diagnostics(d1, nothrow));
-    auto [e2, id] = co_await uq.put("x", thoonk::with_diagnostics(d2, nothrow));
-    auto [e3, c] = co_await uq.claim(0ms, thoonk::with_diagnostics(d3, nothrow));
-    auto [e4] = co_await uq.finish(held, "r", thoonk::with_diagnostics(d4, nothrow));
+    auto [e1, j] = co_await uq.async_get_job(held.id, thoonk::capture_diagnostics(d1, nothrow));
+    auto [e2, id] = co_await uq.async_put("x", thoonk::capture_diagnostics(d2, nothrow));
+    auto [e3, c] = co_await uq.async_claim(0ms, thoonk::capture_diagnostics(d3, nothrow));
+    auto [e4] = co_await uq.async_finish(held, "r", thoonk::capture_diagnostics(d4, nothrow));
     for (auto* e : {&e1, &e2, &e3, &e4}) CHECK(*e == E::no_script_permission);
     for (auto* d : {&d1, &d2, &d3, &d4}) {
       INFO(d->server_message());
       CHECK(d->server_message().find("evalsha") != std::string::npos);
     }
     // A success clears what an earlier failure left.
-    auto [e5, n] = co_await admin_q.cancel(held, thoonk::with_diagnostics(d4, nothrow));
+    auto [e5, n] = co_await admin_q.async_cancel(held, thoonk::capture_diagnostics(d4, nothrow));
     CHECK(!e5);
     CHECK(d4.server_message().empty());
     uc.stop();

@@ -37,7 +37,7 @@ struct pending_claim {
 
 std::shared_ptr<pending_claim> start_claim(thoonk::job_queue q, std::chrono::milliseconds wait) {
   auto p = std::make_shared<pending_claim>();
-  q.claim(wait, [p](boost::system::error_code ec, thoonk::claimed_job j) {
+  q.async_claim(wait, [p](boost::system::error_code ec, thoonk::claimed_job j) {
     p->done = true;
     p->ec = ec;
     p->job = std::move(j);
@@ -124,7 +124,7 @@ FIXTURE_TEST_CASE("claimhandoff",
     const auto offered_by = co_await offer_made(f.c.conn(), f.name, 1);
     if (taker.empty()) taker = offered_by;
     CHECK(offered_by == taker);  // one taker per handle
-    auto id = co_await q.put(items[i], asio::use_awaitable);
+    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -138,19 +138,19 @@ FIXTURE_TEST_CASE("claimhandoff",
     auto offer = co_await offer_of(f.c.conn(), f.name, taker);
     CHECK(offer.empty());
     if (i + 1 < items.size()) {
-      co_await q.finish(p->job, asio::use_awaitable);
+      co_await q.async_finish(p->job, asio::use_awaitable);
     } else {
       // A fail takes the record along too; the retry comes back by hand-off
       // with its failure count.
       auto p2 = start_claim(q, 10s);
-      co_await q.fail(p->job, "boom", asio::use_awaitable);
+      co_await q.async_fail(p->job, "boom", asio::use_awaitable);
       auto again = co_await wait_until([&] { return p2->done; }, 5s);
       REQUIRE(again);
       REQUIRE(!p2->ec);
       CHECK(p2->job.id == id);
       CHECK(p2->job.failures == 1);
       CHECK(p2->job.token == 2);
-      co_await q.finish(p2->job, asio::use_awaitable);
+      co_await q.async_finish(p2->job, asio::use_awaitable);
     }
     rec = co_await record_of(f.c.conn(), f.name, id);
     CHECK(rec.empty());
@@ -167,7 +167,8 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
   for (int i = 0; i < 3; ++i) ps.push_back(start_claim(q, 10s));
   const auto taker = co_await offer_made(f.c.conn(), f.name, 3);
   std::vector<std::string> items{"j0", "j1", "j2", "j3", "j4"};
-  auto ids = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto ids =
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_until(
       [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 5s);
   REQUIRE(all);
@@ -185,13 +186,13 @@ FIXTURE_TEST_CASE("claimhandoffsplit",
   CHECK(c.waiting == 2);
   // The next two claims take the rest from the line: no record.
   for (int i = 3; i < 5; ++i) {
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
     CHECK(j.id == ids[static_cast<std::size_t>(i)]);
     auto rec = co_await record_of(f.c.conn(), f.name, j.id);
     CHECK(rec.empty());
-    co_await q.finish(j, asio::use_awaitable);
+    co_await q.async_finish(j, asio::use_awaitable);
   }
-  for (auto& p : ps) co_await q.finish(p->job, asio::use_awaitable);
+  for (auto& p : ps) co_await q.async_finish(p->job, asio::use_awaitable);
   co_await check_clean(q, f.c.conn(), f.name);
 }
 
@@ -207,15 +208,15 @@ FIXTURE_TEST_CASE("claimhandoffidle",
   CHECK(p->ec == thoonk::error::queue_empty);
   auto withdrawn = co_await offered(f.c.conn(), f.name, taker, 0);
   CHECK(withdrawn);
-  auto id = co_await q.put("later", asio::use_awaitable);
+  auto id = (co_await q.async_put("later", asio::use_awaitable)).id;
   auto c = co_await counts_of(q);
   CHECK(c.waiting == 1);
   CHECK(c.claimed == 0);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == id);
   auto rec = co_await record_of(f.c.conn(), f.name, id);
   CHECK(rec.empty());
-  co_await q.finish(j, asio::use_awaitable);
+  co_await q.async_finish(j, asio::use_awaitable);
   co_await check_drained(q);
 }
 
@@ -231,14 +232,14 @@ FIXTURE_TEST_CASE("claimhandoffoff",
     co_await sleep_for(50ms);
     auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
     CHECK(offers.integer == 0);
-    auto id = co_await q.put("woken", asio::use_awaitable);
+    auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     CHECK(!p->ec);
     CHECK(p->job.id == id);
     auto rec = co_await record_of(f.c.conn(), f.name, id);
     CHECK(rec.empty());
-    co_await q.finish(p->job, asio::use_awaitable);
+    co_await q.async_finish(p->job, asio::use_awaitable);
   }
   co_await check_drained(q);
 }
@@ -256,12 +257,12 @@ TEST_CASE("claim hand-off: a handle that may not subscribe to its channel works 
       co_await sleep_for(50ms);
       auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
       CHECK(offers.integer == 0);
-      auto id = co_await q.put("woken", asio::use_awaitable);
+      auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
       auto got = co_await wait_until([&] { return pc->done; }, 5s);
       REQUIRE(got);
       CHECK(!pc->ec);
       CHECK(pc->job.id == id);
-      co_await mine.finish(pc->job, asio::use_awaitable);
+      co_await mine.async_finish(pc->job, asio::use_awaitable);
     }
     co_await check_drained(q);
     co_await p.finish();
@@ -277,7 +278,7 @@ TEST_CASE(
     co_await p.start();
     const auto name = unique_name("claimholost");
     auto q = co_await create_job_queue(p.pub, name);
-    auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+    auto mine = co_await thoonk::job_queue::async_open(*p.c, name, asio::use_awaitable);
     auto pc = start_claim(mine, 15s);
     const auto taker = co_await offer_made(p.admin, name, 1);
     const auto id = co_await put_while_unsubscribed(p, name, "lost");
@@ -297,7 +298,7 @@ TEST_CASE(
     auto j = co_await job_of(q, id);
     CHECK(j.stall_count == 0);
     CHECK(j.retry_count == 0);
-    co_await mine.finish(pc->job, asio::use_awaitable);
+    co_await mine.async_finish(pc->job, asio::use_awaitable);
     co_await check_clean(q, p.admin, name);
     co_await p.finish();
   });
@@ -312,7 +313,7 @@ TEST_CASE("claim hand-off: a job handed off that the handle never received goes 
     auto q = co_await create_job_queue(p.pub, name);
     std::string id;
     {
-      auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+      auto mine = co_await thoonk::job_queue::async_open(*p.c, name, asio::use_awaitable);
       auto pc = start_claim(mine, 1s);
       const auto taker = co_await offer_made(p.admin, name, 1);
       id = co_await put_while_unsubscribed(p, name, "never");
@@ -339,23 +340,23 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
                   "through another leaves no claim record behind",
                   "[job][claim][hand_off]") {
   auto q = co_await engine_queue(f, retries(3, 10ms, 20ms));
-  auto other = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
+  auto other = co_await thoonk::job_queue::async_open(f.c, f.name, asio::use_awaitable);
   for (int how = 0; how < 4; ++how) {
     auto p = start_claim(q, 10s);
     const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
-    auto id = co_await q.put("elsewhere", asio::use_awaitable);
+    auto id = (co_await q.async_put("elsewhere", asio::use_awaitable)).id;
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
     auto rec = co_await record_of(f.c.conn(), f.name, id);
     CHECK(rec == record(taker, p->job.token));
-    if (how == 0) co_await other.finish(p->job, asio::use_awaitable);
-    else if (how == 1) co_await other.fail(p->job, "x", asio::use_awaitable);
-    else if (how == 2) co_await other.cancel(p->job, asio::use_awaitable);
-    else co_await other.stall(p->job, asio::use_awaitable);
+    if (how == 0) co_await other.async_finish(p->job, asio::use_awaitable);
+    else if (how == 1) co_await other.async_fail(p->job, "x", asio::use_awaitable);
+    else if (how == 2) co_await other.async_cancel(p->job, asio::use_awaitable);
+    else co_await other.async_stall(p->job, asio::use_awaitable);
     rec = co_await record_of(f.c.conn(), f.name, id);
     CHECK(rec.empty());
-    if (how > 0) co_await q.retract(id, asio::use_awaitable);
+    if (how > 0) co_await q.async_retract(id, asio::use_awaitable);
   }
   auto left = co_await handle_records(f.c.conn(), f.name);
   CHECK(left == 0);
@@ -369,17 +370,18 @@ FIXTURE_TEST_CASE("claimhandoffheld",
   constexpr std::size_t n = 1100;  // past the first check of claim_records.lua
   std::vector<std::shared_ptr<pending_claim>> ps;
   {
-    auto mine = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
+    auto mine = co_await thoonk::job_queue::async_open(f.c, f.name, asio::use_awaitable);
     for (std::size_t i = 0; i < n; ++i) ps.push_back(start_claim(mine, 20s));
     co_await offer_made(f.c.conn(), f.name, static_cast<int>(n));
     std::vector<std::string> items(n, "held");
-    co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     auto all = co_await wait_until(
         [&] { return std::all_of(ps.begin(), ps.end(), [](auto& p) { return p->done; }); }, 10s);
     REQUIRE(all);
     for (auto& p : ps) CHECK(!p->ec);
     // Half of them end through another handle: their records go.
-    for (std::size_t i = 0; i < n / 2; ++i) co_await q.finish(ps[i]->job, asio::use_awaitable);
+    for (std::size_t i = 0; i < n / 2; ++i)
+      co_await q.async_finish(ps[i]->job, asio::use_awaitable);
     co_await settle();
   }
   // The handle closed: the jobs its callers still hold stay claimed, and
@@ -393,7 +395,7 @@ FIXTURE_TEST_CASE("claimhandoffheld",
   auto c = co_await counts_of(q);
   CHECK(c.claimed == static_cast<std::int64_t>(n - n / 2));
   CHECK(c.waiting == 0);
-  for (std::size_t i = n / 2; i < n; ++i) co_await q.finish(ps[i]->job, asio::use_awaitable);
+  for (std::size_t i = n / 2; i < n; ++i) co_await q.async_finish(ps[i]->job, asio::use_awaitable);
   co_await check_clean(q, f.c.conn(), f.name);
 }
 
@@ -431,7 +433,7 @@ asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_sta
       });
     }
     const auto wait = waits[rng() % 5];
-    auto [ec, job] = co_await q.claim(
+    auto [ec, job] = co_await q.async_claim(
         wait, asio::bind_cancellation_slot(sig->slot(), asio::as_tuple(asio::use_awaitable)));
     cut.cancel();
     if (ec == thoonk::error::queue_empty) ++st->timeouts;
@@ -443,12 +445,13 @@ asio::awaitable<void> race_claimer(thoonk::job_queue q, std::shared_ptr<race_sta
     // same way, until it finds the queue empty; then claim() again.
     for (;;) {
       if (rng() % 2 != 0) {
-        auto [fec] = co_await q.finish(job, asio::as_tuple(asio::use_awaitable));
+        auto [fec] = co_await q.async_finish(job, asio::as_tuple(asio::use_awaitable));
         if (fec) st->unexpected.push_back("finish " + job.id + ": " + fec.message());
         else ++st->finished[job.id];
         break;
       }
-      auto [nec, next] = co_await q.finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
+      auto [nec, next] =
+          co_await q.async_finish_and_claim(job, asio::as_tuple(asio::use_awaitable));
       if (nec && nec != thoonk::error::queue_empty) {
         st->unexpected.push_back("finish_and_claim " + job.id + ": " + nec.message());
         break;
@@ -556,7 +559,7 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
     boost::system::error_code ec;
   };
   auto out = std::make_shared<outcome>();
-  mine.claim(500ms, [out, &other](boost::system::error_code ec, thoonk::claimed_job) {
+  mine.async_claim(500ms, [out, &other](boost::system::error_code ec, thoonk::claimed_job) {
     out->ec = ec;
     out->done = true;
     other.stop();
@@ -569,16 +572,16 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
   CHECK(offer.empty());
   // A put by another client reaches nobody's offer: it waits in the line,
   // and a third client claims it.
-  const auto id = co_await q.put("after the stop", asio::use_awaitable);
+  const auto id = (co_await q.async_put("after the stop", asio::use_awaitable)).id;
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::waiting);
   thoonk::client third(f.ioc.get_executor(), named_config("thoonk-claimhandoffstop-third"));
   auto theirs = co_await open_on(third, f.name);
-  auto [ec, got] = co_await theirs.claim(1s, nothrow);
+  auto [ec, got] = co_await theirs.async_claim(1s, nothrow);
   CHECK(!ec);
   CHECK(got.id == id);
   CHECK(got.token == 1);
-  co_await theirs.finish(got, asio::use_awaitable);
+  co_await theirs.async_finish(got, asio::use_awaitable);
   third.stop();
   co_await check_clean(q, f.c.conn(), f.name);
 }
@@ -601,7 +604,7 @@ struct survivor_state {
 asio::awaitable<void> survivor(thoonk::job_queue q, std::shared_ptr<survivor_state> st) {
   ++st->running;
   while (!st->stop) {
-    auto [ec, job] = co_await q.claim(200ms, nothrow);
+    auto [ec, job] = co_await q.async_claim(200ms, nothrow);
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) {
       st->unexpected.push_back("claim: " + ec.message());
@@ -610,7 +613,7 @@ asio::awaitable<void> survivor(thoonk::job_queue q, std::shared_ptr<survivor_sta
     st->claimed_at[job.id] = std::chrono::steady_clock::now();
     st->token[job.id] = job.token;
     if (job.failures != 0) st->unexpected.push_back("failure counted for " + job.id);
-    auto [fec] = co_await q.finish(job, nothrow);
+    auto [fec] = co_await q.async_finish(job, nothrow);
     if (fec) st->unexpected.push_back("finish " + job.id + ": " + fec.message());
     else ++st->finished[job.id];
   }
@@ -665,7 +668,7 @@ FIXTURE_TEST_CASE_WITHIN(
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    auto id = co_await q.put("job " + std::to_string(i), asio::use_awaitable);
+    auto id = (co_await q.async_put("job " + std::to_string(i), asio::use_awaitable)).id;
     st->put_at[id] = t;
     ids.push_back(std::move(id));
     co_await sleep_for(std::chrono::milliseconds(rng() % 2));

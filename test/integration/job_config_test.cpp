@@ -41,14 +41,14 @@ FIXTURE_TEST_CASE(
     "jobs-config",
     "job config: every field the library reads is validated by create_feed and set_config",
     "[job][config][create_feed][delete_feed][get_config][set_config][set_config_json]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   for (const auto& fc : field_cases()) {
     for (const auto& bad : fc.bad) {
       INFO(fc.field << " = '" << bad << "'");
       // create_feed: refused before any I/O, no feed made.
       const auto name = unique_name("jobs-config-create");
       const thoonk::feed_config cfg{{fc.field, bad}};
-      auto [ec] = co_await f.c.create_feed(name, thoonk::feed_type::job, cfg, nothrow);
+      auto [ec] = co_await f.c.async_create_feed(name, thoonk::feed_type::job, cfg, nothrow);
       CHECK(ec == thoonk::error::invalid_argument);
       auto member = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", name);
       CHECK(member.integer == 0);
@@ -56,49 +56,52 @@ FIXTURE_TEST_CASE(
     // A good value is accepted and stored.
     const auto name = unique_name("jobs-config");
     const thoonk::feed_config good{{fc.field, fc.good}};
-    co_await f.c.create_feed(name, thoonk::feed_type::job, good, asio::use_awaitable);
-    auto stored = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
+    co_await f.c.async_create_feed(name, thoonk::feed_type::job, good, asio::use_awaitable);
+    auto stored = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
     CHECK(stored == fc.good);
     for (const auto& bad : fc.bad) {
       INFO(fc.field << " = '" << bad << "'");
       // set_config: refused, the stored value unchanged.
-      auto [ec] = co_await f.c.set_config(name, fc.field, bad, nothrow);
+      auto [ec] = co_await f.c.async_set_config(name, fc.field, bad, nothrow);
       CHECK(ec == thoonk::error::invalid_argument);
-      auto now = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
+      auto now = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
       CHECK(now == fc.good);
     }
     // set_config_json stores JSON text: a JSON string or boolean is not an
     // integer; a JSON number is.
-    auto [je1] = co_await f.c.set_config_json(name, fc.field, boost::json::value("5"), nothrow);
+    auto [je1] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value("5"), nothrow);
     CHECK(je1 == thoonk::error::invalid_argument);
-    auto [je2] = co_await f.c.set_config_json(name, fc.field, boost::json::value(true), nothrow);
+    auto [je2] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value(true), nothrow);
     CHECK(je2 == thoonk::error::invalid_argument);
-    auto [je3] = co_await f.c.set_config_json(name, fc.field, boost::json::value(-3), nothrow);
+    auto [je3] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value(-3), nothrow);
     CHECK(je3 == thoonk::error::invalid_argument);
-    auto [je4] = co_await f.c.set_config_json(name, fc.field, boost::json::value(1), nothrow);
+    auto [je4] = co_await f.c.async_set_config_json(name, fc.field, boost::json::value(1), nothrow);
     CHECK(!je4);
-    auto now = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
+    auto now = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
     CHECK(now == "1");
-    co_await f.c.delete_feed(name, asio::use_awaitable);
+    co_await f.c.async_delete_feed(name, asio::use_awaitable);
   }
 }
 
 FIXTURE_TEST_CASE("jobs-config",
                   "job config: a validated claim_timeout_ms and max_stalls take effect",
                   "[job][config][claim][create_feed][maintain][put][set_config]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const thoonk::feed_config cfg{{"claim_timeout_ms", "60000"}};
-  co_await f.c.create_feed(f.name, thoonk::feed_type::job, cfg, asio::use_awaitable);
+  co_await f.c.async_create_feed(f.name, thoonk::feed_type::job, cfg, asio::use_awaitable);
   // "banana" is refused, not stored (a stored one would read as 60000).
-  auto [ec] = co_await f.c.set_config(f.name, "claim_timeout_ms", "banana", nothrow);
+  auto [ec] = co_await f.c.async_set_config(f.name, "claim_timeout_ms", "banana", nothrow);
   CHECK(ec == thoonk::error::invalid_argument);
-  co_await f.c.set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);
-  co_await f.c.set_config(f.name, "max_stalls", "1", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "max_stalls", "1", asio::use_awaitable);
   thoonk::job_queue q(f.c, f.name);
-  auto id = co_await q.put("x", asio::use_awaitable);
-  co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(120ms);
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.stalled == 1);  // max_stalls 1: the first lapse makes it a dead letter
   co_await expect_only_stalled(f, q, id);
 }
@@ -107,35 +110,36 @@ FIXTURE_TEST_CASE(
     "jobs-config",
     "job config: values written with plain commands that validation refuses read as defaults",
     "[job][config][claim][finish][get_result][maintain][put_many]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   // A contract client (plain HSET) writes values create_feed would refuse.
   fields cfg{{"claim_timeout_ms", "-5"}, {"max_stalls", "-3"}, {"result_ttl_ms", "1.5"}};
   co_await create_feed(f.c.conn(), f.name, "job", cfg);
   thoonk::job_queue q(f.c, f.name);
   std::vector<std::string> items{"a", "b"};
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-  // result_ttl_ms "1.5": the finish used to fail in PEXPIRE after its
-  // writes (job gone, no error-free result); now the default 300000.
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  auto [fec] = co_await q.finish(j, std::string("done"), nothrow);
+  // result_ttl_ms "1.5" is read as the default 300000: a fraction would
+  // make the finish fail in PEXPIRE after its writes (job gone, no result).
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  auto [fec] = co_await q.async_finish(j, std::string("done"), nothrow);
   CHECK(!fec);
   const std::string rkey = key("jobfinished", f.name) + std::string(1, '\0') + j.id;
   auto ttl = co_await cmd(f.c.conn(), "PTTL", rkey);
   CHECK(ttl.integer > 200000);
   CHECK(ttl.integer <= 300000);
-  auto res = co_await q.get_result(j.id, 1s, asio::use_awaitable);
+  auto res = co_await q.async_get_result(j.id, 1s, asio::use_awaitable);
   CHECK(res == "done");
 
-  // claim_timeout_ms "-5" used to make every claim lapse at once (and
-  // max_stalls "-3" dead-letter it): now the defaults, 60000 and 3.
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  // claim_timeout_ms "-5" and max_stalls "-3" are read as the defaults,
+  // 60000 and 3: taken as they are, every claim would lapse at once and be
+  // dead-lettered.
+  auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(20ms);
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.requeued == 0);
   CHECK(rep.stalled == 0);
   CHECK(rep.counts.claimed == 1);
-  co_await q.finish(j2, asio::use_awaitable);
+  co_await q.async_finish(j2, asio::use_awaitable);
 }
 
 namespace {
@@ -167,10 +171,10 @@ asio::awaitable<plain_lease> claimed_under(fixture& f, std::string value) {
   const fields cfg{{"claim_timeout_ms", std::move(value)}};
   co_await create_feed(f.c.conn(), p.name, "job", cfg);
   p.q = thoonk::job_queue(f.c, p.name);
-  auto s = co_await p.q.read_settings(asio::use_awaitable);
+  auto s = co_await p.q.async_read_settings(asio::use_awaitable);
   p.read = s.claim_timeout;
-  co_await p.q.put("x", asio::use_awaitable);
-  p.job = co_await p.q.claim(1s, asio::use_awaitable);
+  co_await p.q.async_put("x", asio::use_awaitable);
+  p.job = co_await p.q.async_claim(1s, asio::use_awaitable);
   co_return p;
 }
 
@@ -181,7 +185,7 @@ FIXTURE_TEST_CASE_WITHIN(
     "job config: a claim_timeout_ms that is no plain decimal integer ('1e3', '0x10', ' 5', "
     "'5.0', too large) is the default for read_settings and for the scripts alike",
     "[job][config][read_settings][claim][maintain][heartbeat]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   std::vector<plain_lease> leases;
   for (const auto& v : config_not_plain_values()) {
     auto p = co_await claimed_under(f, v);
@@ -200,42 +204,42 @@ FIXTURE_TEST_CASE_WITHIN(
   auto old_enough = co_await wait_until([&] { return thoonk::now_epoch_ms() > newest + 1500; });
   REQUIRE(old_enough);
 
-  auto lapsed = co_await control.q.maintain(no_stats(), asio::use_awaitable);
+  auto lapsed = co_await control.q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(lapsed.requeued == 1);  // the wait was long enough for a 1000 ms lease
   for (auto& p : leases) {
     INFO("claim_timeout_ms = '" << p.value << "'");
     CHECK(!p.read);  // read_settings: unset, the default
-    auto rep = co_await p.q.maintain(no_stats(), asio::use_awaitable);
+    auto rep = co_await p.q.async_maintain(no_stats(), asio::use_awaitable);
     CHECK(rep.requeued == 0);
     CHECK(rep.stalled == 0);
     CHECK(rep.counts.claimed == 1);
     // Still claimed by the same token.
-    auto [hb] = co_await p.q.heartbeat(p.job, nothrow);
+    auto [hb] = co_await p.q.async_heartbeat(p.job, nothrow);
     CHECK(!hb);
-    auto [fin] = co_await p.q.finish(p.job, nothrow);
+    auto [fin] = co_await p.q.async_finish(p.job, nothrow);
     CHECK(!fin);
   }
-  co_await f.c.delete_feed(control.name, asio::use_awaitable);
-  for (auto& p : leases) co_await f.c.delete_feed(p.name, asio::use_awaitable);
+  co_await f.c.async_delete_feed(control.name, asio::use_awaitable);
+  for (auto& p : leases) co_await f.c.async_delete_feed(p.name, asio::use_awaitable);
 }
 
 FIXTURE_TEST_CASE("jobs-config",
                   "feed config: a max_length of '1e1' is the default (no limit) for "
                   "read_settings and for the publish script alike",
                   "[feed][config][read_settings][publish]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const fields cfg{{"max_length", "1e1"}};
   co_await create_feed(f.c.conn(), f.name, "feed", cfg);
   thoonk::feed fd(f.c, f.name);
-  auto s = co_await fd.read_settings(asio::use_awaitable);
+  auto s = co_await fd.async_read_settings(asio::use_awaitable);
   CHECK(!s.max_length);
   std::size_t evicted = 0;
   for (int i = 0; i < 12; ++i) {
-    auto r = co_await fd.publish("item " + std::to_string(i), asio::use_awaitable);
+    auto r = co_await fd.async_publish("item " + std::to_string(i), asio::use_awaitable);
     evicted += r.evicted.size();
   }
   CHECK(evicted == 0);
-  auto n = co_await fd.length(asio::use_awaitable);
+  auto n = co_await fd.async_length(asio::use_awaitable);
   CHECK(n == 12);
-  co_await f.c.delete_feed(f.name, asio::use_awaitable);
+  co_await f.c.async_delete_feed(f.name, asio::use_awaitable);
 }

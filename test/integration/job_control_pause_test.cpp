@@ -22,21 +22,21 @@ TWO_CLIENT_TEST_CASE(
   slow.poll_interval = 60s;
   const thoonk::job_queue::settings defaults;
   auto a = co_await engine_queue(f, defaults, slow);
-  co_await other.connect(asio::use_awaitable);
+  co_await other.async_connect(asio::use_awaitable);
   thoonk::job_queue_options ahead = slow;
   ahead.prefetch = 4;
-  auto b = co_await thoonk::job_queue::open(other, f.name, ahead, asio::use_awaitable);
-  auto b_plain = co_await thoonk::job_queue::open(other, f.name, slow, asio::use_awaitable);
+  auto b = co_await thoonk::job_queue::async_open(other, f.name, ahead, asio::use_awaitable);
+  auto b_plain = co_await thoonk::job_queue::async_open(other, f.name, slow, asio::use_awaitable);
 
   std::vector<std::string> items{"1", "2", "3", "6", "7", "8", "9", "10", "11", "12"};
-  co_await a.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  auto got1 = co_await a.read_settings(asio::use_awaitable);
+  co_await a.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto got1 = co_await a.async_read_settings(asio::use_awaitable);
   CHECK(!got1.paused.value_or(false));
-  co_await a.pause(asio::use_awaitable);
-  co_await b.pause(asio::use_awaitable);  // idempotent, from the other client
-  auto got2 = co_await b.read_settings(asio::use_awaitable);
+  co_await a.async_pause(asio::use_awaitable);
+  co_await b.async_pause(asio::use_awaitable);  // idempotent, from the other client
+  auto got2 = co_await b.async_read_settings(asio::use_awaitable);
   CHECK(got2.paused == true);
-  auto got3 = co_await f.c.get_config(f.name, "paused", asio::use_awaitable);
+  auto got3 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
   CHECK(got3 == "1");
 
   // No claim path hands out a job: one attempt, a wait, a prefetching
@@ -45,16 +45,16 @@ TWO_CLIENT_TEST_CASE(
   CHECK(!got4);
   auto got5 = co_await try_claim(b_plain);
   CHECK(!got5);
-  auto [e1, j1] = co_await a.claim(300ms, nothrow);
+  auto [e1, j1] = co_await a.async_claim(300ms, nothrow);
   CHECK(e1 == E::queue_empty);
-  auto [e2, j2] = co_await b.claim(300ms, nothrow);
+  auto [e2, j2] = co_await b.async_claim(300ms, nothrow);
   CHECK(e2 == E::queue_empty);
   // Puts go on, and their wake-ups do not get jobs out either.
-  co_await b.put("4", asio::use_awaitable);
-  co_await a.put("5", thoonk::priority::high, asio::use_awaitable);
-  auto [e3, j3] = co_await b_plain.claim(200ms, nothrow);
+  (co_await b.async_put("4", asio::use_awaitable)).id;
+  co_await a.async_put("5", thoonk::priority::high, asio::use_awaitable);
+  auto [e3, j3] = co_await b_plain.async_claim(200ms, nothrow);
   CHECK(e3 == E::queue_empty);
-  auto counts = co_await a.counts(asio::use_awaitable);
+  auto counts = co_await a.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 12);
   CHECK(counts.claimed == 0);
   CHECK(counts.puts == 12);
@@ -70,7 +70,7 @@ TWO_CLIENT_TEST_CASE(
   asio::co_spawn(
       f.ioc,
       [](thoonk::job_queue q, std::shared_ptr<outcome> out) -> asio::awaitable<void> {
-        auto [ec, job] = co_await q.claim(20s, nothrow);
+        auto [ec, job] = co_await q.async_claim(20s, nothrow);
         out->ec = ec;
         out->job = std::move(job);
         out->done = true;
@@ -78,30 +78,30 @@ TWO_CLIENT_TEST_CASE(
       asio::detached);
   co_await settle();
   CHECK(!waited->done);
-  co_await a.resume(asio::use_awaitable);
-  auto got6 = co_await a.read_settings(asio::use_awaitable);
+  co_await a.async_resume(asio::use_awaitable);
+  auto got6 = co_await a.async_read_settings(asio::use_awaitable);
   CHECK(!got6.paused.value_or(false));
   auto got7 = co_await wait_until([&] { return waited->done; }, 15s);
   CHECK(got7);
   CHECK(!waited->ec);
   CHECK(waited->job.item == "5");  // high priority: next out
-  co_await b_plain.finish(waited->job, asio::use_awaitable);
+  co_await b_plain.async_finish(waited->job, asio::use_awaitable);
 
   // Claims work again everywhere, prefetch included.
-  auto jb = co_await b.claim(1s, asio::use_awaitable);
+  auto jb = co_await b.async_claim(1s, asio::use_awaitable);
   CHECK(jb.item == "1");
-  auto ja = co_await a.claim(1s, asio::use_awaitable);
+  auto ja = co_await a.async_claim(1s, asio::use_awaitable);
   CHECK(!ja.item.empty());
-  co_await a.resume(asio::use_awaitable);  // idempotent
+  co_await a.async_resume(asio::use_awaitable);  // idempotent
 }
 
 FIXTURE_TEST_CASE("pause",
                   "pause: the claim script answers a paused queue with no job and no due time",
                   "[job][control][pause][scheduled]") {
   auto q = co_await engine_queue(f);
-  co_await q.put("now", asio::use_awaitable);
+  co_await q.async_put("now", asio::use_awaitable);
   co_await put_at(q, "later", thoonk::now_epoch_ms() + 3600000);
-  co_await q.pause(asio::use_awaitable);
+  co_await q.async_pause(asio::use_awaitable);
   // Nothing set for sleepers (a put then sends no useless wake-up), no
   // claim recorded.
   co_await cmd(f.c.conn(), "DEL", key("sleepers", f.name));
@@ -119,7 +119,7 @@ FIXTURE_TEST_CASE("pause",
   CHECK(!got11);
   auto got12 = co_await job_of(q, soon);
   CHECK(got12.state == thoonk::job_state::waiting);
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   auto j = co_await try_claim(q);
   REQUIRE(j);
   CHECK(j->item == "now");
@@ -128,8 +128,8 @@ FIXTURE_TEST_CASE("pause",
 FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stopped",
                   "[job][control][pause][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.put("x", asio::use_awaitable);
-  co_await q.pause(asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  co_await q.async_pause(asio::use_awaitable);
   // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   CHECK(popped.str == id);
@@ -146,10 +146,10 @@ FIXTURE_TEST_CASE("pauseconf",
     const auto all = cap->on("conffeed");
     return static_cast<std::size_t>(std::count(all.begin(), all.end(), announced));
   };
-  co_await q.pause(asio::use_awaitable);
+  co_await q.async_pause(asio::use_awaitable);
   auto paused = co_await wait_until([&] { return ours() == 1; }, 5s);
   CHECK(paused);
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   auto resumed = co_await wait_until([&] { return ours() == 2; }, 5s);
   CHECK(resumed);
   co_await settle();
@@ -170,11 +170,12 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
     for (const auto& [target, error] : refused) {
       INFO(target->name());
       co_await expect_each_fails(
-          error, [&] { return target->pause(nothrow); }, [&] { return target->resume(nothrow); });
+          error, [&] { return target->async_pause(nothrow); },
+          [&] { return target->async_resume(nothrow); });
     }
     auto got13 = co_await cmd(f.c.conn(), "EXISTS", key("config", feed));
     CHECK(got13.integer == 1);
-    auto got14 = co_await f.c.get_config(feed, "paused", asio::use_awaitable);
+    auto got14 = co_await f.c.async_get_config(feed, "paused", asio::use_awaitable);
     CHECK(!got14.has_value());
 
     // A user who may not PUBLISH on conffeed cannot pause or resume, even
@@ -184,30 +185,30 @@ TEST_CASE("pause and resume: errors", "[job][control][pause][resume][errors][acl
       INFO(wake);
       co_await user.create_with(f.c.conn(), "~*", "resetchannels", wake, "+@all");
       uc.emplace(f.ioc.get_executor(), user.config());
-      co_await uc->connect(asio::use_awaitable);
+      co_await uc->async_connect(asio::use_awaitable);
       thoonk::job_queue uq(*uc, f.name);
-      auto [r3] = co_await uq.pause(nothrow);
+      auto [r3] = co_await uq.async_pause(nothrow);
       CHECK(r3 == E::no_channel_permission);
-      auto got15 = co_await f.c.get_config(f.name, "paused", asio::use_awaitable);
+      auto got15 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
       CHECK(!got15.has_value());
-      co_await q.pause(asio::use_awaitable);
-      auto [r4] = co_await uq.resume(nothrow);
+      co_await q.async_pause(asio::use_awaitable);
+      auto [r4] = co_await uq.async_resume(nothrow);
       CHECK(r4 == E::no_channel_permission);
-      auto got16 = co_await f.c.get_config(f.name, "paused", asio::use_awaitable);
+      auto got16 = co_await f.c.async_get_config(f.name, "paused", asio::use_awaitable);
       CHECK(got16 == "1");
-      co_await q.resume(asio::use_awaitable);
+      co_await q.async_resume(asio::use_awaitable);
       uc->stop();
       uc.reset();
       co_await user.remove(f.c.conn());
     }
-    co_await f.c.delete_feed(feed, asio::use_awaitable);
+    co_await f.c.async_delete_feed(feed, asio::use_awaitable);
   });
 }
 
 FIXTURE_TEST_CASE("control-config",
                   "control config: rate_limit and paused are validated; settings round-trip",
                   "[job][control][config][create_or_open][read_settings][set_config]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   struct field_case {
     std::string field;
     std::vector<std::string> bad;
@@ -222,7 +223,7 @@ FIXTURE_TEST_CASE("control-config",
       INFO(fc.field << " = '" << bad << "'");
       const auto name = unique_name("control-config");
       const thoonk::feed_config cfg{{fc.field, bad}};
-      auto [ec] = co_await f.c.create_feed(name, thoonk::feed_type::job, cfg, nothrow);
+      auto [ec] = co_await f.c.async_create_feed(name, thoonk::feed_type::job, cfg, nothrow);
       CHECK(ec == E::invalid_argument);
       auto got16 = co_await cmd(f.c.conn(), "SISMEMBER", "feeds", name);
       CHECK(got16.integer == 0);
@@ -232,17 +233,18 @@ FIXTURE_TEST_CASE("control-config",
     CHECK(thoonk::config_field_problem(fc.field, fc.good).empty());
     const auto name = unique_name("control-config");
     const thoonk::feed_config no_fields;
-    co_await f.c.create_feed(name, thoonk::feed_type::job, no_fields, asio::use_awaitable);
-    co_await f.c.set_config(name, fc.field, fc.good, asio::use_awaitable);
+    co_await f.c.async_create_feed(name, thoonk::feed_type::job, no_fields, asio::use_awaitable);
+    co_await f.c.async_set_config(name, fc.field, fc.good, asio::use_awaitable);
     for (const auto& bad : fc.bad) {
-      auto [ec] = co_await f.c.set_config(name, fc.field, bad, nothrow);
+      auto [ec] = co_await f.c.async_set_config(name, fc.field, bad, nothrow);
       CHECK(ec == E::invalid_argument);
-      auto got17 = co_await f.c.get_config(name, fc.field, asio::use_awaitable);
+      auto got17 = co_await f.c.async_get_config(name, fc.field, asio::use_awaitable);
       CHECK(got17 == fc.good);
     }
-    auto [je] = co_await f.c.set_config_json(name, fc.field, boost::json::value("1"), nothrow);
+    auto [je] =
+        co_await f.c.async_set_config_json(name, fc.field, boost::json::value("1"), nothrow);
     CHECK(je == E::invalid_argument);
-    co_await f.c.delete_feed(name, asio::use_awaitable);
+    co_await f.c.async_delete_feed(name, asio::use_awaitable);
   }
   CHECK(thoonk::config_field_problem("rate_limit", "1000001").find("1000000") != std::string::npos);
 
@@ -250,7 +252,7 @@ FIXTURE_TEST_CASE("control-config",
   thoonk::job_queue::settings bad;
   bad.rate_limit = 2000000;
   CHECK(!bad.problem().empty());
-  auto [ce, none] = co_await thoonk::job_queue::create_or_open(f.c, f.name, bad, nothrow);
+  auto [ce, none] = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, bad, nothrow);
   CHECK(ce == E::invalid_argument);
   auto got18 = co_await cmd(f.c.conn(), "EXISTS", key("config", f.name));
   CHECK(got18.integer == 0);
@@ -259,16 +261,16 @@ FIXTURE_TEST_CASE("control-config",
   thoonk::job_queue::settings good;
   good.rate_limit = 250;
   good.paused = true;
-  auto q = co_await thoonk::job_queue::create_or_open(f.c, f.name, good, asio::use_awaitable);
-  auto back = co_await q.read_settings(asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, good, asio::use_awaitable);
+  auto back = co_await q.async_read_settings(asio::use_awaitable);
   CHECK(back.rate_limit == 250);
   CHECK(back.paused == true);
   // Created paused: nothing is claimed until resume.
-  co_await q.put("x", asio::use_awaitable);
+  (co_await q.async_put("x", asio::use_awaitable)).id;
   auto got19 = co_await try_claim(q);
   CHECK(!got19);
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   auto got = co_await try_claim(q);
   CHECK(got.has_value());
-  co_await f.c.delete_feed(f.name, asio::use_awaitable);
+  co_await f.c.async_delete_feed(f.name, asio::use_awaitable);
 }

@@ -48,7 +48,7 @@ asio::awaitable<claim_reply> claim_at(fixture& f, std::int64_t now, std::size_t 
 
 asio::awaitable<void> fill(thoonk::job_queue& q, std::size_t n) {
   std::vector<std::string> items(n, "job");
-  co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
 }
 
 thoonk::job_queue::settings limited(std::int64_t rate) {
@@ -120,7 +120,7 @@ void rate_across_processes(int seconds, std::int64_t rate, double lo, double hi)
         CHECK(measured <= hi * static_cast<double>(rate));
         CHECK(measured >= lo * static_cast<double>(rate));
         // Jobs were left: the limit, not the supply, set the rate.
-        auto got4 = co_await q.counts(asio::use_awaitable);
+        auto got4 = co_await q.async_counts(asio::use_awaitable);
         CHECK(got4.waiting > 0);
         WARN("rate limit " << rate << "/s across two processes: measured " << measured << "/s over "
                            << elapsed << " s; finished by each: " << w1.finished() << ", "
@@ -182,25 +182,25 @@ FIXTURE_TEST_CASE_WITHIN(60s, "rate",
 
   // A claim from a queue with fewer jobs than allowed pays only for
   // those; the limit changes at once with the config; 0 removes it.
-  co_await f.c.set_config(f.name, "rate_limit", "0", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "rate_limit", "0", asio::use_awaitable);
   auto free = co_await claim_at(f, t0 + 10000, 50);
   CHECK(free.jobs == 50);
-  const auto left = (co_await q.counts(asio::use_awaitable)).waiting;
-  co_await f.c.set_config(f.name, "rate_limit", "1000000", asio::use_awaitable);
+  const auto left = (co_await q.async_counts(asio::use_awaitable)).waiting;
+  co_await f.c.async_set_config(f.name, "rate_limit", "1000000", asio::use_awaitable);
   auto all = co_await claim_at(f, t0 + 20000, 1000);
   CHECK(static_cast<std::int64_t>(all.jobs) == left);
   CHECK(all.wake_at == 0);  // short because the queue ran dry: no limit time
-  co_await q.put("one more", asio::use_awaitable);
+  (co_await q.async_put("one more", asio::use_awaitable)).id;
   auto one = co_await claim_at(f, t0 + 20000, 1);
   CHECK(one.jobs == 1);
 
   // Paused: no job and no due time, whatever the limit.
-  co_await q.put("paused", asio::use_awaitable);
-  co_await q.pause(asio::use_awaitable);
+  (co_await q.async_put("paused", asio::use_awaitable)).id;
+  co_await q.async_pause(asio::use_awaitable);
   auto paused = co_await claim_at(f, t0 + 30000, 5);
   CHECK(paused.jobs == 0);
   CHECK(paused.wake_at == 0);
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   auto got5 = co_await claim_at(f, t0 + 30000, 5);
   CHECK(got5.jobs == 1);
 }
@@ -219,11 +219,11 @@ TEST_CASE("rate limit: a limited claimer sleeps until the script's time, not its
     // though jobs wait.
     auto got6 = co_await try_claim(q);
     CHECK(!got6);
-    auto got7 = co_await q.counts(asio::use_awaitable);
+    auto got7 = co_await q.async_counts(asio::use_awaitable);
     CHECK(got7.waiting == 2);
     // A claimer that waits gets the next one when the limit allows it (about
     // a second later); with a 60 s poll only the returned time can wake it.
-    auto [ec, second] = co_await q.claim(10s, nothrow);
+    auto [ec, second] = co_await q.async_claim(10s, nothrow);
     CHECK(!ec);
     CHECK(!second.id.empty());
   });

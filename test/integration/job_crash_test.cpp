@@ -68,7 +68,7 @@ struct shared_state {
 
 asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
   while (!st->stop) {
-    auto [ec, j] = co_await q.claim(200ms, nothrow);
+    auto [ec, j] = co_await q.async_claim(200ms, nothrow);
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) {
       ++st->transport_errors;
@@ -81,7 +81,7 @@ asio::awaitable<void> worker(thoonk::job_queue q, shared_state* st) {
     // lapsed).
     if (st->claims % 7 == 0) co_await sleep_for(1ms);
     for (int attempt = 0; attempt < 50 && !st->stop; ++attempt) {
-      auto [fec] = co_await q.finish(j, std::string(j.id), nothrow);
+      auto [fec] = co_await q.async_finish(j, std::string(j.id), nothrow);
       if (!fec) {
         ++st->ok_finishes[j.id];
         break;
@@ -125,7 +125,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
         thoonk::job_queue qb(b, name, opts);
 
         std::vector<std::string> items(total, "payload");
-        auto ids = co_await qadmin.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        auto ids =
+            co_await qadmin.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         REQUIRE(ids.size() == static_cast<std::size_t>(total));
 
         shared_state st;
@@ -147,13 +148,13 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
             thoonk::maintenance_options mo;
             mo.publish_stats = false;
             mo.check_unaccounted = (maint_runs % 4) == 0;
-            auto [mec, rep] = co_await qadmin.maintain(mo, nothrow);
+            auto [mec, rep] = co_await qadmin.async_maintain(mo, nothrow);
             CHECK(!mec);
             recovered += rep.requeued + rep.unaccounted_requeued;
             ++maint_runs;
             last_maint = std::chrono::steady_clock::now();
           }
-          auto [cec, counts] = co_await qadmin.counts(nothrow);
+          auto [cec, counts] = co_await qadmin.async_counts(nothrow);
           if (!cec) finishes = counts.finishes;
         }
         st.stop = true;
@@ -165,7 +166,7 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
         CHECK(st.workers_done == 16);
         CHECK(kills >= 3);
 
-        auto counts = co_await qadmin.counts(asio::use_awaitable);
+        auto counts = co_await qadmin.async_counts(asio::use_awaitable);
         CHECK(counts.finishes == total);
         CHECK(counts.items == 0);
         CHECK(counts.waiting == 0);

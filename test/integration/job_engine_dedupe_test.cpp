@@ -19,7 +19,7 @@ constexpr thoonk::epoch_ms hour = 3600000;
 
 // Claims the next job and checks that it holds `item`.
 asio::awaitable<thoonk::claimed_job> claim_expecting(thoonk::job_queue& q, std::string item) {
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.item == item);
   co_return j;
 }
@@ -28,7 +28,7 @@ asio::awaitable<thoonk::claimed_job> claim_expecting(thoonk::job_queue& q, std::
 asio::awaitable<thoonk::claimed_job> put_id_and_claim(thoonk::job_queue& q, std::string id,
                                                       std::string item, thoonk::epoch_ms run_at) {
   co_await put_id(q, std::move(id), std::move(item), run_at);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   co_return j;
 }
 
@@ -48,7 +48,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a put with an existing id updates it; data 
   co_await put_id(q, "a", "v3", now, keep_data());
   a_job = co_await job_of(q, "a");
   CHECK(a_job.item == "v2");
-  auto c = co_await q.counts(asio::use_awaitable);
+  auto c = co_await q.async_counts(asio::use_awaitable);
   CHECK(c.waiting == 1);  // one job, one place in the line
   CHECK(c.items == 1);
   CHECK(c.puts == 1);
@@ -116,7 +116,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every run_at mode on a scheduled and on a w
     CHECK(w_job.state == w.want);
   }
   // Moved out of the line: not claimable, nothing left behind in feed.ids.
-  auto c = co_await q.counts(asio::use_awaitable);
+  auto c = co_await q.async_counts(asio::use_awaitable);
   CHECK(c.waiting == 3);  // due, w2, w3
   std::vector<std::string> got;
   while (auto j = co_await try_claim(q)) got.push_back(j->id);
@@ -133,9 +133,9 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: strategy replace and keep; counters reset a
   o.retry = thoonk::retry_strategy{};
   o.retry->max_retries = 7;
   o.retry->min_backoff = 0ms;
-  co_await q.put("v", o, asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.fail(j, "one", asio::use_awaitable);
+  co_await q.async_put("v", o, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_fail(j, "one", asio::use_awaitable);
   // The job's own strategy and its one failure: after the failure, and
   // again after a put that keeps both.
   auto expect_first_strategy = [&]() -> asio::awaitable<void> {
@@ -152,14 +152,14 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: strategy replace and keep; counters reset a
   keep.update.strategy = flags::strategy_mode::keep;
   keep.retry = thoonk::retry_strategy{};
   keep.retry->max_retries = 2;
-  co_await q.put("v2", keep, asio::use_awaitable);
+  co_await q.async_put("v2", keep, asio::use_awaitable);
   co_await expect_first_strategy();
 
   // replace strategy (with none: the queue's), reset counters.
   thoonk::put_options reset;
   reset.id = "k";
   reset.update.counters = flags::counters_mode::reset;
-  co_await q.put("v3", reset, asio::use_awaitable);
+  co_await q.async_put("v3", reset, asio::use_awaitable);
   auto info = co_await job_of(q, "k");
   CHECK(info.retry == thoonk::retry_strategy{});
   CHECK(info.retry_count == 0);
@@ -183,7 +183,7 @@ FIXTURE_TEST_CASE(
   CHECK(info.item == "first");  // the running job is untouched
   REQUIRE(info.held);
   CHECK(info.held->item == "second");
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.held == 1);
   auto claimed = co_await try_claim(q);
   CHECK(!claimed);
@@ -193,16 +193,16 @@ FIXTURE_TEST_CASE(
   auto h_job = co_await job_of(q, "h");
   CHECK(h_job.held->item == "second");
 
-  co_await q.finish(j, asio::use_awaitable);
+  co_await q.async_finish(j, asio::use_awaitable);
   info = co_await job_of(q, "h");
   CHECK(info.state == state::waiting);
   CHECK(info.item == "second");
   CHECK(!info.held);
-  counts = co_await q.counts(asio::use_awaitable);
+  counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.held == 0);
   auto j2 = co_await claim_expecting(q, "second");
   // The first claim's token can never finish the new job.
-  auto [ec] = co_await q.finish(j, nothrow);
+  auto [ec] = co_await q.async_finish(j, nothrow);
   CHECK(ec == E::lost_claim);
   CHECK(j2.token != j.token);
 }
@@ -231,36 +231,36 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: a held put is applied however the claim end
   };
 
   auto j1 = co_await hold("by-fail");
-  auto f1 = co_await q.fail(j1, "x", asio::use_awaitable);
+  auto f1 = co_await q.async_fail(j1, "x", asio::use_awaitable);
   CHECK(f1.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
   co_await expect_new("by-fail", state::waiting);
-  (void)co_await q.claim(1s, asio::use_awaitable);  // take it out of the way
+  (void)co_await q.async_claim(1s, asio::use_awaitable);  // take it out of the way
 
   auto j2 = co_await hold("by-cancel");
-  co_await q.cancel(j2, asio::use_awaitable);
+  co_await q.async_cancel(j2, asio::use_awaitable);
   co_await expect_new("by-cancel", state::waiting);
-  (void)co_await q.claim(1s, asio::use_awaitable);
+  (void)co_await q.async_claim(1s, asio::use_awaitable);
 
   auto j3 = co_await hold("by-stall");
-  co_await q.stall(j3, asio::use_awaitable);
+  co_await q.async_stall(j3, asio::use_awaitable);
   co_await expect_new("by-stall", state::waiting);  // revived by the held put
-  (void)co_await q.claim(1s, asio::use_awaitable);
+  (void)co_await q.async_claim(1s, asio::use_awaitable);
 
   co_await hold("by-lapse");
   co_await lapse(f, "by-lapse");
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.requeued == 1);
   co_await expect_new("by-lapse", state::waiting);
   auto by_lapse_job = co_await job_of(q, "by-lapse");
   CHECK(by_lapse_job.stall_count == 1);
-  (void)co_await q.claim(1s, asio::use_awaitable);
+  (void)co_await q.async_claim(1s, asio::use_awaitable);
 
   // Dead letter: the held put revives the job.
   auto j5 = co_await put_id_and_claim(q, "by-dead", "old", now);
   thoonk::fail_options perm;
   perm.permanent = true;
   co_await put_id(q, "by-dead", "new", now);
-  auto f5 = co_await q.fail(j5, "fatal", perm, asio::use_awaitable);
+  auto f5 = co_await q.async_fail(j5, "fatal", perm, asio::use_awaitable);
   CHECK(f5.outcome == thoonk::fail_result::outcome_t::dead_lettered);
   co_await expect_new("by-dead", state::waiting);
 }
@@ -276,10 +276,10 @@ FIXTURE_TEST_CASE("dedupe",
     // The reference made it claimable at once: the same id twice.
     auto claimed = co_await try_claim(q);
     CHECK(!claimed);
-    auto counts = co_await q.counts(asio::use_awaitable);
+    auto counts = co_await q.async_counts(asio::use_awaitable);
     CHECK(counts.waiting == 0);
   }
-  co_await q.finish(j, asio::use_awaitable);
+  co_await q.async_finish(j, asio::use_awaitable);
   co_await claim_expecting(q, "next");
 }
 
@@ -292,16 +292,16 @@ FIXTURE_TEST_CASE("dedupe",
     auto j = co_await put_id_and_claim(q, id, "running", thoonk::now_epoch_ms());
     auto r = co_await put_id(q, id, "held", thoonk::now_epoch_ms(), with_run_at(mode));
     CHECK(r.outcome == put_outcome::held);
-    co_await q.finish(j, asio::use_awaitable);
-    auto info = co_await q.get_job(id, asio::use_awaitable);
+    co_await q.async_finish(j, asio::use_awaitable);
+    auto info = co_await q.async_get_job(id, asio::use_awaitable);
     REQUIRE(info);
     CHECK(info->state == state::waiting);
     CHECK(info->item == "held");
-    auto again = co_await q.claim(1s, asio::use_awaitable);
+    auto again = co_await q.async_claim(1s, asio::use_awaitable);
     CHECK(again.id == id);
-    co_await q.finish(again, asio::use_awaitable);
+    co_await q.async_finish(again, asio::use_awaitable);
   }
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.held == 0);
 }
 
@@ -316,7 +316,7 @@ FIXTURE_TEST_CASE(
   flags keep_run_at;
   keep_run_at.run_at = flags::run_at_mode::never;
   co_await put_id(q, "b3", "v2", thoonk::now_epoch_ms() + hour, keep_run_at);
-  auto r = co_await q.fail(j, "boom", asio::use_awaitable);  // the reference crashed here
+  auto r = co_await q.async_fail(j, "boom", asio::use_awaitable);  // the reference crashed here
   CHECK(r.outcome == thoonk::fail_result::outcome_t::retry_scheduled);
   auto info = co_await job_of(q, "b3");
   CHECK(info.item == "v2");  // the held data, applied
@@ -332,7 +332,7 @@ FIXTURE_TEST_CASE("dedupe",
   auto q = co_await engine_queue(f);
   const auto now = thoonk::now_epoch_ms();
   auto j = co_await put_id_and_claim(q, "dead", "v1", now);
-  co_await q.stall(j, asio::use_awaitable);
+  co_await q.async_stall(j, asio::use_awaitable);
   auto dead_job = co_await job_of(q, "dead");
   CHECK(dead_job.state == state::stalled);
   auto r = co_await put_id(q, "dead", "v2", now);
@@ -344,13 +344,13 @@ FIXTURE_TEST_CASE("dedupe",
   auto j2 = co_await claim_expecting(q, "v2");
 
   co_await put_id(q, "dead", "held", now);
-  co_await q.retract("dead", asio::use_awaitable);
-  auto job = co_await q.get_job("dead", asio::use_awaitable);
+  co_await q.async_retract("dead", asio::use_awaitable);
+  auto job = co_await q.async_get_job("dead", asio::use_awaitable);
   CHECK(!job);
-  auto c = co_await q.counts(asio::use_awaitable);
+  auto c = co_await q.async_counts(asio::use_awaitable);
   CHECK(c.held == 0);
   CHECK(c.claimed == 0);
-  auto [ec] = co_await q.finish(j2, nothrow);
+  auto [ec] = co_await q.async_finish(j2, nothrow);
   CHECK(ec == E::job_not_found);
 }
 
@@ -363,14 +363,14 @@ FIXTURE_TEST_CASE("dedupe",
   // A contract client's Finish: ZREM claimed, HDEL items, INCR finishes.
   co_await cmd(f.c.conn(), "ZREM", key("claimed", f.name), "c1");
   co_await cmd(f.c.conn(), "HDEL", key("items", f.name), "c1");
-  auto job = co_await q.get_job("c1", asio::use_awaitable);
+  auto job = co_await q.async_get_job("c1", asio::use_awaitable);
   CHECK(!job);
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.held_released == 1);
   auto info = co_await job_of(q, "c1");
   CHECK(info.item == "v2");
   CHECK(info.state == state::waiting);
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j2.token != j.token);
 }
 
@@ -418,15 +418,15 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every update flag on a waiting, a scheduled
       first.id = id;
       first.retry = thoonk::retry_strategy{};
       first.retry->max_retries = 5;
-      co_await q.put("old", first, asio::use_awaitable);
-      auto j = co_await q.claim(1s, asio::use_awaitable);
+      co_await q.async_put("old", first, asio::use_awaitable);
+      auto j = co_await q.async_claim(1s, asio::use_awaitable);
       REQUIRE(j.id == id);
       thoonk::fail_options fo;
       fo.retry_at = w == "scheduled" ? t1 : now - 1;
-      co_await q.fail(j, "counted", fo, asio::use_awaitable);
+      co_await q.async_fail(j, "counted", fo, asio::use_awaitable);
       std::optional<thoonk::claimed_job> held_claim;
       if (w != "waiting" && w != "scheduled") {
-        auto k = co_await q.claim(1s, asio::use_awaitable);
+        auto k = co_await q.async_claim(1s, asio::use_awaitable);
         REQUIRE(k.id == id);
         held_claim = k;
       }
@@ -437,20 +437,20 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every update flag on a waiting, a scheduled
       second.update = v.f;
       second.retry = thoonk::retry_strategy{};
       second.retry->max_retries = 9;
-      auto r = co_await q.put("new", second, asio::use_awaitable);
+      auto r = co_await q.async_put("new", second, asio::use_awaitable);
       CHECK(r.outcome == (held_claim ? put_outcome::held : put_outcome::updated));
       std::int64_t failed = 1;
       if (held_claim) {
         auto id_job = co_await job_of(q, id);
         CHECK(id_job.item == "old");  // untouched while it runs
         if (w == "claimed") {
-          co_await q.finish(*held_claim, asio::use_awaitable);
+          co_await q.async_finish(*held_claim, asio::use_awaitable);
         } else {
           // Retried at once: the held put then applies its flags to the
           // waiting job, as a put would.
           thoonk::fail_options again;
           again.retry_at = now - 1;
-          co_await q.fail(*held_claim, "again", again, asio::use_awaitable);
+          co_await q.async_fail(*held_claim, "again", again, asio::use_awaitable);
           failed = 2;
         }
       }
@@ -474,7 +474,7 @@ FIXTURE_TEST_CASE("dedupe", "dedupe: every update flag on a waiting, a scheduled
       CHECK(info.retry.max_retries == (v.new_strategy ? 9 : 5));
       CHECK(info.retry_count == (v.counters_reset ? 0 : failed));
       CHECK(info.failures == (v.counters_reset ? 0 : failed));
-      co_await q.retract(id, asio::use_awaitable);
+      co_await q.async_retract(id, asio::use_awaitable);
     }
   }
 }

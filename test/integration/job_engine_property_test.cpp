@@ -155,7 +155,7 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
             o.id = id;
             o.run_at = at;
             o.update = fl;
-            auto r = co_await q.put(item, o, asio::use_awaitable);
+            auto r = co_await q.async_put(item, o, asio::use_awaitable);
             const bool claimed = m.jobs.count(id) && m.jobs[id].st == state::claimed;
             const bool existed = m.jobs.count(id) > 0;
             CHECK(r.outcome == (claimed   ? thoonk::put_result::outcome_t::held
@@ -189,7 +189,7 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
               if (!ended.empty()) {
                 auto& old = ended[static_cast<std::size_t>(pick(static_cast<int>(ended.size())))];
                 what << "stale finish " << old.id << " token " << old.token;
-                auto [ec] = co_await q.finish(old, nothrow);
+                auto [ec] = co_await q.async_finish(old, nothrow);
                 CHECK(ec);
               } else {
                 what << "nothing";
@@ -203,7 +203,7 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
               const int kind = pick(4);
               if (kind == 0) {
                 what << "finish " << id;
-                co_await q.finish(claim, asio::use_awaitable);
+                co_await q.async_finish(claim, asio::use_awaitable);
                 m.jobs.erase(it);
               } else if (kind == 1) {
                 const bool permanent = pick(4) == 0;
@@ -212,8 +212,8 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
                 thoonk::fail_options fo;
                 fo.permanent = permanent;
                 if (later) fo.retry_at = far + pick(1000);
-                auto r =
-                    co_await q.fail(claim, "e" + std::to_string(step), fo, asio::use_awaitable);
+                auto r = co_await q.async_fail(claim, "e" + std::to_string(step), fo,
+                                               asio::use_awaitable);
                 ++jm.retries;
                 ++jm.failures;
                 if (permanent || jm.retries >= max_retries) {
@@ -227,13 +227,13 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
                 }
               } else if (kind == 2) {
                 what << "cancel " << id;
-                co_await q.cancel(claim, asio::use_awaitable);
+                co_await q.async_cancel(claim, asio::use_awaitable);
                 ++jm.failures;
                 jm.st = state::waiting;
               } else {
                 what << "lapse " << id;
                 co_await lapse(f, id);
-                auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+                auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
                 CHECK(rep.requeued + rep.stalled == 1);
                 ++jm.stalls;
                 ++jm.failures;
@@ -248,7 +248,7 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
           if (history.size() > 30) history.pop_front();
 
           // The check: every job as the model says, and the counts.
-          auto all = co_await q.get_jobs(asio::use_awaitable);
+          auto all = co_await q.async_get_jobs(asio::use_awaitable);
           std::map<std::string, thoonk::job_info> got;
           for (auto& j : all) got[j.id] = std::move(j);
           bool ok = got.size() == m.jobs.size();
@@ -277,7 +277,7 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
                    << v.run_at << "\n";
             }
           }
-          auto c = co_await q.counts(asio::use_awaitable);
+          auto c = co_await q.async_counts(asio::use_awaitable);
           std::int64_t w = 0, cl = 0, st = 0, sc = 0, h = 0;
           for (const auto& [k, v] : m.jobs) {
             w += v.st == state::waiting;

@@ -29,8 +29,8 @@ struct dead_lettering {
 // sending its dead letters there.
 asio::awaitable<dead_lettering> with_dead_letters(fixture& f, thoonk::job_queue::settings s) {
   const auto dead_name = dead_letter_name(f.name, unique_name("retry-dead"));
-  co_await f.c.connect(asio::use_awaitable);
-  auto dead = co_await thoonk::job_queue::create_or_open(f.c, dead_name, asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
+  auto dead = co_await thoonk::job_queue::async_create_or_open(f.c, dead_name, asio::use_awaitable);
   s.dead_letter_queue = dead_name;
   auto q = co_await engine_queue(f, s);
   co_return dead_lettering{std::move(q), std::move(dead), dead_name};
@@ -42,14 +42,14 @@ FIXTURE_TEST_CASE("retry",
                   "retry: counts, backoff inside [min, max] and growing, then a dead letter",
                   "[job][retry][fail][claim][get_job][counts]") {
   auto q = co_await engine_queue(f, fast_retries(6));
-  auto id = co_await q.put("flaky", asio::use_awaitable);
+  auto id = (co_await q.async_put("flaky", asio::use_awaitable)).id;
   std::int64_t last_wait = 0;
   for (std::int64_t n = 1; n <= 5; ++n) {
-    auto j = co_await q.claim(5s, asio::use_awaitable);
+    auto j = co_await q.async_claim(5s, asio::use_awaitable);
     REQUIRE(j.id == id);
     CHECK(j.failures == n - 1);
     const auto before = thoonk::now_epoch_ms();
-    auto r = co_await q.fail(j, "error " + std::to_string(n), asio::use_awaitable);
+    auto r = co_await q.async_fail(j, "error " + std::to_string(n), asio::use_awaitable);
     const auto after = thoonk::now_epoch_ms();
     CHECK(r.outcome == outcome::retry_scheduled);
     CHECK(r.retry_count == n);
@@ -68,8 +68,8 @@ FIXTURE_TEST_CASE("retry",
     CHECK(info.last_error == "error " + std::to_string(n));
     CHECK((info.state == thoonk::job_state::scheduled || info.state == thoonk::job_state::waiting));
   }
-  auto j = co_await q.claim(5s, asio::use_awaitable);
-  auto r = co_await q.fail(j, "final", asio::use_awaitable);
+  auto j = co_await q.async_claim(5s, asio::use_awaitable);
+  auto r = co_await q.async_fail(j, "final", asio::use_awaitable);
   CHECK(r.outcome == outcome::dead_lettered);
   CHECK(r.retry_count == 6);
   auto info = co_await job_of(q, id);
@@ -80,8 +80,8 @@ FIXTURE_TEST_CASE("retry",
   // A contract client finds it where the contract puts dead jobs.
   co_await expect_only_stalled(f, q, id);
   // retry() (contract) puts it back.
-  co_await q.retry(id, asio::use_awaitable);
-  auto again = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.async_retry(id, asio::use_awaitable);
+  auto again = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(again.id == id);
 }
 
@@ -89,11 +89,11 @@ FIXTURE_TEST_CASE("retry",
                   "retry: retry_at overrides the backoff; a permanent error skips the retries",
                   "[job][retry][fail][claim][get_job]") {
   auto q = co_await engine_queue(f, fast_retries(10));
-  auto id = co_await q.put("x", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   thoonk::fail_options o;
   o.retry_at = thoonk::now_epoch_ms() + 3600000;
-  auto r = co_await q.fail(j, "later please", o, asio::use_awaitable);
+  auto r = co_await q.async_fail(j, "later please", o, asio::use_awaitable);
   CHECK(r.outcome == outcome::retry_scheduled);
   CHECK(r.run_at == *o.retry_at);
   auto id_job = co_await job_of(q, id);
@@ -102,19 +102,19 @@ FIXTURE_TEST_CASE("retry",
   CHECK(!claimed);
 
   // retry_at in the past: claimable at once.
-  auto id2 = co_await q.put("y", asio::use_awaitable);
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  auto id2 = (co_await q.async_put("y", asio::use_awaitable)).id;
+  auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j2.id == id2);
   thoonk::fail_options now_o;
   now_o.retry_at = thoonk::now_epoch_ms() - 1;
-  co_await q.fail(j2, "again", now_o, asio::use_awaitable);
+  co_await q.async_fail(j2, "again", now_o, asio::use_awaitable);
   auto j3 = co_await try_claim(q);
   REQUIRE(j3);
   CHECK(j3->id == id2);
 
   thoonk::fail_options perm;
   perm.permanent = true;
-  auto r3 = co_await q.fail(*j3, "fatal", perm, asio::use_awaitable);
+  auto r3 = co_await q.async_fail(*j3, "fatal", perm, asio::use_awaitable);
   CHECK(r3.outcome == outcome::dead_lettered);
   CHECK(r3.retry_count == 2);
   auto info = co_await job_of(q, id2);
@@ -132,11 +132,11 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   const std::string texts[] = {"plain \"quoted\" \\ text\n", std::string("bin\0\xff\xfe", 6),
                                "caf\xc3\xa9 \xe2\x82\xac"};
   for (const auto& data : texts) {
-    auto id = co_await q.put(data, asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
-    auto r = co_await q.fail(j, data + " failed", asio::use_awaitable);
+    auto id = (co_await q.async_put(data, asio::use_awaitable)).id;
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
+    auto r = co_await q.async_fail(j, data + " failed", asio::use_awaitable);
     CHECK(r.outcome == outcome::dead_lettered);
-    auto rec = co_await dead.claim(1s, asio::use_awaitable);
+    auto rec = co_await dead.async_claim(1s, asio::use_awaitable);
     INFO(rec.item);
     boost::system::error_code jec;
     auto jv = boost::json::parse(rec.item, jec);
@@ -166,12 +166,12 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
     CHECK(bytes_of(a[0]) == id);
     CHECK(bytes_of(a[1]) == data);
     CHECK(bytes_of(a[2]) == data + " failed");
-    co_await dead.finish(rec, asio::use_awaitable);
+    co_await dead.async_finish(rec, asio::use_awaitable);
     // The job itself is kept as a dead letter too.
     auto id_job = co_await job_of(q, id);
     CHECK(id_job.state == thoonk::job_state::stalled);
   }
-  co_await f.c.delete_feed(dead_name, asio::use_awaitable);
+  co_await f.c.async_delete_feed(dead_name, asio::use_awaitable);
 }
 
 FIXTURE_TEST_CASE_WITH_CONFIG(
@@ -179,43 +179,43 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
     "retry: a dead-letter queue named after the handle was opened is used",
     "[job][retry][fail][dead_letter][set_config]") {
   auto q = co_await engine_queue(f, fast_retries(1));
-  auto id = co_await q.put("a", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
+  auto id = (co_await q.async_put("a", asio::use_awaitable)).id;
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
 
   const auto d1 = dead_letter_name(f.name, unique_name("retry-d1")),
              d2 = dead_letter_name(f.name, unique_name("retry-d2"));
-  auto q1 = co_await thoonk::job_queue::create_or_open(f.c, d1, asio::use_awaitable);
-  auto q2 = co_await thoonk::job_queue::create_or_open(f.c, d2, asio::use_awaitable);
-  co_await f.c.set_config(f.name, "dead_letter_queue", d1, asio::use_awaitable);
-  co_await q.put("b", asio::use_awaitable);
-  j = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.fail(j, "to d1", asio::use_awaitable);
-  co_await f.c.set_config(f.name, "dead_letter_queue", d2, asio::use_awaitable);
-  co_await q.put("c", asio::use_awaitable);
-  j = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.fail(j, "to d2", asio::use_awaitable);
-  auto counts = co_await q1.counts(asio::use_awaitable);
+  auto q1 = co_await thoonk::job_queue::async_create_or_open(f.c, d1, asio::use_awaitable);
+  auto q2 = co_await thoonk::job_queue::async_create_or_open(f.c, d2, asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "dead_letter_queue", d1, asio::use_awaitable);
+  co_await q.async_put("b", asio::use_awaitable);
+  j = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_fail(j, "to d1", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "dead_letter_queue", d2, asio::use_awaitable);
+  co_await q.async_put("c", asio::use_awaitable);
+  j = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_fail(j, "to d2", asio::use_awaitable);
+  auto counts = co_await q1.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 1);
-  counts = co_await q2.counts(asio::use_awaitable);
+  counts = co_await q2.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 1);
-  auto rec1 = co_await q1.claim(1s, asio::use_awaitable);
-  auto rec2 = co_await q2.claim(1s, asio::use_awaitable);
+  auto rec1 = co_await q1.async_claim(1s, asio::use_awaitable);
+  auto rec2 = co_await q2.async_claim(1s, asio::use_awaitable);
   CHECK(rec1.item.find("to d1") != std::string::npos);
   CHECK(rec2.item.find("to d2") != std::string::npos);
   // A dead-letter queue that does not exist: the job is still kept.
   const auto nowhere = dead_letter_name(f.name, unique_name("nowhere"));
-  co_await f.c.set_config(f.name, "dead_letter_queue", nowhere, asio::use_awaitable);
-  auto lost = co_await q.put("d", asio::use_awaitable);
-  j = co_await q.claim(1s, asio::use_awaitable);
-  auto r = co_await q.fail(j, "kept", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "dead_letter_queue", nowhere, asio::use_awaitable);
+  auto lost = (co_await q.async_put("d", asio::use_awaitable)).id;
+  j = co_await q.async_claim(1s, asio::use_awaitable);
+  auto r = co_await q.async_fail(j, "kept", asio::use_awaitable);
   CHECK(r.outcome == outcome::dead_lettered);
   auto lost_job = co_await job_of(q, lost);
   CHECK(lost_job.last_error == "kept");
   auto id_job = co_await job_of(q, id);
   CHECK(id_job.state == thoonk::job_state::stalled);
-  co_await f.c.delete_feed(d1, asio::use_awaitable);
-  co_await f.c.delete_feed(d2, asio::use_awaitable);
+  co_await f.c.async_delete_feed(d1, asio::use_awaitable);
+  co_await f.c.async_delete_feed(d2, asio::use_awaitable);
 }
 
 FIXTURE_TEST_CASE_WITH_CONFIG(
@@ -225,10 +225,10 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   thoonk::job_queue::settings s;
   s.retry.max_stalls = 2;
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
-  auto id = co_await q.put("sleepy", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put("sleepy", asio::use_awaitable)).id;
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   co_await lapse(f, id);
-  auto r1 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto r1 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(r1.requeued == 1);
   auto info = co_await job_of(q, id);
   CHECK(info.state == thoonk::job_state::waiting);  // back at once, no backoff
@@ -237,24 +237,24 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   CHECK(info.failures == 1);
   CHECK(info.last_error.find("lease lapsed") != std::string::npos);
   // The worker whose lease lapsed can no longer finish or fail it.
-  auto [fec] = co_await q.finish(j, nothrow);
+  auto [fec] = co_await q.async_finish(j, nothrow);
   CHECK(fec == E::job_not_claimed);
-  auto [fec2, fr] = co_await q.fail(j, "late", nothrow);
+  auto [fec2, fr] = co_await q.async_fail(j, "late", nothrow);
   CHECK(fec2 == E::job_not_claimed);
 
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   co_await lapse(f, id);
-  auto r2 = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto r2 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(r2.stalled == 1);
   info = co_await job_of(q, id);
   CHECK(info.state == thoonk::job_state::stalled);
   CHECK(info.stall_count == 2);
   CHECK(info.last_error.find("lease lapsed") != std::string::npos);
-  auto rec = co_await dead.claim(1s, asio::use_awaitable);
+  auto rec = co_await dead.async_claim(1s, asio::use_awaitable);
   CHECK(rec.item.find("sleepy") != std::string::npos);
-  auto [fec3] = co_await q.finish(j2, nothrow);
+  auto [fec3] = co_await q.async_finish(j2, nothrow);
   CHECK(fec3 == E::job_not_claimed);
-  co_await f.c.delete_feed(dead_name, asio::use_awaitable);
+  co_await f.c.async_delete_feed(dead_name, asio::use_awaitable);
 }
 
 FIXTURE_TEST_CASE(
@@ -265,25 +265,25 @@ FIXTURE_TEST_CASE(
   o.retry = thoonk::retry_strategy{};
   o.retry->max_retries = 2;
   o.retry->min_backoff = 0ms;
-  auto r = co_await q.put("own", o, asio::use_awaitable);
+  auto r = co_await q.async_put("own", o, asio::use_awaitable);
   auto info = co_await job_of(q, r.id);
   CHECK(info.retry.max_retries == 2);
   CHECK(info.retry.min_backoff == 0ms);
   CHECK(!info.retry.max_stalls);
 
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   // cancel: back to the queue, failure count + 1, no retry counted.
-  auto failures = co_await q.cancel(j, asio::use_awaitable);
+  auto failures = co_await q.async_cancel(j, asio::use_awaitable);
   CHECK(failures == 1);
   info = co_await job_of(q, r.id);
   CHECK(info.retry_count == 0);
   CHECK(info.state == thoonk::job_state::waiting);
 
-  j = co_await q.claim(1s, asio::use_awaitable);
-  auto f1 = co_await q.fail(j, "1", asio::use_awaitable);
+  j = co_await q.async_claim(1s, asio::use_awaitable);
+  auto f1 = co_await q.async_fail(j, "1", asio::use_awaitable);
   CHECK(f1.outcome == outcome::retry_scheduled);
-  j = co_await q.claim(2s, asio::use_awaitable);
-  auto f2 = co_await q.fail(j, "2", asio::use_awaitable);
+  j = co_await q.async_claim(2s, asio::use_awaitable);
+  auto f2 = co_await q.async_fail(j, "2", asio::use_awaitable);
   CHECK(f2.outcome == outcome::dead_lettered);  // its own max_retries, 2
   auto r_id_job = co_await job_of(q, r.id);
   CHECK(r_id_job.failures == 3);
@@ -293,32 +293,32 @@ FIXTURE_TEST_CASE("retry",
                   "retry: errors: stale token, wrong state, bad strategy, sizes; nothing changes",
                   "[job][retry][fail][put]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = co_await q.put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   thoonk::claim_ref waiting{id, 1};
-  auto [e1, r1] = co_await q.fail(waiting, "no", nothrow);
+  auto [e1, r1] = co_await q.async_fail(waiting, "no", nothrow);
   CHECK(e1 == E::job_not_claimed);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   thoonk::claim_ref stale{id, j.token + 1};
-  auto [e2, r2] = co_await q.fail(stale, "no", nothrow);
+  auto [e2, r2] = co_await q.async_fail(stale, "no", nothrow);
   CHECK(e2 == E::lost_claim);
   const thoonk::claim_ref unknown{"nope", 1}, empty{"", 1};
-  auto [e3, r3] = co_await q.fail(unknown, "no", nothrow);
+  auto [e3, r3] = co_await q.async_fail(unknown, "no", nothrow);
   CHECK(e3 == E::job_not_found);
-  auto [e4, r4] = co_await q.fail(empty, "no", nothrow);
+  auto [e4, r4] = co_await q.async_fail(empty, "no", nothrow);
   CHECK(e4 == E::invalid_id);
   const std::string huge(f.c.get_config().max_item_size + 1, 'e');
-  auto [e5, r5] = co_await q.fail(j, huge, nothrow);
+  auto [e5, r5] = co_await q.async_fail(j, huge, nothrow);
   CHECK(e5 == E::item_too_large);
   auto info = co_await job_of(q, id);
   CHECK(info.state == thoonk::job_state::claimed);
   CHECK(info.retry_count == 0);
   CHECK(info.failures == 0);
-  co_await q.finish(j, asio::use_awaitable);
-  auto [e6, r6] = co_await q.fail(j, "after finish", nothrow);
+  co_await q.async_finish(j, asio::use_awaitable);
+  auto [e6, r6] = co_await q.async_fail(j, "after finish", nothrow);
   CHECK(e6 == E::job_not_found);
 
   // Invalid strategies and ids are refused before any I/O.
-  const auto before = co_await q.counts(asio::use_awaitable);
+  const auto before = co_await q.async_counts(asio::use_awaitable);
   for (int bad = 0; bad < 4; ++bad) {
     thoonk::put_options o;
     o.retry = thoonk::retry_strategy{};
@@ -329,17 +329,17 @@ FIXTURE_TEST_CASE("retry",
       o.retry->min_backoff = 2s;
       o.retry->max_backoff = 1s;
     }
-    auto [pe, pr] = co_await q.put("bad", o, nothrow);
+    auto [pe, pr] = co_await q.async_put("bad", o, nothrow);
     CHECK(pe == E::invalid_argument);
   }
   thoonk::put_options bad_id;
   bad_id.id = std::string("a\0b", 3);
-  auto [pe2, pr2] = co_await q.put("x", bad_id, nothrow);
+  auto [pe2, pr2] = co_await q.async_put("x", bad_id, nothrow);
   CHECK(pe2 == E::invalid_id);
   const thoonk::put_options no_options;
-  auto [pe3, pr3] = co_await q.put(huge, no_options, nothrow);
+  auto [pe3, pr3] = co_await q.async_put(huge, no_options, nothrow);
   CHECK(pe3 == E::item_too_large);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.puts == before.puts);
 }
 
@@ -349,23 +349,23 @@ FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when
   s.events = true;
   auto q = co_await engine_queue(f, s);
   std::vector<std::string> seen;
-  auto sub = co_await q.subscribe_events(
+  auto sub = co_await q.async_subscribe_events(
       [&](const thoonk::job_event& e) {
         seen.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id + " " + e.detail);
       },
       asio::use_awaitable);
-  auto id = co_await q.put("x", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   thoonk::fail_options o;
   o.retry_at = thoonk::now_epoch_ms() + 50;
-  co_await q.fail(j, "oops", o, asio::use_awaitable);
-  j = co_await q.claim(2s, asio::use_awaitable);
-  co_await q.finish(j, asio::use_awaitable);
+  co_await q.async_fail(j, "oops", o, asio::use_awaitable);
+  j = co_await q.async_claim(2s, asio::use_awaitable);
+  co_await q.async_finish(j, asio::use_awaitable);
   thoonk::put_options later;
   later.id = "named";
   later.run_at = thoonk::now_epoch_ms() + 3600000;
-  co_await q.put("n1", later, asio::use_awaitable);
-  co_await q.put("n2", later, asio::use_awaitable);
+  co_await q.async_put("n1", later, asio::use_awaitable);
+  co_await q.async_put("n2", later, asio::use_awaitable);
   auto arrived = co_await wait_until([&] { return seen.size() >= 9; }, 5s);
   CHECK(arrived);
   const std::vector<std::string> want{
@@ -378,11 +378,11 @@ FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when
   CHECK(seen == want);
 
   // Events off: nothing is published.
-  co_await f.c.set_config(f.name, "events", "0", asio::use_awaitable);
+  co_await f.c.async_set_config(f.name, "events", "0", asio::use_awaitable);
   seen.clear();
-  co_await q.put("quiet", asio::use_awaitable);
-  auto jq = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.finish(jq, asio::use_awaitable);
+  co_await q.async_put("quiet", asio::use_awaitable);
+  auto jq = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_finish(jq, asio::use_awaitable);
   co_await settle();
   CHECK(seen.empty());
 }
@@ -397,11 +397,11 @@ FIXTURE_TEST_CASE("retry",
   o.retry = thoonk::retry_strategy{};
   o.retry->max_retries = 9;
   o.retry->min_backoff = 0ms;
-  co_await q.put("first", o, asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  auto failed = co_await q.fail(j, "boom", asio::use_awaitable);
+  co_await q.async_put("first", o, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  auto failed = co_await q.async_fail(j, "boom", asio::use_awaitable);
   CHECK(failed.outcome == outcome::retry_scheduled);
-  j = co_await q.claim(2s, asio::use_awaitable);
+  j = co_await q.async_claim(2s, asio::use_awaitable);
   REQUIRE(j.id == "reused");
   auto info = co_await job_of(q, "reused");
   CHECK(info.retry_count == 1);
@@ -409,7 +409,7 @@ FIXTURE_TEST_CASE("retry",
 
   // The library's cancel ends the claim (its attempts value turns
   // negative); a contract client's Get claims the job with plain commands.
-  co_await q.cancel(j, asio::use_awaitable);
+  co_await q.async_cancel(j, asio::use_awaitable);
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   REQUIRE(popped.str == "reused");
   co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {
@@ -418,9 +418,9 @@ FIXTURE_TEST_CASE("retry",
   });
   // No token the library gives out is negative: the negated old one is refused.
   const thoonk::claim_ref negated{"reused", -j.token};
-  auto [fec] = co_await q.finish(negated, nothrow);
+  auto [fec] = co_await q.async_finish(negated, nothrow);
   CHECK(fec == E::lost_claim);
-  auto [hec] = co_await q.heartbeat(negated, nothrow);
+  auto [hec] = co_await q.async_heartbeat(negated, nothrow);
   CHECK(hec == E::lost_claim);
 
   // The contract client's Finish: it cannot know the job's record.
@@ -430,13 +430,13 @@ FIXTURE_TEST_CASE("retry",
     r.push("INCR", key("finishes", f.name));
     r.push("HDEL", key("items", f.name), "reused");
   });
-  auto gone = co_await q.get_job("reused", asio::use_awaitable);
+  auto gone = co_await q.async_get_job("reused", asio::use_awaitable);
   CHECK(!gone);
 
   // The same id put again is a new job: no strategy, no counts, no error.
   thoonk::put_options again;
   again.id = "reused";
-  auto r = co_await q.put("second", again, asio::use_awaitable);
+  auto r = co_await q.async_put("second", again, asio::use_awaitable);
   CHECK(r.outcome == thoonk::put_result::outcome_t::added);
   info = co_await job_of(q, "reused");
   CHECK(info.item == "second");
@@ -452,8 +452,8 @@ FIXTURE_TEST_CASE("retry-limit",
                   "claim kept; retry_at 2^53 - 1 reads back exactly",
                   "[job][retry][fail][get_job][errors]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = co_await q.put("x", asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j.id == id);
   const auto keys_before = co_await snapshot(f.c.conn(), f.name);
   constexpr thoonk::epoch_ms limit = 9007199254740991;  // 2^53 - 1
@@ -463,7 +463,7 @@ FIXTURE_TEST_CASE("retry-limit",
     thoonk::fail_options o;
     o.retry_at = at;
     const auto before = f.c.conn().stats().requests;
-    auto [ec, r] = co_await q.fail(j, "far", o, nothrow);
+    auto [ec, r] = co_await q.async_fail(j, "far", o, nothrow);
     CHECK(ec == E::invalid_argument);
     CHECK(ec.message().find("9007199254740991") != std::string::npos);
     CHECK(f.c.conn().stats().requests == before);  // nothing sent
@@ -475,13 +475,13 @@ FIXTURE_TEST_CASE("retry-limit",
   CHECK(info.state == thoonk::job_state::claimed);
   CHECK(info.retry_count == 0);
   CHECK(info.failures == 0);
-  auto [hb] = co_await q.heartbeat(j, nothrow);
+  auto [hb] = co_await q.async_heartbeat(j, nothrow);
   CHECK(!hb);
 
   // 2^53 - 1 is a time the scripts hold exactly.
   thoonk::fail_options at_limit;
   at_limit.retry_at = limit;
-  auto r = co_await q.fail(j, "much later", at_limit, asio::use_awaitable);
+  auto r = co_await q.async_fail(j, "much later", at_limit, asio::use_awaitable);
   CHECK(r.outcome == outcome::retry_scheduled);
   CHECK(r.run_at == limit);
   CHECK(r.retry_count == 1);

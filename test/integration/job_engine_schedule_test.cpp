@@ -38,14 +38,14 @@ FIXTURE_TEST_CASE("sched",
   CHECK(b->id == past);
   auto claimed = co_await try_claim(q);
   CHECK(!claimed);  // "later" is not due
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 1);
 
-  auto c = co_await q.claim(5s, asio::use_awaitable);
+  auto c = co_await q.async_claim(5s, asio::use_awaitable);
   CHECK(c.id == later);
   CHECK(c.item == "later");
   CHECK(thoonk::now_epoch_ms() >= later_at);  // never before its time
-  counts = co_await q.counts(asio::use_awaitable);
+  counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 0);
 }
 
@@ -65,10 +65,10 @@ FIXTURE_TEST_CASE("sched",
   // A job due earlier but put last still comes first.
   const auto first = co_await put_at(q, "earlier", at - 50);
   co_await sleep_for(250ms);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == first);
   for (const auto& id : put_order) {
-    auto k = co_await q.claim(1s, asio::use_awaitable);
+    auto k = co_await q.async_claim(1s, asio::use_awaitable);
     CHECK(k.id == id);
   }
 }
@@ -86,7 +86,7 @@ FIXTURE_TEST_CASE("sched",
       f.ioc,
       [](thoonk::job_queue q,
          std::shared_ptr<std::optional<thoonk::claimed_job>> out) -> asio::awaitable<void> {
-        auto [ec, j] = co_await q.claim(10s, nothrow);
+        auto [ec, j] = co_await q.async_claim(10s, nothrow);
         if (!ec) *out = std::move(j);
       }(q, waiting),
       asio::detached);
@@ -94,7 +94,7 @@ FIXTURE_TEST_CASE("sched",
   thoonk::put_options po;
   po.delay = 300ms;
   const auto before = thoonk::now_epoch_ms();
-  auto r = co_await q.put("delayed", po, asio::use_awaitable);
+  auto r = co_await q.async_put("delayed", po, asio::use_awaitable);
   const auto info = co_await job_of(q, r.id);
   CHECK(info.state == thoonk::job_state::scheduled);
   CHECK(info.run_at >= before + 300);
@@ -123,7 +123,7 @@ FIXTURE_TEST_CASE_WITHIN(
       "redis.call('HSET', KEYS[2], 'job' .. i, seq .. 'payload') end return 1";
   co_await cmd(f.c.conn(), "EVAL", fill, "2", key("scheduled", f.name),
                key("scheduled_items", f.name), due);
-  auto filled = co_await q.counts(asio::use_awaitable);
+  auto filled = co_await q.async_counts(asio::use_awaitable);
   CHECK(filled.scheduled == 100000);
   // The bound is on the work per call (batches of at most 1000), not
   // on the machine's speed: one call that promoted all 100,000 would
@@ -138,8 +138,8 @@ FIXTURE_TEST_CASE_WITHIN(
     if (co_await try_claim(q)) ++claimed;
   CHECK(claimed == 20);
   // Maintenance promotes the rest in batches.
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.scheduled == 0);
   CHECK(counts.waiting == 100000 - 20);
   // Each claim call promoted a bounded batch; maintenance the rest.
@@ -170,26 +170,26 @@ FIXTURE_TEST_CASE("sched",
   auto soon = co_await put_at(q, "soon", now + 100);
   auto gone = co_await put_at(q, "gone", now + 100);
   auto far = co_await put_at(q, "far", now + 3600000);
-  auto ids = co_await q.get_ids(asio::use_awaitable);
+  auto ids = co_await q.async_get_ids(asio::use_awaitable);
   std::sort(ids.begin(), ids.end());
   std::vector<std::string> want{soon, gone, far};
   std::sort(want.begin(), want.end());
   CHECK(ids == want);
 
-  co_await q.retract(gone, asio::use_awaitable);
-  auto job = co_await q.get_job(gone, asio::use_awaitable);
+  co_await q.async_retract(gone, asio::use_awaitable);
+  auto job = co_await q.async_get_job(gone, asio::use_awaitable);
   CHECK(!job);
-  auto [rec] = co_await q.retract(gone, nothrow);
+  auto [rec] = co_await q.async_retract(gone, nothrow);
   CHECK(rec == thoonk::error::job_not_found);
 
-  auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
+  auto page = co_await q.async_get_scheduled("", 10, asio::use_awaitable);
   REQUIRE(page.jobs.size() == 2);
   CHECK(page.jobs[0].id == soon);  // run_at order
   CHECK(page.jobs[1].id == far);
   CHECK(page.next.empty());
 
   co_await sleep_for(150ms);
-  auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.promoted == 1);
   CHECK(rep.counts.waiting == 1);
   CHECK(rep.counts.scheduled == 1);
@@ -211,7 +211,7 @@ FIXTURE_TEST_CASE("sched",
   std::string cursor;
   int pages = 0;
   do {
-    auto page = co_await q.get_scheduled(cursor, 10, asio::use_awaitable);
+    auto page = co_await q.async_get_scheduled(cursor, 10, asio::use_awaitable);
     for (auto& j : page.jobs) seen.emplace_back(j.run_at, j.id);
     cursor = page.next;
     ++pages;
@@ -236,7 +236,7 @@ constexpr thoonk::epoch_ms sched_limit = 9007199254740991;  // 2^53 - 1
 // by-value parameters of coroutine lambdas wrongly.)
 asio::awaitable<void> expect_put_refused(fixture& f, thoonk::job_queue& q, thoonk::put_options o) {
   const auto before = f.c.conn().stats().requests;
-  auto [ec, r] = co_await q.put(std::string("x"), std::move(o), nothrow);
+  auto [ec, r] = co_await q.async_put(std::string("x"), std::move(o), nothrow);
   CHECK(ec == thoonk::error::invalid_argument);
   CHECK(ec.message().find("9007199254740991") != std::string::npos);
   CHECK(r.id.empty());
@@ -297,22 +297,22 @@ FIXTURE_TEST_CASE("sched-limit",
   // Nothing was written: every key of the queue as before, nothing scheduled.
   const auto after = co_await snapshot(f.c.conn(), f.name);
   CHECK(after == before);
-  auto none = co_await q.counts(asio::use_awaitable);
+  auto none = co_await q.async_counts(asio::use_awaitable);
   CHECK(none.scheduled == 0);
   CHECK(none.waiting == 0);
-  auto missing = co_await q.get_job("limit-id", asio::use_awaitable);
+  auto missing = co_await q.async_get_job("limit-id", asio::use_awaitable);
   CHECK(!missing);
 
   // 2^53 - 1 itself is a time the scripts hold exactly.
   thoonk::put_options at_limit;
   at_limit.id = "at-limit";
   at_limit.run_at = sched_limit;
-  auto r = co_await q.put(std::string("far"), at_limit, asio::use_awaitable);
+  auto r = co_await q.async_put(std::string("far"), at_limit, asio::use_awaitable);
   CHECK(r.outcome == thoonk::put_result::outcome_t::added);
   auto info = co_await job_of(q, "at-limit");
   CHECK(info.state == thoonk::job_state::scheduled);
   CHECK(info.run_at == sched_limit);
-  auto page = co_await q.get_scheduled("", 10, asio::use_awaitable);
+  auto page = co_await q.async_get_scheduled("", 10, asio::use_awaitable);
   REQUIRE(page.jobs.size() == 1);
   CHECK(page.jobs[0].run_at == sched_limit);
   auto claimed = co_await try_claim(q);
@@ -323,7 +323,7 @@ FIXTURE_TEST_CASE("sched-limit",
                   "time options beyond 2^53 - 1 ms are refused before any I/O: the settings' "
                   "lease, backoffs and result time, the maintenance lock",
                   "[job][create_or_open][maintain][errors]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const auto endless = std::chrono::milliseconds::max();
   const auto pow53 = std::chrono::milliseconds(sched_limit + 1);
   std::vector<thoonk::job_queue::settings> bad(6);
@@ -338,7 +338,7 @@ FIXTURE_TEST_CASE("sched-limit",
     INFO("settings " << i);
     CHECK(!bad[i].problem().empty());
     const auto before = f.c.conn().stats().requests;
-    auto [ec, q] = co_await thoonk::job_queue::create_or_open(f.c, f.name, bad[i], nothrow);
+    auto [ec, q] = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, bad[i], nothrow);
     CHECK(ec == thoonk::error::invalid_argument);
     CHECK(f.c.conn().stats().requests == before);
   }
@@ -349,7 +349,7 @@ FIXTURE_TEST_CASE("sched-limit",
   auto lock = thoonk::test::no_stats();
   lock.lock_ttl = endless;
   const auto before = f.c.conn().stats().requests;
-  auto [mec, rep] = co_await q.maintain(lock, nothrow);
+  auto [mec, rep] = co_await q.async_maintain(lock, nothrow);
   CHECK(mec == thoonk::error::invalid_argument);
   CHECK(!rep.ran);
   CHECK(f.c.conn().stats().requests == before);

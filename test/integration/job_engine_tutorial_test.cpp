@@ -24,60 +24,60 @@ asio::awaitable<void> engine_tutorial(thoonk::client& client, std::string name, 
   // 1. A queue whose failed jobs come back after 100 ms, 200 ms, ... and
   //    give up at the third failure, sending a record to "<name>.dead".
   auto dead =
-      co_await thoonk::job_queue::create_or_open(client, name + ".dead", asio::use_awaitable);
+      co_await thoonk::job_queue::async_create_or_open(client, name + ".dead", asio::use_awaitable);
   thoonk::job_queue::settings settings;
   settings.retry.max_retries = 3;
   settings.retry.min_backoff = 100ms;
   settings.retry.max_backoff = 1s;
   settings.dead_letter_queue = name + ".dead";
   auto jobs =
-      co_await thoonk::job_queue::create_or_open(client, name, settings, asio::use_awaitable);
+      co_await thoonk::job_queue::async_create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. A job for later: not claimable before its time.
   thoonk::put_options later;
   later.delay = 300ms;
-  auto reminder = co_await jobs.put("send reminder", later, asio::use_awaitable);
-  auto [ec, none] = co_await jobs.claim(0ms, asio::as_tuple(asio::use_awaitable));
+  auto reminder = co_await jobs.async_put("send reminder", later, asio::use_awaitable);
+  auto [ec, none] = co_await jobs.async_claim(0ms, asio::as_tuple(asio::use_awaitable));
   out << "before its time: " << (ec == thoonk::error::queue_empty ? "nothing" : none.item) << "\n";
-  auto job = co_await jobs.claim(5s, asio::use_awaitable);
+  auto job = co_await jobs.async_claim(5s, asio::use_awaitable);
   out << "at its time: " << job.item << " (" << (job.id == reminder.id ? "same id" : "?") << ")\n";
-  co_await jobs.finish(job, asio::use_awaitable);
+  co_await jobs.async_finish(job, asio::use_awaitable);
 
   // 3. De-duplication: puts naming the same id update one job. While it is
   //    claimed, a put is held and applied when the claim ends.
   thoonk::put_options report;
   report.id = "daily-report";
-  co_await jobs.put("report v1", report, asio::use_awaitable);
-  auto again = co_await jobs.put("report v2", report, asio::use_awaitable);
+  co_await jobs.async_put("report v1", report, asio::use_awaitable);
+  auto again = co_await jobs.async_put("report v2", report, asio::use_awaitable);
   out << "second put: "
       << (again.outcome == thoonk::put_result::outcome_t::updated ? "updated" : "?") << "\n";
-  job = co_await jobs.claim(5s, asio::use_awaitable);
-  auto held = co_await jobs.put("report v3", report, asio::use_awaitable);
+  job = co_await jobs.async_claim(5s, asio::use_awaitable);
+  auto held = co_await jobs.async_put("report v3", report, asio::use_awaitable);
   out << "claimed " << job.item << ", put while claimed: "
       << (held.outcome == thoonk::put_result::outcome_t::held ? "held" : "?") << "\n";
-  co_await jobs.finish(job, asio::use_awaitable);
-  job = co_await jobs.claim(5s, asio::use_awaitable);
+  co_await jobs.async_finish(job, asio::use_awaitable);
+  job = co_await jobs.async_claim(5s, asio::use_awaitable);
   out << "after the finish: " << job.item << "\n";
 
   // 4. Failures: retried after a growing backoff, then a dead letter.
   for (int attempt = 1;; ++attempt) {
-    auto failed = co_await jobs.fail(job, "printer on fire", asio::use_awaitable);
+    auto failed = co_await jobs.async_fail(job, "printer on fire", asio::use_awaitable);
     if (failed.outcome == thoonk::fail_result::outcome_t::dead_lettered) {
       out << "failure " << attempt << ": dead letter\n";
       break;
     }
     out << "failure " << attempt << ": retry scheduled\n";
-    job = co_await jobs.claim(5s, asio::use_awaitable);
+    job = co_await jobs.async_claim(5s, asio::use_awaitable);
   }
-  auto info = co_await jobs.get_job("daily-report", asio::use_awaitable);
+  auto info = co_await jobs.async_get_job("daily-report", asio::use_awaitable);
   out << "kept: " << info->item << ", " << info->retry_count << " failures, last error \""
       << info->last_error << "\"\n";
-  auto record = co_await dead.claim(5s, asio::use_awaitable);
+  auto record = co_await dead.async_claim(5s, asio::use_awaitable);
   out << "dead-letter record: " << record.item << "\n";
-  co_await dead.finish(record, asio::use_awaitable);
+  co_await dead.async_finish(record, asio::use_awaitable);
 
-  co_await client.delete_feed(name, asio::use_awaitable);
-  co_await client.delete_feed(name + ".dead", asio::use_awaitable);
+  co_await client.async_delete_feed(name, asio::use_awaitable);
+  co_await client.async_delete_feed(name + ".dead", asio::use_awaitable);
 }
 // engine-tutorial-end
 

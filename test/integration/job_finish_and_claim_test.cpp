@@ -37,8 +37,9 @@ void start_call(thoonk::job_queue& q, const thoonk::claim_ref& claim, finish_cla
     out.ec = ec;
     out.next = std::move(j);
   };
-  if (sig) q.finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
-  else q.finish_and_claim(claim, std::move(done));
+  if (sig)
+    q.async_finish_and_claim(claim, asio::bind_cancellation_slot(sig->slot(), std::move(done)));
+  else q.async_finish_and_claim(claim, std::move(done));
 }
 
 // Waits (at most 5 s) for a call start_call started; it must complete.
@@ -58,7 +59,7 @@ struct first_claimed {
 asio::awaitable<first_claimed> queue_with_first_claimed(fixture& f, std::size_t n) {
   auto q = co_await engine_queue(f);
   auto ids = co_await put_copies(q, n, "x");
-  auto job = co_await q.claim(1s, asio::use_awaitable);
+  auto job = co_await q.async_claim(1s, asio::use_awaitable);
   co_return first_claimed{std::move(q), std::move(ids), std::move(job)};
 }
 
@@ -70,11 +71,11 @@ FIXTURE_TEST_CASE("finclaim",
                   "[job][finish_and_claim][finish][claim]") {
   auto q = co_await engine_queue(f);
   std::vector<std::string> items{"a", "b", "c"};
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  auto j1 = co_await q.claim(1s, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto j1 = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j1.id == ids[0]);
 
-  auto j2 = co_await q.finish_and_claim(j1, asio::use_awaitable);
+  auto j2 = co_await q.async_finish_and_claim(j1, asio::use_awaitable);
   CHECK(j2.id == ids[1]);
   CHECK(j2.item == "b");
   CHECK(j2.failures == 0);
@@ -85,13 +86,13 @@ FIXTURE_TEST_CASE("finclaim",
   CHECK(c.waiting == 1);
 
   // With a result: kept for get_result, as finish() keeps it.
-  auto j3 = co_await q.finish_and_claim(j2, "done-b", asio::use_awaitable);
+  auto j3 = co_await q.async_finish_and_claim(j2, "done-b", asio::use_awaitable);
   CHECK(j3.id == ids[2]);
-  auto result = co_await q.get_result(ids[1], 1s, asio::use_awaitable);
+  auto result = co_await q.async_get_result(ids[1], 1s, asio::use_awaitable);
   CHECK(result == "done-b");
 
   // The last one: finished, nothing to claim.
-  auto [ec, none] = co_await q.finish_and_claim(j3, nothrow);
+  auto [ec, none] = co_await q.async_finish_and_claim(j3, nothrow);
   CHECK(ec == E::queue_empty);
   CHECK(none.id.empty());
   c = co_await counts_of(q);
@@ -99,7 +100,7 @@ FIXTURE_TEST_CASE("finclaim",
   CHECK(c.claimed == 0);
   CHECK(c.waiting == 0);
   CHECK(c.items == 0);
-  auto [again, unused] = co_await q.finish_and_claim(j3, nothrow);
+  auto [again, unused] = co_await q.async_finish_and_claim(j3, nothrow);
   CHECK(again == E::job_not_found);
 }
 
@@ -109,8 +110,8 @@ FIXTURE_TEST_CASE_WITH_CONFIG(small_items(), "finclaim",
                               "[job][finish_and_claim][errors]") {
   auto q = co_await engine_queue(f);
   std::vector<std::string> items{"a", "b"};
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   const auto unchanged = [&]() -> asio::awaitable<void> {
     auto c = co_await counts_of(q);
     CHECK(c.claimed == 1);
@@ -121,30 +122,30 @@ FIXTURE_TEST_CASE_WITH_CONFIG(small_items(), "finclaim",
   // Named claim_refs, not temporaries: g++ 12 mishandles a braced
   // temporary inside a co_await expression.
   const thoonk::claim_ref other_token{j.id, j.token + 1};
-  auto [lost, n1] = co_await q.finish_and_claim(other_token, nothrow);
+  auto [lost, n1] = co_await q.async_finish_and_claim(other_token, nothrow);
   CHECK(lost == E::lost_claim);
   CHECK(n1.id.empty());
   co_await unchanged();
   const thoonk::claim_ref no_such_job{"no-such-job", 1};
-  auto [unknown, n2] = co_await q.finish_and_claim(no_such_job, nothrow);
+  auto [unknown, n2] = co_await q.async_finish_and_claim(no_such_job, nothrow);
   CHECK(unknown == E::job_not_found);
   co_await unchanged();
   const thoonk::claim_ref still_waiting{ids[1], 1};
-  auto [waiting, n3] = co_await q.finish_and_claim(still_waiting, nothrow);
+  auto [waiting, n3] = co_await q.async_finish_and_claim(still_waiting, nothrow);
   CHECK(waiting == E::job_not_claimed);
   co_await unchanged();
 
   const auto before = f.c.conn().stats().requests;
   const thoonk::claim_ref empty_id{"", 1};
-  auto [bad_id, n4] = co_await q.finish_and_claim(empty_id, nothrow);
+  auto [bad_id, n4] = co_await q.async_finish_and_claim(empty_id, nothrow);
   CHECK(bad_id == E::invalid_id);
-  auto [too_large, n5] = co_await q.finish_and_claim(j, std::string(65, 'r'), nothrow);
+  auto [too_large, n5] = co_await q.async_finish_and_claim(j, std::string(65, 'r'), nothrow);
   CHECK(too_large == E::item_too_large);
   CHECK(f.c.conn().stats().requests == before);
   co_await unchanged();
 
   // The claim is still good after all that.
-  auto next = co_await q.finish_and_claim(j, std::string(64, 'r'), asio::use_awaitable);
+  auto next = co_await q.async_finish_and_claim(j, std::string(64, 'r'), asio::use_awaitable);
   CHECK(next.id == ids[1]);
 }
 
@@ -155,10 +156,10 @@ FIXTURE_TEST_CASE("finclaim",
   auto q = co_await engine_queue(f);
   auto ids = co_await put_copies(q, 6, "x");
   std::vector<thoonk::claimed_job> held;
-  for (int i = 0; i < 4; ++i) held.push_back(co_await q.claim(1s, asio::use_awaitable));
+  for (int i = 0; i < 4; ++i) held.push_back(co_await q.async_claim(1s, asio::use_awaitable));
   // One call alone first (the script is loaded now, so the batch below is
   // one request).
-  auto warm = co_await q.finish_and_claim(held[3], asio::use_awaitable);
+  auto warm = co_await q.async_finish_and_claim(held[3], asio::use_awaitable);
   CHECK(warm.id == ids[4]);
   const auto requests_before = f.c.conn().stats().requests;
   finish_claim_call a, b, c;
@@ -193,10 +194,10 @@ FIXTURE_TEST_CASE("finclaim",
   int loops_left = 64;
   int errors = 0;
   auto loop = [&]() -> asio::awaitable<void> {
-    auto [ec, job] = co_await q.claim(0ms, nothrow);
+    auto [ec, job] = co_await q.async_claim(0ms, nothrow);
     while (!ec) {
       seen.insert(job.id);
-      std::tie(ec, job) = co_await q.finish_and_claim(job, nothrow);
+      std::tie(ec, job) = co_await q.async_finish_and_claim(job, nothrow);
     }
     if (ec != E::queue_empty) ++errors;
     --loops_left;
@@ -219,15 +220,15 @@ FIXTURE_TEST_CASE("finclaim",
                   "(queue_empty); after resume the next claim gets it",
                   "[job][finish_and_claim][pause]") {
   auto [q, ids, j] = co_await queue_with_first_claimed(f, 2);
-  co_await q.pause(asio::use_awaitable);
-  auto [ec, none] = co_await q.finish_and_claim(j, nothrow);
+  co_await q.async_pause(asio::use_awaitable);
+  auto [ec, none] = co_await q.async_finish_and_claim(j, nothrow);
   CHECK(ec == E::queue_empty);
   auto c = co_await counts_of(q);
   CHECK(c.finishes == 1);
   CHECK(c.claimed == 0);
   CHECK(c.waiting == 1);
-  co_await q.resume(asio::use_awaitable);
-  auto next = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
+  auto next = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(next.id == ids[1]);
 }
 
@@ -237,7 +238,7 @@ TWO_CLIENT_TEST_CASE("finclaim",
                      "[job][finish_and_claim][cancel][single]") {
   // [single]: CLIENT PAUSE must reach the queue's own server.
   auto [q, ids, j1] = co_await queue_with_first_claimed(f, 3);
-  co_await other.connect(asio::use_awaitable);
+  co_await other.async_connect(asio::use_awaitable);
 
   // Cancelled in the tick it starts: not sent.
   {
@@ -276,7 +277,7 @@ TWO_CLIENT_TEST_CASE("finclaim",
   CHECK(back);
   auto info = co_await job_of(q, ids[1]);
   CHECK(info.failures == 0);
-  auto next = co_await q.claim(1s, asio::use_awaitable);
+  auto next = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(next.id == ids[1]);
 }
 
@@ -286,7 +287,7 @@ TWO_CLIENT_TEST_CASE("finclaim",
                      "[job][finish_and_claim][kill][single]") {
   // [single]: CLIENT PAUSE and KILL must reach the queue's own server.
   auto [q, ids, j] = co_await queue_with_first_claimed(f, 2);
-  co_await other.connect(asio::use_awaitable);
+  co_await other.async_connect(asio::use_awaitable);
   auto me = co_await cmd(f.c.conn(), "CLIENT", "ID");
   co_await cmd(other.conn(), "CLIENT", "PAUSE", "300", "WRITE");
   finish_claim_call o;
@@ -299,7 +300,7 @@ TWO_CLIENT_TEST_CASE("finclaim",
   // The client reconnects; the same call again either finishes the job now
   // (the killed call never ran) or finds it finished.
   co_await sleep_for(400ms);
-  auto [ec, next] = co_await q.finish_and_claim(j, nothrow);
+  auto [ec, next] = co_await q.async_finish_and_claim(j, nothrow);
   CHECK((!ec || ec == E::job_not_found));
   if (!ec) CHECK(next.id == ids[1]);
 }

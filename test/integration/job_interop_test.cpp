@@ -32,16 +32,16 @@ FIXTURE_TEST_CASE("jobs-interop",
   auto q = co_await contract_job_queue(f, opts);
 
   co_await plain_put(f.c.conn(), f.name, "0b9a5f7e-1111-4c3a-9d1e-000000000001", "first");
-  auto j = co_await q.claim(2s, asio::use_awaitable);
+  auto j = co_await q.async_claim(2s, asio::use_awaitable);
   CHECK(j.id == "0b9a5f7e-1111-4c3a-9d1e-000000000001");
   CHECK(j.item == "first");
   CHECK(j.failures == 0);
-  co_await q.finish(j, std::string("done"), asio::use_awaitable);
+  co_await q.async_finish(j, std::string("done"), asio::use_awaitable);
   auto snap = co_await snapshot(f.c.conn(), f.name);
   CHECK(snap ==
         "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n"
         "publishes:bulk \"1\"\nfinishes:bulk \"1\"\nattempts:{}\nunaccounted:{}\n");
-  auto r = co_await q.get_result(j.id, 1s, asio::use_awaitable);
+  auto r = co_await q.async_get_result(j.id, 1s, asio::use_awaitable);
   CHECK(r == "done");
 
   // A claimer already waiting picks up a plain put by the poll.
@@ -49,9 +49,9 @@ FIXTURE_TEST_CASE("jobs-interop",
   asio::co_spawn(
       f.ioc,
       [&]() -> asio::awaitable<void> {
-        auto [ec, j2] = co_await q.claim(10s, nothrow);
+        auto [ec, j2] = co_await q.async_claim(10s, nothrow);
         got = !ec && j2.item == "second";
-        if (got) co_await q.finish(j2, asio::use_awaitable);
+        if (got) co_await q.async_finish(j2, asio::use_awaitable);
       },
       asio::detached);
   co_await sleep_for(50ms);
@@ -63,7 +63,7 @@ FIXTURE_TEST_CASE("jobs-interop",
 JOB_QUEUE_TEST_CASE("jobs-interop",
                     "job interop: jobs put by the library work with the contract's plain commands",
                     "[job][counts][finish][get_result][put]") {
-  auto id = co_await q.put("library job", asio::use_awaitable);
+  auto id = (co_await q.async_put("library job", asio::use_awaitable)).id;
 
   // Put: in feed.ids and feed.items, counted. feed.published (read by no
   // contract operation) is written only with the queue config published=1.
@@ -90,14 +90,14 @@ JOB_QUEUE_TEST_CASE("jobs-interop",
   }
   auto claimed = co_await cmd(f.c.conn(), "ZSCORE", key("claimed", f.name), id);
   CHECK(!claimed.is_null());
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 0);
   CHECK(counts.claimed == 1);
   CHECK(counts.items == 1);
 
   // Its claim carries no token of ours: the library cannot finish it ...
   const thoonk::claim_ref claim{id, 1};
-  auto [ec] = co_await q.finish(claim, nothrow);
+  auto [ec] = co_await q.async_finish(claim, nothrow);
   CHECK(ec == thoonk::error::lost_claim);
 
   // ... but sees the plain client's "Finish" with a result.
@@ -116,7 +116,7 @@ JOB_QUEUE_TEST_CASE("jobs-interop",
   for (int i = 0; i < 500 && !result->done; ++i) co_await sleep_for(10ms);
   CHECK(result->done);
   CHECK(result->value == "plain result");
-  counts = co_await q.counts(asio::use_awaitable);
+  counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.items == 0);
   CHECK(counts.finishes == 1);
 }
@@ -133,12 +133,12 @@ JOB_QUEUE_TEST_CASE("jobs-interop", "job interop: plain Cancel / Stall / Retry o
       r.push("ZREM", key("claimed", f.name), id);
     });
   }
-  auto j2 = co_await q.claim(1s, asio::use_awaitable);
+  auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j2.id == id);
   CHECK(j2.failures == 1);
   CHECK(j2.token > j1.token);
   const thoonk::claim_ref claim2{id, j1.token};
-  auto [ec] = co_await q.finish(claim2, nothrow);
+  auto [ec] = co_await q.async_finish(claim2, nothrow);
   CHECK(ec == thoonk::error::lost_claim);
 
   // Contract "Stall", then the library's retry.
@@ -151,14 +151,14 @@ JOB_QUEUE_TEST_CASE("jobs-interop", "job interop: plain Cancel / Stall / Retry o
     });
   }
   const thoonk::claim_ref claim3{id, j2.token};
-  auto [ec2] = co_await q.finish(claim3, nothrow);
+  auto [ec2] = co_await q.async_finish(claim3, nothrow);
   CHECK(ec2 == thoonk::error::job_not_claimed);
-  co_await q.retry(id, asio::use_awaitable);
-  auto j3 = co_await q.claim(1s, asio::use_awaitable);
+  co_await q.async_retry(id, asio::use_awaitable);
+  auto j3 = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j3.id == id);
   CHECK(j3.failures == 0);
-  co_await q.finish(j3, asio::use_awaitable);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  co_await q.async_finish(j3, asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.items == 0);
   CHECK(counts.finishes == 1);
 }

@@ -24,7 +24,7 @@ template <class Pred>
 asio::awaitable<thoonk::job_counts> counts_when(thoonk::job_queue& q, Pred done) {
   thoonk::job_counts c;
   for (int i = 0; i < 500; ++i) {
-    c = co_await q.counts(asio::use_awaitable);
+    c = co_await q.async_counts(asio::use_awaitable);
     if (done(c)) break;
     co_await sleep_for(10ms);
   }
@@ -38,11 +38,11 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs claimed ahead are handed 
   auto q = co_await contract_job_queue(f, prefetching(8, 10s));
   std::vector<std::string> items;
   for (int i = 0; i < 40; ++i) items.push_back("job-" + std::to_string(i));
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   REQUIRE(ids.size() == 40);
 
   // The first claim is served, then up to 8 more are claimed ahead.
-  auto first = co_await q.claim(1s, asio::use_awaitable);
+  auto first = co_await q.async_claim(1s, asio::use_awaitable);
   auto c1 = co_await counts_when(q, [](const auto& c) { return c.claimed == 9; });
   CHECK(c1.claimed == 9);
   CHECK(c1.waiting == 31);
@@ -51,16 +51,16 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs claimed ahead are handed 
   std::set<std::string> seen{first.id};
   std::vector<thoonk::claimed_job> got{first};
   for (int i = 1; i < 40; ++i) {
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
     got.push_back(j);
     CHECK(seen.insert(j.id).second);
   }
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i].id == ids[i]);
   for (auto& j : got) {
-    auto [ec] = co_await q.finish(j, nothrow);
+    auto [ec] = co_await q.async_finish(j, nothrow);
     CHECK(!ec);
   }
-  auto c2 = co_await q.counts(asio::use_awaitable);
+  auto c2 = co_await q.async_counts(asio::use_awaitable);
   CHECK(c2.claimed == 0);
   CHECK(c2.waiting == 0);
   CHECK(c2.items == 0);
@@ -71,9 +71,9 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs nobody takes are released
                   "[job][claim][failures][finish][put_many]") {
   auto q = co_await contract_job_queue(f, prefetching(4, 150ms));
   std::vector<std::string> items(10, "x");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
-  co_await q.finish(j, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
+  co_await q.async_finish(j, asio::use_awaitable);
   // Claimed ahead, not taken: back at the front of the line after the
   // hold, no failure counted, their claims (tokens) ended.
   auto c = co_await counts_when(q, [](const auto& c) { return c.claimed == 0; });
@@ -81,29 +81,29 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: jobs nobody takes are released
   CHECK(c.waiting == 9);
   auto next = co_await cmd(f.c.conn(), "LINDEX", key("ids", f.name), -1);
   CHECK(next.str == ids[1]);
-  auto fails = co_await q.failures(ids[1], asio::use_awaitable);
+  auto fails = co_await q.async_failures(ids[1], asio::use_awaitable);
   CHECK(fails == 0);
   // A token from the released claim is refused: the attempt ended.
   auto att = co_await cmd(f.c.conn(), "HGET", key("attempts", f.name), ids[1]);
   CHECK(att.str == "-1");
-  auto again = co_await q.claim(1s, asio::use_awaitable);
+  auto again = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(again.id == ids[1]);
   CHECK(again.token == 2);
   const thoonk::claim_ref claim{again.id, 1};
-  auto [ec] = co_await q.finish(claim, nothrow);
+  auto [ec] = co_await q.async_finish(claim, nothrow);
   CHECK(ec == thoonk::error::lost_claim);
 }
 
 FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: closing the queue releases what it holds",
                   "[job][claim][finish][put_many]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "job");
   std::vector<std::string> items(10, "x");
   thoonk::claimed_job j;
   {
     thoonk::job_queue q(f.c, f.name, prefetching(4, 60s));
-    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-    j = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    j = co_await q.async_claim(1s, asio::use_awaitable);
     auto c = co_await counts_when(q, [](const auto& c) { return c.claimed == 5; });
     CHECK(c.claimed == 5);
   }  // last handle gone: the object closes
@@ -111,6 +111,6 @@ FIXTURE_TEST_CASE("jobs-prefetch", "job prefetch: closing the queue releases wha
   auto c = co_await counts_when(other, [](const auto& c) { return c.claimed == 1; });
   CHECK(c.claimed == 1);  // only the job a worker holds
   CHECK(c.waiting == 9);
-  auto [ec] = co_await other.finish(j, nothrow);
+  auto [ec] = co_await other.async_finish(j, nothrow);
   CHECK(!ec);
 }

@@ -44,6 +44,10 @@ struct put_outcome {
 /// `mark` (a job_queue handle's offer is ":c"), the offer carries it and no
 /// worker is registered.
 struct fake_taker {
+  explicit fake_taker(fixture& fx) : f(fx) {}
+  fake_taker(fixture& fx, std::string w, std::string m)
+      : f(fx), worker(std::move(w)), mark(std::move(m)) {}
+
   fixture& f;
   std::string worker = unique_name("taker");
   std::string mark;
@@ -88,7 +92,7 @@ struct fake_taker {
                                    thoonk::priority p = thoonk::priority::normal) {
     co_await offer(slots);
     put_outcome o;
-    o.ids = co_await q.put_many(std::move(jobs), p, asio::use_awaitable);
+    o.ids = co_await q.async_put_many(std::move(jobs), p, asio::use_awaitable);
     o.handed = co_await handed();
     o.line = co_await line_of(f);
     co_return o;
@@ -107,7 +111,7 @@ FIXTURE_TEST_CASE("handoffdirect",
   s.events = true;
   auto q = co_await engine_queue(f, s);
   std::vector<std::string> events;
-  auto esub = co_await q.subscribe_events(
+  auto esub = co_await q.async_subscribe_events(
       [&](const thoonk::job_event& e) {
         events.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id);
       },
@@ -150,7 +154,8 @@ FIXTURE_TEST_CASE("handoffline",
                   "oldest waiting first, and the put's jobs join the end of the line",
                   "[job][hand_off][put][put_many]") {
   auto q = co_await engine_queue(f);
-  auto old = co_await q.put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
+  auto old =
+      co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
   fake_taker t{f};
   auto r = co_await t.put(q, 3, items(2, "new"));
   // As many as the put added, the oldest first: the ones that waited.
@@ -164,13 +169,13 @@ FIXTURE_TEST_CASE("handoffcontrol",
                   "[job][hand_off][put][pause][rate_limit]") {
   auto q = co_await engine_queue(f);
   fake_taker t{f};
-  co_await q.pause(asio::use_awaitable);
+  co_await q.async_pause(asio::use_awaitable);
   auto r = co_await t.put(q, 2, items(1, "held back"));
   CHECK(r.handed.empty());
   CHECK(r.line == r.ids);
   auto offer = co_await cmd(f.c.conn(), "HGET", key("takers", f.name), t.worker);
   CHECK(offer.type != thoonk::resp3::type::null);  // still offered
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   co_await cmd(f.c.conn(), "DEL", key("ids", f.name));
 
   // A limit of 10 jobs/s allows a burst of one: one job goes, the other
@@ -194,7 +199,7 @@ FIXTURE_TEST_CASE("handoffdue",
   fake_taker t{f};
   auto r = co_await t.put(q, 1, items(1, "fresh"));
   CHECK(r.handed == r.ids);
-  auto j = co_await q.claim(1s, asio::use_awaitable);
+  auto j = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == due);
   CHECK(j.item == "due");
 }
@@ -296,22 +301,22 @@ FIXTURE_TEST_CASE("handoffprovisional",
     co_await cmd(f.c.conn(), "ZADD", key("handed", f.name), "1", member(id, 1));
     if (how == 0) {
       // A claim on the dry line finds it and claims it.
-      auto [ec, j] = co_await q.claim(1s, nothrow);
+      auto [ec, j] = co_await q.async_claim(1s, nothrow);
       REQUIRE(!ec);
       CHECK(j.id == id);
       CHECK(j.token == 2);
       CHECK(j.failures == 0);
-      co_await q.finish(j, asio::use_awaitable);
+      co_await q.async_finish(j, asio::use_awaitable);
     } else {
       if (how == 1) {
         // A put that finds sleepers gives it back first: next out, before
         // the put's own job.
         co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-        auto other = co_await q.put("after", asio::use_awaitable);
+        auto other = (co_await q.async_put("after", asio::use_awaitable)).id;
         auto line = co_await line_of(f);
         CHECK(line == ids{id, other});
       } else {
-        co_await q.maintain(no_stats(), asio::use_awaitable);
+        co_await q.async_maintain(no_stats(), asio::use_awaitable);
         auto line = co_await line_of(f);
         CHECK(line == ids{id});
       }
@@ -328,7 +333,7 @@ FIXTURE_TEST_CASE("handoffprovisional",
     std::vector<std::string> claim_of{id, "1"};
     auto late = co_await confirm(f, std::move(claim_of));
     CHECK(late == 0);
-    while (auto j = co_await try_claim(q)) co_await q.finish(*j, asio::use_awaitable);
+    while (auto j = co_await try_claim(q)) co_await q.async_finish(*j, asio::use_awaitable);
   }
 
   // Confirmed, the hand-off is the handle's under the lease: no claim, put
@@ -344,12 +349,12 @@ FIXTURE_TEST_CASE("handoffprovisional",
   auto nothing = co_await try_claim(q);
   CHECK(!nothing);
   co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-  co_await q.put("after", asio::use_awaitable);
-  co_await q.maintain(no_stats(), asio::use_awaitable);
+  co_await q.async_put("after", asio::use_awaitable);
+  co_await q.async_maintain(no_stats(), asio::use_awaitable);
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::claimed);
   thoonk::claimed_job held;
   held.id = id;
   held.token = 1;
-  co_await q.finish(held, asio::use_awaitable);
+  co_await q.async_finish(held, asio::use_awaitable);
 }

@@ -83,7 +83,7 @@ struct recorded_run {
     for (std::size_t i = 0; i < n; ++i) {
       co_await sleep_for(30ms);
       const auto before = seen.size();
-      co_await q.put("x", asio::use_awaitable);
+      co_await q.async_put("x", asio::use_awaitable);
       co_await started(before + 1);
       auto offer = co_await offer_of(c, queue, worker);
       CHECK(offer.empty());
@@ -107,7 +107,7 @@ FIXTURE_TEST_CASE("handoff",
   for (std::size_t i = 0; i < items.size(); ++i) {
     // Both slots idle, offered by the round that found the queue dry.
     co_await r.offers(f.c.conn(), f.name, 2);
-    auto id = co_await q.put(items[i], asio::use_awaitable);
+    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
     ids.push_back(id);
     co_await r.started(i + 1);
   }
@@ -140,7 +140,7 @@ FIXTURE_TEST_CASE("handoffsplit",
   co_await r.offers(f.c.conn(), f.name, 3);
   std::vector<std::string> items;
   for (int i = 0; i < 10; ++i) items.push_back("j" + std::to_string(i));
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   auto all = co_await wait_finishes(q, 10);
   CHECK(all);
   // A job with a failure behind it, handed off.
@@ -148,7 +148,7 @@ FIXTURE_TEST_CASE("handoffsplit",
   co_await cmd(f.c.conn(), "HSET", key("cancelled", f.name), "failed-once", "1");
   thoonk::put_options po;
   po.id = "failed-once";
-  co_await q.put("again", po, asio::use_awaitable);
+  co_await q.async_put("again", po, asio::use_awaitable);
   all = co_await wait_finishes(q, 11);
   CHECK(all);
   co_await stop_run_cleanly(*r.run);
@@ -190,7 +190,7 @@ FIXTURE_TEST_CASE("handoffbad",
   auto withdrawn = co_await offered(f.c.conn(), f.name, r.worker, 0);
   CHECK(withdrawn);
   co_await r.offers(f.c.conn(), f.name, 1);
-  co_await q.put("after", asio::use_awaitable);
+  co_await q.async_put("after", asio::use_awaitable);
   co_await r.started(1);
   CHECK(r.seen[0].item == "after");
   co_await stop_run_cleanly(*r.run);
@@ -226,7 +226,7 @@ FIXTURE_TEST_CASE("handoffdead",
   co_await cmd(c, "HSET", takers, "lapsed-offer", std::to_string(now - 1) + ":4");
   co_await cmd(c, "HSET", takers, "unregistered", later + ":4");
   co_await cmd(c, "SET", key("sleepers", f.name), "1");
-  auto first = co_await q.put("one", asio::use_awaitable);
+  auto first = (co_await q.async_put("one", asio::use_awaitable)).id;
   auto counts = co_await counts_of(q);
   CHECK(counts.waiting == 1);
   CHECK(counts.claimed == 0);
@@ -247,7 +247,7 @@ FIXTURE_TEST_CASE("handoffdead",
   co_await cmd(c, "HSET", takers, "live", later + ":1");
   co_await cmd(c, "SET", key("sleepers", f.name), "1");
   std::vector<std::string> two{"two", "three"};
-  co_await q.put_many(two, thoonk::priority::normal, asio::use_awaitable);
+  co_await q.async_put_many(two, thoonk::priority::normal, asio::use_awaitable);
   auto heard = co_await wait_until([&] { return got.size() == 1; }, 2s);
   REQUIRE(heard);
   auto jobs = thoonk::detail::jobs::parse_hand_off(got[0]);
@@ -274,7 +274,7 @@ FIXTURE_TEST_CASE("handoffdead",
   co_await cmd(c, "HSET", takers, "live", later + ":5");
   co_await cmd(c, "SET", key("sleepers", f.name), "1");
   got.clear();
-  co_await q.put("four", asio::use_awaitable);
+  co_await q.async_put("four", asio::use_awaitable);
   heard = co_await wait_until([&] { return got.size() == 1; }, 2s);
   REQUIRE(heard);
   jobs = thoonk::detail::jobs::parse_hand_off(got[0]);
@@ -296,7 +296,7 @@ FIXTURE_TEST_CASE("handoffdead",
   co_await cmd(c, "HSET", takers, "live2", later + ":1");
   co_await cmd(c, "DEL", key("ids", f.name));  // the waiting jobs go
   got.clear();
-  co_await q.put("five", asio::use_awaitable);
+  co_await q.async_put("five", asio::use_awaitable);
   heard = co_await wait_until([&] { return got.size() + other.size() == 1; }, 2s);
   REQUIRE(heard);
   co_await settle();
@@ -319,7 +319,7 @@ TEST_CASE("hand-off: a producer that may not publish on the runner's channel wak
     r.start(q, 1);
     for (std::size_t i = 0; i < 3; ++i) {
       co_await r.offers(p.admin, name, 1);
-      auto [ec, id] = co_await producer.put("y", asio::as_tuple(asio::use_awaitable));
+      auto [ec, id] = co_await producer.async_put("y", asio::as_tuple(asio::use_awaitable));
       CHECK(!ec);
       co_await r.started(i + 1);
     }
@@ -363,7 +363,7 @@ TEST_CASE(
     recorded_run r;
     r.start(mine, 1);
     co_await r.offers(p.admin, name, 1);
-    co_await q.put("handed", asio::use_awaitable);
+    co_await q.async_put("handed", asio::use_awaitable);
     co_await r.started(1);
     // The runner's subscriber is cut and comes back: the check that
     // follows fails on the fence, and the runner offers nothing from then on.
@@ -401,7 +401,7 @@ struct lost_hand_off {
   asio::awaitable<void> start(gap_parties& p, std::string item) {
     co_await p.start();
     q = co_await create_job_queue(p.pub, name);
-    auto mine = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+    auto mine = co_await thoonk::job_queue::async_open(*p.c, name, asio::use_awaitable);
     r.start(mine, 1);
     co_await r.offers(p.admin, name, 1);
     id = co_await put_while_unsubscribed(p, name, std::move(item));

@@ -20,7 +20,7 @@ namespace {
 
 /// The claims the queue's only worker holds now (0 when none is listed).
 asio::awaitable<std::size_t> claims_held(thoonk::job_queue& q) {
-  auto ws = co_await q.get_workers(asio::use_awaitable);
+  auto ws = co_await q.async_get_workers(asio::use_awaitable);
   co_return ws.empty() ? 0 : ws.front().claims.size();
 }
 
@@ -57,7 +57,7 @@ asio::awaitable<std::vector<std::string>> put_with_slow_job(thoonk::job_queue& q
   std::vector<std::string> items(300, "short");
   items.push_back("slow");
   for (int i = 0; i < after; ++i) items.push_back("short");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   co_return ids;
 }
 
@@ -109,7 +109,7 @@ asio::awaitable<std::optional<thoonk::claim_ref>> claim_behind_slow_job(
   std::optional<thoonk::claim_ref> ahead;
   const auto until = std::chrono::steady_clock::now() + 1s;
   while (!ahead && std::chrono::steady_clock::now() < until) {
-    auto ws = co_await q.get_workers(asio::use_awaitable);
+    auto ws = co_await q.async_get_workers(asio::use_awaitable);
     for (const auto& w : ws)
       for (const auto& c : w.claims)
         if (c.id != s.slow_id && !s.started.count(c.id)) ahead = c;
@@ -314,7 +314,7 @@ TWO_CLIENT_TEST_CASE("runaheadabort",
   ao.outcome = thoonk::abort_options::failed;
   ao.error = "operator abort";
   ao.permanent = true;
-  co_await q2.abort(ahead, ao, asio::use_awaitable);
+  co_await q2.async_abort(ahead, ao, asio::use_awaitable);
   co_await s.finish_without(q, ahead);
   CHECK(s.started.size() == 350);
   CHECK(s.run->report.finished == 350);
@@ -341,7 +341,7 @@ TWO_CLIENT_TEST_CASE("runaheadlost",
   slow_run s;
   auto ahead = co_await claim_behind_slow_job(q, s, 1500ms, o);
   REQUIRE(ahead);
-  co_await q2.stall(*ahead, asio::use_awaitable);
+  co_await q2.async_stall(*ahead, asio::use_awaitable);
   co_await s.finish_without(q, ahead->id);
   CHECK(s.run->report.lost == 0);  // no handler ran for it, no finish refused
   CHECK(s.run->report.finished == 350);

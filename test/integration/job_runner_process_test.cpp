@@ -3,7 +3,7 @@
 // of its jobs has them back within its registration's time to live plus
 // one maintenance period, long before their leases would lapse, and every
 // job is then finished exactly once; a worker stopped with SIGTERM (its
-// runner's stop_signals) gives its jobs in flight back within its stop
+// runner's stop request) gives its jobs in flight back within its stop
 // timeout, with no failure counted, and leaves the registry.
 // co_await stays out of CHECK and REQUIRE: Catch2 also passes the
 // expression to __builtin_constant_p, and g++ 12 then awaits it twice.
@@ -47,7 +47,7 @@ FIXTURE_TEST_CASE_WITHIN(
   child_process w(THOONK_JOB_RUNNER_WORKER, worker_args(f.name, 4, 60000, ttl_ms));
   auto busy = co_await wait_until([&] { return starts(w) == 4; }, 15s);
   REQUIRE(busy);
-  auto ws = co_await q.get_workers(asio::use_awaitable);
+  auto ws = co_await q.async_get_workers(asio::use_awaitable);
   REQUIRE(ws.size() == 1);
   CHECK(ws[0].claims.size() == 4);
   w.kill();
@@ -57,7 +57,7 @@ FIXTURE_TEST_CASE_WITHIN(
   thoonk::job_counts c;
   std::int64_t dead_workers = 0, requeued = 0;
   while (ms_since(killed) < 10000) {
-    auto rep = co_await q.maintain(no_stats(), asio::use_awaitable);
+    auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);
     dead_workers += rep.dead_workers;
     requeued += rep.worker_jobs_requeued;
     c = co_await counts_of(q);
@@ -99,7 +99,7 @@ FIXTURE_TEST_CASE_WITHIN(
   auto after = co_await counts_of(q);
   CHECK(after.finishes == 8);
   CHECK(after.items == 0);
-  auto none = co_await q.get_workers(asio::use_awaitable);
+  auto none = co_await q.async_get_workers(asio::use_awaitable);
   CHECK(none.empty());
 }
 
@@ -129,6 +129,6 @@ FIXTURE_TEST_CASE_WITHIN(
     CHECK(j.failures == 0);
     CHECK(j.state == thoonk::job_state::waiting);
   }
-  auto none = co_await q.get_workers(asio::use_awaitable);
+  auto none = co_await q.async_get_workers(asio::use_awaitable);
   CHECK(none.empty());
 }

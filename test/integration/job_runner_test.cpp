@@ -33,7 +33,7 @@ thoonk::job_coroutine waiting_handler(std::chrono::milliseconds d) {
 // lambdas wrongly.)
 asio::awaitable<void> expect_refused(thoonk::job_queue& q, thoonk::run_options o,
                                      thoonk::job_coroutine handler, thoonk::error want) {
-  auto [ec, rep] = co_await q.run(std::move(handler), std::move(o), nothrow);
+  auto [ec, rep] = co_await q.async_run(std::move(handler), std::move(o), nothrow);
   CHECK(ec == want);
 }
 
@@ -49,7 +49,7 @@ FIXTURE_TEST_CASE(
   auto q = co_await engine_queue(f);
   std::vector<std::string> items;
   for (int i = 0; i < 200; ++i) items.push_back("item" + std::to_string(i));
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   thoonk::run_options o;
   o.concurrency = 4;
   auto run = start_run(q, waiting_handler(0ms), o);
@@ -63,13 +63,13 @@ FIXTURE_TEST_CASE(
   CHECK(run->report.registrations == 1);
   CHECK(!run->report.worker_name.empty());
   for (int i : {0, 77, 199}) {
-    auto r = co_await q.get_result(ids[static_cast<std::size_t>(i)], 1s, asio::use_awaitable);
+    auto r = co_await q.async_get_result(ids[static_cast<std::size_t>(i)], 1s, asio::use_awaitable);
     CHECK(r == "ok:item" + std::to_string(i));
   }
   auto c = co_await counts_of(q);
   CHECK(c.items == 0);
   CHECK(c.claimed == 0);
-  auto ws = co_await q.get_workers(asio::use_awaitable);
+  auto ws = co_await q.async_get_workers(asio::use_awaitable);
   CHECK(ws.empty());
   co_await check_no_claim_records_left(f);
 }
@@ -80,8 +80,8 @@ FIXTURE_TEST_CASE(
     "dead letter at once",
     "[job][run][fail][dead_letter]") {
   auto q = co_await engine_queue(f, quick_retries(3));
-  auto flaky = co_await q.put("flaky", asio::use_awaitable);
-  auto fatal = co_await q.put("fatal", asio::use_awaitable);
+  auto flaky = (co_await q.async_put("flaky", asio::use_awaitable)).id;
+  auto fatal = (co_await q.async_put("fatal", asio::use_awaitable)).id;
   thoonk::job_coroutine h =
       [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
@@ -205,7 +205,7 @@ TWO_CLIENT_TEST_CASE(
     ao.outcome = thoonk::abort_options::failed;
     ao.error = "operator abort";
     ao.permanent = true;
-    co_await q2.abort(id, ao, asio::use_awaitable);
+    co_await q2.async_abort(id, ao, asio::use_awaitable);
     const auto t0 = std::chrono::steady_clock::now();
     auto seen = co_await wait_until([&] { return cancelled_at.count(id) > 0; }, 5s);
     CHECK(seen);
@@ -232,16 +232,16 @@ FIXTURE_TEST_CASE("runpause", "run: pause holds the runner's claims, resume wake
   const thoonk::job_queue::settings defaults;
   auto q = co_await engine_queue(f, defaults, slow);
   auto run = start_run(q, waiting_handler(0ms), thoonk::run_options{});
-  co_await q.put("first", asio::use_awaitable);
+  co_await q.async_put("first", asio::use_awaitable);
   auto one = co_await wait_finishes(q, 1, 5s);
   CHECK(one);
-  co_await q.pause(asio::use_awaitable);
+  co_await q.async_pause(asio::use_awaitable);
   co_await put_copies(q, 10, "held");
   co_await sleep_for(300ms);
   auto paused = co_await counts_of(q);
   CHECK(paused.finishes == 1);
   CHECK(paused.waiting == 10);
-  co_await q.resume(asio::use_awaitable);
+  co_await q.async_resume(asio::use_awaitable);
   auto rest = co_await wait_finishes(q, 11, 5s);
   CHECK(rest);
   auto stopped = co_await stop_run(*run);
@@ -276,10 +276,10 @@ TWO_CLIENT_TEST_CASE(
   auto run = start_run(q, h, o);
   auto all = co_await wait_until([&] { return starts.size() == 3; });
   REQUIRE(all);
-  auto listed = co_await q2.get_workers(asio::use_awaitable);
+  auto listed = co_await q2.async_get_workers(asio::use_awaitable);
   REQUIRE(listed.size() == 1);
   CHECK(listed[0].claims.size() == 3);
-  auto returned = co_await q2.fail_worker("fragile", asio::use_awaitable);
+  auto returned = co_await q2.async_fail_worker("fragile", asio::use_awaitable);
   CHECK(returned == 3);
   // The next heartbeat tells the runner: its handlers stop, it registers
   // again and takes the jobs back.
@@ -290,12 +290,12 @@ TWO_CLIENT_TEST_CASE(
   CHECK(run->report.registrations == 2);
   CHECK(run->report.finished == 3);
   CHECK(run->report.cancelled == 3);
-  auto r = co_await q.get_result(ids[0], 1s, asio::use_awaitable);
+  auto r = co_await q.async_get_result(ids[0], 1s, asio::use_awaitable);
   CHECK(r == "second");
   // Failing an unknown (or already failed) worker changes nothing.
-  auto [ec, n] = co_await q2.fail_worker("fragile", nothrow);
+  auto [ec, n] = co_await q2.async_fail_worker("fragile", nothrow);
   CHECK(ec == E::worker_not_found);
-  auto [ec2, n2] = co_await q2.fail_worker(std::string("bad\0name", 8), nothrow);
+  auto [ec2, n2] = co_await q2.async_fail_worker(std::string("bad\0name", 8), nothrow);
   CHECK(ec2 == E::invalid_name);
 }
 
@@ -308,7 +308,7 @@ TWO_CLIENT_TEST_CASE(
   s.claim_timeout = 200ms;
   auto q = co_await engine_queue(f, s);
   auto q2 = co_await open_on(other, f.name);
-  auto id = co_await q.put("slow", asio::use_awaitable);
+  auto id = (co_await q.async_put("slow", asio::use_awaitable)).id;
   bool started = false, cancelled = false;
   thoonk::job_coroutine h =
       [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
@@ -328,16 +328,16 @@ TWO_CLIENT_TEST_CASE(
   auto began = co_await wait_until([&] { return started; });
   REQUIRE(began);
   co_await sleep_for(300ms);
-  auto rep = co_await q2.maintain(no_stats(), asio::use_awaitable);
+  auto rep = co_await q2.async_maintain(no_stats(), asio::use_awaitable);
   CHECK(rep.requeued == 1);
   // Another claimer takes the job (the runner's one slot is busy): the
   // runner's claim is gone for good, and only its heartbeat can say so.
-  auto j = co_await q2.claim(1s, asio::use_awaitable);
+  auto j = co_await q2.async_claim(1s, asio::use_awaitable);
   CHECK(j.id == id);
   auto told = co_await wait_until([&] { return cancelled; }, 20s);
   CHECK(told);
   // The new claim was not disturbed by the old one's report.
-  auto [fec] = co_await q2.finish(j, nothrow);
+  auto [fec] = co_await q2.async_finish(j, nothrow);
   CHECK(!fec);
   co_await stop_run_cleanly(*run);
   CHECK(run->report.cancelled == 1);
@@ -352,7 +352,7 @@ FIXTURE_TEST_CASE(
     "[job][run][stop]") {
   auto q = co_await engine_queue(f);
   std::vector<std::string> items{"quick", "quick", "stuck", "stuck"};
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
   int started = 0;
   thoonk::job_coroutine h =
       [&](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
@@ -387,7 +387,7 @@ FIXTURE_TEST_CASE(
     CHECK(j.state == thoonk::job_state::waiting);
     CHECK(j.failures == 0);
   }
-  auto ws = co_await q.get_workers(asio::use_awaitable);
+  auto ws = co_await q.async_get_workers(asio::use_awaitable);
   CHECK(ws.empty());
 }
 
@@ -435,7 +435,7 @@ FIXTURE_TEST_CASE("runbad",
   longname.worker_name = std::string(201, 'w');
   co_await expect(longname, h, E::invalid_name);
   // Nothing was registered by any of them.
-  auto none = co_await q.get_workers(asio::use_awaitable);
+  auto none = co_await q.async_get_workers(asio::use_awaitable);
   CHECK(none.empty());
 
   thoonk::run_options named;
@@ -444,7 +444,7 @@ FIXTURE_TEST_CASE("runbad",
   auto up = co_await wait_until([&]() -> bool { return false; }, 200ms);  // let it register
   CHECK(!up);
   co_await expect(named, h, E::worker_exists);
-  auto ws = co_await q.get_workers(asio::use_awaitable);
+  auto ws = co_await q.async_get_workers(asio::use_awaitable);
   REQUIRE(ws.size() == 1);
   CHECK(ws[0].name == "only-one");
   CHECK(ws[0].description.find("\"queue\":\"" + f.name + "\"") != std::string::npos);
@@ -455,7 +455,7 @@ FIXTURE_TEST_CASE("runbad",
 
   // A queue that does not exist.
   thoonk::job_queue missing(f.c, f.name + ".missing");
-  auto [mec, mrep] = co_await missing.run(h, defaults, nothrow);
+  auto [mec, mrep] = co_await missing.async_run(h, defaults, nothrow);
   CHECK(mec == E::feed_not_found);
 }
 
@@ -463,7 +463,7 @@ FIXTURE_TEST_CASE("runprog",
                   "run: a handler's progress is kept on the job and refused once the claim is lost",
                   "[job][run][progress][get_job]") {
   auto q = co_await engine_queue(f);
-  auto id = co_await q.put("report", asio::use_awaitable);
+  auto id = (co_await q.async_put("report", asio::use_awaitable)).id;
   bool reported = false, release = false;
   std::optional<thoonk::job_context> held;
   thoonk::job_coroutine h =

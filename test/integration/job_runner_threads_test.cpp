@@ -21,8 +21,8 @@ TEST_CASE("run: a plain function handler on a thread pool; nullopt finishes with
   asio::thread_pool pool(2);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
-    auto with = co_await q.put("keep", asio::use_awaitable);
-    auto without = co_await q.put("drop", asio::use_awaitable);
+    auto with = (co_await q.async_put("keep", asio::use_awaitable)).id;
+    auto without = (co_await q.async_put("drop", asio::use_awaitable)).id;
     std::atomic<int> on_pool{0};
     thoonk::job_function fn = [&](thoonk::job_context ctx) -> std::optional<std::string> {
       if (pool.get_executor().running_in_this_thread()) ++on_pool;
@@ -38,9 +38,9 @@ TEST_CASE("run: a plain function handler on a thread pool; nullopt finishes with
     co_await stop_run_cleanly(*run);
     CHECK(run->report.finished == 2);
     CHECK(on_pool == 2);
-    auto r = co_await q.get_result(with, 1s, asio::use_awaitable);
+    auto r = co_await q.async_get_result(with, 1s, asio::use_awaitable);
     CHECK(r == "keep!");
-    auto [rec, none] = co_await q.get_result(without, 200ms, nothrow);
+    auto [rec, none] = co_await q.async_get_result(without, 200ms, nothrow);
     CHECK(rec == E::result_timeout);
   });
   pool.join();
@@ -58,11 +58,11 @@ TEST_CASE(
         thoonk::job_queue::settings s;
         s.claim_timeout = 400ms;
         auto q = co_await engine_queue(f, s);
-        auto id = co_await q.put("crunch", asio::use_awaitable);
+        auto id = (co_await q.async_put("crunch", asio::use_awaitable)).id;
         // Maintenance runs all along: a lease not renewed would lapse.
         asio::cancellation_signal stop_maint;
         bool maint_done = false;
-        q.run_maintenance(
+        q.async_run_maintenance(
             100ms, no_stats(),
             asio::bind_cancellation_slot(stop_maint.slot(),
                                          [&](boost::system::error_code) { maint_done = true; }));
@@ -89,7 +89,7 @@ TEST_CASE(
         CHECK(run->report.lost == 0);
         CHECK(run->report.cancelled == 0);
         CHECK(run->report.started == 1);
-        auto r = co_await q.get_result(id, 1s, asio::use_awaitable);
+        auto r = co_await q.async_get_result(id, 1s, asio::use_awaitable);
         CHECK(r == "crunched");
         auto fails = co_await cmd(f.c.conn(), "HGET", key("cancelled", f.name), id);
         CHECK(fails.is_null());

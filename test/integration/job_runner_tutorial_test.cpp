@@ -21,9 +21,9 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 asio::awaitable<void> runner_tutorial(thoonk::client& client, std::string name, std::ostream& out) {
-  auto jobs = co_await thoonk::job_queue::create_or_open(client, name, asio::use_awaitable);
+  auto jobs = co_await thoonk::job_queue::async_create_or_open(client, name, asio::use_awaitable);
   std::vector<std::string> photos{"cat.jpg", "dog.jpg", "broken.jpg"};
-  auto ids = co_await jobs.put_many(photos, thoonk::priority::normal, asio::use_awaitable);
+  auto ids = co_await jobs.async_put_many(photos, thoonk::priority::normal, asio::use_awaitable);
 
   // 1. The handler: its result finishes the job, an exception fails it
   //    (permanent_job_error: a dead letter at once, no retries).
@@ -35,7 +35,7 @@ asio::awaitable<void> runner_tutorial(thoonk::client& client, std::string name, 
   };
 
   // 2. A registered worker with 8 handlers at once. It runs until stopped:
-  //    by a signal (run_options::stop_signals) or, here, by cancelling the
+  //    by a stop request (run_options::stop) or, here, by cancelling the
   //    operation once the three jobs are done. Either way the stop is
   //    graceful: jobs in flight get run_options::stop_timeout to finish.
   thoonk::run_options options;
@@ -44,25 +44,25 @@ asio::awaitable<void> runner_tutorial(thoonk::client& client, std::string name, 
   asio::cancellation_signal stop;
   auto stop_when_done = [&]() -> asio::awaitable<void> {
     for (;;) {
-      auto counts = co_await jobs.counts(asio::use_awaitable);
+      auto counts = co_await jobs.async_counts(asio::use_awaitable);
       if (counts.finishes + counts.stalled == 3) break;
       co_await asio::steady_timer(client.get_executor(), 10ms).async_wait(asio::use_awaitable);
     }
     stop.emit(asio::cancellation_type::terminal);
   };
   asio::co_spawn(client.get_executor(), stop_when_done(), asio::detached);
-  auto report = co_await jobs.run(resize, options,
-                                  asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
+  auto report = co_await jobs.async_run(
+      resize, options, asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
   out << report.worker_name << ": " << report.finished << " finished, " << report.dead_lettered
       << " dead letter\n";
 
   // 3. What the jobs left behind.
-  out << "result: " << co_await jobs.get_result(ids[0], 1s, asio::use_awaitable) << "\n";
-  auto broken = co_await jobs.get_job(ids[2], asio::use_awaitable);
+  out << "result: " << co_await jobs.async_get_result(ids[0], 1s, asio::use_awaitable) << "\n";
+  auto broken = co_await jobs.async_get_job(ids[2], asio::use_awaitable);
   out << "broken.jpg: " << broken->last_error << "\n";
-  auto workers = co_await jobs.get_workers(asio::use_awaitable);
+  auto workers = co_await jobs.async_get_workers(asio::use_awaitable);
   out << "workers left: " << workers.size() << "\n";
-  co_await client.delete_feed(name, asio::use_awaitable);
+  co_await client.async_delete_feed(name, asio::use_awaitable);
 }
 // runner-tutorial-end
 

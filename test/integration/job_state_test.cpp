@@ -32,22 +32,22 @@ struct setup {
 // Puts two jobs (so the queue is never trivially empty) and brings the
 // second into `s`.
 asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
-  co_await q.put("bystander", asio::use_awaitable);
-  auto id = co_await q.put("subject", thoonk::priority::high, asio::use_awaitable);
+  co_await q.async_put("bystander", asio::use_awaitable);
+  auto id = (co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable)).id;
   setup out{id, 1};
   if (s == state::unknown) {
     out.id = "no-such-job";
     co_return out;
   }
   if (s == state::waiting) co_return out;
-  auto j = co_await q.claim(2s, asio::use_awaitable);
+  auto j = co_await q.async_claim(2s, asio::use_awaitable);
   REQUIRE(j.id == id);
   out.token = j.token;
   switch (s) {
-    case state::requeued: co_await q.cancel(j, asio::use_awaitable); break;
+    case state::requeued: co_await q.async_cancel(j, asio::use_awaitable); break;
     case state::claimed: out.token = j.token + 1; break;
-    case state::stalled: co_await q.stall(j, asio::use_awaitable); break;
-    case state::finished: co_await q.finish(j, std::string("r"), asio::use_awaitable); break;
+    case state::stalled: co_await q.async_stall(j, asio::use_awaitable); break;
+    case state::finished: co_await q.async_finish(j, std::string("r"), asio::use_awaitable); break;
     default: break;
   }
   co_return out;
@@ -81,22 +81,23 @@ std::vector<call> calls() {
   const std::vector<std::pair<state, E>> only_gone{{state::finished, E::job_not_found},
                                                    {state::unknown, E::job_not_found}};
   return {
-      {"finish", [](q_t q, c_t c) { return code_of(q.finish(c, nothrow)); }, claim_ops},
+      {"finish", [](q_t q, c_t c) { return code_of(q.async_finish(c, nothrow)); }, claim_ops},
       {"finish with result",
-       [](q_t q, c_t c) { return code_of(q.finish(c, std::string("result"), nothrow)); },
+       [](q_t q, c_t c) { return code_of(q.async_finish(c, std::string("result"), nothrow)); },
        claim_ops},
-      {"cancel", [](q_t q, c_t c) { return code_of(q.cancel(c, nothrow)); }, claim_ops},
-      {"stall", [](q_t q, c_t c) { return code_of(q.stall(c, nothrow)); }, claim_ops},
-      {"heartbeat", [](q_t q, c_t c) { return code_of(q.heartbeat(c, nothrow)); }, claim_ops},
+      {"cancel", [](q_t q, c_t c) { return code_of(q.async_cancel(c, nothrow)); }, claim_ops},
+      {"stall", [](q_t q, c_t c) { return code_of(q.async_stall(c, nothrow)); }, claim_ops},
+      {"heartbeat", [](q_t q, c_t c) { return code_of(q.async_heartbeat(c, nothrow)); }, claim_ops},
       {"retry",
-       [](q_t q, c_t c) { return code_of(q.retry(c.id, nothrow)); },
+       [](q_t q, c_t c) { return code_of(q.async_retry(c.id, nothrow)); },
        {{state::waiting, E::job_not_stalled},
         {state::requeued, E::job_not_stalled},
         {state::claimed, E::job_not_stalled},
         {state::finished, E::job_not_found},
         {state::unknown, E::job_not_found}}},
-      {"retract", [](q_t q, c_t c) { return code_of(q.retract(c.id, nothrow)); }, only_gone},
-      {"failures", [](q_t q, c_t c) { return code_of(q.failures(c.id, nothrow)); }, only_gone},
+      {"retract", [](q_t q, c_t c) { return code_of(q.async_retract(c.id, nothrow)); }, only_gone},
+      {"failures", [](q_t q, c_t c) { return code_of(q.async_failures(c.id, nothrow)); },
+       only_gone},
   };
 }
 
@@ -108,7 +109,7 @@ TEST_CASE("job: every wrong-state call fails with its error and changes no key",
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         int checked = 0;
         for (auto& k : calls()) {
           for (auto& [s, expected] : k.wrong) {
@@ -136,19 +137,19 @@ TEST_CASE("job: a second finish of the same claim is refused",
   asio::io_context ioc;
   thoonk::client c{ioc.get_executor(), named_config()};
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
     auto name = unique_name("jobs-state");
     co_await create_feed(c.conn(), name, "job");
     thoonk::job_queue q(c, name);
-    co_await q.put("x", asio::use_awaitable);
-    auto j = co_await q.claim(1s, asio::use_awaitable);
+    co_await q.async_put("x", asio::use_awaitable);
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
     // Both in the same tick: one finish script call; one wins.
     error_code e1, e2;
     int done = 0;
     auto fin = [](thoonk::job_queue q, std::string id, std::int64_t tok, error_code* out,
                   int* done) -> asio::awaitable<void> {
       const thoonk::claim_ref claim{id, tok};
-      auto [ec] = co_await q.finish(claim, nothrow);
+      auto [ec] = co_await q.async_finish(claim, nothrow);
       *out = ec;
       ++*done;
     };
@@ -157,7 +158,7 @@ TEST_CASE("job: a second finish of the same claim is refused",
     while (done < 2) co_await thoonk::test::sleep_for(5ms);
     CHECK(((!e1 && e2 == thoonk::error::job_not_found) ||
            (!e2 && e1 == thoonk::error::job_not_found)));
-    auto counts = co_await q.counts(asio::use_awaitable);
+    auto counts = co_await q.async_counts(asio::use_awaitable);
     CHECK(counts.finishes == 1);
   });
 }

@@ -30,9 +30,9 @@ using namespace std::chrono_literals;
 // result. (Coroutines take their arguments by value.)
 asio::awaitable<void> jobs_tutorial_worker(thoonk::job_queue jobs) {
   for (;;) {
-    auto [ec, job] = co_await jobs.claim(200ms, asio::as_tuple(asio::use_awaitable));
+    auto [ec, job] = co_await jobs.async_claim(200ms, asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;  // error::queue_empty: nothing arrived in time
-    co_await jobs.finish(job, "done: " + job.item, asio::use_awaitable);
+    co_await jobs.async_finish(job, "done: " + job.item, asio::use_awaitable);
   }
 }
 
@@ -44,43 +44,43 @@ asio::awaitable<void> jobs_tutorial(thoonk::client& client, std::string name, st
   settings.claim_timeout = 30s;
   settings.retry.max_stalls = 4;
   auto jobs =
-      co_await thoonk::job_queue::create_or_open(client, name, settings, asio::use_awaitable);
+      co_await thoonk::job_queue::async_create_or_open(client, name, settings, asio::use_awaitable);
 
   // 2. Producer: each put returns the job's id. High priority is next out.
-  auto cat = co_await jobs.put("resize cat.jpg", asio::use_awaitable);
+  auto cat = (co_await jobs.async_put("resize cat.jpg", asio::use_awaitable)).id;
   std::vector<std::string> more{"resize dog.jpg", "resize owl.jpg"};
-  co_await jobs.put_many(more, thoonk::priority::normal, asio::use_awaitable);
-  co_await jobs.put("resize logo.png", thoonk::priority::high, asio::use_awaitable);
+  co_await jobs.async_put_many(more, thoonk::priority::normal, asio::use_awaitable);
+  co_await jobs.async_put("resize logo.png", thoonk::priority::high, asio::use_awaitable);
 
   // 3. Worker: claim, work, finish. The token proves the claim is ours.
-  auto job = co_await jobs.claim(5s, asio::use_awaitable);
+  auto job = co_await jobs.async_claim(5s, asio::use_awaitable);
   out << "claimed " << job.item << ", attempt " << job.token << "\n";
-  co_await jobs.finish(job, "logo done", asio::use_awaitable);
+  co_await jobs.async_finish(job, "logo done", asio::use_awaitable);
 
   // 4. Give a job back: it returns to the end of the line, failure +1.
-  job = co_await jobs.claim(5s, asio::use_awaitable);
-  auto failures = co_await jobs.cancel(job, asio::use_awaitable);
+  job = co_await jobs.async_claim(5s, asio::use_awaitable);
+  auto failures = co_await jobs.async_cancel(job, asio::use_awaitable);
   out << "gave back " << job.item << ", failures " << failures << "\n";
 
   // 5. The old token is dead: errors are codes, not exceptions, with
   //    as_tuple.
-  auto [ec] = co_await jobs.finish(job, asio::as_tuple(asio::use_awaitable));
+  auto [ec] = co_await jobs.async_finish(job, asio::as_tuple(asio::use_awaitable));
   out << "stale finish: " << ec.message() << "\n";
 
   // 6. A caller waits for one result while two workers empty the queue.
   using namespace asio::experimental::awaitable_operators;
-  auto result = co_await (jobs.get_result(cat, 5s, asio::use_awaitable) &&
+  auto result = co_await (jobs.async_get_result(cat, 5s, asio::use_awaitable) &&
                           jobs_tutorial_worker(jobs) && jobs_tutorial_worker(jobs));
   out << "result: " << result << "\n";
 
   // 7. Maintenance (run it every few seconds in one or more processes: a
   //    lock keeps one runner at a time) recovers lapsed claims and reports.
   thoonk::maintenance_options mo;
-  auto report = co_await jobs.maintain(mo, asio::use_awaitable);
+  auto report = co_await jobs.async_maintain(mo, asio::use_awaitable);
   out << "waiting " << report.counts.waiting << ", finished " << report.counts.finishes << "\n";
 
-  co_await client.delete_feed(name + ".stats", asio::use_awaitable);
-  co_await client.delete_feed(name, asio::use_awaitable);
+  co_await client.async_delete_feed(name + ".stats", asio::use_awaitable);
+  co_await client.async_delete_feed(name, asio::use_awaitable);
 }
 // tutorial-end
 
@@ -106,7 +106,7 @@ TEST_CASE("jobs example: the job part of the example program runs", "[job][job_d
   auto* old = std::cout.rdbuf(captured.rdbuf());
   try {
     thoonk::test::run_coro(ioc, [&]() -> asio::awaitable<void> {
-      co_await client.connect(asio::use_awaitable);
+      co_await client.async_connect(asio::use_awaitable);
       co_await run_job_demo(client);
       client.stop();
     });

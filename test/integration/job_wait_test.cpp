@@ -69,7 +69,7 @@ asio::awaitable<double> run_requests(thoonk::connection& c, std::string k, int n
   thoonk::request r;
   r.push("INCR", k);
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) co_await c.exec(r, asio::use_awaitable);
+  for (int i = 0; i < n; ++i) co_await c.async_exec(r, asio::use_awaitable);
   co_return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -92,9 +92,9 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await c.connect(asio::use_awaitable);
+        co_await c.async_connect(asio::use_awaitable);
         co_await create_feed(c.conn(), name, "job");
-        auto q = co_await thoonk::job_queue::open(c, name, asio::use_awaitable);
+        auto q = co_await thoonk::job_queue::async_open(c, name, asio::use_awaitable);
         const std::string counter = "jobs-wait-counter:" + key_name(name);
 
         // Baseline: 10,000 requests, one after the other, nobody waiting.
@@ -109,11 +109,11 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
           asio::co_spawn(
               ioc,
               [&]() -> asio::awaitable<void> {
-                auto [ec, j] = co_await q.claim(60s, nothrow);
+                auto [ec, j] = co_await q.async_claim(60s, nothrow);
                 if (!ec) {
                   ++claimed;
                   ids.insert(j.id);
-                  auto [fec] = co_await q.finish(j, nothrow);
+                  auto [fec] = co_await q.async_finish(j, nothrow);
                   if (!fec) ++finished;
                 }
               },
@@ -139,7 +139,7 @@ TEST_CASE("job: 200 waiting claimers do not delay other requests on the connecti
 
         // Now feed them: every waiter gets one job, with few claim scripts.
         std::vector<std::string> items(waiters, "job");
-        co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         for (int i = 0; i < 1000 && finished < waiters; ++i) co_await sleep_for(10ms);
         CHECK(claimed == waiters);
         CHECK(finished == waiters);
@@ -188,7 +188,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
-              auto [ec, j] = co_await wq.claim(std::chrono::milliseconds::max(), nothrow);
+              auto [ec, j] = co_await wq.async_claim(std::chrono::milliseconds::max(), nothrow);
               if (!ec) {
                 got = true;
                 got_id = j.id;
@@ -200,7 +200,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         co_await sleep_for(300ms);
         CHECK(!got);
         auto t0 = std::chrono::steady_clock::now();
-        auto id = co_await pq.put("wake up", asio::use_awaitable);
+        auto id = (co_await pq.async_put("wake up", asio::use_awaitable)).id;
         for (int i = 0; i < 1000 && !got; ++i) co_await sleep_for(5ms);
         REQUIRE(got);
         CHECK(got_id == id);
@@ -216,11 +216,11 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
   fixture f("jobs-cancel");
   auto& ioc = f.ioc;
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+    co_await f.c.async_connect(asio::use_awaitable);
     co_await create_feed(f.c.conn(), f.name, "job");
-    auto q = co_await thoonk::job_queue::open(f.c, f.name, asio::use_awaitable);
+    auto q = co_await thoonk::job_queue::async_open(f.c, f.name, asio::use_awaitable);
     std::vector<std::string> items{"1", "2", "3"};
-    co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
+    co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
     int cancels = 0;
     for (int round = 0; round < 20; ++round) {
       asio::cancellation_signal sig;
@@ -230,7 +230,8 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
       asio::co_spawn(
           ioc,
           [&]() -> asio::awaitable<void> {
-            auto [ec, j] = co_await q.claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
+            auto [ec, j] =
+                co_await q.async_claim(5s, asio::bind_cancellation_slot(sig.slot(), nothrow));
             if (ec == asio::error::operation_aborted) outcome = 0;
             else if (!ec) {
               outcome = 1;
@@ -246,19 +247,19 @@ TEST_CASE("job: a claimer cancelled or timed out while its claim is in flight lo
       co_await sleep_for(20ms);  // a release, if any, lands
       if (outcome == 1) {
         const thoonk::claim_ref claim{claimed_id, token};
-        co_await q.cancel(claim, asio::use_awaitable);
+        co_await q.async_cancel(claim, asio::use_awaitable);
         ++cancels;
       }
-      auto counts = co_await q.counts(asio::use_awaitable);
+      auto counts = co_await q.async_counts(asio::use_awaitable);
       CHECK(counts.waiting == 3);
       CHECK(counts.claimed == 0);
     }
     // Released claims count no failure; cancels do.
     std::int64_t failures = 0;
     for (int i = 0; i < 3; ++i) {
-      auto j = co_await q.claim(1s, asio::use_awaitable);
+      auto j = co_await q.async_claim(1s, asio::use_awaitable);
       failures += j.failures;
-      co_await q.finish(j, asio::use_awaitable);
+      co_await q.async_finish(j, asio::use_awaitable);
     }
     CHECK(failures == cancels);
   });
@@ -270,11 +271,11 @@ FIXTURE_TEST_CASE("jobs-close", "job: destroying the queue ends pending claims a
   int done = 0;
   {
     auto q = co_await contract_job_queue(f);
-    q.claim(60s, [&](error_code ec, thoonk::claimed_job) {
+    q.async_claim(60s, [&](error_code ec, thoonk::claimed_job) {
       claim_ec = ec;
       ++done;
     });
-    q.get_result("nothing", 60s, [&](error_code ec, std::string) {
+    q.async_get_result("nothing", 60s, [&](error_code ec, std::string) {
       result_ec = ec;
       ++done;
     });
@@ -299,13 +300,13 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         // Every command and key, no channel: SUBSCRIBE is refused.
         co_await cmd(admin.conn(), "ACL", "SETUSER", user, "on", ">secret", "~*", "resetchannels",
                      "+@all");
         co_await create_feed(admin.conn(), name, "job");
         worker.emplace(ioc.get_executor(), cfg);
-        co_await worker->conn().connect(asio::use_awaitable);
+        co_await worker->conn().async_connect(asio::use_awaitable);
         thoonk::job_queue_options opts;
         opts.poll_interval = 100ms;
         thoonk::job_queue wq(*worker, name, opts);
@@ -316,13 +317,13 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
-              auto [ec, j] = co_await wq.claim(10s, nothrow);
+              auto [ec, j] = co_await wq.async_claim(10s, nothrow);
               got = !ec;
               job = j;
             },
             asio::detached);
         co_await sleep_for(200ms);
-        auto id = co_await aq.put("no wake-up for me", asio::use_awaitable);
+        auto id = (co_await aq.async_put("no wake-up for me", asio::use_awaitable)).id;
         for (int i = 0; i < 500 && !got; ++i) co_await sleep_for(10ms);
         REQUIRE(got);
         CHECK(job.id == id);
@@ -332,7 +333,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
-              auto [ec, r] = co_await wq.get_result(id, 10s, nothrow);
+              auto [ec, r] = co_await wq.async_get_result(id, 10s, nothrow);
               have = !ec;
               result = r;
             },
@@ -340,7 +341,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         co_await sleep_for(100ms);
         // (This user may not PUBLISH either: the finish comes from another
         // client; the token is the job's, not the client's.)
-        co_await aq.finish(job, std::string("polled"), asio::use_awaitable);
+        co_await aq.async_finish(job, std::string("polled"), asio::use_awaitable);
         for (int i = 0; i < 500 && !have; ++i) co_await sleep_for(10ms);
         CHECK(have);
         CHECK(result == "polled");
@@ -359,31 +360,31 @@ TEST_CASE("job and queue operations initiated from another thread",
   const std::string qname = thoonk::test::unique_name("queue-thread");
   std::thread runner([&] { ioc.run(); });
   // Everything below runs on this thread; the client's work runs on `runner`.
-  c.connect(asio::use_future).get();
-  c.create_feed(jname, thoonk::feed_type::job, {}, asio::use_future).get();
-  c.create_feed(qname, thoonk::feed_type::queue, {}, asio::use_future).get();
+  c.async_connect(asio::use_future).get();
+  c.async_create_feed(jname, thoonk::feed_type::job, {}, asio::use_future).get();
+  c.async_create_feed(qname, thoonk::feed_type::queue, {}, asio::use_future).get();
   {
     thoonk::job_queue_options o;
     o.prefetch = 4;  // claims are served from the prefetch buffer too
     thoonk::job_queue q(c, jname, o);
-    std::vector<std::future<std::string>> puts;
+    std::vector<std::future<thoonk::put_result>> puts;
     for (int i = 0; i < 20; ++i)
-      puts.push_back(q.put("job " + std::to_string(i), asio::use_future));
-    for (auto& p : puts) CHECK(!p.get().empty());
+      puts.push_back(q.async_put("job " + std::to_string(i), asio::use_future));
+    for (auto& p : puts) CHECK(!p.get().id.empty());
     int finished = 0;
     for (int i = 0; i < 20; ++i) {
-      auto j = q.claim(5s, asio::use_future).get();
-      q.finish(j, asio::use_future).get();
+      auto j = q.async_claim(5s, asio::use_future).get();
+      q.async_finish(j, asio::use_future).get();
       ++finished;
     }
     CHECK(finished == 20);
-    auto counts = q.counts(asio::use_future).get();
+    auto counts = q.async_counts(asio::use_future).get();
     CHECK(counts.items == 0);
     CHECK(counts.claimed == 0);
 
     thoonk::queue plain(c, qname);
-    plain.put("item", asio::use_future).get();
-    auto it = plain.get(5s, asio::use_future).get();
+    plain.async_put("item", asio::use_future).get();
+    auto it = plain.async_get(5s, asio::use_future).get();
     CHECK(it.item == "item");
   }
   asio::post(ioc, [&] { c.stop(); });

@@ -27,11 +27,11 @@ TEST_CASE("protocol: a malformed reply fails its request with the parser's error
   cfg.reconnect = false;
   thoonk::connection conn(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
+    co_await conn.async_connect(asio::use_awaitable);
     CHECK(conn.protocol() == 3);
     thoonk::request r;
     r.push("GET", "x");
-    auto [ec, resp] = co_await conn.exec(r, nothrow);
+    auto [ec, resp] = co_await conn.async_exec(r, nothrow);
     CHECK(ec == c.expected);
     CHECK(!ec.message().empty());
     conn.stop();
@@ -46,7 +46,7 @@ TEST_CASE("protocol: a server that does not know HELLO gets RESP2", "[connection
   cfg.reconnect = false;
   thoonk::connection conn(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
+    co_await conn.async_connect(asio::use_awaitable);
     CHECK(conn.protocol() == 2);
     auto v = co_await cmd(conn, "ECHO", "pong");
     CHECK(v.str == "pong");
@@ -69,7 +69,7 @@ TEST_CASE("protocol: an oversized reply is refused and the connection recovers",
     co_await cmd(admin, "SET", key, std::string(4096, 'x'));
     thoonk::request r;
     r.push("GET", key);
-    auto [ec, resp] = co_await conn.exec(r, nothrow);
+    auto [ec, resp] = co_await conn.async_exec(r, nothrow);
     CHECK(ec == thoonk::error::bulk_too_large);
     // The stream could not be trusted any more: the connection was replaced.
     auto v = co_await cmd(conn, "STRLEN", key);

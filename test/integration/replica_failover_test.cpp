@@ -78,7 +78,7 @@ struct feed_publisher {
     for (int i = 0; i < total; ++i) {
       auto id = id_of(i);
       thoonk::item_id as(id);
-      auto [ec, r] = co_await f.publish(std::move(as), "item", nothrow);
+      auto [ec, r] = co_await f.async_publish(std::move(as), "item", nothrow);
       if (ec) {
         ++failures[ec.message()];
         unknown.push_back(id);
@@ -141,7 +141,7 @@ struct subscription_through_failover {
     opts.catch_up = true;
     opts.on_catch_up = [this](const thoonk::catch_up_info& i) { rec.infos.push_back(i); };
     thoonk::feed f(c, name);
-    sub = co_await f.subscribe(
+    sub = co_await f.async_subscribe(
         [this](const feed_event& e) {
           if (e.kind == feed_event::publish) rec.got.emplace_back(e.id);
         },
@@ -188,7 +188,7 @@ TEST_CASE("failover: a client with both addresses skips the replica and finds th
   std::swap(cfg.endpoints[0], cfg.endpoints[1]);
   thoonk::client c(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await c.connect(asio::use_awaitable);
+    co_await c.async_connect(asio::use_awaitable);
     auto me = co_await cmd(c.conn(), "CONFIG", "GET", "port");
     REQUIRE(me.elements.size() == 2);
     CHECK(me.elements[1].str == std::to_string(servers.primary.port()));
@@ -209,14 +209,14 @@ TEST_CASE("failover: only replicas configured: connect fails with not_primary an
   thoonk::connection conn(ioc.get_executor(), cfg);
   auto events = record_events(conn);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    auto [ec] = co_await conn.connect(nothrow);
+    auto [ec] = co_await conn.async_connect(nothrow);
     CHECK(ec == E::not_primary);
     // Not a refusal: requests wait for a primary instead of failing ...
     thoonk::request req;
     req.push("PING");
     thoonk::exec_options o;
     o.timeout = 300ms;
-    auto [pec, resp] = co_await conn.exec(req, o, nothrow);
+    auto [pec, resp] = co_await conn.async_exec(req, o, nothrow);
     CHECK(pec == E::request_timeout);
     REQUIRE(!events->empty());
     CHECK(events->front().kind == thoonk::connection_event::connect_failed);
@@ -224,9 +224,9 @@ TEST_CASE("failover: only replicas configured: connect fails with not_primary an
     CHECK(events->front().server_message == "ROLE: slave");
     // ... and the replica promoted becomes usable.
     thoonk::connection admin(ioc.get_executor(), replica_pair::config_for(servers.replica));
-    co_await admin.connect(asio::use_awaitable);
+    co_await admin.async_connect(asio::use_awaitable);
     co_await cmd(admin, "REPLICAOF", "NO", "ONE");
-    auto [pec2, resp2] = co_await conn.exec(req, nothrow);
+    auto [pec2, resp2] = co_await conn.async_exec(req, nothrow);
     CHECK(!pec2);
     admin.stop();
     conn.stop();
@@ -247,7 +247,7 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
         auto online_13 = co_await replicas_online(pa, 1);
         REQUIRE(online_13);
         const auto name = unique_name("failover");
-        co_await c.create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
+        co_await c.async_create_feed(name, thoonk::feed_type::job, {}, asio::use_awaitable);
         thoonk::job_queue q(c, name);
 
         // A producer and a worker run through the failover.
@@ -262,10 +262,10 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
             ioc,
             [&]() -> asio::awaitable<void> {
               for (int i = 0; !stop; ++i) {
-                auto [ec, id] = co_await q.put("job-" + std::to_string(i), nothrow);
+                auto [ec, id] = co_await q.async_put("job-" + std::to_string(i), nothrow);
                 if (ec) ++failures[ec.message()];
                 else {
-                  acked.push_back(id);
+                  acked.push_back(id.id);
                   if (failover_done && first_put_after == clock_type::time_point{})
                     first_put_after = clock_type::now();
                 }
@@ -278,13 +278,13 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
             ioc,
             [&]() -> asio::awaitable<void> {
               while (!stop) {
-                auto [ec, job] = co_await q.claim(200ms, nothrow);
+                auto [ec, job] = co_await q.async_claim(200ms, nothrow);
                 if (ec == E::queue_empty) continue;
                 if (ec) {
                   ++failures["claim: " + ec.message()];
                   continue;
                 }
-                auto [fec] = co_await q.finish(job, nothrow);
+                auto [fec] = co_await q.async_finish(job, nothrow);
                 if (fec) ++failures["finish: " + fec.message()];
                 else finished.insert(job.id);
               }
@@ -321,7 +321,7 @@ TEST_CASE("failover: puts and claims follow the promoted replica, none lost, non
         }
         CHECK(missing == 0);
         thoonk::job_queue check(c, name);
-        auto counts = co_await check.counts(asio::use_awaitable);
+        auto counts = co_await check.async_counts(asio::use_awaitable);
         CHECK(counts.puts == static_cast<std::int64_t>(acked.size()));
         CHECK(!finished.empty());
         // The client now talks to the old replica.
@@ -368,7 +368,7 @@ TEST_CASE("failover: LOADING replies are waited out, not surfaced; with retries 
             [&]() -> asio::awaitable<void> {
               thoonk::request r;
               r.push("DEBUG", "RELOAD");
-              co_await admin.exec(r, nothrow);
+              co_await admin.async_exec(r, nothrow);
               reloading = false;
             },
             asio::detached);
@@ -422,7 +422,7 @@ TEST_CASE(
         CHECK(role == "master");
         // The new primary has them all, in the same order.
         thoonk::feed f(t.c, t.name);
-        auto ids = co_await f.get_ids(asio::use_awaitable);
+        auto ids = co_await f.async_get_ids(asio::use_awaitable);
         CHECK(ids == t.p.acked);
         for (auto& i : t.rec.infos) CHECK(!i.error);
         INFO("subscriber connected " << t.rec.connected << " / disconnected " << t.rec.disconnected
@@ -480,7 +480,7 @@ TEST_CASE(
         REQUIRE(published);
         REQUIRE(t.rec.first_connected_after != clock_type::time_point{});
         thoonk::feed f(t.c, t.name);
-        auto ids = co_await f.get_ids(asio::use_awaitable);
+        auto ids = co_await f.async_get_ids(asio::use_awaitable);
         // Every item on the new primary arrives.
         const std::set<std::string> held(ids.begin(), ids.end());
         auto has_all = [&] {

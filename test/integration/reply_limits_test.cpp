@@ -55,14 +55,14 @@ TEST_CASE("reply limits: a reply of too many values fails its request, the conne
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await conn.connect(asio::use_awaitable);
+        co_await conn.async_connect(asio::use_awaitable);
         // Under the limit: fine.
-        auto [ok_ec, ok] = co_await conn.exec(nulls(100), nothrow);
+        auto [ok_ec, ok] = co_await conn.async_exec(nulls(100), nothrow);
         CHECK(!ok_ec);
         REQUIRE(ok.size() == 1);
         CHECK(ok[0].elements.size() == 100);
         // Over it: the request gets the parser's error, not unknown_outcome.
-        auto [ec, resp] = co_await conn.exec(nulls(c.count), nothrow);
+        auto [ec, resp] = co_await conn.async_exec(nulls(c.count), nothrow);
         CHECK(ec == c.expected);
         INFO(ec.message());
         CHECK(resp.empty());
@@ -97,16 +97,16 @@ TEST_CASE(
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await conn.connect(asio::use_awaitable);
+        co_await conn.async_connect(asio::use_awaitable);
         std::vector<std::string> items(n, "x");
         thoonk::request fill;
         fill.push_range("RPUSH", std::array<std::string_view, 1>{key}, items);
-        auto [fill_ec, filled] = co_await conn.exec(fill, nothrow);
+        auto [fill_ec, filled] = co_await conn.async_exec(fill, nothrow);
         REQUIRE(!fill_ec);
         REQUIRE(filled.at(0).integer == static_cast<std::int64_t>(n));
 
         // Each reply alone, and two held together, are under the limit.
-        auto [ec2, two] = co_await conn.exec(lranges(2), nothrow);
+        auto [ec2, two] = co_await conn.async_exec(lranges(2), nothrow);
         CHECK(!ec2);
         REQUIRE(two.size() == 2);
         CHECK(two[1].elements.size() == n);
@@ -115,7 +115,7 @@ TEST_CASE(
         // Four: the third reply would be held with two others. The request
         // fails with the limit's error (not unknown_outcome) and gets no
         // partial replies.
-        auto [ec4, four] = co_await conn.exec(lranges(4), nothrow);
+        auto [ec4, four] = co_await conn.async_exec(lranges(4), nothrow);
         CHECK(ec4 == thoonk::error::reply_memory_exceeded);
         INFO(ec4.message());
         CHECK(ec4.message().find("max_reply_memory") != std::string::npos);
@@ -128,7 +128,7 @@ TEST_CASE(
         CHECK(v.str == "PONG");
         CHECK(conn.stats().reconnects >= 1);
         for (int i = 0; i < 4; ++i) {
-          auto [ec1, one] = co_await conn.exec(lranges(1), nothrow);
+          auto [ec1, one] = co_await conn.async_exec(lranges(1), nothrow);
           CHECK(!ec1);
           REQUIRE(one.size() == 1);
           CHECK(one[0].elements.size() == n);

@@ -65,14 +65,14 @@ FIXTURE_TEST_CASE("fnload",
                   "functions: loaded once per server on first use, run with FCALL, "
                   "loaded again after FUNCTION FLUSH",
                   "[functions][scripts][job]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await cmd(f.c.conn(), "FUNCTION", "DELETE", put_library_name());  // may not exist
   co_await cmd(f.c.conn(), "SCRIPT", "FLUSH");
-  auto q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+  auto q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
   const bool before = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(!before);
 
-  co_await q.put("a", asio::use_awaitable);
+  co_await q.async_put("a", asio::use_awaitable);
   const bool loaded = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(loaded);
   // Never sent as a script: neither EVALSHA's reload nor EVAL cached it.
@@ -80,28 +80,28 @@ FIXTURE_TEST_CASE("fnload",
   CHECK(!cached);
 
   co_await cmd(f.c.conn(), "FUNCTION", "FLUSH");
-  co_await q.put("b", asio::use_awaitable);
-  co_await q.put("c", asio::use_awaitable);
+  co_await q.async_put("b", asio::use_awaitable);
+  co_await q.async_put("c", asio::use_awaitable);
   const bool reloaded = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(reloaded);
   const bool cached_after = co_await script_cached(f.c.conn(), scripts::jobs_put());
   CHECK(!cached_after);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 3);
 }
 
 FIXTURE_TEST_CASE_WITH_CONFIG(eval_only_config(), "fneval",
                               "functions: use_functions = false runs every script with EVALSHA",
                               "[functions][scripts][job][config]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await cmd(f.c.conn(), "FUNCTION", "DELETE", put_library_name());
-  auto q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
-  co_await q.put("a", asio::use_awaitable);
+  auto q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await q.async_put("a", asio::use_awaitable);
   const bool loaded = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(!loaded);
   const bool cached = co_await script_cached(f.c.conn(), scripts::jobs_put());
   CHECK(cached);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 1);
 }
 
@@ -109,8 +109,8 @@ FIXTURE_TEST_CASE("fnacl",
                   "functions: a user that may not FCALL, or not FUNCTION LOAD, gets EVALSHA "
                   "after one refusal that ran nothing",
                   "[functions][scripts][job][acl]") {
-  co_await f.c.connect(asio::use_awaitable);
-  auto admin_q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
+  auto admin_q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
 
   struct grant_case {
     const char* label;
@@ -128,10 +128,10 @@ FIXTURE_TEST_CASE("fnacl",
     co_await cmd(f.c.conn(), "SCRIPT", "FLUSH");
     {
       thoonk::client uc(f.ioc.get_executor(), user.config());
-      co_await uc.connect(asio::use_awaitable);
-      auto q = co_await jq::open(uc, f.name, asio::use_awaitable);
+      co_await uc.async_connect(asio::use_awaitable);
+      auto q = co_await jq::async_open(uc, f.name, asio::use_awaitable);
       for (int i = 0; i < 3; ++i) {
-        auto [ec, r] = co_await q.put("x", nothrow);
+        auto [ec, r] = co_await q.async_put("x", nothrow);
         CHECK(!ec);
       }
       uc.stop();
@@ -144,7 +144,7 @@ FIXTURE_TEST_CASE("fnacl",
     co_await cmd(f.c.conn(), "ACL", "DELUSER", user.name);
   }
   // Each put ran exactly once.
-  auto counts = co_await admin_q.counts(asio::use_awaitable);
+  auto counts = co_await admin_q.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 6);
 }
 
@@ -152,24 +152,24 @@ FIXTURE_TEST_CASE("fnoom",
                   "functions: out of memory a read still runs (with EVALSHA) and a write is "
                   "refused whole",
                   "[functions][scripts][job][single]") {
-  co_await f.c.connect(asio::use_awaitable);
-  auto q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
-  co_await q.put("a", asio::use_awaitable);
-  co_await q.counts(asio::use_awaitable);  // both libraries loaded
+  co_await f.c.async_connect(asio::use_awaitable);
+  auto q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await q.async_put("a", asio::use_awaitable);
+  co_await q.async_counts(asio::use_awaitable);  // both libraries loaded
 
   co_await cmd(f.c.conn(), "CONFIG", "SET", "maxmemory", "1");
-  auto [e1, counts] = co_await q.counts(nothrow);
-  auto [e2, put] = co_await q.put("b", nothrow);
+  auto [e1, counts] = co_await q.async_counts(nothrow);
+  auto [e2, put] = co_await q.async_put("b", nothrow);
   co_await cmd(f.c.conn(), "CONFIG", "SET", "maxmemory", "0");
 
   CHECK(!e1);
   CHECK(counts.waiting == 1);
   CHECK(e2);
-  auto after = co_await q.counts(asio::use_awaitable);
+  auto after = co_await q.async_counts(asio::use_awaitable);
   CHECK(after.waiting == 1);
   // Still functions: the refusal was for this call only.
   co_await cmd(f.c.conn(), "FUNCTION", "DELETE", put_library_name());
-  auto [e3, put2] = co_await q.put("c", nothrow);
+  auto [e3, put2] = co_await q.async_put("c", nothrow);
   CHECK(!e3);
   const bool loaded = co_await library_loaded(f.c.conn(), put_library_name());
   CHECK(loaded);
@@ -212,16 +212,16 @@ FIXTURE_TEST_CASE("fnstale",
                   "functions: delete_stale_functions deletes other builds' libraries, keeps "
                   "this build's and an application's, and the queue keeps working",
                   "[functions][scripts][job]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   for (const auto& n : {stale_a, stale_b, app_library, app_lookalike})
     co_await cmd(f.c.conn(), "FUNCTION", "LOAD", "REPLACE", fake_library_text(n));
-  auto q = co_await jq::create_or_open(f.c, f.name, asio::use_awaitable);
-  co_await q.put("a", asio::use_awaitable);
+  auto q = co_await jq::async_create_or_open(f.c, f.name, asio::use_awaitable);
+  co_await q.async_put("a", asio::use_awaitable);
   const auto before = co_await stale_on_server(f.c.conn());
   CHECK(before.contains(stale_a));
   CHECK(before.contains(stale_b));
 
-  auto [ec, deleted] = co_await f.c.delete_stale_functions(nothrow);
+  auto [ec, deleted] = co_await f.c.async_delete_stale_functions(nothrow);
   REQUIRE_FALSE(ec);
   CHECK(deleted == before.size());
   const auto after = co_await stale_on_server(f.c.conn());
@@ -233,11 +233,11 @@ FIXTURE_TEST_CASE("fnstale",
   }
 
   // Nothing left to delete; the queue's library was never unloaded.
-  auto [ec2, again] = co_await f.c.delete_stale_functions(nothrow);
+  auto [ec2, again] = co_await f.c.async_delete_stale_functions(nothrow);
   CHECK_FALSE(ec2);
   CHECK(again == 0);
-  co_await q.put("b", asio::use_awaitable);
-  auto counts = co_await q.counts(asio::use_awaitable);
+  co_await q.async_put("b", asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.waiting == 2);
   for (const auto& n : {app_library, app_lookalike})
     co_await cmd(f.c.conn(), "FUNCTION", "DELETE", n);
@@ -247,7 +247,7 @@ FIXTURE_TEST_CASE("fnstaleacl",
                   "functions: delete_stale_functions without FUNCTION LIST or FUNCTION DELETE "
                   "is no_permission and deletes nothing; on a stopped client, an error",
                   "[functions][scripts][acl]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await cmd(f.c.conn(), "FUNCTION", "LOAD", "REPLACE", fake_library_text(stale_a));
   for (const char* denied : {"-function|list", "-function|delete"}) {
     INFO(denied);
@@ -255,16 +255,16 @@ FIXTURE_TEST_CASE("fnstaleacl",
     co_await user.create_with(f.c.conn(), "~*", "&*", "+@all", denied);
     {
       thoonk::client uc(f.ioc.get_executor(), user.config());
-      co_await uc.connect(asio::use_awaitable);
+      co_await uc.async_connect(asio::use_awaitable);
       thoonk::diagnostics diag;
       auto [ec, deleted] =
-          co_await uc.delete_stale_functions(thoonk::with_diagnostics(diag, nothrow));
+          co_await uc.async_delete_stale_functions(thoonk::capture_diagnostics(diag, nothrow));
       CHECK(ec == thoonk::error::no_permission);
       CHECK(deleted == 0);
       CHECK(diag.server_message().starts_with("NOPERM"));
       uc.stop();
       // A stopped client: an error, nothing sent.
-      auto [sec, none] = co_await uc.delete_stale_functions(nothrow);
+      auto [sec, none] = co_await uc.async_delete_stale_functions(nothrow);
       CHECK(sec);
       CHECK(none == 0);
     }

@@ -87,7 +87,7 @@ TEST_CASE("scripts: every embedded script has its layout and loads on the server
 
   fixture f("scripts");
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
-    co_await f.c.connect(asio::use_awaitable);
+    co_await f.c.async_connect(asio::use_awaitable);
     for (const auto& s : all) {
       INFO(s.file);
       auto v = co_await cmd(f.c.conn(), "SCRIPT", "LOAD", s.get().source());
@@ -120,7 +120,7 @@ thoonk::config scripts_eval_config() {
 FIXTURE_TEST_CASE_WITH_CONFIG(scripts_eval_config(), "scripts",
                               "scripts: a Lua error reports the line of the .lua file (EVALSHA)",
                               "[scripts]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
   std::vector<std::string> args{"not a number"};
   co_await expect_error_line(f, "queue", "queues/get.lua", "redis.call('RPOP'",
@@ -129,7 +129,7 @@ FIXTURE_TEST_CASE_WITH_CONFIG(scripts_eval_config(), "scripts",
 
 FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua file",
                   "[scripts]") {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
 
   SECTION("queue layout: queues/get.lua with a count that is no number") {

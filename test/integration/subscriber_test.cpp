@@ -53,11 +53,11 @@ TEST_CASE("subscriber: fan-out to several callbacks and to patterns",
     std::vector<std::string> a, b, p;
     std::vector<std::string> p_channels;
     t.run([&]() -> asio::awaitable<void> {
-      auto s1 = co_await t.sub.subscribe(
+      auto s1 = co_await t.sub.async_subscribe(
           t.ch, [&](const thoonk::message& m) { a.emplace_back(m.payload); }, asio::use_awaitable);
-      auto s2 = co_await t.sub.subscribe(
+      auto s2 = co_await t.sub.async_subscribe(
           t.ch, [&](const thoonk::message& m) { b.emplace_back(m.payload); }, asio::use_awaitable);
-      auto s3 = co_await t.sub.psubscribe(
+      auto s3 = co_await t.sub.async_psubscribe(
           t.ch.substr(0, 4) + "*",
           [&](const thoonk::message& m) {
             p.emplace_back(m.payload);
@@ -86,7 +86,7 @@ TEST_CASE("subscriber: CLIENT KILL TYPE pubsub is reported and subscriptions com
     else ++connects;
   });
   t.run([&]() -> asio::awaitable<void> {
-    auto s = co_await t.sub.subscribe(
+    auto s = co_await t.sub.async_subscribe(
         t.ch, [&](const thoonk::message& m) { got.emplace_back(m.payload); }, asio::use_awaitable);
     co_await cmd(t.pub, "PUBLISH", t.ch, "before");
     co_await until([&] { return got.size() == 1; });
@@ -109,8 +109,8 @@ TEST_CASE("subscriber: dropping the last handle unsubscribes on the server",
   int calls = 0;
   auto count = [&](const thoonk::message&) { ++calls; };
   t.run([&]() -> asio::awaitable<void> {
-    auto s1 = co_await t.sub.subscribe(t.ch, count, asio::use_awaitable);
-    auto s2 = co_await t.sub.subscribe(t.ch, count, asio::use_awaitable);
+    auto s1 = co_await t.sub.async_subscribe(t.ch, count, asio::use_awaitable);
+    auto s2 = co_await t.sub.async_subscribe(t.ch, count, asio::use_awaitable);
     // Await first, check after: Catch2 may evaluate a CHECK's expression twice.
     auto n = co_await numsub(admin, t.ch);
     CHECK(n == 1);
@@ -125,7 +125,7 @@ TEST_CASE("subscriber: dropping the last handle unsubscribes on the server",
       co_await sleep_for(5ms);
     CHECK(n == 0);
     // Subscribing again after the unsubscribe works.
-    auto s3 = co_await t.sub.subscribe(t.ch, count, asio::use_awaitable);
+    auto s3 = co_await t.sub.async_subscribe(t.ch, count, asio::use_awaitable);
     n = co_await numsub(admin, t.ch);
     CHECK(n == 1);
   });
@@ -136,10 +136,10 @@ TEST_CASE("subscriber: a callback that throws does not stop delivery", "[subscri
   int good = 0, reported = 0;
   t.sub.on_callback_error([&](std::exception_ptr) { ++reported; });
   t.run([&]() -> asio::awaitable<void> {
-    auto bad = co_await t.sub.subscribe(
+    auto bad = co_await t.sub.async_subscribe(
         t.ch, [&](const thoonk::message&) { throw std::runtime_error("boom"); },
         asio::use_awaitable);
-    auto ok = co_await t.sub.subscribe(
+    auto ok = co_await t.sub.async_subscribe(
         t.ch, [&](const thoonk::message&) { ++good; }, asio::use_awaitable);
     for (int i = 0; i < 3; ++i) co_await cmd(t.pub, "PUBLISH", t.ch, "x");
     co_await until([&] { return good == 3; });
@@ -153,7 +153,7 @@ TEST_CASE("subscriber: a callback may drop its own handle", "[subscriber][subscr
   int calls = 0;
   thoonk::subscription s;
   t.run([&]() -> asio::awaitable<void> {
-    s = co_await t.sub.subscribe(
+    s = co_await t.sub.async_subscribe(
         t.ch,
         [&](const thoonk::message&) {
           ++calls;
@@ -177,7 +177,7 @@ TEST_CASE("subscriber: stop fails a pending subscribe", "[subscriber][subscribe]
   run_coro(ioc, [&]() -> asio::awaitable<void> {
     error_code got;
     bool done = false;
-    sub.subscribe(
+    sub.async_subscribe(
         "ch", [](const thoonk::message&) {},
         [&](error_code ec, thoonk::subscription) {
           got = ec;
@@ -199,7 +199,7 @@ TEST_CASE("subscriber: health-check PINGs in subscribe mode keep the connection"
     pubsub_case t("ping", cfg);
     int got = 0;
     t.run([&]() -> asio::awaitable<void> {
-      auto s = co_await t.sub.subscribe(
+      auto s = co_await t.sub.async_subscribe(
           t.ch, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
       auto writes = t.sub.stats().connection.writes;
       co_await sleep_for(300ms);
@@ -248,12 +248,12 @@ TEST_CASE("subscriber: a refused SUBSCRIBE fails that subscribe only",
   run_coro(user.ioc, [&]() -> asio::awaitable<void> {
     auto cfg = co_await user.create();
     thoonk::subscriber sub(user.ioc.get_executor(), cfg);
-    auto [ec, s1] = co_await sub.subscribe(
+    auto [ec, s1] = co_await sub.async_subscribe(
         "forbidden-" + user.name, [](const thoonk::message&) {}, nothrow);
     CHECK(ec == thoonk::error::subscribe_refused);
     CHECK(!s1.active());
     int got = 0;
-    auto s2 = co_await sub.subscribe(
+    auto s2 = co_await sub.async_subscribe(
         user.allowed, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
     co_await cmd(user.admin, "PUBLISH", user.allowed, "x");
     co_await until([&] { return got == 1; });
@@ -274,15 +274,15 @@ TEST_CASE(
     auto cfg = co_await user.create();
     thoonk::subscriber sub(user.ioc.get_executor(), cfg);
     thoonk::diagnostics diag;
-    auto [ec, s1] = co_await sub.ssubscribe(
+    auto [ec, s1] = co_await sub.async_ssubscribe(
         "forbidden-" + user.name, [](const thoonk::message&) {},
-        thoonk::with_diagnostics(diag, nothrow));
+        thoonk::capture_diagnostics(diag, nothrow));
     CHECK(ec == thoonk::error::subscribe_refused);
     CHECK(diag.server_message().find("NOPERM") != std::string::npos);
     CHECK(!s1.active());
     CHECK(sub.stats().shard_connections == 0);  // nothing left to hold it
     int got = 0;
-    auto s2 = co_await sub.ssubscribe(
+    auto s2 = co_await sub.async_ssubscribe(
         allowed, [&](const thoonk::message& m) { got += m.payload == "x"; }, asio::use_awaitable);
     CHECK(sub.stats().shard_connections == 1);
     co_await cmd(admin, "SPUBLISH", allowed, "x");
@@ -304,7 +304,7 @@ TEST_CASE(
     }
     CHECK(left == 0);
     // Subscribed again: a new connection.
-    auto s3 = co_await sub.ssubscribe(
+    auto s3 = co_await sub.async_ssubscribe(
         allowed, [&](const thoonk::message&) { ++got; }, asio::use_awaitable);
     co_await cmd(admin, "SPUBLISH", allowed, "z");
     co_await until([&] { return got == 3; });

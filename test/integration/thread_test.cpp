@@ -50,16 +50,16 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
     done = asio::co_spawn(
         c.get_executor(),
         [&]() -> asio::awaitable<void> {
-          co_await c.connect(asio::use_awaitable);
+          co_await c.async_connect(asio::use_awaitable);
           thoonk::job_queue_options opts;
           opts.poll_interval = 100ms;
-          auto q = co_await thoonk::job_queue::create_or_open(c, jobs_name, {}, opts,
-                                                              asio::use_awaitable);
-          auto f = co_await thoonk::feed::create_or_open(c, feed_name, asio::use_awaitable);
+          auto q = co_await thoonk::job_queue::async_create_or_open(c, jobs_name, {}, opts,
+                                                                    asio::use_awaitable);
+          auto f = co_await thoonk::feed::async_create_or_open(c, feed_name, asio::use_awaitable);
           thoonk::feed_callback on_item = [&](const thoonk::feed_event& e) {
             if (e.kind == thoonk::feed_event::publish) ++published_seen;
           };
-          auto sub = co_await f.subscribe(on_item, asio::use_awaitable);
+          auto sub = co_await f.async_subscribe(on_item, asio::use_awaitable);
           // Every coroutine below runs on the io_context's own executor, so
           // its steps run on any of the four threads; each call to the
           // client hops to the client's strand and back. They use the
@@ -67,13 +67,13 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
           auto worker = [&]() -> asio::awaitable<void> {
             ++running;
             while (!stop) {
-              auto [ec, job] = co_await q.claim(100ms, nothrow);
+              auto [ec, job] = co_await q.async_claim(100ms, nothrow);
               if (ec == thoonk::error::queue_empty) continue;
               if (ec) {
                 ++worker_errors;
                 break;
               }
-              auto [fec] = co_await q.finish(job, "r", nothrow);
+              auto [fec] = co_await q.async_finish(job, "r", nothrow);
               if (fec) ++worker_errors;
               else ++finished;
             }
@@ -82,14 +82,14 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
           auto producer = [&](int n) -> asio::awaitable<void> {
             ++running;
             for (int i = 0; i < total / producers; ++i)
-              co_await q.put("job " + std::to_string(n) + "-" + std::to_string(i),
-                             asio::use_awaitable);
+              co_await q.async_put("job " + std::to_string(n) + "-" + std::to_string(i),
+                                   asio::use_awaitable);
             --running;
           };
           auto publisher = [&]() -> asio::awaitable<void> {
             ++running;
             for (int i = 0; i < items; ++i)
-              co_await f.publish("item " + std::to_string(i), asio::use_awaitable);
+              co_await f.async_publish("item " + std::to_string(i), asio::use_awaitable);
             --running;
           };
           for (int i = 0; i < workers; ++i) asio::co_spawn(ioc, worker(), asio::detached);
@@ -102,11 +102,11 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
           // The workers leave within one claim timeout.
           const bool left = co_await wait_until([&] { return running.load() == 0; }, 10s);
           REQUIRE(left);
-          const auto counts = co_await q.counts(asio::use_awaitable);
+          const auto counts = co_await q.async_counts(asio::use_awaitable);
           CHECK(counts.finishes == total);
           CHECK(counts.items == 0);
-          co_await c.delete_feed(jobs_name, asio::use_awaitable);
-          co_await c.delete_feed(feed_name, asio::use_awaitable);
+          co_await c.async_delete_feed(jobs_name, asio::use_awaitable);
+          co_await c.async_delete_feed(feed_name, asio::use_awaitable);
           sub = {};
           c.stop();
         },
@@ -130,8 +130,8 @@ TEST_CASE("threads: operations initiated from four threads that do not run the c
   thoonk::job_queue q;
   {
     thread_pool_runner runner(ioc, 1);
-    c.connect(asio::use_future).get();
-    q = thoonk::job_queue::create_or_open(c, name, asio::use_future).get();
+    c.async_connect(asio::use_future).get();
+    q = thoonk::job_queue::async_create_or_open(c, name, asio::use_future).get();
     std::vector<std::thread> callers;
     for (int t = 0; t < threads; ++t) {
       callers.emplace_back([&, t] {
@@ -141,20 +141,20 @@ TEST_CASE("threads: operations initiated from four threads that do not run the c
           r.push("SET", key, key);
           r.push("GET", key);
           r.push("DEL", key);
-          auto resp = c.conn().exec(r, asio::use_future).get();
+          auto resp = c.conn().async_exec(r, asio::use_future).get();
           if (resp.size() == 3 && resp[1].str == key) ++matched;
-          q.put("job", asio::use_future).get();
-          auto job = q.claim(5s, asio::use_future).get();
-          q.finish(job, asio::use_future).get();
+          q.async_put("job", asio::use_future).get();
+          auto job = q.async_claim(5s, asio::use_future).get();
+          q.async_finish(job, asio::use_future).get();
           ++finished;
         }
       });
     }
     for (auto& t : callers) t.join();
-    const auto counts = q.counts(asio::use_future).get();
+    const auto counts = q.async_counts(asio::use_future).get();
     CHECK(counts.finishes == threads * per_thread);
     CHECK(counts.items == 0);
-    c.delete_feed(name, asio::use_future).get();
+    c.async_delete_feed(name, asio::use_future).get();
     asio::post(ioc, [&] { c.stop(); });
   }
   CHECK(finished.load() == threads * per_thread);

@@ -60,7 +60,7 @@ std::vector<attempt> watch_failing_connect(thoonk::config cfg, boost::system::er
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto [ec] = co_await conn.connect(nothrow);
+        auto [ec] = co_await conn.async_connect(nothrow);
         CHECK(ec == expected);
         INFO(ec.message());
         // A refused setup fails requests at once rather than letting them
@@ -97,7 +97,7 @@ void expect_ping(const thoonk::config& cfg) {
   asio::io_context ioc;
   thoonk::connection conn(ioc.get_executor(), cfg);
   run_coro(ioc, [&]() -> asio::awaitable<void> {
-    co_await conn.connect(asio::use_awaitable);
+    co_await conn.async_connect(asio::use_awaitable);
     auto v = co_await cmd(conn, "PING");
     CHECK(v.str == "PONG");
     conn.stop();
@@ -130,12 +130,12 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
         auto name = co_await make_feed(c, "tls", thoonk::feed_type::feed, {});
         thoonk::feed f(c, name);
         std::vector<std::string> got;
-        auto sub = co_await f.subscribe(
+        auto sub = co_await f.async_subscribe(
             [&](const thoonk::feed_event& e) {
               if (e.kind == thoonk::feed_event::publish) got.push_back(std::string(e.item));
             },
             asio::use_awaitable);
-        co_await f.publish(thoonk::item_id("a"), "first", asio::use_awaitable);
+        co_await f.async_publish(thoonk::item_id("a"), "first", asio::use_awaitable);
         auto arrived = co_await wait_until([&] { return got.size() == 1; });
         CHECK(arrived);
 
@@ -153,12 +153,12 @@ TEST_CASE("tls: a trusted certificate carries commands, feed events and reconnec
         for (int i = 0; i < 100 && !delivered; ++i) {
           // The subscriber restores its subscription on its own schedule:
           // publish until one arrives.
-          co_await f.publish(thoonk::item_id("b" + std::to_string(i)), "after",
-                             asio::use_awaitable);
+          co_await f.async_publish(thoonk::item_id("b" + std::to_string(i)), "after",
+                                   asio::use_awaitable);
           delivered = co_await wait_until([&] { return got.size() >= 2; }, 100ms);
         }
         CHECK(delivered);
-        co_await c.delete_feed(name, asio::use_awaitable);
+        co_await c.async_delete_feed(name, asio::use_awaitable);
         c.stop();
         admin.stop();
       },
@@ -312,11 +312,11 @@ TEST_CASE("tls: a refusal lasts until the server's certificate is fixed", "[tls]
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        auto [ec] = co_await conn.connect(nothrow);
+        auto [ec] = co_await conn.async_connect(nothrow);
         CHECK(ec == E::tls_certificate_rejected);
         const auto refused_ping = co_await try_ping(conn);
         CHECK(refused_ping == E::tls_certificate_rejected);
-        co_await admin.connect(asio::use_awaitable);
+        co_await admin.async_connect(asio::use_awaitable);
         auto ok =
             co_await cmd(admin, "CONFIG", "SET", "tls-cert-file", shared_tls_certs().server().cert,
                          "tls-key-file", shared_tls_certs().server().key);

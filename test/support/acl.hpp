@@ -19,7 +19,7 @@ inline asio::awaitable<void> acl_setuser(thoonk::connection& admin, const std::s
   for (auto& r : rules) args.push_back(std::move(r));
   thoonk::request req;
   req.push_range("ACL", std::span<const std::string_view>{}, args);
-  auto resp = co_await admin.exec(req, asio::use_awaitable);
+  auto resp = co_await admin.async_exec(req, asio::use_awaitable);
   REQUIRE(resp.size() == 1);
   INFO(resp[0].str);
   REQUIRE(!resp[0].is_error());

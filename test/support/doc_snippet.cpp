@@ -62,7 +62,7 @@ std::string run_tutorial(const tutorial_fn& tutorial, const char* prefix, bool t
   std::ostringstream out;
   const auto name = tag ? "{" + unique_name(prefix) + "}" : unique_name(prefix);
   run_coro(ioc, [&]() -> boost::asio::awaitable<void> {
-    co_await client.connect(boost::asio::use_awaitable);
+    co_await client.async_connect(boost::asio::use_awaitable);
     co_await tutorial(client, name, out);
     client.stop();
   });

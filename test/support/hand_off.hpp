@@ -42,8 +42,8 @@ inline asio::awaitable<bool> offered(thoonk::connection& c, const std::string& q
 inline asio::awaitable<thoonk::job_queue> create_job_queue(thoonk::client& c, std::string name) {
   thoonk::job_queue::settings s;
   thoonk::job_queue_options o;
-  auto q = co_await thoonk::job_queue::create_or_open(c, std::move(name), std::move(s),
-                                                      std::move(o), asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_create_or_open(c, std::move(name), std::move(s),
+                                                            std::move(o), asio::use_awaitable);
   co_return q;
 }
 
@@ -56,7 +56,7 @@ asio::awaitable<std::pair<thoonk::job_queue, thoonk::job_queue>> restricted_pair
   co_await p.start();
   co_await p.user.create_with(p.admin, rules...);
   auto q = co_await create_job_queue(p.pub, name);
-  auto theirs = co_await thoonk::job_queue::open(*p.c, name, asio::use_awaitable);
+  auto theirs = co_await thoonk::job_queue::async_open(*p.c, name, asio::use_awaitable);
   co_return std::pair{std::move(q), std::move(theirs)};
 }
 

@@ -114,16 +114,16 @@ asio::awaitable<std::shared_ptr<capture>> capture_patterns(thoonk::subscriber& s
   };
   for (const auto& p : patterns) {
     if (!cluster_topology()) {
-      auto s = co_await sub.psubscribe(p, record, asio::use_awaitable);
+      auto s = co_await sub.async_psubscribe(p, record, asio::use_awaitable);
       cap->subs.push_back(std::move(s));
       continue;
     }
     for (const auto& ch : cluster_capture_channels(p)) {
       if (management_channel(ch)) {
-        auto s = co_await sub.psubscribe(ch, record, asio::use_awaitable);
+        auto s = co_await sub.async_psubscribe(ch, record, asio::use_awaitable);
         cap->subs.push_back(std::move(s));
       } else {
-        auto s = co_await sub.ssubscribe(ch, record, asio::use_awaitable);
+        auto s = co_await sub.async_ssubscribe(ch, record, asio::use_awaitable);
         cap->subs.push_back(std::move(s));
       }
     }
@@ -209,8 +209,8 @@ inline asio::awaitable<thoonk::resp3::value> raw_notify(thoonk::connection& c, s
 inline asio::awaitable<thoonk::subscription> subscribe_notifications(
     thoonk::subscriber& sub, std::string channel, thoonk::subscriber::callback cb) {
   if (cluster_topology())
-    co_return co_await sub.ssubscribe(std::move(channel), std::move(cb), asio::use_awaitable);
-  co_return co_await sub.subscribe(std::move(channel), std::move(cb), asio::use_awaitable);
+    co_return co_await sub.async_ssubscribe(std::move(channel), std::move(cb), asio::use_awaitable);
+  co_return co_await sub.async_subscribe(std::move(channel), std::move(cb), asio::use_awaitable);
 }
 
 /// A hash (HGETALL `hash_key`) as a map, e.g. hash_of(conn, key("config", name)).
@@ -273,7 +273,7 @@ inline asio::awaitable<std::string> make_feed(thoonk::client& c, std::string_vie
                                               thoonk::feed_type type,
                                               thoonk::feed_config cfg = {}) {
   auto name = unique_name(prefix);
-  co_await c.create_feed(name, type, std::move(cfg), asio::use_awaitable);
+  co_await c.async_create_feed(name, type, std::move(cfg), asio::use_awaitable);
   co_return name;
 }
 
@@ -344,11 +344,11 @@ struct gap_parties {
 
   /// Connects everyone (the gap user is created first).
   asio::awaitable<void> start() {
-    co_await admin.connect(asio::use_awaitable);
-    co_await pub.connect(asio::use_awaitable);
+    co_await admin.async_connect(asio::use_awaitable);
+    co_await pub.async_connect(asio::use_awaitable);
     co_await user.create(admin);
     c.emplace(ioc.get_executor(), user.config());
-    co_await c->connect(asio::use_awaitable);
+    co_await c->async_connect(asio::use_awaitable);
   }
   /// Removes the gap user and stops everyone.
   asio::awaitable<void> finish() {
@@ -442,7 +442,7 @@ struct background_result {
 
 inline asio::awaitable<void> await_result_into(thoonk::job_queue q, std::string id,
                                                std::shared_ptr<background_result> out) {
-  out->value = co_await q.get_result(std::move(id), 10s, asio::use_awaitable);
+  out->value = co_await q.async_get_result(std::move(id), 10s, asio::use_awaitable);
   out->done = true;
 }
 
@@ -464,7 +464,7 @@ inline asio::awaitable<std::int64_t> llen(thoonk::connection& c, std::string k) 
 /// Connects each of `services` (clients, connections, subscribers), in order.
 template <class Service, class... Rest>
 asio::awaitable<void> connect_all(Service& service, Rest&... rest) {
-  co_await service.connect(asio::use_awaitable);
+  co_await service.async_connect(asio::use_awaitable);
   if constexpr (sizeof...(rest) > 0) co_await connect_all(rest...);
 }
 
@@ -504,7 +504,7 @@ void run_connected(asio::io_context& ioc, Service& service, coro_fn body,
   run_coro(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await service.connect(asio::use_awaitable);
+        co_await service.async_connect(asio::use_awaitable);
         co_await body();
         service.stop();
       },
@@ -570,10 +570,10 @@ void run_with_feed(fixture& fx, std::string_view prefix, thoonk::feed_type type,
   run_coro(
       fx.ioc,
       [&]() -> asio::awaitable<void> {
-        co_await fx.c.connect(asio::use_awaitable);
+        co_await fx.c.async_connect(asio::use_awaitable);
         const auto name = co_await make_feed(fx.c, prefix, type, std::move(cfg));
         co_await body(name);
-        co_await fx.c.delete_feed(name, asio::use_awaitable);
+        co_await fx.c.async_delete_feed(name, asio::use_awaitable);
         fx.raw.stop();
         fx.c.stop();
       },
@@ -584,7 +584,7 @@ void run_with_feed(fixture& fx, std::string_view prefix, thoonk::feed_type type,
 /// plain commands, and returns an unchecked handle on it.
 inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f,
                                                              thoonk::job_queue_options o = {}) {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "job");
   co_return thoonk::job_queue(f.c, f.name, std::move(o));
 }
@@ -592,7 +592,7 @@ inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f,
 /// contract_job_queue with extra config fields (e.g. claim_timeout_ms).
 inline asio::awaitable<thoonk::job_queue> contract_job_queue(fixture& f, fields cfg,
                                                              thoonk::job_queue_options o = {}) {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "job", std::move(cfg));
   co_return thoonk::job_queue(f.c, f.name, std::move(o));
 }
@@ -619,8 +619,8 @@ struct put_claim {
 /// Puts `item` on `q` and claims it (q must hold no other waiting job):
 /// the claimed job is the one just put.
 inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::string item) {
-  auto id = co_await q.put(std::move(item), asio::use_awaitable);
-  auto job = co_await q.claim(1s, asio::use_awaitable);
+  auto id = (co_await q.async_put(std::move(item), asio::use_awaitable)).id;
+  auto job = co_await q.async_claim(1s, asio::use_awaitable);
   CHECK(job.id == id);
   co_return put_claim{std::move(id), std::move(job)};
 }
@@ -629,7 +629,7 @@ inline asio::awaitable<put_claim> put_and_claim(thoonk::job_queue& q, std::strin
 /// dead letter: in feed.stalled:[f], where a contract client looks for it)
 /// and that no job is claimed, waiting or scheduled.
 inline asio::awaitable<void> expect_only_stalled(fixture& f, thoonk::job_queue& q, std::string id) {
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   CHECK(counts.stalled == 1);
   CHECK(counts.claimed == 0);
   CHECK(counts.waiting == 0);
@@ -640,7 +640,7 @@ inline asio::awaitable<void> expect_only_stalled(fixture& f, thoonk::job_queue& 
 
 /// contract_job_queue for a queue.
 inline asio::awaitable<thoonk::queue> contract_queue(fixture& f, thoonk::queue_options o = {}) {
-  co_await f.c.connect(asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "queue");
   co_return thoonk::queue(f.c, f.name, o);
 }
@@ -678,7 +678,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 /// in scope, run under run_coro's deadline:
 ///
 ///     FIXTURE_TEST_CASE("jobs", "claim returns the job", "[job][claim]") {
-///       co_await f.c.connect(asio::use_awaitable);
+///       co_await f.c.async_connect(asio::use_awaitable);
 ///       ...
 ///     }
 ///
@@ -743,7 +743,7 @@ inline std::int64_t ms_since(std::chrono::steady_clock::time_point t) {
 /// the raw subscriber are stopped:
 ///
 ///     CLIENT_TEST_CASE("handle", "feed handles: open", "[feed][open]") {
-///       auto f = co_await thoonk::feed::create_or_open(c, fx.name, asio::use_awaitable);
+///       auto f = co_await thoonk::feed::async_create_or_open(c, fx.name, asio::use_awaitable);
 ///       ...
 ///     }
 #define CLIENT_TEST_CASE(prefix, ...)                                                             \

@@ -19,9 +19,9 @@ namespace thoonk::test {
 inline asio::awaitable<thoonk::job_queue> engine_queue(fixture& f,
                                                        thoonk::job_queue::settings s = {},
                                                        thoonk::job_queue_options o = {}) {
-  co_await f.c.connect(asio::use_awaitable);
-  auto q = co_await thoonk::job_queue::create_or_open(f.c, f.name, std::move(s), std::move(o),
-                                                      asio::use_awaitable);
+  co_await f.c.async_connect(asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, std::move(s), std::move(o),
+                                                            asio::use_awaitable);
   co_return q;
 }
 
@@ -39,8 +39,8 @@ inline thoonk::job_queue::settings retries(std::int64_t max_retries,
 
 /// Connects `other` (another client) and opens the queue `name` on it.
 inline asio::awaitable<thoonk::job_queue> open_on(thoonk::client& other, std::string name) {
-  co_await other.connect(asio::use_awaitable);
-  auto q = co_await thoonk::job_queue::open(other, std::move(name), asio::use_awaitable);
+  co_await other.async_connect(asio::use_awaitable);
+  auto q = co_await thoonk::job_queue::async_open(other, std::move(name), asio::use_awaitable);
   co_return q;
 }
 
@@ -52,7 +52,7 @@ inline asio::awaitable<thoonk::put_result> put_id(thoonk::job_queue& q, std::str
   o.id = std::move(id);
   o.run_at = run_at;
   o.update = flags;
-  auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
+  auto r = co_await q.async_put(std::move(item), std::move(o), asio::use_awaitable);
   co_return r;
 }
 
@@ -65,7 +65,8 @@ inline asio::awaitable<std::vector<std::string>> trickle_put(thoonk::job_queue& 
   std::vector<std::string> ids;
   while (ids.size() < n) {
     std::vector<std::string> items(1 + rng() % 3, item);
-    auto got = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    auto got =
+        co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     ids.insert(ids.end(), got.begin(), got.end());
     co_await sleep_for(std::chrono::milliseconds(rng() % 4));
   }
@@ -96,7 +97,7 @@ inline asio::awaitable<std::string> put_at(thoonk::job_queue& q, std::string ite
                                            thoonk::epoch_ms run_at) {
   thoonk::put_options o;
   o.run_at = run_at;
-  auto r = co_await q.put(std::move(item), std::move(o), asio::use_awaitable);
+  auto r = co_await q.async_put(std::move(item), std::move(o), asio::use_awaitable);
   co_return r.id;
 }
 
@@ -104,13 +105,14 @@ inline asio::awaitable<std::string> put_at(thoonk::job_queue& q, std::string ite
 inline asio::awaitable<std::vector<std::string>> put_copies(thoonk::job_queue& q, std::size_t n,
                                                             std::string item) {
   std::vector<std::string> items(n, std::move(item));
-  auto ids = co_await q.put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto ids =
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   co_return ids;
 }
 
 /// get_job, which must find the job.
 inline asio::awaitable<thoonk::job_info> job_of(thoonk::job_queue& q, std::string id) {
-  auto j = co_await q.get_job(std::move(id), asio::use_awaitable);
+  auto j = co_await q.async_get_job(std::move(id), asio::use_awaitable);
   REQUIRE(j);
   co_return std::move(*j);
 }
@@ -118,7 +120,7 @@ inline asio::awaitable<thoonk::job_info> job_of(thoonk::job_queue& q, std::strin
 /// One claim attempt on the server (timeout 0): the job, or nullopt when
 /// none is claimable.
 inline asio::awaitable<std::optional<thoonk::claimed_job>> try_claim(thoonk::job_queue& q) {
-  auto [ec, j] = co_await q.claim(std::chrono::milliseconds(0), nothrow);
+  auto [ec, j] = co_await q.async_claim(std::chrono::milliseconds(0), nothrow);
   if (ec == thoonk::error::queue_empty) co_return std::nullopt;
   REQUIRE(!ec);
   co_return std::move(j);

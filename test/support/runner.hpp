@@ -1,4 +1,4 @@
-// Helpers for the tests of job_queue::run: a run in the background that the
+// Helpers for the tests of job_queue::async_run: a run in the background that the
 // test stops (through the operation's cancellation, the graceful stop) and
 // whose outcome it reads.
 #pragma once
@@ -26,13 +26,13 @@ template <class Handler>
 std::shared_ptr<background_run> start_run(thoonk::job_queue q, Handler handler,
                                           thoonk::run_options o) {
   auto br = std::make_shared<background_run>();
-  q.run(std::move(handler), std::move(o),
-        asio::bind_cancellation_slot(br->stop_signal.slot(),
-                                     [br](boost::system::error_code ec, thoonk::run_report r) {
-                                       br->done = true;
-                                       br->ec = ec;
-                                       br->report = std::move(r);
-                                     }));
+  q.async_run(std::move(handler), std::move(o),
+              asio::bind_cancellation_slot(
+                  br->stop_signal.slot(), [br](boost::system::error_code ec, thoonk::run_report r) {
+                    br->done = true;
+                    br->ec = ec;
+                    br->report = std::move(r);
+                  }));
   return br;
 }
 
@@ -54,7 +54,7 @@ inline asio::awaitable<void> stop_run_cleanly(background_run& br) {
 
 /// The queue's counts.
 inline asio::awaitable<thoonk::job_counts> counts_of(thoonk::job_queue& q) {
-  auto c = co_await q.counts(asio::use_awaitable);
+  auto c = co_await q.async_counts(asio::use_awaitable);
   co_return c;
 }
 

@@ -116,8 +116,9 @@ boost::asio::awaitable<response> exec_on(connection& via, unsigned short port, c
   cfg.host = "127.0.0.1";
   cfg.port = port;
   connection node(via.get_executor(), cfg);
-  co_await node.connect(boost::asio::use_awaitable);
-  auto [ec, resp] = co_await node.exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
+  co_await node.async_connect(boost::asio::use_awaitable);
+  auto [ec, resp] =
+      co_await node.async_exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
   node.stop();
   if (ec) throw boost::system::system_error(ec, "raw_exec on port " + std::to_string(port));
   // A request sent to the wrong node is the test's mistake: say so rather
@@ -176,10 +177,10 @@ unsigned short owner_port(std::string_view key) {
 }
 
 boost::asio::awaitable<response> raw_exec(connection& c, const request& req) {
-  if (!cluster_topology()) co_return co_await c.exec(req, boost::asio::use_awaitable);
+  if (!cluster_topology()) co_return co_await c.async_exec(req, boost::asio::use_awaitable);
   const auto r = route_of(req);
   switch (r.kind) {
-    case route_kind::own: co_return co_await c.exec(req, boost::asio::use_awaitable);
+    case route_kind::own: co_return co_await c.async_exec(req, boost::asio::use_awaitable);
     case route_kind::key:
       co_return co_await exec_on(c, shared_slot_owner(detail::hash_slot(r.key)), req);
     case route_kind::every_node:
@@ -209,7 +210,8 @@ boost::asio::awaitable<resp3::value> exec_one(connection& c, request req) {
 boost::asio::awaitable<boost::system::error_code> try_ping(connection& c, exec_options opts) {
   request r;
   r.push("PING");
-  auto [ec, resp] = co_await c.exec(r, opts, boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto [ec, resp] =
+      co_await c.async_exec(r, opts, boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return ec;
 }
 

@@ -42,10 +42,10 @@ asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
     }
   } on_exit{st};
   while (!st->stopping) {
-    auto [ec, job] = co_await q.claim(200ms, asio::as_tuple(asio::use_awaitable));
+    auto [ec, job] = co_await q.async_claim(200ms, asio::as_tuple(asio::use_awaitable));
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) co_return;
-    auto [fec] = co_await q.finish(job, asio::as_tuple(asio::use_awaitable));
+    auto [fec] = co_await q.async_finish(job, asio::as_tuple(asio::use_awaitable));
     if (!fec) ++st->finished;
   }
 }

@@ -1,7 +1,7 @@
 // A worker process running job_queue::run, for the runner's integration
 // tests (test/integration/job_runner_process_test.cpp): a test kills it
 // with SIGKILL in the middle of its jobs, or stops it with SIGTERM (the
-// runner's graceful stop, through run_options::stop_signals).
+// runner's graceful stop, through run_options::stop).
 //
 //   job_runner_worker <redis url> <queue> <concurrency> <handler ms> <worker ttl ms> <max seconds>
 //
@@ -22,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <stop_token>
 #include <string>
 
 namespace asio = boost::asio;
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
   asio::io_context ioc;
   thoonk::client client(ioc.get_executor(), args->cfg);
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  std::stop_source stop;
+  signals.async_wait([&stop](boost::system::error_code e, int) {
+    if (!e) stop.request_stop();
+  });
   asio::steady_timer limit(ioc, std::chrono::seconds(*max_seconds));
   limit.async_wait([](boost::system::error_code e) {
     if (!e) std::raise(SIGTERM);
@@ -47,12 +52,12 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       ioc,
       [&]() -> asio::awaitable<void> {
-        co_await client.connect(asio::use_awaitable);
+        co_await client.async_connect(asio::use_awaitable);
         thoonk::job_queue q(client, args->queue);
         thoonk::run_options o;
         o.concurrency = static_cast<std::size_t>(*concurrency);
         o.worker_ttl = std::chrono::milliseconds(*ttl_ms);
-        o.stop_signals = &signals;
+        o.stop = stop.get_token();
         o.stop_timeout = std::chrono::seconds(2);
         auto handler = [wait = *handler_ms](
                            thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
@@ -62,13 +67,14 @@ int main(int argc, char** argv) {
           co_await t.async_wait(asio::use_awaitable);
           co_return std::string("done");
         };
-        auto [rec, report] =
-            co_await q.run(thoonk::job_coroutine(handler), o, asio::as_tuple(asio::use_awaitable));
+        auto [rec, report] = co_await q.async_run(thoonk::job_coroutine(handler), o,
+                                                  asio::as_tuple(asio::use_awaitable));
         std::printf("finished %llu\n", static_cast<unsigned long long>(report.finished));
         if (rec) std::printf("error %s\n", rec.message().c_str());
         std::fflush(stdout);
         rc = rec ? 1 : 0;
         limit.cancel();
+        signals.cancel();
         client.stop();
       },
       asio::detached);

@@ -129,8 +129,9 @@ inline auto on_setup_failure(int& exit_code, std::function<void()> stop) {
 template <class Setup>
 boost::asio::awaitable<void> open_queue_then(thoonk::client& client, std::string name,
                                              Setup setup) {
-  co_await client.connect(boost::asio::use_awaitable);
-  auto q = co_await thoonk::job_queue::open(client, std::move(name), boost::asio::use_awaitable);
+  co_await client.async_connect(boost::asio::use_awaitable);
+  auto q =
+      co_await thoonk::job_queue::async_open(client, std::move(name), boost::asio::use_awaitable);
   setup(q);
 }
 

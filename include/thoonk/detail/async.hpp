@@ -5,6 +5,7 @@
 // translation units, only this small adapter.
 #pragma once
 
+#include <thoonk/completion.hpp>
 #include <thoonk/diagnostics.hpp>
 #include <thoonk/durability.hpp>
 
@@ -15,12 +16,15 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 
 #include <cstddef>
+#include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -35,7 +39,7 @@ namespace thoonk::detail {
 
 /// What an operation's out-of-line start function receives: the caller's
 /// handler, type-erased, and where to put the server's error text (null
-/// unless the caller used thoonk::with_diagnostics).
+/// unless the caller used thoonk::capture_diagnostics or a throwing token).
 template <class Signature>
 struct op_handler {
   boost::asio::any_completion_handler<Signature> handler;
@@ -48,9 +52,9 @@ struct op_handler {
 };
 
 template <class T>
-struct is_with_diagnostics : std::false_type {};
+struct is_capture_diagnostics : std::false_type {};
 template <class T>
-struct is_with_diagnostics<with_diagnostics_t<T>> : std::true_type {};
+struct is_capture_diagnostics<capture_diagnostics_t<T>> : std::true_type {};
 template <class T>
 struct is_with_durability : std::false_type {};
 template <class T>
@@ -62,15 +66,15 @@ struct token_extras {
   durability* ack = nullptr;
 };
 
-/// The innermost token of a chain of adapters (with_diagnostics,
+/// The innermost token of a chain of adapters (capture_diagnostics,
 /// with_durability), as an lvalue or rvalue like the outermost one.
 template <class Token>
 decltype(auto) innermost_token(Token&& token, token_extras& x) {
   using T = std::decay_t<Token>;
-  if constexpr (is_with_diagnostics<T>::value || is_with_durability<T>::value) {
+  if constexpr (is_capture_diagnostics<T>::value || is_with_durability<T>::value) {
     using inner = std::conditional_t<std::is_lvalue_reference_v<Token>, typename T::token_type&,
                                      typename T::token_type&&>;
-    if constexpr (is_with_diagnostics<T>::value) x.diag = token.diag;
+    if constexpr (is_capture_diagnostics<T>::value) x.diag = token.diag;
     else x.ack = token.ack;
     return innermost_token(static_cast<inner>(token.token), x);
   } else {
@@ -83,15 +87,15 @@ struct asks_durability : std::false_type {};
 template <class T>
 struct asks_durability<with_durability_t<T>> : std::true_type {};
 template <class T>
-struct asks_durability<with_diagnostics_t<T>> : asks_durability<T> {};
+struct asks_durability<capture_diagnostics_t<T>> : asks_durability<T> {};
 
 template <class Token>
-inline constexpr bool is_adapter_v = is_with_diagnostics<std::decay_t<Token>>::value ||
+inline constexpr bool is_adapter_v = is_capture_diagnostics<std::decay_t<Token>>::value ||
                                      is_with_durability<std::decay_t<Token>>::value;
 
 // The client an operation runs through, from its start function's first
 // argument: a client, or a feed/queue handle (get_client()). Null when there
-// is none (connection::exec).
+// is none (connection::async_exec).
 template <class T>
 client* client_of(T& x) noexcept {
   if constexpr (std::is_pointer_v<T>) return x ? client_of(*x) : nullptr;
@@ -168,19 +172,71 @@ struct durable<void(boost::system::error_code, Ts...)> {
   }
 };
 
+template <class T>
+struct is_use_awaitable : std::false_type {};
+template <class Executor>
+struct is_use_awaitable<boost::asio::use_awaitable_t<Executor>> : std::true_type {};
+
+/// Tokens under which an error becomes an exception that carries the
+/// server's text (thoonk::default_token_t).
+template <class Token>
+inline constexpr bool throws_v = is_use_awaitable<std::decay_t<Token>>::value;
+
+/// `fn`, bound to the cancellation slot of a handler of type `Handler`
+/// and, when it has one, to its executor (a handler without one keeps
+/// completing where the library completes it, never on the system
+/// executor). `slot` and `ex` are read from the handler before it moves.
+template <class Handler, class Slot, class Executor, class Fn>
+auto bind_associations(Slot slot, Executor ex, Fn fn) {
+  namespace asio = boost::asio;
+  if constexpr (std::is_same_v<Executor, asio::system_executor>) {
+    return asio::bind_cancellation_slot(slot, std::move(fn));
+  } else {
+    return asio::bind_cancellation_slot(slot, asio::bind_executor(ex, std::move(fn)));
+  }
+}
+
+template <class Signature>
+struct throwing;
+
+/// The exception form of a signature `void(error_code, Ts...)`, and the
+/// handler that turns the operation's completion into it.
+template <class... Ts>
+struct throwing<void(boost::system::error_code, Ts...)> {
+  using signature = void(std::exception_ptr, Ts...);
+
+  template <class Handler>
+  static boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)> adapt(
+      Handler h, std::shared_ptr<diagnostics> own, diagnostics* diag) {
+    namespace asio = boost::asio;
+    auto slot = asio::get_associated_cancellation_slot(h);
+    auto ex = asio::get_associated_executor(h);
+    return bind_associations<Handler>(
+        slot, ex,
+        [h = std::move(h), own = std::move(own), diag](boost::system::error_code ec,
+                                                       Ts... ts) mutable {
+          std::exception_ptr e;
+          if (ec) e = std::make_exception_ptr(error_with_diagnostics(ec, *diag));
+          std::move(h)(e, std::move(ts)...);
+        });
+  }
+};
+
 /// Initiates an operation with completion signature `Signature`: calls
 /// `fn(args..., op_handler<Signature>)` (std::invoke: `fn` may be a member
 /// function pointer with the object first among `args`). The arguments are
 /// decay-copied, so a deferred initiation never sees dangling references.
-/// `token` may be wrapped in thoonk::with_diagnostics and
-/// thoonk::with_durability. Callers pass std::forward<Token>(token):
-/// async_initiate takes the token by reference and forwards it as
-/// `CompletionToken&&`, so an rvalue token (a move-only handler) is moved,
-/// never copied.
+/// `token` may be wrapped in thoonk::capture_diagnostics and
+/// thoonk::with_durability. Under a throwing token (throws_v:
+/// use_awaitable) the caller's signature is the exception form
+/// (throwing<Signature>) and the server's text travels in the exception.
+/// Callers pass std::forward<Token>(token): async_initiate takes the token
+/// by reference and forwards it as `CompletionToken&&`, so an rvalue token
+/// (a move-only handler) is moved, never copied.
 template <class Signature, class CompletionToken, class Fn, class... Args>
 auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
-  auto launch = [](auto handler, token_extras x, auto f, auto... a) {
-    boost::asio::any_completion_handler<Signature> h(std::move(handler));
+  auto start = [](boost::asio::any_completion_handler<Signature> h, token_extras x, auto f,
+                  auto... a) {
     if constexpr (has_client_v<decltype(a)...>) {
       if (x.ack) {
         client* c = client_of(std::get<0>(std::tie(a...)));
@@ -202,20 +258,33 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
     }
     std::invoke(std::move(f), std::move(a)..., op_handler<Signature>(std::move(h), x.diag));
   };
-  if constexpr (is_adapter_v<CompletionToken>) {
-    token_extras x;
-    auto&& inner = innermost_token(std::forward<CompletionToken>(token), x);
-    using inner_ref = decltype(inner);
-    using inner_token = std::conditional_t<std::is_lvalue_reference_v<inner_ref>, inner_ref,
-                                           std::remove_reference_t<inner_ref>>;
-    static_assert(!asks_durability<std::decay_t<CompletionToken>>::value || has_client_v<Args...>,
-                  "thoonk::with_durability needs an operation of a client, feed or queue "
-                  "(connection::exec has no client to wait through)");
+  auto launch = [start](auto handler, token_extras x, auto f, auto... a) {
+    start(boost::asio::any_completion_handler<Signature>(std::move(handler)), x, std::move(f),
+          std::move(a)...);
+  };
+  auto launch_throwing = [start](auto handler, token_extras x, auto f, auto... a) {
+    std::shared_ptr<diagnostics> own;
+    if (!x.diag) {
+      own = std::make_shared<diagnostics>();
+      x.diag = own.get();
+    }
+    auto h = throwing<Signature>::adapt(std::move(handler), std::move(own), x.diag);
+    start(std::move(h), x, std::move(f), std::move(a)...);
+  };
+  token_extras x;
+  auto&& inner = innermost_token(std::forward<CompletionToken>(token), x);
+  using inner_ref = decltype(inner);
+  using inner_token = std::conditional_t<std::is_lvalue_reference_v<inner_ref>, inner_ref,
+                                         std::remove_reference_t<inner_ref>>;
+  static_assert(!asks_durability<std::decay_t<CompletionToken>>::value || has_client_v<Args...>,
+                "thoonk::with_durability needs an operation of a client, feed or queue "
+                "(connection::exec has no client to wait through)");
+  if constexpr (throws_v<inner_token>) {
+    return boost::asio::async_initiate<inner_token, typename throwing<Signature>::signature>(
+        launch_throwing, inner, x, std::forward<Fn>(fn), std::forward<Args>(args)...);
+  } else {
     return boost::asio::async_initiate<inner_token, Signature>(
         launch, inner, x, std::forward<Fn>(fn), std::forward<Args>(args)...);
-  } else {
-    return boost::asio::async_initiate<CompletionToken, Signature>(
-        launch, token, token_extras{}, std::forward<Fn>(fn), std::forward<Args>(args)...);
   }
 }
 

@@ -32,7 +32,7 @@ namespace thoonk::detail {
 /// ACL refusal gives error::no_permission or one of its kin
 /// (no_script_permission, no_channel_permission, no_key_permission); other
 /// server error replies give error::server_error (error::script_error for a
-/// Lua error). Wrap the token in thoonk::with_diagnostics to read the
+/// Lua error). Wrap the token in thoonk::capture_diagnostics to read the
 /// server's text for these.
 ///
 /// **Cancellation** (terminal/partial/total, via the completion token's
@@ -52,60 +52,97 @@ class feed_core {
   /// Removes `id` and PUBLISHes `feed.retract` `id`. Completion
   /// `void(error_code, bool)`: true when removed, false (and nothing
   /// published) when the id was not in the feed.
-  template <class CompletionToken>
-  auto retract(std::string id, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_retract(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, bool)>(
         std::forward<CompletionToken>(token), &feed_core::start_retract, *this, std::move(id));
+  }
+  /// Deprecated: async_retract.
+  template <class CompletionToken>
+  [[deprecated("use async_retract")]] auto retract(std::string id, CompletionToken&& token) const {
+    return async_retract(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// All ids in the feed's order: oldest first for a feed (its zset), list
   /// order for a sorted feed. Completion
   /// `void(error_code, std::vector<std::string>)`.
-  template <class CompletionToken>
-  auto get_ids(CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_ids(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
         std::forward<CompletionToken>(token), &feed_core::start_get_ids, *this);
+  }
+  /// Deprecated: async_get_ids.
+  template <class CompletionToken>
+  [[deprecated("use async_get_ids")]] auto get_ids(CompletionToken&& token) const {
+    return async_get_ids(std::forward<CompletionToken>(token));
   }
 
   /// One item. Completion `void(error_code, std::optional<std::string>)`:
   /// nullopt when the id is not in the feed.
-  template <class CompletionToken>
-  auto get_item(std::string id, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_item(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
         std::forward<CompletionToken>(token), &feed_core::start_get_item, *this, std::move(id));
+  }
+  /// Deprecated: async_get_item.
+  template <class CompletionToken>
+  [[deprecated("use async_get_item")]] auto get_item(std::string id,
+                                                     CompletionToken&& token) const {
+    return async_get_item(std::move(id), std::forward<CompletionToken>(token));
   }
 
   /// Several items, in the order of `ids` (nullopt for missing ids), in one
   /// round trip. Completion
   /// `void(error_code, std::vector<std::optional<std::string>>)`.
-  template <class CompletionToken>
-  auto get_items(std::vector<std::string> ids, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_items(std::vector<std::string> ids, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code,
                                  std::vector<std::optional<std::string>>)>(
         std::forward<CompletionToken>(token), &feed_core::start_get_items, *this, std::move(ids));
+  }
+  /// Deprecated: async_get_items.
+  template <class CompletionToken>
+  [[deprecated("use async_get_items")]] auto get_items(std::vector<std::string> ids,
+                                                       CompletionToken&& token) const {
+    return async_get_items(std::move(ids), std::forward<CompletionToken>(token));
   }
 
   /// Every item in the feed's order, read in one atomic step (a consistent
   /// snapshot; O(n) on the server, like the contract's HGETALL).
   /// Completion `void(error_code, std::vector<feed_item>)`.
-  template <class CompletionToken>
-  auto get_all(CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_get_all(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::vector<feed_item>)>(
         std::forward<CompletionToken>(token), &feed_core::start_get_all, *this);
   }
+  /// Deprecated: async_get_all.
+  template <class CompletionToken>
+  [[deprecated("use async_get_all")]] auto get_all(CompletionToken&& token) const {
+    return async_get_all(std::forward<CompletionToken>(token));
+  }
 
   /// Whether `id` is in the feed. Completion `void(error_code, bool)`.
-  template <class CompletionToken>
-  auto has_id(std::string id, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_has_id(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, bool)>(
         std::forward<CompletionToken>(token), &feed_core::start_has_id, *this, std::move(id));
   }
+  /// Deprecated: async_has_id.
+  template <class CompletionToken>
+  [[deprecated("use async_has_id")]] auto has_id(std::string id, CompletionToken&& token) const {
+    return async_has_id(std::move(id), std::forward<CompletionToken>(token));
+  }
 
   /// Number of items. Completion `void(error_code, std::uint64_t)`.
-  template <class CompletionToken>
-  auto length(CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_length(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::uint64_t)>(
         std::forward<CompletionToken>(token), &feed_core::start_length, *this);
+  }
+  /// Deprecated: async_length.
+  template <class CompletionToken>
+  [[deprecated("use async_length")]] auto length(CompletionToken&& token) const {
+    return async_length(std::forward<CompletionToken>(token));
   }
 
   /// Subscribes `cb` to this feed's events: publish, edit and retract for a
@@ -120,19 +157,34 @@ class feed_core {
   /// client's executor. Several subscriptions of one client to one feed
   /// share one server subscription. Errors: as every operation, plus
   /// error::subscribe_refused when the server refuses a channel (its text
-  /// through with_diagnostics) and error::client_stopped; operation_aborted
+  /// through capture_diagnostics) and error::client_stopped; operation_aborted
   /// when cancelled (then nothing stays registered). A callback that throws
   /// is counted in feed_subscription::stats() and does not stop delivery.
-  template <class CompletionToken>
-  auto subscribe(feed_callback cb, feed_subscribe_options opts, CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe(feed_callback cb, feed_subscribe_options opts,
+                       CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, feed_subscription)>(
         std::forward<CompletionToken>(token), &feed_core::start_subscribe, *this, std::move(cb),
         std::move(opts));
   }
-  /// As above with default options (no catch-up).
+  /// Deprecated: async_subscribe.
   template <class CompletionToken>
-  auto subscribe(feed_callback cb, CompletionToken&& token) const {
-    return subscribe(std::move(cb), feed_subscribe_options{}, std::forward<CompletionToken>(token));
+  [[deprecated("use async_subscribe")]] auto subscribe(feed_callback cb,
+                                                       feed_subscribe_options opts,
+                                                       CompletionToken&& token) const {
+    return async_subscribe(std::move(cb), std::move(opts), std::forward<CompletionToken>(token));
+  }
+  /// As above with default options (no catch-up).
+  template <completion_token CompletionToken = default_token_t>
+  auto async_subscribe(feed_callback cb, CompletionToken&& token = {}) const {
+    return async_subscribe(std::move(cb), feed_subscribe_options{},
+                           std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_subscribe.
+  template <class CompletionToken>
+  [[deprecated("use async_subscribe")]] auto subscribe(feed_callback cb,
+                                                       CompletionToken&& token) const {
+    return async_subscribe(std::move(cb), std::forward<CompletionToken>(token));
   }
 
  protected:
@@ -170,40 +222,67 @@ class feed_base : public feed_core {
   /// Opens an existing feed: checks that it exists with this handle's type.
   /// Completion `void(error_code, Derived)`. Errors: error::invalid_name,
   /// error::feed_not_found, error::wrong_feed_type, as every operation.
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  static auto async_open(client& c, std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, Derived)>(
         std::forward<CompletionToken>(token), &feed_base::start_open, &c, std::move(name));
   }
+  /// Deprecated: async_open.
+  template <class CompletionToken>
+  [[deprecated("use async_open")]] static auto open(client& c, std::string name,
+                                                    CompletionToken&& token) {
+    return async_open(c, std::move(name), std::forward<CompletionToken>(token));
+  }
 
   /// Opens the feed, creating it first with `s` when it does not exist, in
-  /// one atomic step (client::create_or_open_feed; a creation is announced
+  /// one atomic step (client::async_create_or_open_feed; a creation is announced
   /// on `newfeed`). A feed that exists keeps its config: `s` applies to a
-  /// creation only (change settings with client::set_config).
+  /// creation only (change settings with client::async_set_config).
   /// Completion `void(error_code, Derived)`. Errors: error::invalid_argument,
   /// before any I/O, for settings the library cannot use
   /// (Settings::problem() says which); error::wrong_feed_type, with nothing
   /// changed, when the name is a feed of another type; as every operation.
-  template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, Settings s, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  static auto async_create_or_open(client& c, std::string name, Settings s,
+                                   CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, Derived)>(
         std::forward<CompletionToken>(token), &feed_base::start_create_or_open, &c, std::move(name),
         std::move(s));
   }
-  /// As above with default settings.
+  /// Deprecated: async_create_or_open.
   template <class CompletionToken>
-  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), Settings{}, std::forward<CompletionToken>(token));
+  [[deprecated("use async_create_or_open")]] static auto create_or_open(client& c, std::string name,
+                                                                        Settings s,
+                                                                        CompletionToken&& token) {
+    return async_create_or_open(c, std::move(name), std::move(s),
+                                std::forward<CompletionToken>(token));
+  }
+  /// As above with default settings.
+  template <completion_token CompletionToken = default_token_t>
+  static auto async_create_or_open(client& c, std::string name, CompletionToken&& token = {}) {
+    return async_create_or_open(c, std::move(name), Settings{},
+                                std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_create_or_open.
+  template <class CompletionToken>
+  [[deprecated("use async_create_or_open")]] static auto create_or_open(client& c, std::string name,
+                                                                        CompletionToken&& token) {
+    return async_create_or_open(c, std::move(name), std::forward<CompletionToken>(token));
   }
 
   /// Reads the feed's settings from its config (after the type check).
   /// Completion `void(error_code, Settings)`; a field that is unset, or
   /// holds a value the library's scripts cannot use (written with plain
   /// commands), reads as nullopt: the scripts then use the default.
-  template <class CompletionToken>
-  auto read_settings(CompletionToken&& token) const {
+  template <completion_token CompletionToken = default_token_t>
+  auto async_read_settings(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, Settings)>(
         std::forward<CompletionToken>(token), &feed_base::start_read_settings, *this);
+  }
+  /// Deprecated: async_read_settings.
+  template <class CompletionToken>
+  [[deprecated("use async_read_settings")]] auto read_settings(CompletionToken&& token) const {
+    return async_read_settings(std::forward<CompletionToken>(token));
   }
 
  protected:

@@ -6,6 +6,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/job_types.hpp>
 
 #include <boost/system/error_code.hpp>
 
@@ -22,6 +23,9 @@ namespace thoonk {
 /// pop the other end, so the queue is FIFO). `high`: the front of the line
 /// (RPUSH: it is the next one out).
 enum class priority { normal, high };
+
+template <>
+inline constexpr bool is_operation_argument_v<priority> = true;
 
 namespace detail {
 
@@ -61,7 +65,7 @@ struct queue_options_base {
 /// server by every operation), transport errors (error::unknown_outcome: the
 /// request was sent and may have taken effect; error::client_stopped).
 /// Other server error replies give error::server_error (error::script_error
-/// for a Lua error); with thoonk::with_diagnostics the caller gets the
+/// for a Lua error); with thoonk::capture_diagnostics the caller gets the
 /// server's text for those and for ACL refusals.
 class queue_base {
  public:
@@ -69,23 +73,39 @@ class queue_base {
   const std::string& name() const noexcept;
   client& get_client() const noexcept { return *client_; }
 
-  /// Puts one item; returns its generated id (a short base-36 string from
+  /// Puts one item under a generated id (a short base-36 string from
   /// `feed.idincr:[f]`). Puts issued in the same tick (or while an earlier
   /// put script is in flight) share one script call, in the order they
   /// were issued.
   ///
-  /// Completion `void(error_code, std::string id)`. Errors: item_too_large
-  /// (before any I/O), the common ones. Cancellation: before the script is
-  /// sent the put is dropped; after, it completes with operation_aborted
-  /// but may have happened.
+  /// Completion `void(error_code, put_result)`: the id, and
+  /// put_result::added (a put without an id always adds; job_queue's put
+  /// with put_options may update or hold). Errors: item_too_large (before
+  /// any I/O), the common ones. Cancellation: before the script is sent
+  /// the put is dropped; after, it completes with operation_aborted but may
+  /// have happened. Thread safety: as every operation of the client.
+  template <completion_token CompletionToken = default_token_t>
+  auto async_put(std::string item, CompletionToken&& token = {}) {
+    return async_put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
+  }
+  /// async_put() at a priority: priority::high puts the item at the front
+  /// of the line (the next one out).
+  template <completion_token CompletionToken = default_token_t>
+  auto async_put(std::string item, priority p, CompletionToken&& token = {}) {
+    return initiate<void(boost::system::error_code, put_result)>(
+        std::forward<CompletionToken>(token), &queue_base::start_put, *this, std::move(item), p);
+  }
+  /// Deprecated: async_put, whose completion carries a put_result; this
+  /// one completes with the id alone, `void(error_code, std::string)`.
   template <class CompletionToken>
-  auto put(std::string item, CompletionToken&& token) {
+  [[deprecated("use async_put")]] auto put(std::string item, CompletionToken&& token) {
     return put(std::move(item), priority::normal, std::forward<CompletionToken>(token));
   }
+  /// Deprecated: async_put (see put(item, token)).
   template <class CompletionToken>
-  auto put(std::string item, priority p, CompletionToken&& token) {
+  [[deprecated("use async_put")]] auto put(std::string item, priority p, CompletionToken&& token) {
     return initiate<void(boost::system::error_code, std::string)>(
-        std::forward<CompletionToken>(token), &queue_base::start_put, *this, std::move(item), p);
+        std::forward<CompletionToken>(token), &queue_base::start_put_id, *this, std::move(item), p);
   }
 
   /// Puts many items in as few script calls as possible (chunks of the
@@ -93,12 +113,18 @@ class queue_base {
   /// `items`; with priority::high the first item is the next one out.
   ///
   /// Completion `void(error_code, std::vector<std::string> ids)`; errors as
-  /// put(). On an error after some chunks succeeded, ids holds those.
-  template <class CompletionToken>
-  auto put_many(std::vector<std::string> items, priority p, CompletionToken&& token) {
+  /// async_put(). On an error after some chunks succeeded, ids holds those.
+  template <completion_token CompletionToken = default_token_t>
+  auto async_put_many(std::vector<std::string> items, priority p, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, std::vector<std::string>)>(
         std::forward<CompletionToken>(token), &queue_base::start_put_many, *this, std::move(items),
         p);
+  }
+  /// Deprecated: async_put_many.
+  template <class CompletionToken>
+  [[deprecated("use async_put_many")]] auto put_many(std::vector<std::string> items, priority p,
+                                                     CompletionToken&& token) {
+    return async_put_many(std::move(items), std::move(p), std::forward<CompletionToken>(token));
   }
 
  protected:
@@ -113,7 +139,8 @@ class queue_base {
   std::shared_ptr<queue_core> core_;
 
  private:
-  void start_put(std::string item, priority p, handler<std::string> h);
+  void start_put(std::string item, priority p, handler<put_result> h);
+  void start_put_id(std::string item, priority p, handler<std::string> h);
   void start_put_many(std::vector<std::string> items, priority p,
                       handler<std::vector<std::string>> h);
 
@@ -133,11 +160,16 @@ class queue_handles {
   /// with T's type). Completion `void(error_code, T::settings)`: fields
   /// not set in the config are unset (the defaults apply). Errors: the
   /// common ones.
-  template <class CompletionToken, class S = T>
-  auto read_settings(CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t, class S = T>
+  auto async_read_settings(CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, typename S::settings)>(
         std::forward<CompletionToken>(token), &S::start_read_settings,
         static_cast<const S&>(*this));
+  }
+  /// Deprecated: async_read_settings.
+  template <class CompletionToken, class S = T>
+  [[deprecated("use async_read_settings")]] auto read_settings(CompletionToken&& token) {
+    return async_read_settings(std::forward<CompletionToken>(token));
   }
 
   /// Opens an existing queue of T's type: checks that it exists with that
@@ -145,41 +177,76 @@ class queue_handles {
   /// need not). Completion `void(error_code, T)`. Errors: invalid_name,
   /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
   /// errors (subscribe_refused, ...). On an error the handle is unchecked.
-  template <class CompletionToken>
-  static auto open(client& c, std::string name, Options opts, CompletionToken&& token) {
+  template <completion_token CompletionToken = default_token_t>
+  static auto async_open(client& c, std::string name, Options opts, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, T)>(std::forward<CompletionToken>(token),
                                                         &T::start_open,
                                                         T(c, std::move(name), std::move(opts)));
   }
+  /// Deprecated: async_open.
   template <class CompletionToken>
-  static auto open(client& c, std::string name, CompletionToken&& token) {
-    return open(c, std::move(name), Options{}, std::forward<CompletionToken>(token));
+  [[deprecated("use async_open")]] static auto open(client& c, std::string name, Options opts,
+                                                    CompletionToken&& token) {
+    return async_open(c, std::move(name), std::move(opts), std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t>
+  static auto async_open(client& c, std::string name, CompletionToken&& token = {}) {
+    return async_open(c, std::move(name), Options{}, std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_open.
+  template <class CompletionToken>
+  [[deprecated("use async_open")]] static auto open(client& c, std::string name,
+                                                    CompletionToken&& token) {
+    return async_open(c, std::move(name), std::forward<CompletionToken>(token));
   }
 
   /// Creates the queue with `s` when it does not exist (atomically: type
   /// and settings in one step, `newfeed` published), then opens it as
-  /// open() does. An existing queue is opened as it is: its config is left
+  /// async_open() does. An existing queue is opened as it is: its config is left
   /// alone (read_settings tells what it is). Completion
   /// `void(error_code, T)`. Errors: error::invalid_argument when a setting
   /// is out of range (before any I/O; settings::problem() says which), the
-  /// errors of open().
-  template <class CompletionToken, class S = T>
-  static auto create_or_open(client& c, std::string name, typename S::settings s, Options opts,
-                             CompletionToken&& token) {
+  /// errors of async_open().
+  template <completion_token CompletionToken = default_token_t, class S = T>
+  static auto async_create_or_open(client& c, std::string name, typename S::settings s,
+                                   Options opts, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, T)>(
         std::forward<CompletionToken>(token), &T::start_create_or_open,
         T(c, std::move(name), std::move(opts)), std::move(s));
   }
+  /// Deprecated: async_create_or_open.
   template <class CompletionToken, class S = T>
-  static auto create_or_open(client& c, std::string name, typename S::settings s,
-                             CompletionToken&& token) {
-    return create_or_open(c, std::move(name), std::move(s), Options{},
-                          std::forward<CompletionToken>(token));
+  [[deprecated("use async_create_or_open")]] static auto create_or_open(client& c, std::string name,
+                                                                        typename S::settings s,
+                                                                        Options opts,
+                                                                        CompletionToken&& token) {
+    return async_create_or_open(c, std::move(name), std::move(s), std::move(opts),
+                                std::forward<CompletionToken>(token));
   }
+  template <completion_token CompletionToken = default_token_t, class S = T>
+  static auto async_create_or_open(client& c, std::string name, typename S::settings s,
+                                   CompletionToken&& token = {}) {
+    return async_create_or_open(c, std::move(name), std::move(s), Options{},
+                                std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_create_or_open.
   template <class CompletionToken, class S = T>
-  static auto create_or_open(client& c, std::string name, CompletionToken&& token) {
-    return create_or_open(c, std::move(name), typename S::settings{}, Options{},
-                          std::forward<CompletionToken>(token));
+  [[deprecated("use async_create_or_open")]] static auto create_or_open(client& c, std::string name,
+                                                                        typename S::settings s,
+                                                                        CompletionToken&& token) {
+    return async_create_or_open(c, std::move(name), std::move(s),
+                                std::forward<CompletionToken>(token));
+  }
+  template <completion_token CompletionToken = default_token_t, class S = T>
+  static auto async_create_or_open(client& c, std::string name, CompletionToken&& token = {}) {
+    return async_create_or_open(c, std::move(name), typename S::settings{}, Options{},
+                                std::forward<CompletionToken>(token));
+  }
+  /// Deprecated: async_create_or_open.
+  template <class CompletionToken, class S = T>
+  [[deprecated("use async_create_or_open")]] static auto create_or_open(client& c, std::string name,
+                                                                        CompletionToken&& token) {
+    return async_create_or_open(c, std::move(name), std::forward<CompletionToken>(token));
   }
 };
 

@@ -71,7 +71,7 @@ struct state {
 asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
   asio::steady_timer work(co_await asio::this_coro::executor);
   while (!st->stopping) {
-    auto [ec, job] = co_await q.claim(200ms, asio::as_tuple(asio::use_awaitable));
+    auto [ec, job] = co_await q.async_claim(200ms, asio::as_tuple(asio::use_awaitable));
     if (ec == thoonk::error::queue_empty) continue;
     if (ec) {
       st->log.line("E claim " + ec.message());
@@ -86,7 +86,7 @@ asio::awaitable<void> claimer(thoonk::job_queue q, std::shared_ptr<state> st) {
     work.expires_after(std::chrono::milliseconds(
         std::uniform_int_distribution<long>(0, st->max_work.count())(st->rng)));
     co_await work.async_wait(asio::as_tuple(asio::use_awaitable));
-    auto [fec] = co_await q.finish(job, job.id, asio::as_tuple(asio::use_awaitable));
+    auto [fec] = co_await q.async_finish(job, job.id, asio::as_tuple(asio::use_awaitable));
     if (!fec) st->log.line("F " + tag);
     else if (fec == thoonk::error::lost_claim) st->log.line("L " + tag);
     else if (fec == thoonk::error::unknown_outcome) st->log.line("U " + tag);
@@ -141,9 +141,9 @@ int main(int argc, char** argv) {
         // A worker killed while it holds the lock delays the next run by
         // this much at most.
         mo.lock_ttl = 1s;
-        q.run_maintenance(std::chrono::milliseconds(*maintenance_ms), mo,
-                          asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                       [](boost::system::error_code) {}));
+        q.async_run_maintenance(std::chrono::milliseconds(*maintenance_ms), mo,
+                                asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                             [](boost::system::error_code) {}));
         for (long i = 0; i < *claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
       });
   ioc.run();
