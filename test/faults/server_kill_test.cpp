@@ -55,7 +55,7 @@ asio::awaitable<void> producer(thoonk::job_queue q, history* h, std::atomic<bool
   for (int i = 0; !stop->load(); ++i) {
     auto [ec, id] =
         co_await q.async_put("item " + std::to_string(n) + "-" + std::to_string(i), nothrow);
-    h->puts.push_back({now_ms(), classify(ec), id});
+    h->puts.push_back({now_ms(), classify(ec), id.id});
     co_await sleep_for(ec ? 20ms : 3ms);
   }
   --h->producers;
