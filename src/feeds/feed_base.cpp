@@ -8,11 +8,11 @@
 #include <thoonk/sorted_feed.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/use_nothrow.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/as_tuple.hpp>

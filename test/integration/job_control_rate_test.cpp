@@ -1,5 +1,5 @@
 // The per-queue rate limit (docs/jobs.md §12): enforced by the claim script
-// on the server (layouts/job_engine.lua claim_allowance), so it holds across
+// on the server (includes/claim_control.lua claim_allowance), so it holds across
 // processes. Checked three ways: the script on a simulated clock (the exact
 // bound, every one-second window), one process in real time (a limited
 // claimer sleeps until the time the script returns, not until its poll),
@@ -11,8 +11,8 @@
 #include "support/job_engine.hpp"
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <cerrno>

@@ -11,9 +11,9 @@
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
-#include "detail/script_exec.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 using namespace thoonk::test;
