@@ -164,7 +164,7 @@ asio::awaitable<json::object> throughput(thoonk::client& c, std::string feed_nam
           while (issued < total && clock_type::now() < deadline) {
             std::string id = tag + std::to_string(issued++);
             auto [ec, r] = co_await f.async_publish(thoonk::item_id(std::move(id)), item,
-                                              asio::as_tuple(asio::use_awaitable));
+                                                    asio::as_tuple(asio::use_awaitable));
             if (ec) ++failed;
             ++done;
           }
@@ -230,9 +230,9 @@ asio::awaitable<json::object> latency(asio::io_context& ioc, const thoonk::confi
          tag = std::to_string(rate) + "-" +
                std::to_string(subscribers)]() mutable -> asio::awaitable<void> {
           // New ids every phase: each publish is a publish, not an edit.
-          auto [ec, r] =
-              co_await f.async_publish(thoonk::item_id("l" + tag + "-" + std::to_string(i)),
-                                 item_with_stamp(item_size), asio::as_tuple(asio::use_awaitable));
+          auto [ec, r] = co_await f.async_publish(
+              thoonk::item_id("l" + tag + "-" + std::to_string(i)), item_with_stamp(item_size),
+              asio::as_tuple(asio::use_awaitable));
           if (ec) ++cnt->failed;
           ++cnt->completed;
         },

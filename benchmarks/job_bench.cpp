@@ -349,7 +349,8 @@ ceiling_result ceilings(const bench::server& srv, const thoonk::config& cfg, boo
         thoonk::job_queue q(c, name);
         for (long done = 0; done < n_claim64 * 64; done += 1000) {
           std::vector<std::string> items(1000, payload70);
-          co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+          co_await q.async_put_many(std::move(items), thoonk::priority::normal,
+                                    asio::use_awaitable);
         }
       },
       120s);

@@ -208,8 +208,8 @@ constexpr bool runner_available = false;
 asio::awaitable<thoonk::job_queue> open_queue(thoonk::client& c, const options& o) {
   thoonk::job_queue_options qo;
   qo.prefetch = o.prefetch.value_or(0);
-  co_return co_await thoonk::job_queue::async_create_or_open(c, o.queue, thoonk::job_queue::settings{},
-                                                       qo, asio::use_awaitable);
+  co_return co_await thoonk::job_queue::async_create_or_open(
+      c, o.queue, thoonk::job_queue::settings{}, qo, asio::use_awaitable);
 }
 
 // ---------------------------------------------------------------------------
@@ -286,7 +286,7 @@ asio::awaitable<void> produce(thoonk::client& c, const options& o) {
     auto put_one = [&](auto on_reply) {
       const auto stamp = now_ns();
       q.async_put(payload(stamp), [stamp, acks = ack_ns, on_reply = std::move(on_reply)](
-                                error_code ec, auto&&... rest) mutable {
+                                      error_code ec, auto&&... rest) mutable {
         acks->push_back(static_cast<double>(now_ns() - stamp));
         on_reply(ec, std::forward<decltype(rest)>(rest)...);
       });
@@ -417,7 +417,8 @@ asio::awaitable<void> work_runner(thoonk::job_queue q, const options& o) {
   const auto t_start = now_ns();
   thoonk::diagnostics diag;
   auto [ec, report] = co_await q.async_run(
-      h, ro, thoonk::capture_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
+      h, ro,
+      thoonk::capture_diagnostics(diag, asio::bind_cancellation_slot(stop->slot(), nothrow)));
   const auto t_last = now_ns();
   const double cpu = bench::own_cpu() - cpu0;
   limit.cancel();
@@ -488,7 +489,8 @@ asio::awaitable<void> subscribe(asio::io_context& ioc, thoonk::client& c, const 
   for (int i = 0; i < o.subscribers; ++i) {
     subs.push_back(std::make_unique<thoonk::client>(ioc.get_executor(), cfg));
     co_await subs.back()->async_connect(asio::use_awaitable);
-    auto f = co_await thoonk::feed::async_open(*subs.back(), o.queue + ".feed", asio::use_awaitable);
+    auto f =
+        co_await thoonk::feed::async_open(*subs.back(), o.queue + ".feed", asio::use_awaitable);
     // A named callback: g++ 12 mishandles a lambda temporary with owning
     // captures inside a co_await expression.
     thoonk::feed_callback cb = [samples](const thoonk::feed_event& e) {

@@ -90,11 +90,11 @@ result one_run(const thoonk::config& cfg, bool use_runner, int concurrency, long
           bool done = false;
           thoonk::run_report rep;
           q.async_run(noop, o,
-                asio::bind_cancellation_slot(stop.slot(),
-                                             [&](boost::system::error_code, thoonk::run_report x) {
-                                               rep = std::move(x);
-                                               done = true;
-                                             }));
+                      asio::bind_cancellation_slot(
+                          stop.slot(), [&](boost::system::error_code, thoonk::run_report x) {
+                            rep = std::move(x);
+                            done = true;
+                          }));
           while (handled < jobs && steady::now() - t0 < 60s) co_await pause_for(c, 1ms);
           stop.emit(asio::cancellation_type::terminal);
           while (!done) co_await pause_for(c, 1ms);

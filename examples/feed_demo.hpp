@@ -26,7 +26,7 @@ inline boost::asio::awaitable<void> run_feed_demo(thoonk::client& c) {
   const std::string name = "demo.feed." + c.instance_id().substr(0, 8);
   thoonk::feed::settings settings;
   settings.max_length = 3;
-  auto news = co_await thoonk::feed::create_or_open(c, name, settings, asio::use_awaitable);
+  auto news = co_await thoonk::feed::async_create_or_open(c, name, settings, asio::use_awaitable);
   std::cout << "feed demo: created feed " << name << " (max_length 3)\n";
 
   int events = 0;
@@ -40,18 +40,18 @@ inline boost::asio::awaitable<void> run_feed_demo(thoonk::client& c) {
   };
   thoonk::feed_subscribe_options opts;
   opts.catch_up = true;  // survive subscriber reconnects without missing items
-  auto sub = co_await news.subscribe(print, opts, asio::use_awaitable);
+  auto sub = co_await news.async_subscribe(print, opts, asio::use_awaitable);
 
-  auto first = co_await news.publish("hello", asio::use_awaitable);  // generated id
+  auto first = co_await news.async_publish("hello", asio::use_awaitable);  // generated id
   std::cout << "feed demo: published " << first.id << "\n";
-  co_await news.publish(thoonk::item_id("greeting"), "hi there", asio::use_awaitable);
+  co_await news.async_publish(thoonk::item_id("greeting"), "hi there", asio::use_awaitable);
   // The same id again: an edit.
-  co_await news.publish(thoonk::item_id("greeting"), "hi there, edited", asio::use_awaitable);
-  co_await news.publish(thoonk::item_id("a"), "one", asio::use_awaitable);
+  co_await news.async_publish(thoonk::item_id("greeting"), "hi there, edited", asio::use_awaitable);
+  co_await news.async_publish(thoonk::item_id("a"), "one", asio::use_awaitable);
   // A fourth id: evicts the oldest.
-  auto r = co_await news.publish(thoonk::item_id("b"), "two", asio::use_awaitable);
+  auto r = co_await news.async_publish(thoonk::item_id("b"), "two", asio::use_awaitable);
   for (const auto& id : r.evicted) std::cout << "feed demo: max_length evicted " << id << "\n";
-  bool retracted = co_await news.retract("a", asio::use_awaitable);
+  bool retracted = co_await news.async_retract("a", asio::use_awaitable);
   std::cout << "feed demo: retract a -> " << std::boolalpha << retracted << "\n";
 
   // 7 events are on their way (5 publish/edit, 2 retract): wait for them.
@@ -61,12 +61,12 @@ inline boost::asio::awaitable<void> run_feed_demo(thoonk::client& c) {
     co_await t.async_wait(asio::use_awaitable);
   }
 
-  auto all = co_await news.get_all(asio::use_awaitable);
+  auto all = co_await news.async_get_all(asio::use_awaitable);
   std::cout << "feed demo: feed now holds";
   for (const auto& it : all) std::cout << " " << it.id << "=\"" << it.item << "\"";
   std::cout << "\n";
 
   sub.reset();
-  co_await c.delete_feed(name, asio::use_awaitable);
+  co_await c.async_delete_feed(name, asio::use_awaitable);
   std::cout << "feed demo: deleted " << name << "\n";
 }

@@ -36,7 +36,7 @@ inline asio::awaitable<void> pause(std::chrono::milliseconds d) {
 // (cancel), to show a job coming back with its failure count.
 inline asio::awaitable<void> worker(thoonk::job_queue q, int n) {
   for (;;) {
-    auto [ec, job] = co_await q.claim(1s, nothrow);
+    auto [ec, job] = co_await q.async_claim(1s, nothrow);
     if (ec == thoonk::error::queue_empty) break;
     if (ec) {
       std::cout << "  worker " << n << ": claim failed: " << ec.message() << "\n";
@@ -45,13 +45,13 @@ inline asio::awaitable<void> worker(thoonk::job_queue q, int n) {
     std::cout << "  worker " << n << ": claimed " << job.id << " \"" << job.item << "\" (attempt "
               << job.token << ", failures " << job.failures << ")\n";
     if (job.item == "resize photo-3.jpg" && job.failures == 0) {
-      auto [cec, failures] = co_await q.cancel(job, nothrow);
+      auto [cec, failures] = co_await q.async_cancel(job, nothrow);
       std::cout << "  worker " << n << ": gave " << job.id << " back (failures now " << failures
                 << ")\n";
       continue;
     }
     co_await pause(30ms);  // the work
-    auto [fec] = co_await q.finish(job, "done: " + job.item, nothrow);
+    auto [fec] = co_await q.async_finish(job, "done: " + job.item, nothrow);
     if (fec) std::cout << "  worker " << n << ": finish failed: " << fec.message() << "\n";
   }
   std::cout << "  worker " << n << ": no more jobs\n";
@@ -60,7 +60,7 @@ inline asio::awaitable<void> worker(thoonk::job_queue q, int n) {
 // Waits for one job's result (it may be finished before or after we ask).
 inline asio::awaitable<void> caller(thoonk::job_queue q, std::string id) {
   std::cout << "  caller: waiting for the result of " << id << "\n";
-  auto [ec, result] = co_await q.get_result(id, 10s, nothrow);
+  auto [ec, result] = co_await q.async_get_result(id, 10s, nothrow);
   if (ec) std::cout << "  caller: no result: " << ec.message() << "\n";
   else std::cout << "  caller: result of " << id << ": \"" << result << "\"\n";
 }
@@ -80,17 +80,17 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   std::cout << "== job queue demo ==\n";
 
   // A fresh queue (a leftover from an interrupted run is removed first).
-  co_await c.delete_feed(name, nothrow);
+  co_await c.async_delete_feed(name, nothrow);
   thoonk::job_queue::settings settings;
   settings.claim_timeout = 5s;
   settings.retry.max_stalls = 4;
-  auto [cec, q] = co_await thoonk::job_queue::create_or_open(c, name, settings, nothrow);
+  auto [cec, q] = co_await thoonk::job_queue::async_create_or_open(c, name, settings, nothrow);
   if (cec) {
     std::cout << "  cannot create " << name << ": " << cec.message() << "\n";
     co_return;
   }
   // Every finish with a result, from any client, as a typed event.
-  auto [sec, finished] = co_await q.subscribe_finished(
+  auto [sec, finished] = co_await q.async_subscribe_finished(
       [](const thoonk::job_finished& e) {
         std::cout << "  event: " << e.id << " finished: \"" << e.result << "\"\n";
       },
@@ -99,26 +99,27 @@ inline boost::asio::awaitable<void> run_job_demo(thoonk::client& c) {
   // Producer: one urgent job and five normal ones.
   std::vector<std::string> items;
   for (int i = 1; i <= 5; ++i) items.push_back("resize photo-" + std::to_string(i) + ".jpg");
-  auto ids = co_await q.put_many(items, thoonk::priority::normal, asio::use_awaitable);
-  auto urgent = co_await q.put("resize avatar.png", thoonk::priority::high, asio::use_awaitable);
+  auto ids = co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+  auto urgent =
+      (co_await q.async_put("resize avatar.png", thoonk::priority::high, asio::use_awaitable)).id;
   std::cout << "  producer: put " << ids.size() << " jobs and one urgent job " << urgent << "\n";
 
   co_await (job_demo::worker(q, 1) && job_demo::worker(q, 2) && job_demo::worker(q, 3) &&
             job_demo::caller(q, ids[2]));
 
-  auto counts = co_await q.counts(asio::use_awaitable);
+  auto counts = co_await q.async_counts(asio::use_awaitable);
   std::cout << "  counts: waiting " << counts.waiting << ", claimed " << counts.claimed
             << ", stalled " << counts.stalled << ", puts " << counts.puts << ", finishes "
             << counts.finishes << "\n";
   // A late caller still gets a result: it is kept for the result_ttl setting.
-  auto [rec, late] = co_await q.get_result(urgent, 1s, nothrow);
+  auto [rec, late] = co_await q.async_get_result(urgent, 1s, nothrow);
   std::cout << "  late caller: result of " << urgent << ": \"" << late << "\"\n";
 
   thoonk::maintenance_options mo;
   mo.publish_stats = false;
-  auto [mec, rep] = co_await q.maintain(mo, nothrow);
+  auto [mec, rep] = co_await q.async_maintain(mo, nothrow);
   std::cout << "  maintenance: ran " << (rep.ran ? "yes" : "no") << ", lapsed claims requeued "
             << rep.requeued << ", stalled " << rep.stalled << ", unaccounted "
             << rep.unaccounted_suspects << "\n";
-  co_await c.delete_feed(name, nothrow);
+  co_await c.async_delete_feed(name, nothrow);
 }

@@ -33,8 +33,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # A run without arguments builds the ThreadSanitizer tests meanwhile, in
 # the background at idle priority: the entries below wait on servers and
-# timers much of the time, and the TSan build used to take three minutes
-# after them (docs/testing.md, "Build time").
+# timers much of the time, and the TSan build takes three minutes when run
+# after them (docs/testing.md, "ThreadSanitizer").
 tsan=0
 if [ "$#" -eq 0 ] && [ "${THOONK_TSAN:-1}" != "0" ]; then
   tsan=1

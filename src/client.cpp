@@ -2,9 +2,9 @@
 
 #include "connection/router.hpp"
 #include "detail/impl_access.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
+#include "scripts/script_exec.hpp"
 #include "subscriber/subscriber_impl.hpp"
 
 #include <boost/asio/as_tuple.hpp>

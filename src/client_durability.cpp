@@ -6,7 +6,7 @@
 #include "connection/router.hpp"
 #include "detail/executor_util.hpp"
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -1,14 +1,14 @@
 // client::delete_stale_functions: the function libraries of other builds
 // (docs/design.md §3, "Old libraries"). The decisions (which names are this
 // library's, which are stale, the FUNCTION LIST reply's shape) live in
-// detail/script_functions.cpp without I/O; this is the command sequence.
+// scripts/script_functions.cpp without I/O; this is the command sequence.
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
 
 #include "connection/router.hpp"
-#include "detail/script_exec.hpp"
-#include "detail/script_functions.hpp"
 #include "detail/spawn.hpp"
+#include "scripts/script_exec.hpp"
+#include "scripts/script_functions.hpp"
 
 namespace thoonk {
 

@@ -426,8 +426,8 @@ function setup(m, floor) {
     '',
     '- **thoonk-asio**: the job queue created with its default settings (no job events, no `feed.published` ' +
       'index), default `job_queue_options` (claims and finishes batched, 2 of each in flight, no prefetch); ' +
-      'one client per process; the worker is C coroutines each running `claim` (waiting up to 200 ms) then ' +
-      '`finish`; bulk puts are `put_many`. Feeds: `max_length` 10,000, one client per subscriber connection.',
+      'one client per process; the worker is C++ coroutines each running `async_claim` (waiting up to 200 ms) ' +
+      'then `async_finish_and_claim`; bulk puts are `async_put_many`. Feeds: `max_length` 10,000, one client per subscriber connection.',
     '- **BullMQ**: jobs added with `removeOnComplete: true, removeOnFail: true` (queue default job options, ' +
       '`addBulk` for chunks); `Worker` with the scenario\'s `concurrency` (and `removeOnComplete: {count: 0}`), ' +
       'otherwise its defaults: lock renewal, the stalled-job check, and the events stream BullMQ always writes ' +
@@ -448,14 +448,14 @@ function section(doc, svgNames, docPath, svgDir) {
   const errors = doc.runs.filter((r) => r.error);
   let runnerNote;
   if (m.runner) {
-    runnerNote = 'This library\'s rows through the runner (`job_queue::run`, a no-op handler) are the ' +
-      '"thoonk-asio (runner)" rows; the "claim/finish" rows are C++ coroutines of the raw API, each calling claim, then ' +
-      '`finish_and_claim` for every job (it finishes the job and claims the next in one call; claim ' +
-      'again only when that finds the queue empty).';
+    runnerNote = 'This library\'s rows through the runner (`job_queue::async_run`, a no-op handler) are the ' +
+      '"thoonk-asio (runner)" rows; the "claim/finish" rows are C++ coroutines of the raw API, each calling `async_claim`, then ' +
+      '`async_finish_and_claim` for every job (it finishes the job and claims the next in one call; ' +
+      '`async_claim` again only when that finds the queue empty).';
   } else if (m.runner_skipped) {
-    runnerNote = 'Rows through the runner (`job_queue::run`) are missing: this run left them out (`--no-runner`).';
+    runnerNote = 'Rows through the runner (`job_queue::async_run`) are missing: this run left them out (`--no-runner`).';
   } else {
-    runnerNote = 'Rows through the runner (`job_queue::run`) are missing: this build of the library has no ' +
+    runnerNote = 'Rows through the runner (`job_queue::async_run`) are missing: this build of the library has no ' +
       'runner; `run.sh` adds them by itself once it has one.';
   }
   const lines = [

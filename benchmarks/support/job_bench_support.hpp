@@ -63,7 +63,8 @@ bool run_client(const thoonk::config& cfg, F f, std::chrono::seconds limit) {
 /// Creates job queue `name` with config `cfg`.
 inline boost::asio::awaitable<void> create(thoonk::client& c, std::string name,
                                            thoonk::feed_config cfg) {
-  co_await c.async_create_feed(name, thoonk::feed_type::job, std::move(cfg), boost::asio::use_awaitable);
+  co_await c.async_create_feed(name, thoonk::feed_type::job, std::move(cfg),
+                               boost::asio::use_awaitable);
 }
 
 /// Deletes `name`, ignoring errors.
@@ -132,7 +133,8 @@ inline boost::asio::awaitable<void> put_in_chunks(thoonk::job_queue q, long n,
   for (long done = 0; done < n;) {
     const long k = std::min<long>(1000, n - done);
     std::vector<std::string> items(static_cast<std::size_t>(k), payload);
-    co_await q.async_put_many(std::move(items), thoonk::priority::normal, boost::asio::use_awaitable);
+    co_await q.async_put_many(std::move(items), thoonk::priority::normal,
+                              boost::asio::use_awaitable);
     done += k;
   }
 }

@@ -497,7 +497,8 @@ asio::awaitable<std::tuple<error_code, response>> cluster_router::exec(const req
       // that does not answer, replaced by its promoted replica).
       const auto until = dl.cap(clock::now() + cfg_.connect_timeout);
       const auto w = route_wait::away_from(slot, node);
-      auto r = co_await (conn.async_connect(use_nothrow) || wait_route(ask_to ? nullptr : &w, until));
+      auto r =
+          co_await (conn.async_connect(use_nothrow) || wait_route(ask_to ? nullptr : &w, until));
       if (stopped_) co_return std::tuple{error_code(error::client_stopped), response{}};
       if (r.index() == 0) {
         ec = std::get<0>(std::get<0>(r));

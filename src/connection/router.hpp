@@ -3,7 +3,7 @@
 #pragma once
 
 #include "connection/cluster.hpp"
-#include "detail/script_functions.hpp"
+#include "scripts/script_functions.hpp"
 
 #include <thoonk/connection.hpp>
 
@@ -139,7 +139,7 @@ class router {
   std::shared_ptr<slot_source> slots() const noexcept;
 
   /// Whether the library's scripts may run as Redis functions through this
-  /// router (src/detail/script_functions.hpp): config::use_functions, until
+  /// router (src/scripts/script_functions.hpp): config::use_functions, until
   /// a server refuses them (no FCALL before Redis 7.0, or an ACL user that
   /// may not FCALL or FUNCTION LOAD). Thread-safe.
   bool functions_usable() const noexcept { return functions_.load(std::memory_order_relaxed); }

@@ -1,7 +1,7 @@
 // The one rule by which the library reads an integer written as text:
 // config fields, counters and numbers in replies, hand-off messages, URL
 // parts. The scripts read config numbers by the same rule
-// (src/lua/prelude.lua, conf_int), so a value the C++ side reads as unset
+// (src/lua/includes/numbers.lua, conf_int), so a value the C++ side reads as unset
 // is one the scripts replace by the default, and the reverse.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Helpers shared by the feed, sorted feed, management and subscription
 // sources: the key layouts of the feed scripts, typed reply access,
 // timestamps, config checks. The scripts themselves live in src/lua, the one
-// runner and error mapper in detail/script_exec.hpp (docs/architecture.md
+// runner and error mapper in scripts/script_exec.hpp (docs/architecture.md
 // "Scripts").
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <thoonk/script.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -58,7 +58,7 @@ struct config_check {
 config_check validate_config_field(std::string_view field, std::string_view value);
 
 /// A numeric config field's value as the library reads it, the same way
-/// the scripts do (prelude.lua conf_int): an integer by parse_int's rule
+/// the scripts do (includes/numbers.lua conf_int): an integer by parse_int's rule
 /// (^-?[0-9]+$) within the field's range above. nullopt for anything else
 /// (the field's default applies, in the scripts too) and for a field that
 /// is not numeric.

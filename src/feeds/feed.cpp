@@ -4,12 +4,12 @@
 #include <thoonk/feed.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "feeds/bench_access.hpp"
 #include "feeds/common.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {

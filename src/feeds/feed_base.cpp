@@ -8,11 +8,11 @@
 #include <thoonk/sorted_feed.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "detail/use_nothrow.hpp"
 #include "feeds/common.hpp"
 #include "feeds/subscription.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -186,7 +186,7 @@ asio::awaitable<op_result<Handle>> create_or_open_op(client& c, std::string name
     if (auto r = validate_config_field(f, v)) co_return std::tuple{r.ec, Handle{}};
   diagnostics diag;
   auto [ec, created] = co_await c.async_create_or_open_feed(name, Handle::kind, std::move(fields),
-                                                      capture_diagnostics(diag, use_nothrow));
+                                                            capture_diagnostics(diag, use_nothrow));
   if (ec) co_return std::tuple{op_status(ec, diag.server_message()), Handle{}};
   co_return std::tuple{op_status{}, Handle(c, std::move(name))};
 }

@@ -4,9 +4,9 @@
 #include <thoonk/client.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <boost/json/parse.hpp>
@@ -24,7 +24,7 @@ namespace {
 
 // The scripts (src/lua/management/*.lua) check, before their first write,
 // that the user may PUBLISH their notification (check_publish,
-// src/lua/prelude.lua): a refused PUBLISH after the writes would leave them
+// src/lua/includes/acl.lua): a refused PUBLISH after the writes would leave them
 // applied under an error.
 //   create.lua      Create Feed: SADD feeds (abort if present), the config
 //                   hash, PUBLISH newfeed.

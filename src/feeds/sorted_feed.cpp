@@ -4,9 +4,9 @@
 #include <thoonk/sorted_feed.hpp>
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {
@@ -18,7 +18,7 @@ namespace {
 
 // The scripts (src/lua/sorted_feeds/*.lua) check the feed's type, then that
 // the user may PUBLISH their notifications (check_publish,
-// src/lua/prelude.lua), before any write: a refused PUBLISH after the writes
+// src/lua/includes/acl.lua), before any write: a refused PUBLISH after the writes
 // would leave them applied under an error.
 //   insert.lua   Append / Prepend / Publish Before / Publish After: a new id
 //                from feed.idincr placed in the list, then feed.publish

@@ -539,7 +539,7 @@ asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub
     subscription s;
     if (management) {
       std::tie(ec, s) = co_await c->sub().async_subscribe(channel, std::move(callback),
-                                                    capture_diagnostics(diag, use_nothrow));
+                                                          capture_diagnostics(diag, use_nothrow));
     } else {
       std::tie(ec, s) = co_await subscribe_notifications(*c, channel, std::move(callback),
                                                          capture_diagnostics(diag, use_nothrow));

@@ -1,11 +1,11 @@
 #include "jobs/claim_taker.hpp"
 
-#include "detail/script_exec.hpp"
 #include "detail/unix_time.hpp"
 #include "detail/uuid.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/time_limits.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>
@@ -25,22 +25,8 @@ std::chrono::milliseconds claim_taker::offer_ttl() const {
 asio::awaitable<void> claim_taker::start(std::shared_ptr<claim_taker> self) {
   auto q = self->q_.lock();
   if (!q || self->closed_) co_return;
-  std::weak_ptr<claim_taker> weak = self;
-  // Named, not temporaries in the co_await expression: g++ 12 destroys
-  // such temporaries twice.
-  std::function<void(const message&)> on_message = [weak](const message& m) {
-    if (auto s = weak.lock()) s->taken(m.payload);
-  };
-  std::function<void(const subscriber_event&)> on_event = [weak](const subscriber_event& ev) {
-    auto s = weak.lock();
-    if (!s) return;
-    // Hand-offs sent while the subscriber is down are lost: offer no more,
-    // and once it is back, find and give back what was sent meanwhile.
-    if (ev.kind == subscriber_event::disconnected) s->offering_ = false;
-    else if (ev.kind == subscriber_event::connected) s->want_reconcile();
-  };
-  const bool subscribed = co_await self->channel_.subscribe(*q, self->name_, std::move(on_message),
-                                                            std::move(on_event));
+  const bool subscribed =
+      co_await self->channel_.subscribe(*q, self->name_, std::weak_ptr<taker_events>(self));
   // Refused or slow: claims work by wake-ups alone, as without hand-off.
   if (!subscribed) co_return;
   if (self->closed_) {
@@ -123,17 +109,19 @@ asio::awaitable<void> claim_taker::settled(std::weak_ptr<claim_taker> weak) {
   }
 }
 
-void claim_taker::taken(std::string_view payload) {
-  if (channel_.seen_fence(payload)) return;
+void claim_taker::channel_lost() {
+  // Hand-offs sent while the subscriber is down are lost: offer no more;
+  // once it is back (check_claims), find and give back what was sent
+  // meanwhile.
+  offering_ = false;
+}
+
+void claim_taker::check_claims() { want_reconcile(); }
+
+void claim_taker::handed(std::vector<claimed_job> js) {
   auto q = q_.lock();
   if (!q) return;
-  auto js = jobs::parse_hand_off(payload);
-  if (!js) {
-    // Claims were made for this handle that it cannot read: find them.
-    want_reconcile();
-    return;
-  }
-  for (const auto& j : *js) {
+  for (const auto& j : js) {
     known_[j.id] = j.token;
     unconfirmed_.emplace_back(j.id, j.token);
   }
@@ -141,7 +129,7 @@ void claim_taker::taken(std::string_view payload) {
     confirming_ = true;
     asio::co_spawn(ex_, confirm(shared_from_this(), q), asio::detached);
   }
-  q->claims->handed(std::move(*js));
+  q->claims->handed(std::move(js));
   if (known_.size() >= prune_at_ && !pruning_)
     asio::co_spawn(ex_, prune(shared_from_this()), asio::detached);
 }
@@ -242,13 +230,13 @@ asio::awaitable<void> claim_taker::reconcile(std::shared_ptr<claim_taker> self) 
     if (!st && (came || leaving)) {
       // Every hand-off sent before the fence has arrived: the claims
       // recorded under this taker that it did not receive go back.
-      std::vector<std::string> known{self->name_, q->wake_channel, leaving ? "1" : "0"};
-      known.reserve(2 + 2 * self->known_.size());
+      std::vector<std::string> known;
+      known.reserve(2 * self->known_.size());
       for (const auto& [id, token] : self->known_) {
         known.push_back(id);
         known.push_back(std::to_string(token));
       }
-      auto [rst, back] = co_await q->call(scripts::jobs_reconcile(), std::move(known));
+      auto [rst, back] = co_await self->channel_.give_back_unknown(*q, leaving, std::move(known));
       if (!rst) {
         if (!self->closed_) self->offering_ = true;
         continue;  // done, unless another check was asked for meanwhile

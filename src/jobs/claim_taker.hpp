@@ -14,7 +14,7 @@
 // A received job's record goes with its claim (any finish, fail, cancel,
 // stall, abort, retract or lapse ends both).
 //
-// A put's hand-off to a handle is provisional (layouts/job_engine.lua
+// A put's hand-off to a handle is provisional (includes/hand_off.lua
 // provisional): the handle confirms what arrived within confirm_delay, in
 // one call for all of it (jobs/take_confirm.lua); a hand-off left
 // unconfirmed for a second (its process died or stopped) goes back to the
@@ -23,8 +23,10 @@
 // process that stops its client next leaves no offer behind.
 #pragma once
 
-#include "jobs/common.hpp"
+#include "jobs/fetcher.hpp"
+#include "jobs/pending.hpp"
 #include "jobs/taker_channel.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/job_types.hpp>
 
@@ -43,7 +45,7 @@ namespace asio = boost::asio;
 
 class job_queue_impl;
 
-class claim_taker : public std::enable_shared_from_this<claim_taker> {
+class claim_taker : public std::enable_shared_from_this<claim_taker>, public taker_events {
  public:
   explicit claim_taker(const std::shared_ptr<job_queue_impl>& q);
 
@@ -75,7 +77,10 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   const std::string& name() const noexcept { return name_; }
 
  private:
-  void taken(std::string_view payload);
+  // taker_events: what the handle's channel says.
+  void handed(std::vector<claimed_job> jobs) override;
+  void channel_lost() override;
+  void check_claims() override;
   void want_reconcile();
   /// After a reconnect, a message it could not read, and at the close:
   /// withdraws the offer behind a fence, waits for the fence, then gives
@@ -102,7 +107,7 @@ class claim_taker : public std::enable_shared_from_this<claim_taker> {
   void wake_settled();
 
   /// How long received hand-offs gather before one call confirms them. A
-  /// hand-off lapses 1 s after its put (layouts/job_engine.lua HANDED_MS),
+  /// hand-off lapses 1 s after its put (includes/hand_off.lua HANDED_MS),
   /// which leaves the message and the confirmation most of that second.
   static constexpr std::chrono::milliseconds confirm_delay{50};
   /// Most jobs one confirmation carries.

@@ -1,5 +1,5 @@
 // The runner's side of the hand-off (docs/jobs.md "Hand-off"), without I/O:
-// the messages a put sends on a runner's channel (layouts/job_engine.lua
+// the messages a put sends on a runner's channel (includes/hand_off.lua
 // take_message) and the fence jobs/take_fence.lua sends after them.
 // test/unit/hand_off_test.cpp checks them byte by byte.
 #pragma once

@@ -1,7 +1,7 @@
 // The job engine's operations on thoonk::job_queue (docs/jobs.md): puts
 // with options (scheduling, de-duplication by id, held puts), fail with
 // retries and dead letters, listings, typed job events. The decisions live
-// in the scripts (src/lua/layouts/job_engine.lua); this is their I/O.
+// in the scripts (src/lua/includes/: schedule, hold, retry, dead_letter); this is their I/O.
 #include <thoonk/job_queue.hpp>
 
 #include "detail/parse_int.hpp"

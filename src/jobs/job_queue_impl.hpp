@@ -3,9 +3,14 @@
 // dispatcher, the finish batcher and the operations close() must end.
 #pragma once
 
-#include "jobs/common.hpp"
+#include "detail/keys.hpp"
+#include "jobs/batcher.hpp"
+#include "jobs/fetcher.hpp"
 #include "jobs/job_keys.hpp"
+#include "jobs/pending.hpp"
 #include "jobs/queue_core.hpp"
+#include "jobs/reply_parse.hpp"
+#include "scripts/script_exec.hpp"
 #include "subscriber/notify.hpp"
 
 #include <thoonk/job_queue.hpp>
@@ -86,7 +91,7 @@ class job_queue_impl final : public queue_core {
   /// The error code of one such status (0 success, 1 job_not_found,
   /// 2 job_not_claimed, 3 lost_claim, 4 no_channel_permission).
   static error_code claim_status(std::int64_t s);
-  /// The jobs of a claim_jobs reply (layouts/job_engine.lua) in `e` from
+  /// The jobs of a claim_jobs reply (includes/claims.lua) in `e` from
   /// `first` on: {id, item, failures, token} per job; when the reply says
   /// when to ask again (one more value), `*due` is set to it (epoch ms,
   /// 0: at a wake-up).
@@ -164,9 +169,11 @@ boost::system::error_code validate_worker_name(const config& cfg, std::string_vi
 /// Jitter of a retry's backoff, in [0, 1) (jobs/fail.lua, jobs/abort.lua).
 double backoff_jitter();
 
-// Shared by the job_queue operations (job_queue.cpp, job_engine.cpp).
+// Shared by the job_queue operations (job_queue_ops_*.cpp, job_engine.cpp).
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
 std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
+/// A new job_queue_impl, initialised: a job_queue handle's state.
+std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o);
 /// invalid_name (the queue's) or invalid_id, before any I/O.
 boost::system::error_code check_id(const job_queue_impl& impl, std::string_view id);
 /// A script of one job: `args` after the id; the reply, or the status.
@@ -206,7 +213,7 @@ void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel
   else subscribe_notifications(c, channel, std::move(cb), std::move(h.handler));
 }
 
-/// One job as layouts/job_engine.lua `describe` returns it (14 values).
+/// One job as includes/describe.lua `describe` returns it (14 values).
 job_info parse_job(resp3::value* g);
 /// The jobs of an inspect or list reply, from element `first`.
 std::vector<job_info> parse_jobs(resp3::value&& v, std::size_t first = 0);

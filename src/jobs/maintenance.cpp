@@ -1,6 +1,7 @@
 // Job queue maintenance (the contract's "Maintenance", done properly):
 // lapsed claims, jobs in no state (two-pass), orphaned extension state,
-// stats published to a feed. Every server step is one bounded script.
+// stats published to a feed. Every server step is one bounded script. The
+// handle's maintain and run_maintenance are at the end.
 #include "jobs/job_queue_impl.hpp"
 #include "jobs/time_limits.hpp"
 #include "thoonk_lua_scripts.hpp"
@@ -336,3 +337,25 @@ asio::awaitable<op_result<>> job_queue_impl::run_maintenance(std::shared_ptr<job
 }
 
 }  // namespace thoonk::detail
+
+namespace thoonk {
+
+// ---- the handle's operations --------------------------------------------------
+
+using detail::job_queue_impl;
+
+void job_queue::start_maintain(maintenance_options opts, handler<maintenance_report> h) {
+  detail::spawn_op(client_->get_executor(),
+                   job_queue_impl::maintain(detail::shared_impl(core_), std::move(opts)),
+                   std::move(h));
+}
+
+void job_queue::start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
+                                      handler<> h) {
+  detail::spawn_op(
+      client_->get_executor(),
+      job_queue_impl::run_maintenance(detail::shared_impl(core_), interval, std::move(opts)),
+      std::move(h));
+}
+
+}  // namespace thoonk

@@ -3,9 +3,11 @@
 
 #include "detail/spawn.hpp"
 #include "feeds/common.hpp"
-#include "jobs/common.hpp"
+#include "jobs/fetcher.hpp"
 #include "jobs/job_keys.hpp"
 #include "jobs/queue_core.hpp"
+#include "jobs/reply_parse.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 namespace thoonk {

@@ -69,8 +69,8 @@ asio::awaitable<op_status> queue_core::create_or_open(feed_config fields) {
   for (const auto& [f, v] : fields)
     if (auto r = validate_config_field(f, v)) co_return r.ec;
   diagnostics diag;
-  auto [ec, created] = co_await cl.async_create_or_open_feed(names.name(), type, std::move(fields),
-                                                       capture_diagnostics(diag, use_nothrow));
+  auto [ec, created] = co_await cl.async_create_or_open_feed(
+      names.name(), type, std::move(fields), capture_diagnostics(diag, use_nothrow));
   if (ec) co_return op_status(ec, diag.server_message());
   co_return co_await ensure_wake(std::chrono::milliseconds::max());
 }

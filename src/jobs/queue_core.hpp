@@ -3,9 +3,14 @@
 // wake-up subscription, the type check of open, create-or-open.
 #pragma once
 
+#include "detail/keys.hpp"
 #include "detail/spawn.hpp"
-#include "jobs/common.hpp"
+#include "jobs/batcher.hpp"
+#include "jobs/fetcher.hpp"
+#include "jobs/pending.hpp"
+#include "jobs/reply_parse.hpp"
 #include "jobs/wake.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/queue_base.hpp>

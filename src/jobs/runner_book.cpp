@@ -1,5 +1,7 @@
 #include "jobs/runner_book.hpp"
 
+#include "jobs/time_limits.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -107,9 +109,49 @@ void runner_book::round_failed(round r, time_point now) {
 }
 
 void runner_book::stop(time_point now) {
+  if (check_wanted_ && !checking_) {
+    check_wanted_ = false;
+    rounds_held_ = false;
+  }
   if (stopping_) return;
   stopping_ = true;
   deadline_ = now + s_.stop_timeout;
+}
+
+bool runner_book::want_check() noexcept {
+  if (stopping_) return false;
+  check_wanted_ = true;
+  rounds_held_ = true;
+  return true;
+}
+
+bool runner_book::start_check() noexcept {
+  if (!check_wanted_ || checking_ || in_flight_ > 0) return false;
+  check_wanted_ = false;
+  checking_ = true;
+  return true;
+}
+
+void runner_book::check_again(bool again) noexcept { check_wanted_ = again && !stopping_; }
+
+void runner_book::check_done() noexcept {
+  checking_ = false;
+  if (!check_wanted_) rounds_held_ = false;
+}
+
+bool runner_book::cancel_due(time_point now) noexcept {
+  if (!stopping_ || cancelled_at_deadline_ || now < deadline_ || busy_ == 0) return false;
+  cancelled_at_deadline_ = true;
+  return true;
+}
+
+std::chrono::milliseconds runner_book::heartbeat_interval() const noexcept {
+  if (s_.heartbeat_interval.count() > 0) return timer_capped(s_.heartbeat_interval);
+  return timer_capped(std::max(s_.worker_ttl / 3, std::chrono::milliseconds(1)));
+}
+
+std::chrono::milliseconds runner_book::offer_ttl() const noexcept {
+  return std::min(s_.worker_ttl, twice_capped(s_.poll_interval));
 }
 
 std::optional<runner_book::round> runner_book::next_round(time_point now) {

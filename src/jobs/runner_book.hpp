@@ -1,7 +1,9 @@
 // The decisions of job_queue::run without I/O (docs/jobs.md "Workers and
 // the runner"): how many jobs each round claims and when a round goes out,
 // which finishes ride along, when a dry queue is asked again, what a stop
-// waits for. runner.cpp reports events to it and does what it says;
+// waits for, when handlers are cancelled at the stop deadline, how often
+// heartbeats go and how long an offer lasts. The runner (jobs/runner/)
+// reports events to it and does what it says;
 // test/unit/runner_book_test.cpp drives it on a fake clock.
 #pragma once
 
@@ -40,6 +42,12 @@ class runner_book {
     std::size_t prefetch = 0;
     /// Whether rounds offer the idle slots for hand-off (round::offer).
     bool hand_off = false;
+    /// The worker's registration lapses after this long without a
+    /// heartbeat (run_options::worker_ttl).
+    std::chrono::milliseconds worker_ttl{10000};
+    /// Between two heartbeats (run_options::heartbeat_interval); 0: a third
+    /// of worker_ttl.
+    std::chrono::milliseconds heartbeat_interval{0};
   };
 
   /// A handler's successful outcome, to be finished in a round.
@@ -99,13 +107,31 @@ class runner_book {
   /// on its way. Finishes wait for the release.
   void hold_rounds(bool on) noexcept { rounds_held_ = on; }
   bool rounds_held() const noexcept { return rounds_held_; }
+  /// Hand-off: the runner may hold claims it never received (its
+  /// subscriber reconnected, a message could not be read), so a check
+  /// (reconciliation) is wanted; rounds are held until it ran. Refused
+  /// (false) during a stop, which gives back every claim anyway.
+  bool want_check() noexcept;
+  /// Whether the wanted check starts now: none runs and no round is in
+  /// flight (so every claim a round made is known). It then runs and is no
+  /// longer wanted.
+  bool start_check() noexcept;
+  /// The running check failed for the connection: it is wanted again
+  /// after the runner's pause, unless `again` is false or a stop came.
+  void check_again(bool again) noexcept;
+  /// The running check ended: rounds go on, unless another check is
+  /// wanted.
+  void check_done() noexcept;
+  bool check_wanted() const noexcept { return check_wanted_; }
+  bool checking() const noexcept { return checking_; }
   /// A wake-up: jobs may have arrived (or the queue resumed).
   void woken() noexcept { woken_ = true; }
   /// The registration lapsed: no claims until registered() again.
   void registration_lapsed() noexcept { registered_ = false; }
   void registered() noexcept { registered_ = true; }
   /// A stop was asked for: no more claims; jobs in flight have until
-  /// now + stop_timeout.
+  /// now + stop_timeout. A check wanted and not running is dropped (the
+  /// stop gives back every claim).
   void stop(time_point now);
 
   // ---- decisions -------------------------------------------------------------
@@ -114,6 +140,19 @@ class runner_book {
   /// When next_round() may say something new without another event: the
   /// dry queue's retry time, the stop deadline; time_point::max() if none.
   time_point next_timer() const noexcept;
+  /// Whether the handlers still running are cancelled now: stopping, the
+  /// stop deadline passed, and a handler is busy. True once per run: the
+  /// runner cancels them then (and gives back their claims).
+  bool cancel_due(time_point now) noexcept;
+  /// How long the runner waits between two heartbeats: the setting, or a
+  /// third of worker_ttl (1 ms at least) when it is 0; cut to what a steady
+  /// timer can wait (jobs::timer_capped).
+  std::chrono::milliseconds heartbeat_interval() const noexcept;
+  /// How long a round's offer lasts (jobs/work.lua ARGV 6): a dry runner
+  /// renews it every poll interval, and one that died stops getting jobs
+  /// soon after, well before its registration lapses: twice the poll
+  /// interval (saturated, jobs::twice_capped), at most worker_ttl.
+  std::chrono::milliseconds offer_ttl() const noexcept;
   /// Stopping, and nothing left to wait for: every finish sent and
   /// answered, and every handler ended or the stop deadline passed. The
   /// runner then gives back what is still claimed and leaves.
@@ -161,13 +200,16 @@ class runner_book {
   bool dry_ = false;  // the last claim got fewer than it asked for
   bool woken_ = false;
   bool registered_ = true;
-  bool offering_ = false;     // rounds may offer slots (settings.hand_off)
-  bool offer_made_ = false;   // a round offered since the last withdrawal
-  bool rounds_held_ = false;  // hold_rounds()
-  time_point retry_at_{};     // when a dry queue is asked again
-  bool holding_ = false;      // a round failed: none goes out before hold_until_
+  bool offering_ = false;      // rounds may offer slots (settings.hand_off)
+  bool offer_made_ = false;    // a round offered since the last withdrawal
+  bool rounds_held_ = false;   // hold_rounds()
+  bool check_wanted_ = false;  // want_check()
+  bool checking_ = false;      // start_check() until check_done()
+  time_point retry_at_{};      // when a dry queue is asked again
+  bool holding_ = false;       // a round failed: none goes out before hold_until_
   time_point hold_until_{};
   bool stopping_ = false;
+  bool cancelled_at_deadline_ = false;  // cancel_due() said so
   time_point deadline_{};
 };
 

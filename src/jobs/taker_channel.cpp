@@ -16,10 +16,20 @@ namespace thoonk::detail {
 
 namespace asio = boost::asio;
 
-asio::awaitable<bool> taker_channel::subscribe(
-    job_queue_impl& q, std::string taker, std::function<void(const message&)> on_message,
-    std::function<void(const subscriber_event&)> on_event) {
+asio::awaitable<bool> taker_channel::subscribe(job_queue_impl& q, std::string taker,
+                                               std::weak_ptr<taker_events> events) {
   taker_ = std::move(taker);
+  // Named, not temporaries in the co_await expression: g++ 12 destroys
+  // such temporaries twice. A live taker means a live channel (its member).
+  std::function<void(const message&)> on_message = [this, events](const message& m) {
+    if (auto e = events.lock()) message_came(*e, m.payload);
+  };
+  std::function<void(const subscriber_event&)> on_event = [events](const subscriber_event& ev) {
+    auto e = events.lock();
+    if (!e) return;
+    if (ev.kind == subscriber_event::disconnected) e->channel_lost();
+    else if (ev.kind == subscriber_event::connected) e->check_claims();
+  };
   asio::steady_timer limit(q.cl.get_executor(), std::chrono::seconds(1));
   using namespace asio::experimental::awaitable_operators;
   auto r = co_await (
@@ -30,6 +40,14 @@ asio::awaitable<bool> taker_channel::subscribe(
   takes_ = std::move(std::get<1>(std::get<0>(r)));
   events_ = q.cl.sub().on_event(std::move(on_event));
   co_return true;
+}
+
+void taker_channel::message_came(taker_events& events, std::string_view payload) {
+  if (seen_fence(payload)) return;
+  auto js = jobs::parse_hand_off(payload);
+  // Unreadable: claims were made for the taker that it cannot read.
+  if (!js) events.check_claims();
+  else events.handed(std::move(*js));
 }
 
 bool taker_channel::seen_fence(std::string_view payload) {
@@ -55,6 +73,15 @@ asio::awaitable<std::tuple<op_status, bool>> taker_channel::fence(job_queue_impl
     fence_wait_ = nullptr;
   }
   co_return std::tuple{std::move(st), !st && fence_seen_ >= n};
+}
+
+asio::awaitable<std::tuple<op_status, std::int64_t>> taker_channel::give_back_unknown(
+    job_queue_impl& q, bool closing, std::vector<std::string> held) {
+  std::vector<std::string> args{taker_, q.wake_channel, closing ? "1" : "0"};
+  args.reserve(3 + held.size());
+  for (auto& c : held) args.push_back(std::move(c));
+  auto [st, v] = co_await q.call(scripts::jobs_reconcile(), std::move(args));
+  co_return std::tuple{std::move(st), st ? std::int64_t{0} : jobs::as_int(v)};
 }
 
 void taker_channel::stop() {

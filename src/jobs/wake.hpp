@@ -3,7 +3,8 @@
 // both poking the queue's fetcher (so waiting getters re-check the server).
 #pragma once
 
-#include "jobs/common.hpp"
+#include "jobs/fetcher.hpp"
+#include "jobs/pending.hpp"
 #include "subscriber/notify.hpp"
 
 #include <thoonk/client.hpp>

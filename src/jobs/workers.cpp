@@ -1,8 +1,8 @@
 // The worker registry on thoonk::job_queue (docs/jobs.md "Workers and the
 // runner", worker liveness): listing the workers and failing one on demand. The
 // decisions live in the scripts (jobs/get_workers.lua, jobs/fail_worker.lua
-// and the registry functions of layouts/job_engine.lua); this is their I/O.
-// job_queue::run (runner.cpp) registers, renews and removes workers.
+// and the registry functions of includes/workers.lua); this is their I/O.
+// job_queue::run (jobs/runner/) registers, renews and removes workers.
 #include <thoonk/job_queue.hpp>
 
 #include "detail/spawn.hpp"

@@ -42,6 +42,8 @@
 #include <thoonk/error.hpp>
 #include <thoonk/resp3/parser.hpp>
 
+#include "detail/parse_int.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <charconv>
@@ -72,24 +74,17 @@ length_kind parse_length(std::string_view s, std::uint64_t& out) noexcept {
   if (s.empty()) return length_kind::invalid;
   if (s[0] == '-') return s == "-1" ? length_kind::null : length_kind::invalid;
   if (s.size() == 1 && s[0] == '?') return length_kind::streamed;
-  // from_chars accepts a leading '-', which was ruled out above; it rejects
-  // '+', spaces and overflow (errc::result_out_of_range).
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || ptr != s.data() + s.size()) return length_kind::invalid;
-  out = static_cast<std::uint64_t>(v);
+  // A leading '-' was ruled out above; parse_int rejects '+', spaces and
+  // overflow.
+  const auto v = thoonk::detail::parse_int<std::int64_t>(s);
+  if (!v) return length_kind::invalid;
+  out = static_cast<std::uint64_t>(*v);
   return length_kind::count;
 }
 
 // The error for a length that is neither a count nor an accepted null.
 error length_error(length_kind k) noexcept {
   return k == length_kind::streamed ? error::unsupported_streamed : error::invalid_length;
-}
-
-bool parse_int64(std::string_view s, std::int64_t& out) noexcept {
-  if (s.empty()) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && ptr == s.data() + s.size();
 }
 
 bool parse_double(std::string_view s, double& out) noexcept {
@@ -113,6 +108,9 @@ bool parse_double(std::string_view s, double& out) noexcept {
   return ec == std::errc{} && ptr == s.data() + s.size() && std::isfinite(out);
 }
 
+// Digits of any length (a big number is not limited to 64 bits, so
+// parse_int, which reads only what fits, cannot check it): a check, not a
+// parser; the value stays text.
 bool is_big_number(std::string_view s) noexcept {
   if (!s.empty() && s[0] == '-') s.remove_prefix(1);
   if (s.empty()) return false;
@@ -246,11 +244,14 @@ std::size_t parser::parse_simple(std::string_view d) {
       v.type = d[0] == '+' ? type::simple_string : type::simple_error;
       v.str.assign(line);
       break;
-    case ':':
-      fits = parse_int64(line, v.integer);
+    case ':': {
+      const auto n = thoonk::detail::parse_int<std::int64_t>(line);
+      fits = n.has_value();
+      if (fits) v.integer = *n;
       misfit = error::invalid_number;
       v.type = type::number;
       break;
+    }
     case ',':
       fits = parse_double(line, v.dbl);
       misfit = error::invalid_double;

@@ -22,8 +22,9 @@ auto subscribe_notifications(client& c, std::string channel, subscriber::callbac
                              CompletionToken&& token) {
   if (c.get_config().cluster)
     return c.sub().async_ssubscribe(std::move(channel), std::move(cb),
-                              std::forward<CompletionToken>(token));
-  return c.sub().async_subscribe(std::move(channel), std::move(cb), std::forward<CompletionToken>(token));
+                                    std::forward<CompletionToken>(token));
+  return c.sub().async_subscribe(std::move(channel), std::move(cb),
+                                 std::forward<CompletionToken>(token));
 }
 
 }  // namespace thoonk::detail

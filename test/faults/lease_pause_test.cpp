@@ -40,7 +40,7 @@ TEST_CASE(
         auto qa = co_await thoonk::job_queue::async_open(a, name, fast, asio::use_awaitable);
         auto qb = co_await thoonk::job_queue::async_open(b, name, fast, asio::use_awaitable);
         auto qm = co_await thoonk::job_queue::async_open(m, name, asio::use_awaitable);
-        const auto id = co_await qadmin.async_put("the job", asio::use_awaitable);
+        const auto id = (co_await qadmin.async_put("the job", asio::use_awaitable)).id;
         auto job_a = co_await qa.async_claim(5s, asio::use_awaitable);
         ops.add(outcome::ok);
         REQUIRE(job_a.id == id);
@@ -61,8 +61,8 @@ TEST_CASE(
         thoonk::maintenance_options mo = no_stats();
         mo.lock_ttl = 2s;
         qm.async_run_maintenance(50ms, mo,
-                           asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                        [](boost::system::error_code) {}));
+                                 asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                              [](boost::system::error_code) {}));
 
         // A heartbeats, one at a time, until it is told it lost the claim.
         std::vector<boost::system::error_code> beats;

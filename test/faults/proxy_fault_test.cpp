@@ -189,7 +189,8 @@ TEST_CASE("faults: proxy blackhole: the dead peer is detected by the health chec
     thoonk::subscriber::callback on_message = [&](const thoonk::message& m) {
       messages.emplace_back(m.payload);
     };
-    auto subscribed = co_await sub.async_subscribe("faults-blackhole", on_message, asio::use_awaitable);
+    auto subscribed =
+        co_await sub.async_subscribe("faults-blackhole", on_message, asio::use_awaitable);
     for (int round = 0; round < rounds; ++round) {
       co_await sleep_for(health_interval);  // the subscriber is idle
       const auto before = t.events.size();

@@ -94,8 +94,8 @@ struct proxied_clients {
   /// finish().
   asio::awaitable<queues> open(const std::string& name) {
     co_await connect_all(admin, w);
-    auto direct = co_await thoonk::job_queue::async_create_or_open(admin, name, requeue_on_lapse(500ms),
-                                                             asio::use_awaitable);
+    auto direct = co_await thoonk::job_queue::async_create_or_open(
+        admin, name, requeue_on_lapse(500ms), asio::use_awaitable);
     thoonk::job_queue_options wo;
     wo.poll_interval = 100ms;
     auto proxied = co_await thoonk::job_queue::async_open(w, name, wo, asio::use_awaitable);
@@ -165,7 +165,8 @@ TEST_CASE("faults: job traffic through the proxy while it resets and cuts connec
         // Items of 1 KiB, so that a claim's reply spans several reads and
         // a cut can land inside it.
         std::vector<std::string> items(static_cast<std::size_t>(total), std::string(1024, 'j'));
-        const auto ids = co_await qa.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        const auto ids =
+            co_await qa.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         REQUIRE(ids.size() == static_cast<std::size_t>(total));
         bool stop = false;
         for (int i = 0; i < 8; ++i) asio::co_spawn(pc.ioc, worker(qw, &h, &stop), asio::detached);
@@ -262,12 +263,12 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         bool run_done = false;
         asio::cancellation_signal stop_run;
         qw.async_run(handler, ro,
-               asio::bind_cancellation_slot(
-                   stop_run.slot(), [&](boost::system::error_code ec, thoonk::run_report r) {
-                     run_ec = ec;
-                     rep = std::move(r);
-                     run_done = true;
-                   }));
+                     asio::bind_cancellation_slot(
+                         stop_run.slot(), [&](boost::system::error_code ec, thoonk::run_report r) {
+                           run_ec = ec;
+                           rep = std::move(r);
+                           run_done = true;
+                         }));
 
         // One put every 1 - 4 ms; a fault after a random share of them.
         pc.plan_faults(faults, total);
@@ -275,7 +276,7 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         for (int i = 0; i < total; ++i) {
           co_await sleep_for(
               std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(pc.rng)));
-          auto id = co_await qa.async_put(std::string(512, 'r'), asio::use_awaitable);
+          auto id = (co_await qa.async_put(std::string(512, 'r'), asio::use_awaitable)).id;
           ids.push_back(id);
           while (pc.fault_due(i)) pc.inject_next(2048);
         }

@@ -53,8 +53,9 @@ struct history {
 asio::awaitable<void> producer(thoonk::job_queue q, history* h, std::atomic<bool>* stop, int n) {
   ++h->producers;
   for (int i = 0; !stop->load(); ++i) {
-    auto [ec, id] = co_await q.async_put("item " + std::to_string(n) + "-" + std::to_string(i), nothrow);
-    h->puts.push_back({now_ms(), classify(ec), id});
+    auto [ec, id] =
+        co_await q.async_put("item " + std::to_string(n) + "-" + std::to_string(i), nothrow);
+    h->puts.push_back({now_ms(), classify(ec), id.id});
     co_await sleep_for(ec ? 20ms : 3ms);
   }
   --h->producers;
@@ -110,8 +111,8 @@ TEST_CASE("faults: redis-server SIGKILLed and restarted on its AOF loses no ackn
       ioc,
       [&]() -> asio::awaitable<void> {
         co_await connect_all(producers, workers);
-        pq = co_await thoonk::job_queue::async_create_or_open(producers, name, requeue_on_lapse(1000ms),
-                                                        asio::use_awaitable);
+        pq = co_await thoonk::job_queue::async_create_or_open(
+            producers, name, requeue_on_lapse(1000ms), asio::use_awaitable);
         thoonk::job_queue_options wo;
         wo.poll_interval = 200ms;
         wq = co_await thoonk::job_queue::async_open(workers, name, wo, asio::use_awaitable);

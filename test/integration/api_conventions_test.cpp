@@ -37,17 +37,17 @@ JOB_QUEUE_TEST_CASE("api", "co_await async_* with no token: values, and put_resu
 
 JOB_QUEUE_TEST_CASE("api", "an error under the default token is thrown with the server's words",
                     "[api][finish][diagnostics]") {
-  // A job that is not claimed: the finish script refuses it, and its text
-  // travels in the exception.
+  // A waiting job is not stalled: the retry script refuses it with its own
+  // text, which travels in the exception.
   auto put = co_await q.async_put("x");
   std::optional<thoonk::error_with_diagnostics> caught;
   try {
-    co_await q.async_finish(thoonk::claim_ref(put.id, 1));
+    co_await q.async_retry(put.id);
   } catch (const thoonk::error_with_diagnostics& e) {
     caught = e;
   }
   REQUIRE(caught);
-  CHECK(caught->code() == E::job_not_claimed);
+  CHECK(caught->code() == E::job_not_stalled);
   CHECK(caught->code() == thoonk::condition::wrong_state);
   CHECK(!caught->get_diagnostics().server_message().empty());
   CHECK(std::string(caught->what()).find(caught->get_diagnostics().server_message()) !=
@@ -56,15 +56,15 @@ JOB_QUEUE_TEST_CASE("api", "an error under the default token is thrown with the 
   // use_awaitable given explicitly does the same.
   bool thrown = false;
   try {
-    co_await q.async_finish(thoonk::claim_ref(put.id, 1), asio::use_awaitable);
+    co_await q.async_retry(put.id, asio::use_awaitable);
   } catch (const thoonk::error_with_diagnostics& e) {
-    thrown = e.code() == E::job_not_claimed;
+    thrown = e.code() == E::job_not_stalled;
   }
   CHECK(thrown);
 
   // Other tokens keep the error code.
-  auto [ec] = co_await q.async_finish(thoonk::claim_ref(put.id, 1), nothrow);
-  CHECK(ec == E::job_not_claimed);
+  auto [ec] = co_await q.async_retry(put.id, nothrow);
+  CHECK(ec == E::job_not_stalled);
 }
 
 CLIENT_TEST_CASE("api", "an error found before any I/O is thrown with an empty server text",

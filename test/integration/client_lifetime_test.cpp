@@ -47,10 +47,10 @@ struct lifetime_case {
     cluster_state = router_of(*c).slots();
     for (int i = 0; i < n; ++i) {
       c->async_eval(busy_script, {counter}, {i == 0 ? std::to_string(busy_ms) : "0"},
-              [this](error_code ec, thoonk::resp3::value) {
-                results.push_back(ec);
-                ++done;
-              });
+                    [this](error_code ec, thoonk::resp3::value) {
+                      results.push_back(ec);
+                      ++done;
+                    });
     }
     ioc.restart();
     ioc.run_for(std::chrono::milliseconds(busy_ms / 4));

@@ -207,36 +207,36 @@ CLIENT_TEST_CASE(
           else ok += *owned;
         };
   };
-  thoonk::feed::open(c, fx.name, handler());
-  thoonk::feed::create_or_open(c, fx.name, handler());
-  thoonk::feed::create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
-  f.publish("item", handler());
-  f.publish(item_id("x"), "item", handler());
-  f.retract("nope", handler());
-  f.get_ids(handler());
-  f.get_item("x", handler());
-  f.get_items(std::vector<std::string>{"x"}, handler());
-  f.get_all(handler());
-  f.has_id("x", handler());
-  f.length(handler());
-  f.read_settings(handler());
-  f.subscribe([](const thoonk::feed_event&) {}, handler());
-  f.subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
-  thoonk::sorted_feed::open(c, sorted_name, handler());
-  s.append("c", handler());
-  s.prepend("d", handler());
-  s.publish_before(item_id("1"), "e", handler());
-  s.publish_after(item_id("1"), "f", handler());
-  s.insert(thoonk::feed_position::at_end(), "g", handler());
-  s.edit(item_id("1"), "A", handler());
-  s.move_to_begin("2", handler());
-  s.move_to_end("2", handler());
-  s.move_before("2", "1", handler());
-  s.move_after("2", "1", handler());
-  s.move("2", thoonk::feed_position::at_begin(), handler());
-  s.retract("nope", handler());
-  s.read_settings(handler());
-  thoonk::subscribe_feed_admin(
+  thoonk::feed::async_open(c, fx.name, handler());
+  thoonk::feed::async_create_or_open(c, fx.name, handler());
+  thoonk::feed::async_create_or_open(c, fx.name, thoonk::feed::settings{}, handler());
+  f.async_publish("item", handler());
+  f.async_publish(item_id("x"), "item", handler());
+  f.async_retract("nope", handler());
+  f.async_get_ids(handler());
+  f.async_get_item("x", handler());
+  f.async_get_items(std::vector<std::string>{"x"}, handler());
+  f.async_get_all(handler());
+  f.async_has_id("x", handler());
+  f.async_length(handler());
+  f.async_read_settings(handler());
+  f.async_subscribe([](const thoonk::feed_event&) {}, handler());
+  f.async_subscribe([](const thoonk::feed_event&) {}, thoonk::feed_subscribe_options{}, handler());
+  thoonk::sorted_feed::async_open(c, sorted_name, handler());
+  s.async_append("c", handler());
+  s.async_prepend("d", handler());
+  s.async_publish_before(item_id("1"), "e", handler());
+  s.async_publish_after(item_id("1"), "f", handler());
+  s.async_insert(thoonk::feed_position::at_end(), "g", handler());
+  s.async_edit(item_id("1"), "A", handler());
+  s.async_move_to_begin("2", handler());
+  s.async_move_to_end("2", handler());
+  s.async_move_before("2", "1", handler());
+  s.async_move_after("2", "1", handler());
+  s.async_move("2", thoonk::feed_position::at_begin(), handler());
+  s.async_retract("nope", handler());
+  s.async_read_settings(handler());
+  thoonk::async_subscribe_feed_admin(
       c, [](const thoonk::feed_admin_event&) {}, handler());
 
   bool all = co_await wait_until([&] { return ok + static_cast<int>(errors.size()) == started; });
@@ -263,22 +263,22 @@ TEST_CASE("feed handles: capture_diagnostics gives the server's text of a failed
     // (server_error) and the script's (script_error), each with its text.
     co_await cmd(c.conn(), "DEL", key("ids", fx.name));
     co_await cmd(c.conn(), "SET", key("ids", fx.name), "not a zset");
-    auto [e1, ids] = co_await f.get_ids(with_diag);
+    auto [e1, ids] = co_await f.async_get_ids(with_diag);
     CHECK(e1 == E::server_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
-    auto [e2, r2] = co_await f.publish(item_id("b"), "B", with_diag);
+    auto [e2, r2] = co_await f.async_publish(item_id("b"), "B", with_diag);
     CHECK(e2 == E::script_error);
     CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
     CHECK(diag.server_message().find("user_") != std::string::npos);  // _script or _function
     // Success clears it.
-    auto [e3, has] = co_await f.has_id("a", with_diag);
+    auto [e3, has] = co_await f.async_has_id("a", with_diag);
     CHECK(e3 == E::server_error);
-    auto [e4, item] = co_await f.get_item("a", with_diag);
+    auto [e4, item] = co_await f.async_get_item("a", with_diag);
     CHECK(!e4);
     CHECK(item == "A");
     CHECK(diag.server_message().empty());
     // An error the library finds itself has no server text.
-    auto [e5, r5] = co_await f.publish(item_id(""), "x", with_diag);
+    auto [e5, r5] = co_await f.async_publish(item_id(""), "x", with_diag);
     CHECK(e5 == E::invalid_id);
     CHECK(diag.server_message().empty());
     co_await c.async_delete_feed(fx.name, asio::use_awaitable);
@@ -289,12 +289,13 @@ TEST_CASE("feed handles: capture_diagnostics gives the server's text of a failed
     thoonk::client uc(fx.ioc.get_executor(), user.config());
     co_await uc.async_connect(asio::use_awaitable);
     auto sorted_name = fx.name + ".sorted";
-    auto [e6, s] = co_await thoonk::sorted_feed::create_or_open(uc, sorted_name, with_diag);
+    auto [e6, s] = co_await thoonk::sorted_feed::async_create_or_open(uc, sorted_name, with_diag);
     CHECK(e6 == E::no_script_permission);
     CHECK(diag.server_message().find("evalsha") != std::string::npos);
     auto admin_s =
         co_await thoonk::sorted_feed::async_create_or_open(c, sorted_name, asio::use_awaitable);
-    auto [e7] = co_await thoonk::sorted_feed(uc, sorted_name).edit(item_id("1"), "x", with_diag);
+    auto [e7] =
+        co_await thoonk::sorted_feed(uc, sorted_name).async_edit(item_id("1"), "x", with_diag);
     CHECK(e7 == E::no_script_permission);
     CHECK(diag.server_message().find("evalsha") != std::string::npos);
     uc.stop();
@@ -305,7 +306,7 @@ TEST_CASE("feed handles: capture_diagnostics gives the server's text of a failed
     thoonk::client lc(fx.ioc.get_executor(), listener.config());
     co_await lc.async_connect(asio::use_awaitable);
     auto [e8, sub] = co_await thoonk::sorted_feed(lc, sorted_name)
-                         .subscribe([](const thoonk::feed_event&) {}, with_diag);
+                         .async_subscribe([](const thoonk::feed_event&) {}, with_diag);
     CHECK(e8 == E::subscribe_refused);
     CHECK(!diag.server_message().empty());
     lc.stop();

@@ -27,10 +27,10 @@ asio::awaitable<boost::system::error_code> publish_pipelined(thoonk::feed& f,
   boost::system::error_code first;
   for (const auto& id : ids)
     f.async_publish(thoonk::item_id(id), "item-" + id,
-              [&](boost::system::error_code ec, thoonk::publish_result) {
-                ++done;
-                if (ec && !first) first = ec;
-              });
+                    [&](boost::system::error_code ec, thoonk::publish_result) {
+                      ++done;
+                      if (ec && !first) first = ec;
+                    });
   bool all = co_await wait_until([&] { return done == ids.size(); }, 60s);
   CHECK(all);
   co_return first;
@@ -54,7 +54,8 @@ TEST_CASE(
         {
           // Load the script first, so no NOSCRIPT retry reorders the pipeline.
           auto warm = co_await make_feed(c, "order-warm", feed_type::feed);
-          co_await thoonk::feed(c, warm).async_publish(thoonk::item_id("x"), "x", asio::use_awaitable);
+          co_await thoonk::feed(c, warm).async_publish(thoonk::item_id("x"), "x",
+                                                       asio::use_awaitable);
           co_await c.async_delete_feed(warm, asio::use_awaitable);
         }
         for (int round = 0; round < 20; ++round) {
@@ -103,7 +104,8 @@ TEST_CASE(
 
           // Publishing an id again is an edit: nothing evicted, moved to
           // the newest position, still 20 items.
-          auto edit = co_await f.async_publish(thoonk::item_id(newest[0]), "edited", asio::use_awaitable);
+          auto edit =
+              co_await f.async_publish(thoonk::item_id(newest[0]), "edited", asio::use_awaitable);
           CHECK(edit.edited);
           CHECK(edit.evicted.empty());
           std::vector<std::string> moved(newest.begin() + 1, newest.end());
@@ -111,7 +113,8 @@ TEST_CASE(
           got = co_await f.async_get_ids(asio::use_awaitable);
           CHECK(got == moved);
           // A new id evicts exactly the oldest one.
-          auto fresh = co_await f.async_publish(thoonk::item_id("fresh"), "new", asio::use_awaitable);
+          auto fresh =
+              co_await f.async_publish(thoonk::item_id("fresh"), "new", asio::use_awaitable);
           CHECK(!fresh.edited);
           CHECK(fresh.evicted == std::vector<std::string>{newest[1]});
           co_await c.async_delete_feed(name, asio::use_awaitable);
@@ -133,8 +136,8 @@ CLIENT_TEST_CASE(
   co_await cmd(c.conn(), "ZADD", key("ids", name), std::to_string(ms_now() + 10000), "z");
   co_await cmd(c.conn(), "HSET", key("items", name), "z", "Z");
   co_await f.async_publish(thoonk::item_id("a"), "A", asio::use_awaitable);
-  auto r =
-      co_await f.async_publish(thoonk::item_id("b"), "B", asio::use_awaitable);  // evicts z, the oldest
+  auto r = co_await f.async_publish(thoonk::item_id("b"), "B",
+                                    asio::use_awaitable);  // evicts z, the oldest
   CHECK(r.evicted == std::vector<std::string>{"z"});
   auto ids = co_await f.async_get_ids(asio::use_awaitable);
   CHECK(ids == std::vector<std::string>{"a", "b"});

@@ -60,15 +60,16 @@ asio::awaitable<void> tutorial(thoonk::client& client, std::string name, std::os
   for (const thoonk::feed_item& it : items) out << it.item << "\n";
 
   // 5. Errors are error codes. With as_tuple nothing throws.
-  auto [ec, removed] = co_await news.async_retract("no-such-id", asio::as_tuple(asio::use_awaitable));
+  auto [ec, removed] =
+      co_await news.async_retract("no-such-id", asio::as_tuple(asio::use_awaitable));
   out << "retract missing: " << (ec ? ec.message() : "ok") << ", removed " << removed << "\n";
   auto [ec2, wrong] =
       co_await thoonk::sorted_feed::async_open(client, name, asio::as_tuple(asio::use_awaitable));
   out << "open as sorted feed: " << ec2.message() << "\n";  // error::wrong_feed_type
 
   // 6. A sorted feed: you choose the order.
-  thoonk::sorted_feed todo =
-      co_await thoonk::sorted_feed::async_create_or_open(client, name + ".todo", asio::use_awaitable);
+  thoonk::sorted_feed todo = co_await thoonk::sorted_feed::async_create_or_open(
+      client, name + ".todo", asio::use_awaitable);
   std::string milk = co_await todo.async_append("buy milk", asio::use_awaitable);    // "1"
   std::string bread = co_await todo.async_append("buy bread", asio::use_awaitable);  // "2"
   co_await todo.async_move_to_begin(bread, asio::use_awaitable);

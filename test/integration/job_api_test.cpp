@@ -259,8 +259,8 @@ FIXTURE_TEST_CASE("jobapi",
   CHECK(failures == 1);
   auto c2 = co_await claim_one(q);
   REQUIRE(c2.id == c_id);
-  auto failed =
-      co_await q.async_fail(thoonk::claim_ref(c_id, c2.token), std::string("no"), asio::use_awaitable);
+  auto failed = co_await q.async_fail(thoonk::claim_ref(c_id, c2.token), std::string("no"),
+                                      asio::use_awaitable);
   CHECK(failed.retry_count == 1);
 
   auto d = co_await claimed_long_id(q, "inline-d-" + tail);
@@ -371,62 +371,63 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     auto j = co_await claim_one(q);
 
     // Queue.
-    thoonk::queue::open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
-    thoonk::queue::create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
-    qq.read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
-    qq.put("z", move_only<ec_t, std::string>(calls));
-    qq.put_many({"1", "2"}, thoonk::priority::high,
-                move_only<ec_t, std::vector<std::string>>(calls));
-    qq.get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
-    qq.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
-    qq.length(move_only<ec_t, std::size_t>(calls));
-    qq.get(1s, move_only<ec_t, thoonk::queue_item>(calls));
+    thoonk::queue::async_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    thoonk::queue::async_create_or_open(f.c, qq.name(), move_only<ec_t, thoonk::queue>(calls));
+    qq.async_read_settings(move_only<ec_t, thoonk::queue::settings>(calls));
+    qq.async_put("z", move_only<ec_t, thoonk::put_result>(calls));
+    qq.async_put_many({"1", "2"}, thoonk::priority::high,
+                      move_only<ec_t, std::vector<std::string>>(calls));
+    qq.async_get_item(qid, move_only<ec_t, std::optional<std::string>>(calls));
+    qq.async_get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    qq.async_length(move_only<ec_t, std::size_t>(calls));
+    qq.async_get(1s, move_only<ec_t, thoonk::queue_item>(calls));
     expected += 9;
     // Job queue.
-    jq::open(f.c, q.name(), move_only<ec_t, jq>(calls));
-    jq::create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
-    q.read_settings(move_only<ec_t, jq::settings>(calls));
-    q.put("p", move_only<ec_t, std::string>(calls));
-    q.put_many({"m"}, thoonk::priority::normal, move_only<ec_t, std::vector<std::string>>(calls));
-    q.heartbeat(j, move_only<ec_t>(calls));
-    q.heartbeat_many({j}, move_only<ec_t, std::vector<ec_t>>(calls));
-    q.failures(id, move_only<ec_t, std::int64_t>(calls));
-    q.get_job(id, move_only<ec_t, std::optional<thoonk::job_info>>(calls));
-    q.get_jobs(move_only<ec_t, std::vector<thoonk::job_info>>(calls));
-    q.get_ids(move_only<ec_t, std::vector<std::string>>(calls));
-    q.counts(move_only<ec_t, thoonk::job_counts>(calls));
-    q.subscribe_finished([](const thoonk::job_finished&) {},
-                         move_only<ec_t, thoonk::subscription>(calls));
-    q.retry(id, move_only<ec_t>(calls));  // job_not_stalled
-    q.get_result(id, 0ms, move_only<ec_t, std::string>(calls));
+    jq::async_open(f.c, q.name(), move_only<ec_t, jq>(calls));
+    jq::async_create_or_open(f.c, q.name(), jq::settings{}, move_only<ec_t, jq>(calls));
+    q.async_read_settings(move_only<ec_t, jq::settings>(calls));
+    q.async_put("p", move_only<ec_t, thoonk::put_result>(calls));
+    q.async_put_many({"m"}, thoonk::priority::normal,
+                     move_only<ec_t, std::vector<std::string>>(calls));
+    q.async_heartbeat(j, move_only<ec_t>(calls));
+    q.async_heartbeat_many({j}, move_only<ec_t, std::vector<ec_t>>(calls));
+    q.async_failures(id, move_only<ec_t, std::int64_t>(calls));
+    q.async_get_job(id, move_only<ec_t, std::optional<thoonk::job_info>>(calls));
+    q.async_get_jobs(move_only<ec_t, std::vector<thoonk::job_info>>(calls));
+    q.async_get_ids(move_only<ec_t, std::vector<std::string>>(calls));
+    q.async_counts(move_only<ec_t, thoonk::job_counts>(calls));
+    q.async_subscribe_finished([](const thoonk::job_finished&) {},
+                               move_only<ec_t, thoonk::subscription>(calls));
+    q.async_retry(id, move_only<ec_t>(calls));  // job_not_stalled
+    q.async_get_result(id, 0ms, move_only<ec_t, std::string>(calls));
     thoonk::maintenance_options mo;
     mo.publish_stats = false;
-    q.maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
+    q.async_maintain(mo, move_only<ec_t, thoonk::maintenance_report>(calls));
     expected += 16;
     auto arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     // The claimed job's own operations, one after the other.
-    q.stall(j, move_only<ec_t>(calls));
+    q.async_stall(j, move_only<ec_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
-    q.retry(j.id, move_only<ec_t>(calls));
+    q.async_retry(j.id, move_only<ec_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     auto k = co_await claim_one(q);
-    q.cancel(k, move_only<ec_t, std::int64_t>(calls));
+    q.async_cancel(k, move_only<ec_t, std::int64_t>(calls));
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
     auto l = co_await claim_one(q);
-    q.finish(l, "r", move_only<ec_t>(calls));
-    q.claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
-    q.retract(id, move_only<ec_t>(calls));
+    q.async_finish(l, "r", move_only<ec_t>(calls));
+    q.async_claim(1s, move_only<ec_t, thoonk::claimed_job>(calls));
+    q.async_retract(id, move_only<ec_t>(calls));
     expected += 3;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);
-    q.finish(j, move_only<ec_t>(calls));  // lost claim: still completes
+    q.async_finish(j, move_only<ec_t>(calls));  // lost claim: still completes
     ++expected;
     arrived = co_await wait_until([&] { return calls == expected; });
     CHECK(arrived);

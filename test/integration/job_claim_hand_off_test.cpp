@@ -572,7 +572,7 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
   CHECK(offer.empty());
   // A put by another client reaches nobody's offer: it waits in the line,
   // and a third client claims it.
-  const auto id = co_await q.async_put("after the stop", asio::use_awaitable);
+  const auto id = (co_await q.async_put("after the stop", asio::use_awaitable)).id;
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::waiting);
   thoonk::client third(f.ioc.get_executor(), named_config("thoonk-claimhandoffstop-third"));
@@ -668,7 +668,7 @@ FIXTURE_TEST_CASE_WITHIN(
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    auto id = co_await q.async_put("job " + std::to_string(i), asio::use_awaitable);
+    auto id = (co_await q.async_put("job " + std::to_string(i), asio::use_awaitable)).id;
     st->put_at[id] = t;
     ids.push_back(std::move(id));
     co_await sleep_for(std::chrono::milliseconds(rng() % 2));

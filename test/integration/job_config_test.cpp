@@ -118,8 +118,8 @@ FIXTURE_TEST_CASE(
   std::vector<std::string> items{"a", "b"};
   co_await q.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
 
-  // result_ttl_ms "1.5": the finish used to fail in PEXPIRE after its
-  // writes (job gone, no error-free result); now the default 300000.
+  // result_ttl_ms "1.5" is read as the default 300000: a fraction would
+  // make the finish fail in PEXPIRE after its writes (job gone, no result).
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   auto [fec] = co_await q.async_finish(j, std::string("done"), nothrow);
   CHECK(!fec);
@@ -130,8 +130,9 @@ FIXTURE_TEST_CASE(
   auto res = co_await q.async_get_result(j.id, 1s, asio::use_awaitable);
   CHECK(res == "done");
 
-  // claim_timeout_ms "-5" used to make every claim lapse at once (and
-  // max_stalls "-3" dead-letter it): now the defaults, 60000 and 3.
+  // claim_timeout_ms "-5" and max_stalls "-3" are read as the defaults,
+  // 60000 and 3: taken as they are, every claim would lapse at once and be
+  // dead-lettered.
   auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(20ms);
   auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);

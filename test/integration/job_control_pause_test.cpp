@@ -50,7 +50,7 @@ TWO_CLIENT_TEST_CASE(
   auto [e2, j2] = co_await b.async_claim(300ms, nothrow);
   CHECK(e2 == E::queue_empty);
   // Puts go on, and their wake-ups do not get jobs out either.
-  co_await b.async_put("4", asio::use_awaitable);
+  (co_await b.async_put("4", asio::use_awaitable)).id;
   co_await a.async_put("5", thoonk::priority::high, asio::use_awaitable);
   auto [e3, j3] = co_await b_plain.async_claim(200ms, nothrow);
   CHECK(e3 == E::queue_empty);
@@ -266,7 +266,7 @@ FIXTURE_TEST_CASE("control-config",
   CHECK(back.rate_limit == 250);
   CHECK(back.paused == true);
   // Created paused: nothing is claimed until resume.
-  co_await q.async_put("x", asio::use_awaitable);
+  (co_await q.async_put("x", asio::use_awaitable)).id;
   auto got19 = co_await try_claim(q);
   CHECK(!got19);
   co_await q.async_resume(asio::use_awaitable);

@@ -1,5 +1,5 @@
 // The per-queue rate limit (docs/jobs.md §12): enforced by the claim script
-// on the server (layouts/job_engine.lua claim_allowance), so it holds across
+// on the server (includes/claim_control.lua claim_allowance), so it holds across
 // processes. Checked three ways: the script on a simulated clock (the exact
 // bound, every one-second window), one process in real time (a limited
 // claimer sleeps until the time the script returns, not until its poll),
@@ -11,8 +11,8 @@
 #include "support/job_engine.hpp"
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <cerrno>
@@ -203,12 +203,12 @@ FIXTURE_TEST_CASE_WITHIN(60s, "rate",
   auto all = co_await claim_at(f, t0 + 20000, 1000);
   CHECK(static_cast<std::int64_t>(all.jobs) == left);
   CHECK(all.wake_at == 0);  // short because the queue ran dry: no limit time
-  co_await q.async_put("one more", asio::use_awaitable);
+  (co_await q.async_put("one more", asio::use_awaitable)).id;
   auto one = co_await claim_at(f, t0 + 20000, 1);
   CHECK(one.jobs == 1);
 
   // Paused: no job and no due time, whatever the limit.
-  co_await q.async_put("paused", asio::use_awaitable);
+  (co_await q.async_put("paused", asio::use_awaitable)).id;
   co_await q.async_pause(asio::use_awaitable);
   auto paused = co_await claim_at(f, t0 + 30000, 5);
   CHECK(paused.jobs == 0);

@@ -125,7 +125,8 @@ TEST_CASE("job: crash safety with a connection killed repeatedly",
         thoonk::job_queue qb(b, name, opts);
 
         std::vector<std::string> items(total, "payload");
-        auto ids = co_await qadmin.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
+        auto ids =
+            co_await qadmin.async_put_many(items, thoonk::priority::normal, asio::use_awaitable);
         REQUIRE(ids.size() == static_cast<std::size_t>(total));
 
         shared_state st;

@@ -212,8 +212,8 @@ TEST_CASE("job engine property: random interleavings agree with the model after 
                 thoonk::fail_options fo;
                 fo.permanent = permanent;
                 if (later) fo.retry_at = far + pick(1000);
-                auto r =
-                    co_await q.async_fail(claim, "e" + std::to_string(step), fo, asio::use_awaitable);
+                auto r = co_await q.async_fail(claim, "e" + std::to_string(step), fo,
+                                               asio::use_awaitable);
                 ++jm.retries;
                 ++jm.failures;
                 if (permanent || jm.retries >= max_retries) {

@@ -452,7 +452,7 @@ FIXTURE_TEST_CASE("retry-limit",
                   "claim kept; retry_at 2^53 - 1 reads back exactly",
                   "[job][retry][fail][get_job][errors]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = co_await q.async_put("x", asio::use_awaitable);
+  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j.id == id);
   const auto keys_before = co_await snapshot(f.c.conn(), f.name);

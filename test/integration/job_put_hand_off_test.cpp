@@ -11,9 +11,9 @@
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
-#include "detail/script_exec.hpp"
 #include "jobs/hand_off.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 using namespace thoonk::test;
@@ -44,6 +44,10 @@ struct put_outcome {
 /// `mark` (a job_queue handle's offer is ":c"), the offer carries it and no
 /// worker is registered.
 struct fake_taker {
+  explicit fake_taker(fixture& fx) : f(fx) {}
+  fake_taker(fixture& fx, std::string w, std::string m)
+      : f(fx), worker(std::move(w)), mark(std::move(m)) {}
+
   fixture& f;
   std::string worker = unique_name("taker");
   std::string mark;
@@ -150,7 +154,8 @@ FIXTURE_TEST_CASE("handoffline",
                   "oldest waiting first, and the put's jobs join the end of the line",
                   "[job][hand_off][put][put_many]") {
   auto q = co_await engine_queue(f);
-  auto old = co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
+  auto old =
+      co_await q.async_put_many(items(2, "old"), thoonk::priority::normal, asio::use_awaitable);
   fake_taker t{f};
   auto r = co_await t.put(q, 3, items(2, "new"));
   // As many as the put added, the oldest first: the ones that waited.
@@ -307,7 +312,7 @@ FIXTURE_TEST_CASE("handoffprovisional",
         // A put that finds sleepers gives it back first: next out, before
         // the put's own job.
         co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-        auto other = co_await q.async_put("after", asio::use_awaitable);
+        auto other = (co_await q.async_put("after", asio::use_awaitable)).id;
         auto line = co_await line_of(f);
         CHECK(line == ids{id, other});
       } else {

@@ -51,8 +51,8 @@ asio::awaitable<void> runner_tutorial(thoonk::client& client, std::string name, 
     stop.emit(asio::cancellation_type::terminal);
   };
   asio::co_spawn(client.get_executor(), stop_when_done(), asio::detached);
-  auto report = co_await jobs.async_run(resize, options,
-                                  asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
+  auto report = co_await jobs.async_run(
+      resize, options, asio::bind_cancellation_slot(stop.slot(), asio::use_awaitable));
   out << report.worker_name << ": " << report.finished << " finished, " << report.dead_lettered
       << " dead letter\n";
 

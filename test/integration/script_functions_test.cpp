@@ -1,5 +1,5 @@
 // The library's scripts as Redis functions (config::use_functions,
-// src/detail/script_functions.hpp) against a real server: loaded once per
+// src/scripts/script_functions.hpp) against a real server: loaded once per
 // server on first use and again after FUNCTION FLUSH; EVALSHA for good, after
 // one refused attempt that ran nothing, for a user that may not FCALL or not
 // FUNCTION LOAD; EVALSHA for one call when the server refuses to start a
@@ -8,7 +8,7 @@
 // cluster runs (integration_on_cluster) load the sharded libraries per node.
 #include "support/helpers.hpp"
 
-#include "detail/script_functions.hpp"
+#include "scripts/script_functions.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 using namespace thoonk::test;

@@ -1,14 +1,14 @@
 // The library's Lua scripts (src/lua, embedded at build time by
-// cmake/embed_lua.cmake; docs/architecture.md "Scripts"): every one loads on
+// scripts/lua_embed; docs/architecture.md "Scripts"): every one loads on
 // a real server (a syntax error fails here, not in a user's call), and a
 // server error raised on a known line of a .lua file reports that line.
 #include "support/helpers.hpp"
 
 #include "detail/keys.hpp"
-#include "detail/script_exec.hpp"
-#include "detail/script_functions.hpp"
 #include "feeds/common.hpp"
 #include "jobs/job_keys.hpp"
+#include "scripts/script_exec.hpp"
+#include "scripts/script_functions.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <algorithm>
@@ -71,9 +71,10 @@ TEST_CASE("scripts: every embedded script has its layout and loads on the server
   for (const auto& s : all) {
     INFO(s.file);
     CHECK(seen.insert(std::string(s.file)).second);
-    CHECK(s.file_text.starts_with("-- layout: " + std::string(s.layout)));
+    // The header names the layout (scripts/lua_embed refuses a script without).
+    CHECK(s.file_text.find("\n-- KEYS: layout " + std::string(s.layout)) != std::string_view::npos);
     const auto& src = s.get().source();
-    // The prelude and the layout header sit on the first line: the script
+    // The included definitions and the layout header sit on the first line: the script
     // the server runs has exactly the file's lines, the file's text last.
     CHECK(src.ends_with(s.file_text));
     CHECK(std::count(src.begin(), src.end(), '\n') ==
@@ -147,7 +148,7 @@ FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua 
   }
 
   SECTION("THOONK codes map to the library's error codes") {
-    // No such feed: the prelude's open_feed fails with THOONK feed_not_found.
+    // No such feed: includes/feed_config.lua's open_feed fails with THOONK feed_not_found.
     std::vector<std::string> args;
     args.emplace_back("counts");
     auto [ec, v] = co_await thoonk::detail::run_script(

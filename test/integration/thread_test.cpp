@@ -54,7 +54,7 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
           thoonk::job_queue_options opts;
           opts.poll_interval = 100ms;
           auto q = co_await thoonk::job_queue::async_create_or_open(c, jobs_name, {}, opts,
-                                                              asio::use_awaitable);
+                                                                    asio::use_awaitable);
           auto f = co_await thoonk::feed::async_create_or_open(c, feed_name, asio::use_awaitable);
           thoonk::feed_callback on_item = [&](const thoonk::feed_event& e) {
             if (e.kind == thoonk::feed_event::publish) ++published_seen;
@@ -83,7 +83,7 @@ TEST_CASE("threads: a client on a strand, used by coroutines on four threads",
             ++running;
             for (int i = 0; i < total / producers; ++i)
               co_await q.async_put("job " + std::to_string(n) + "-" + std::to_string(i),
-                             asio::use_awaitable);
+                                   asio::use_awaitable);
             --running;
           };
           auto publisher = [&]() -> asio::awaitable<void> {

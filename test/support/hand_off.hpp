@@ -43,7 +43,7 @@ inline asio::awaitable<thoonk::job_queue> create_job_queue(thoonk::client& c, st
   thoonk::job_queue::settings s;
   thoonk::job_queue_options o;
   auto q = co_await thoonk::job_queue::async_create_or_open(c, std::move(name), std::move(s),
-                                                      std::move(o), asio::use_awaitable);
+                                                            std::move(o), asio::use_awaitable);
   co_return q;
 }
 

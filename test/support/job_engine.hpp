@@ -21,7 +21,7 @@ inline asio::awaitable<thoonk::job_queue> engine_queue(fixture& f,
                                                        thoonk::job_queue_options o = {}) {
   co_await f.c.async_connect(asio::use_awaitable);
   auto q = co_await thoonk::job_queue::async_create_or_open(f.c, f.name, std::move(s), std::move(o),
-                                                      asio::use_awaitable);
+                                                            asio::use_awaitable);
   co_return q;
 }
 
@@ -65,7 +65,8 @@ inline asio::awaitable<std::vector<std::string>> trickle_put(thoonk::job_queue& 
   std::vector<std::string> ids;
   while (ids.size() < n) {
     std::vector<std::string> items(1 + rng() % 3, item);
-    auto got = co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+    auto got =
+        co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
     ids.insert(ids.end(), got.begin(), got.end());
     co_await sleep_for(std::chrono::milliseconds(rng() % 4));
   }
@@ -104,7 +105,8 @@ inline asio::awaitable<std::string> put_at(thoonk::job_queue& q, std::string ite
 inline asio::awaitable<std::vector<std::string>> put_copies(thoonk::job_queue& q, std::size_t n,
                                                             std::string item) {
   std::vector<std::string> items(n, std::move(item));
-  auto ids = co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
+  auto ids =
+      co_await q.async_put_many(std::move(items), thoonk::priority::normal, asio::use_awaitable);
   co_return ids;
 }
 

@@ -1,4 +1,4 @@
-// Helpers for the tests of job_queue::run: a run in the background that the
+// Helpers for the tests of job_queue::async_run: a run in the background that the
 // test stops (through the operation's cancellation, the graceful stop) and
 // whose outcome it reads.
 #pragma once
@@ -27,12 +27,12 @@ std::shared_ptr<background_run> start_run(thoonk::job_queue q, Handler handler,
                                           thoonk::run_options o) {
   auto br = std::make_shared<background_run>();
   q.async_run(std::move(handler), std::move(o),
-        asio::bind_cancellation_slot(br->stop_signal.slot(),
-                                     [br](boost::system::error_code ec, thoonk::run_report r) {
-                                       br->done = true;
-                                       br->ec = ec;
-                                       br->report = std::move(r);
-                                     }));
+              asio::bind_cancellation_slot(
+                  br->stop_signal.slot(), [br](boost::system::error_code ec, thoonk::run_report r) {
+                    br->done = true;
+                    br->ec = ec;
+                    br->report = std::move(r);
+                  }));
   return br;
 }
 

@@ -117,7 +117,8 @@ boost::asio::awaitable<response> exec_on(connection& via, unsigned short port, c
   cfg.port = port;
   connection node(via.get_executor(), cfg);
   co_await node.async_connect(boost::asio::use_awaitable);
-  auto [ec, resp] = co_await node.async_exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto [ec, resp] =
+      co_await node.async_exec(req, boost::asio::as_tuple(boost::asio::use_awaitable));
   node.stop();
   if (ec) throw boost::system::system_error(ec, "raw_exec on port " + std::to_string(port));
   // A request sent to the wrong node is the test's mistake: say so rather
@@ -209,7 +210,8 @@ boost::asio::awaitable<resp3::value> exec_one(connection& c, request req) {
 boost::asio::awaitable<boost::system::error_code> try_ping(connection& c, exec_options opts) {
   request r;
   r.push("PING");
-  auto [ec, resp] = co_await c.async_exec(r, opts, boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto [ec, resp] =
+      co_await c.async_exec(r, opts, boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return ec;
 }
 

@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
           co_await t.async_wait(asio::use_awaitable);
           co_return std::string("done");
         };
-        auto [rec, report] =
-            co_await q.async_run(thoonk::job_coroutine(handler), o, asio::as_tuple(asio::use_awaitable));
+        auto [rec, report] = co_await q.async_run(thoonk::job_coroutine(handler), o,
+                                                  asio::as_tuple(asio::use_awaitable));
         std::printf("finished %llu\n", static_cast<unsigned long long>(report.finished));
         if (rec) std::printf("error %s\n", rec.message().c_str());
         std::fflush(stdout);

@@ -130,7 +130,8 @@ template <class Setup>
 boost::asio::awaitable<void> open_queue_then(thoonk::client& client, std::string name,
                                              Setup setup) {
   co_await client.async_connect(boost::asio::use_awaitable);
-  auto q = co_await thoonk::job_queue::async_open(client, std::move(name), boost::asio::use_awaitable);
+  auto q =
+      co_await thoonk::job_queue::async_open(client, std::move(name), boost::asio::use_awaitable);
   setup(q);
 }
 

@@ -4,7 +4,7 @@
 // share a call, a cancelled request is never sent (or, once sent, its result
 // goes to the orphan function instead of being dropped), a failed call fails
 // every request of it, and requests wait while max_in_flight calls are out.
-#include "jobs/common.hpp"
+#include "jobs/batcher.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>

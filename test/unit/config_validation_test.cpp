@@ -4,7 +4,7 @@
 // the one script error mapper detail::reply_error; docs/errors.md
 // "Permissions").
 #include "feeds/common.hpp"
-#include "jobs/common.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
@@ -192,7 +192,7 @@ TEST_CASE("permissions: the script error mapper maps ACL refusals and THOONK cod
     INFO(t);
     CHECK(thoonk::detail::reply_error(error_reply(t)) == thoonk::detail::permission_error(t));
   }
-  // The scripts' one convention: THOONK <code> <message> (src/lua/prelude.lua).
+  // The scripts' one convention: THOONK <code> <message> (src/lua/includes/errors.lua).
   CHECK(thoonk::detail::reply_error(error_reply("THOONK feed_not_found no such feed")) ==
         thoonk::error::feed_not_found);
   CHECK(thoonk::detail::reply_error(error_reply("ERR THOONK lost_claim")) ==

@@ -1,5 +1,5 @@
 // The hand-off messages (src/jobs/hand_off.*): what a put sends on a
-// runner's channel (layouts/job_engine.lua take_message) and the fence,
+// runner's channel (includes/hand_off.lua take_message) and the fence,
 // byte by byte.
 #include "jobs/hand_off.hpp"
 

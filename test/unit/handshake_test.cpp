@@ -317,7 +317,7 @@ TEST_CASE("reconnect policy: a refused setup fails requests and waits the maximu
     auto d = p.on_failed(boost::asio::error::connection_refused, false);
     CHECK(d >= 2500ms);
     CHECK(p.refusal() == thoonk::error::auth_failed);
-    // The password was fixed: the next attempt succeeds.
+    // With the password corrected, the next attempt succeeds.
     p.on_connected();
     CHECK(!p.refusal());
     CHECK(p.on_lost() <= 10ms);

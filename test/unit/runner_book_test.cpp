@@ -1,6 +1,7 @@
 // runner_book (src/jobs/runner_book.*): the runner's decisions on a fake
 // clock, without a server. Each case is one scenario a running worker meets.
 #include "jobs/runner_book.hpp"
+#include "jobs/time_limits.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -428,4 +429,126 @@ TEST_CASE("runner_book: held rounds: none goes out, finishes wait for the releas
   auto r2 = round_sent(b, t0);
   CHECK(r2.finishes.size() == 1);
   CHECK(r2.claim == 0);
+}
+
+TEST_CASE("runner_book: handlers still running are cancelled once, when the stop deadline passes",
+          "[runner_book]") {
+  runner_book b(with(2));
+  b.next_round(t0);
+  b.round_done(2, 2, std::nullopt, t0);
+  CHECK_FALSE(b.cancel_due(t0 + 10s));  // no stop asked for
+  b.stop(t0);
+  CHECK_FALSE(b.cancel_due(t0 + 499ms));
+  SECTION("a handler still runs at the deadline") {
+    CHECK(b.cancel_due(t0 + 500ms));
+    CHECK_FALSE(b.cancel_due(t0 + 600ms));  // once
+  }
+  SECTION("every handler ended before the deadline") {
+    b.handler_ended(std::nullopt);
+    b.handler_ended(std::nullopt);
+    CHECK_FALSE(b.cancel_due(t0 + 500ms));
+  }
+}
+
+TEST_CASE("runner_book: heartbeats go at the interval set, else at a third of the worker's ttl",
+          "[runner_book]") {
+  auto s = with(1);
+  s.worker_ttl = 9000ms;
+  s.heartbeat_interval = 0ms;
+  CHECK(runner_book(s).heartbeat_interval() == 3000ms);
+  s.heartbeat_interval = 1200ms;
+  CHECK(runner_book(s).heartbeat_interval() == 1200ms);
+  s.heartbeat_interval = 0ms;
+  s.worker_ttl = 2ms;  // a third rounds to 0: 1 ms at least
+  CHECK(runner_book(s).heartbeat_interval() == 1ms);
+  // Longer than a steady timer can wait: cut to what it can.
+  s.worker_ttl = std::chrono::milliseconds(thoonk::detail::jobs::max_time_ms);
+  CHECK(runner_book(s).heartbeat_interval() ==
+        std::chrono::duration_cast<std::chrono::milliseconds>(runner_book::clock::duration::max()));
+}
+
+TEST_CASE("runner_book: an offer lasts two poll intervals, at most the worker's ttl",
+          "[runner_book]") {
+  auto s = with(1);  // poll interval 1000 ms
+  s.worker_ttl = 10000ms;
+  CHECK(runner_book(s).offer_ttl() == 2000ms);
+  s.worker_ttl = 1500ms;
+  CHECK(runner_book(s).offer_ttl() == 1500ms);
+  // A poll interval near the largest time does not overflow.
+  s.worker_ttl = std::chrono::milliseconds(thoonk::detail::jobs::max_time_ms);
+  s.poll_interval = std::chrono::milliseconds::max();
+  CHECK(runner_book(s).offer_ttl() ==
+        std::chrono::milliseconds(thoonk::detail::jobs::max_time_ms - 1));
+}
+
+TEST_CASE("runner_book: a hand-off check holds rounds and starts once none is in flight",
+          "[runner_book]") {
+  auto s = with(2);
+  s.hand_off = true;
+  runner_book b(s);
+  round_sent(b, t0);  // in flight
+  CHECK(b.want_check());
+  CHECK(b.rounds_held());
+  CHECK_FALSE(b.next_round(t0 + 1ms));
+  CHECK_FALSE(b.start_check());  // a round is in flight: its claims are not known yet
+  b.round_done(2, 2, std::nullopt, t0 + 2ms);
+  CHECK(b.start_check());
+  CHECK(b.checking());
+  CHECK_FALSE(b.check_wanted());
+  CHECK_FALSE(b.start_check());  // one at a time
+  b.handler_ended(done("a", 1));
+  CHECK_FALSE(b.next_round(t0 + 3ms));  // the finish waits for the check
+  SECTION("the check ends: rounds go on") {
+    b.check_done();
+    CHECK_FALSE(b.rounds_held());
+    auto r = round_sent(b, t0 + 4ms);
+    CHECK(r.finishes.size() == 1);
+  }
+  SECTION("wanted again while it ran: it runs once more before any round") {
+    CHECK(b.want_check());
+    b.check_done();
+    CHECK(b.rounds_held());
+    CHECK_FALSE(b.next_round(t0 + 4ms));
+    CHECK(b.start_check());
+  }
+  SECTION("it failed for the connection: wanted again after the pause") {
+    b.check_again(true);
+    b.check_done();
+    CHECK(b.rounds_held());
+    CHECK(b.start_check());
+  }
+  SECTION("it failed, and the runner leaves: not again") {
+    b.check_again(false);
+    b.check_done();
+    CHECK_FALSE(b.rounds_held());
+    CHECK_FALSE(b.start_check());
+  }
+}
+
+TEST_CASE("runner_book: a stop drops a hand-off check that is not running, and refuses new ones",
+          "[runner_book]") {
+  runner_book b(with(1));
+  SECTION("wanted, not started") {
+    CHECK(b.want_check());
+    b.stop(t0);
+    CHECK_FALSE(b.check_wanted());
+    CHECK_FALSE(b.rounds_held());
+    CHECK_FALSE(b.start_check());
+  }
+  SECTION("running: it ends, and is not tried again") {
+    CHECK(b.want_check());
+    CHECK(b.start_check());
+    b.stop(t0);
+    CHECK(b.checking());
+    CHECK(b.rounds_held());
+    b.check_again(true);
+    b.check_done();
+    CHECK_FALSE(b.check_wanted());
+    CHECK_FALSE(b.rounds_held());
+  }
+  SECTION("asked for during the stop") {
+    b.stop(t0);
+    CHECK_FALSE(b.want_check());
+    CHECK_FALSE(b.rounds_held());
+  }
 }

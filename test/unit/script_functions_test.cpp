@@ -1,8 +1,8 @@
 // The library's scripts as Redis functions, without I/O: every embedded
 // script's library form, its name, and what the runner does after the
-// FCALL and FUNCTION LOAD replies (src/detail/script_functions.hpp).
-#include "detail/script_functions.hpp"
-#include "detail/script_exec.hpp"
+// FCALL and FUNCTION LOAD replies (src/scripts/script_functions.hpp).
+#include "scripts/script_functions.hpp"
+#include "scripts/script_exec.hpp"
 #include "thoonk_lua_scripts.hpp"
 
 #include <thoonk/config.hpp>

@@ -2,7 +2,7 @@
 // its `SCRIPT LOAD` + `EVALSHA` retry decide whether the EVALSHA's reply
 // stands, the load's error does, or the source is sent with EVAL; and a
 // user refused both ways gets one error naming both.
-#include "detail/script_exec.hpp"
+#include "scripts/script_exec.hpp"
 
 #include <thoonk/error.hpp>
 

@@ -111,8 +111,8 @@ TEST_CASE("resp3 parser: a TLS record where a reply should start is tls_required
           "[unit][resp3][tls]") {
   // What a TLS port sends a plain client: an alert (0x15) or a handshake
   // record (0x16), TLS 1.x version bytes after.
-  for (const std::string wire : {std::string("\x15\x03\x01\x00\x02\x02\x46", 7),
-                                 std::string("\x16\x03\x03\x00\x10", 5), std::string("\x15", 1)}) {
+  for (const std::string& wire : {std::string("\x15\x03\x01\x00\x02\x02\x46", 7),
+                                  std::string("\x16\x03\x03\x00\x10", 5), std::string("\x15", 1)}) {
     thoonk::resp3::parser p;
     boost::system::error_code ec;
     CHECK(p.consume(wire, ec) == 0);

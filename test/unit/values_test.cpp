@@ -1,12 +1,12 @@
 // No-I/O checks of how the library reads and sends numbers: the one integer
 // rule (detail::parse_int, ^-?[0-9]+$), config numbers as the scripts read
-// them (detail::read_config_int, the same rule as prelude.lua's conf_int),
+// them (detail::read_config_int, the same rule as includes/numbers.lua's conf_int),
 // doubles made integers without undefined behaviour (int_of_double,
 // jobs::as_int), and the range of times sent to the scripts
 // (jobs/time_limits.hpp: at most 2^53 - 1 ms either way, no overflow).
 #include "detail/parse_int.hpp"
 #include "feeds/common.hpp"
-#include "jobs/common.hpp"
+#include "jobs/reply_parse.hpp"
 #include "jobs/time_limits.hpp"
 
 #include <thoonk/resp3/value.hpp>

@@ -1,4 +1,5 @@
--- layout: feed (src/lua/layouts/feed.lua). catch-up subscriptions.
+-- catch-up subscriptions.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- ARGV[1] expected type  ARGV[2] from (counter value)  ARGV[3] upper bound ('' = now)
 -- ARGV[4] max rows (0 = none)  ARGV[5] max item bytes  ARGV[6] '1': read retractions
 -- ARGV[7] marker channel ('' = no marker)  ARGV[8] marker payload
@@ -10,6 +11,9 @@
 --          {ids retracted at exactly the counter} (with a marker),
 --          {window id, score, item, ...}, window more (0/1),
 --          {last window score, entries at it}}
+--- @include "includes/change_log"
+--- @include "includes/feed_config"
+--- @include "includes/notify"
 local err = open_feed(ARGV[1])
 if err then return err end
 local m = publish_count()

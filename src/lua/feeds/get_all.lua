@@ -1,6 +1,8 @@
--- layout: feed (src/lua/layouts/feed.lua). feed::get_all, sorted_feed::get_all.
+-- feed::get_all, sorted_feed::get_all.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- Get All (the contract's "Get IDs" + "Get Items" as one snapshot).
 -- ARGV[1] expected type: 'feed' (zset, oldest first) or 'sorted_feed' (list).
+--- @include "includes/feed_config"
 local err = open_feed(ARGV[1])
 if err then return err end
 local ids

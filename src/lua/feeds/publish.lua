@@ -1,7 +1,11 @@
--- layout: feed (src/lua/layouts/feed.lua). feed::publish.
+-- feed::publish.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- ARGV[1] id  ARGV[2] item  ARGV[3] now (ms since epoch)
 -- ARGV[4] feed.publish channel  ARGV[5] feed.edit channel  ARGV[6] feed.retract channel
 -- Returns {edited (0/1), {evicted ids...}}.
+--- @include "includes/change_log"
+--- @include "includes/feed_config"
+--- @include "includes/numbers"
 local err, conf = open_feed('feed', 'max_length', 'retraction_log')
 if err then return err end
 local id, item = ARGV[1], ARGV[2]

@@ -1,15 +1,25 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::abort.
--- KEYS: the job layout, then the dead-letter queue's (job_engine.lua
--- use_dlq; any keys when it has none). ARGV: 1 id, 2 now_ms, 3 outcome
--- ('cancelled' | 'failed'), 4 error, 5 permanent ('1'), 6 jitter in
--- [0, 1), 7 wake channel, 8 dead-letter queue name as the caller knows it,
--- 9 its wake channel. Ends the claim of `id` whoever holds it (its token
+-- job_queue::abort.
+-- KEYS: layout job (src/lua/layouts/job.lua), then the dead-letter
+-- queue's (includes/dead_letter.lua use_dlq; any keys when it has none).
+-- ARGV: 1 id, 2 now_ms, 3 outcome ('cancelled' | 'failed'), 4 error,
+-- 5 permanent ('1'), 6 jitter in [0, 1), 7 wake channel, 8 dead-letter
+-- queue name as the caller knows it, 9 its wake channel. Ends the claim of `id` whoever holds it (its token
 -- ends, as when a lease lapses), then as cancel.lua (cancelled) or
 -- fail.lua (failed) do after their token check; then applies a held put.
 -- PUBLISHes the id on `job.abort:[name]` whatever the events setting (a
 -- runner stops the job's handler on it). Returns {'ok'}, or {'dlq', name}
 -- when the config names another dead-letter queue (nothing done: call
 -- again with its keys). Every permission is checked before the first write.
+--- @include "includes/acl"
+--- @include "includes/dead_letter"
+--- @include "includes/errors"
+--- @include "includes/hold"
+--- @include "includes/job_queue"
+--- @include "includes/job_record"
+--- @include "includes/notify"
+--- @include "includes/numbers"
+--- @include "includes/retry"
+--- @include "includes/schedule"
 local e = open_job() if e then return e end
 local abort_channel = 'job.abort:' .. string.sub(K_CONFIG, 13)
 e = check_publish(abort_channel, ARGV[7]) if e then return e end

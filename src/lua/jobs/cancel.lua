@@ -1,8 +1,15 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::cancel.
+-- job_queue::cancel.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 id, 2 token, 3 wake channel, 4 now_ms. Contract "Cancel":
 -- HINCRBY cancelled, LPUSH ids, ZREM claimed (the claim's record goes
 -- with it); then a held put is applied.
 -- Returns the new failure count.
+--- @include "includes/acl"
+--- @include "includes/errors"
+--- @include "includes/hold"
+--- @include "includes/job_queue"
+--- @include "includes/schedule"
+--- @include "includes/tokens"
 local e = open_job() or check_publish(ARGV[3]) if e then return e end
 local id = ARGV[1]
 local c = claim_check(id, ARGV[2]) if c then return fail(c) end

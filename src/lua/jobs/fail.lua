@@ -1,8 +1,8 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::fail.
--- KEYS: the job layout, then the dead-letter queue's (job_engine.lua
--- use_dlq; any keys when it has none). ARGV: 1 id, 2 token, 3 now_ms,
--- 4 error, 5 retry_at ('' for the backoff), 6 permanent ('1'), 7 jitter in
--- [0, 1), 8 wake channel, 9 dead-letter queue name as the caller knows it,
+-- job_queue::fail.
+-- KEYS: layout job (src/lua/layouts/job.lua), then the dead-letter
+-- queue's (includes/dead_letter.lua use_dlq; any keys when it has none).
+-- ARGV: 1 id, 2 token, 3 now_ms, 4 error, 5 retry_at ('' for the
+-- backoff), 6 permanent ('1'), 7 jitter in [0, 1), 8 wake channel, 9 dead-letter queue name as the caller knows it,
 -- 10 its wake channel, 11 the worker that held the claim ('' or absent:
 -- none; unused: the claim's record goes whoever failed it). Counts the
 -- failure (retry count, feed.cancelled),
@@ -10,6 +10,16 @@
 -- put. Returns {'retry', run_at, retry_count} or {'dead', 0, retry_count},
 -- or {'dlq', name} when the config names another dead-letter queue
 -- (nothing done: call again with its keys).
+--- @include "includes/acl"
+--- @include "includes/dead_letter"
+--- @include "includes/errors"
+--- @include "includes/hold"
+--- @include "includes/job_queue"
+--- @include "includes/job_record"
+--- @include "includes/numbers"
+--- @include "includes/retry"
+--- @include "includes/schedule"
+--- @include "includes/tokens"
 local e = open_job() or check_publish(ARGV[8]) if e then return e end
 local dle, changed = use_dlq(ARGV[9], ARGV[10])
 if dle then return dle end

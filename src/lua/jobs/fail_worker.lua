@@ -1,13 +1,19 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::fail_worker, and maintenance's dead workers.
--- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
+-- job_queue::fail_worker, and maintenance's dead workers.
+-- KEYS: layout job (src/lua/layouts/job.lua), then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 batch, 2 wake channel, 3 dead-letter queue name as the caller
 -- knows it, 4 its wake channel, 5 worker (absent: every worker whose
 -- registration lapsed, up to `batch` of them). Fails each such worker
--- (worker liveness, fail_worker in layouts/job_engine.lua): the
+-- (worker liveness, fail_worker in includes/lapse.lua): the
 -- claims it still holds end as lapses, a stall counted (requeued, or dead
 -- letters past max_stalls), at once rather than when each lease lapses;
 -- then the queue's claimers are woken. Returns {workers failed, requeued,
 -- dead-lettered}, or {'dlq', name} as jobs/fail.lua.
+--- @include "includes/acl"
+--- @include "includes/clock"
+--- @include "includes/dead_letter"
+--- @include "includes/job_queue"
+--- @include "includes/lapse"
+--- @include "includes/numbers"
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
 local dle, changed = use_dlq(ARGV[3], ARGV[4])
 if dle then return dle end

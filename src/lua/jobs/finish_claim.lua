@@ -1,11 +1,16 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::finish_and_claim (batched).
--- KEYS: the job layout, then result keys (KEYS[K_FIRST_RESULT..]).
+-- job_queue::finish_and_claim (batched).
+-- KEYS: layout job (src/lua/layouts/job.lua), then result keys (KEYS[K_FIRST_RESULT..]).
 -- ARGV: 1 now_ms, 2 job.finish channel, then per job id, token, result key
 -- index in KEYS (0: none), result. Finishes those jobs as jobs/finish.lua
 -- does, then claims one job for each of them that finished, as
 -- jobs/claim.lua does (recorded under no worker): a worker loop finishes a
 -- job and takes the next in one round trip. Returns {m, the m finish
 -- statuses, then claim_jobs' reply (empty when none finished)}.
+--- @include "includes/claim_control"
+--- @include "includes/claims"
+--- @include "includes/finish"
+--- @include "includes/job_queue"
+--- @include "includes/numbers"
 local e = open_claim('result_ttl_ms') if e then return e end
 local m = (#ARGV - 2) / 4
 local st = finish_jobs(ARGV[2], 3, m, conf_int(Q.conf[5], 300000, 1))

@@ -1,8 +1,14 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::get_workers.
+-- job_queue::get_workers.
+-- KEYS: layout job (src/lua/layouts/job.lua)
+-- ARGV: none.
 -- Every registered worker, read in one step: {server now (ms), then per
 -- worker name, lapses_at (server ms), description, n, then the n claims it
 -- holds as id, token pairs}. Only current claims are listed (a record
 -- whose claim ended is left until the worker stops or is failed).
+--- @include "includes/clock"
+--- @include "includes/feed_config"
+--- @include "includes/numbers"
+--- @include "includes/tokens"
 local e = open_feed('job') if e then return e end
 local ws = redis.call('ZRANGE', K_WORKERS, 0, -1, 'WITHSCORES')
 -- One scan of the records, grouped by worker.

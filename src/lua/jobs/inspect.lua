@@ -1,7 +1,10 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::get_job, get_jobs.
+-- job_queue::get_job, get_jobs.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: the ids to read; none: every job (feed.items and
 -- feed.scheduled_items). Returns 14 values per job that exists
--- (job_engine.lua describe), in one atomic snapshot. Read-only.
+-- (includes/describe.lua describe), in one atomic snapshot. Read-only.
+--- @include "includes/describe"
+--- @include "includes/feed_config"
 local e = open_feed('job') if e then return e end
 local ids = ARGV
 if #ids == 0 then

@@ -1,8 +1,12 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::get_scheduled, get_dead_letters.
+-- job_queue::get_scheduled, get_dead_letters.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 'scheduled' | 'stalled', 2 cursor ('' or '0': the start),
 -- 3 count. Returns {next cursor ('' at the end), then 14 values per job
--- (job_engine.lua describe)}: scheduled jobs by rank in run_at order, dead
+-- (includes/describe.lua describe)}: scheduled jobs by rank in run_at order, dead
 -- letters by SSCAN of feed.stalled. Read-only.
+--- @include "includes/describe"
+--- @include "includes/feed_config"
+--- @include "includes/schedule"
 local e = open_feed('job') if e then return e end
 local count = tonumber(ARGV[3])
 local out = {''}

@@ -1,17 +1,26 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::put, put_many.
+-- job_queue::put, put_many.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 now_ms, 2 high, 3 wake channel, 4.. items. Returns ids.
 -- Contract "Put": LPUSH/RPUSH ids, HSET items, ZADD published, INCR
 -- publishes (the contract's high-priority put forgets the INCR; we count
 -- every put). When a claimer sleeps (feed.sleepers), the jobs go to idle
--- runners first (hand-off, layouts/job_engine.lua: claimed for them and
+-- runners first (hand-off, includes/hand_off.lua: claimed for them and
 -- sent on their channels); only what is left wakes the sleepers. A busy
 -- queue pays one EXISTS for this, as it paid one DEL for the wake-up.
 -- When the line is empty and claims run free (not paused, no rate limit),
 -- the jobs handed off never enter the line: the claim would pop exactly
 -- these (a due scheduled job would join the line behind them). A put that
 -- finds sleepers first gives back the hand-offs to job_queue handles that
--- lapsed unconfirmed (layouts/job_engine.lua handed_back): they are older
+-- lapsed unconfirmed (includes/hand_off.lua handed_back): they are older
 -- than its jobs.
+--- @include "includes/acl"
+--- @include "includes/claim_control"
+--- @include "includes/clock"
+--- @include "includes/hand_off"
+--- @include "includes/job_queue"
+--- @include "includes/numbers"
+--- @include "includes/queue_items"
+--- @include "includes/wake"
 local e = open_claim('published') or check_publish(ARGV[3])
 if e then return e end
 local n = #ARGV - 3

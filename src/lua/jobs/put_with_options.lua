@@ -1,11 +1,19 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::put(item, put_options).
+-- job_queue::put(item, put_options).
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 now_ms, 2 wake channel, 3 id ('' for a new one), 4 item,
 -- 5 run_at (ms), 6 update flags (4 letters: data r/k, run_at a/l/e/n,
 -- strategy r/k, counters k/r), 7 high ('1'), 8 has strategy ('1'),
 -- 9..12 max_retries, max_stalls, min_backoff_ms, max_backoff_ms ('' unset).
--- Returns {id, 'added' | 'updated' | 'held'} (layouts/job_engine.lua).
+-- Returns {id, 'added' | 'updated' | 'held'} (includes/dispatch.lua, includes/hold.lua).
 -- A job it makes claimable goes to an idle runner first, as jobs/put.lua
 -- hands jobs off (after the hand-offs that lapsed unconfirmed went back).
+--- @include "includes/acl"
+--- @include "includes/clock"
+--- @include "includes/dispatch"
+--- @include "includes/hand_off"
+--- @include "includes/hold"
+--- @include "includes/ids"
+--- @include "includes/job_queue"
 local e = open_job() or check_publish(ARGV[2]) if e then return e end
 local srv = redis.call('EXISTS', K_SLEEPERS) == 1 and server_ms()
 if srv then cold.handed_back(srv, ARGV[2], 100) end

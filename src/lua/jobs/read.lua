@@ -1,5 +1,8 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::failures, get_ids, counts, open.
+-- job_queue::failures, get_ids, counts, open.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 'type' | 'failures' | 'ids' | 'counts', 2 id (failures).
+--- @include "includes/errors"
+--- @include "includes/feed_config"
 local e = open_feed('job') if e then return e end
 local w = ARGV[1]
 if w == 'failures' then

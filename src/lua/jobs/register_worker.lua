@@ -1,5 +1,5 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker registers (worker liveness).
--- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
+-- job_queue::run: a worker registers (worker liveness).
+-- KEYS: layout job (src/lua/layouts/job.lua), then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 worker, 2 ttl_ms, 3 description (JSON, from the worker), 4 wake
 -- channel, 5 dead-letter queue name as the caller knows it, 6 its wake
 -- channel. Registers the worker until server time + ttl. A registration
@@ -8,6 +8,14 @@
 -- still holds are returned), so a name used again never hides a dead
 -- worker's jobs. Returns {lapses_at (server ms), requeued, dead-lettered},
 -- or {'dlq', name} as jobs/fail.lua.
+--- @include "includes/acl"
+--- @include "includes/clock"
+--- @include "includes/dead_letter"
+--- @include "includes/errors"
+--- @include "includes/job_queue"
+--- @include "includes/lapse"
+--- @include "includes/tokens"
+--- @include "includes/workers"
 local e = open_job() or check_publish(ARGV[4]) if e then return e end
 local dle, changed = use_dlq(ARGV[5], ARGV[6])
 if dle then return dle end

@@ -1,4 +1,5 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::resume.
+-- job_queue::resume.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 wake channel, 2 the queue's name, 3 the client's instance uuid,
 -- 4 the conffeed channel. Clears the config field paused, announces the
 -- config change on conffeed (as Set Config Value does) and wakes every
@@ -6,6 +7,10 @@
 -- set: claims refused while paused do not set it). The permissions to
 -- PUBLISH are checked first, so a refused resume leaves the queue paused.
 -- Returns 1.
+--- @include "includes/acl"
+--- @include "includes/feed_config"
+--- @include "includes/feed_management"
+--- @include "includes/notify"
 local e = open_feed('job') or check_publish(ARGV[1]) or check_classic_publish(ARGV[4])
 if e then return e end
 redis.call('HDEL', K_CONFIG, 'paused')

@@ -1,6 +1,9 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::retract.
+-- job_queue::retract.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 id. Contract "Retract", plus the extension state: a scheduled
 -- job, the job's record, its claim record and a put held for it go too.
+--- @include "includes/errors"
+--- @include "includes/feed_config"
 local e = open_feed('job') if e then return e end
 local id = ARGV[1]
 local sv = redis.call('HGET', K_SCHED_ITEMS, id)

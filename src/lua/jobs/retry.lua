@@ -1,6 +1,11 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::retry.
+-- job_queue::retry.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 id, 2 now_ms, 3 wake channel. Contract "Retry": SREM stalled,
 -- LPUSH ids, ZADD published.
+--- @include "includes/acl"
+--- @include "includes/errors"
+--- @include "includes/feed_config"
+--- @include "includes/wake"
 local e, cfg = open_feed('job', 'published') if e then return e end
 local perm = check_publish(ARGV[3]) if perm then return perm end
 local id = ARGV[1]

@@ -1,8 +1,13 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::stall.
+-- job_queue::stall.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 id, 2 token, 3 now_ms, 4 wake channel. Contract "Stall": ZREM claimed
 -- (the claim's record goes with it), HDEL
 -- cancelled, SADD stalled, ZREM published; then a held put is applied (it
 -- revives the job, as a put for a stalled id does).
+--- @include "includes/errors"
+--- @include "includes/hold"
+--- @include "includes/job_queue"
+--- @include "includes/tokens"
 local e = open_job() if e then return e end
 local id = ARGV[1]
 local c = claim_check(id, ARGV[2]) if c then return fail(c) end

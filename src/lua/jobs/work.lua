@@ -1,5 +1,5 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run (one call per round of the runner).
--- KEYS: the job layout, then result keys (KEYS[K_FIRST_RESULT..]).
+-- job_queue::run (one call per round of the runner).
+-- KEYS: layout job (src/lua/layouts/job.lua), then result keys (KEYS[K_FIRST_RESULT..]).
 -- ARGV: 1 now_ms, 2 worker, 3 how many jobs to claim, 4 job.finish
 -- channel, 5 idle slots offered for hand-off when the queue runs dry (-1:
 -- none, the worker has no taker entry; 0: none, its entry goes), 6 how
@@ -12,6 +12,14 @@
 -- the m finish statuses, then claim_jobs' reply (empty when n is 0)}.
 -- When the line runs short, the hand-offs to job_queue handles that
 -- lapsed unconfirmed go back and are claimed too (reclaim_handed).
+--- @include "includes/claim_control"
+--- @include "includes/claims"
+--- @include "includes/clock"
+--- @include "includes/finish"
+--- @include "includes/hand_off"
+--- @include "includes/job_queue"
+--- @include "includes/numbers"
+--- @include "includes/workers"
 local e = open_claim('result_ttl_ms') if e then return e end
 local now, worker, want = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local m = (#ARGV - 6) / 4

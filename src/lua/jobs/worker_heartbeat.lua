@@ -1,5 +1,5 @@
--- layout: job (src/lua/layouts/job.lua). job_queue::run: a worker's heartbeat (worker liveness).
--- KEYS: the job layout, then the dead-letter queue's (as jobs/fail.lua).
+-- job_queue::run: a worker's heartbeat (worker liveness).
+-- KEYS: layout job (src/lua/layouts/job.lua), then the dead-letter queue's (as jobs/fail.lua).
 -- ARGV: 1 worker, 2 ttl_ms, 3 now_ms (the claims' new time, the claimer's
 -- clock as at claim), 4 wake channel, 5 dead-letter queue name as the
 -- caller knows it, 6 its wake channel, then the claims the worker holds as
@@ -12,6 +12,13 @@
 -- is failed now (its recorded claims returned, as fail_worker) and must
 -- register again: {'lapsed', requeued, dead-lettered}. {'dlq', name} as
 -- jobs/fail.lua.
+--- @include "includes/acl"
+--- @include "includes/clock"
+--- @include "includes/dead_letter"
+--- @include "includes/job_queue"
+--- @include "includes/lapse"
+--- @include "includes/tokens"
+--- @include "includes/workers"
 local e = open_job() or check_publish(ARGV[4]) if e then return e end
 local dle, changed = use_dlq(ARGV[5], ARGV[6])
 if dle then return dle end

@@ -1,10 +1,12 @@
--- layout: job (src/lua/layouts/job.lua). job maintenance: orphaned extension state.
+-- job maintenance: orphaned extension state.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 cursor, 2 count, 3 'attempts' | 'jobmeta'. One HSCAN step over
 -- feed.attempts (tokens) or feed.jobmeta (job records), removing the
 -- entries of jobs that no longer exist (finished or retracted with plain
 -- commands). A scheduled job exists too (its item is in
 -- feed.scheduled_items): its token must outlive the wait, or a stale
 -- worker's token would be handed out again. Returns {next cursor, removed}.
+--- @include "includes/feed_config"
 local e = open_feed('job') if e then return e end
 local key = K_ATTEMPTS
 if ARGV[3] == 'jobmeta' then key = K_META end

@@ -1,9 +1,13 @@
--- layout: job (src/lua/layouts/job.lua). job maintenance: requeue lost jobs.
+-- job maintenance: requeue lost jobs.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 wake channel, 2.. ids unaccounted for in this pass. Each one that
 -- was already a suspect in the previous pass (feed.unaccounted) and is
 -- still in no state now (item present, not claimed, not stalled, not in
 -- feed.ids) is requeued (contract Maintenance: LPUSH ids). Returns the
 -- requeued ids.
+--- @include "includes/acl"
+--- @include "includes/feed_config"
+--- @include "includes/wake"
 local e = open_feed('job') or check_publish(ARGV[1]) if e then return e end
 local out = {}
 for i = 2, #ARGV do

@@ -1,6 +1,8 @@
--- layout: job (src/lua/layouts/job.lua). job maintenance: find unaccounted jobs.
+-- job maintenance: find unaccounted jobs.
+-- KEYS: layout job (src/lua/layouts/job.lua)
 -- ARGV: 1 cursor, 2 count. One HSCAN step over feed.items; returns
 -- {next cursor, ids that are neither claimed nor stalled...}.
+--- @include "includes/feed_config"
 local e = open_feed('job') if e then return e end
 local r = redis.call('HSCAN', K_ITEMS, ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local out = {r[1]}

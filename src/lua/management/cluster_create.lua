@@ -1,14 +1,17 @@
--- layout: feed_admin (src/lua/layouts/feed_admin.lua). client::create_feed
+-- client::create_feed
 -- and client::create_or_open_feed in cluster mode, after SADD feeds.
 -- A feed exists when its config hash has a type (cluster mode keeps the
 -- rule: a feed with a type is listed in `feeds`, since create lists it
 -- first and delete unlists it last).
--- KEYS: K_CONFIG, then every other key of the feed.
+-- KEYS: layout feed_admin: K_CONFIG, then every other key of the feed.
 -- ARGV[1] name  ARGV[2] type  ARGV[3] instance uuid  ARGV[4] newfeed channel
 -- ARGV[5] 'create' or 'create_or_open'
 -- ARGV[6] '1' when the name was listed before this create's SADD, else '0'
 -- ARGV[7..] config field, value, field, value, ...
 -- Returns 1 when the feed was created, 0 when an existing one was opened.
+--- @include "includes/acl"
+--- @include "includes/errors"
+--- @include "includes/feed_management"
 local perm = check_classic_publish(ARGV[4])
 if perm then return perm end
 local t = redis.call('HGET', K_CONFIG, 'type')

@@ -1,6 +1,8 @@
--- layout: queue (src/lua/layouts/queue.lua). queue::get (coalesced getters).
+-- queue::get (coalesced getters).
+-- KEYS: layout queue (src/lua/layouts/queue.lua)
 -- ARGV: 1 n. Pops up to n ids (next out first), takes their items.
 -- Returns {id1, item1, id2, item2, ...}. Marks sleepers when short.
+--- @include "includes/feed_config"
 local e = open_feed('queue') if e then return e end
 local n = tonumber(ARGV[1])
 local popped = redis.call('RPOP', K_IDS, n)

@@ -1,6 +1,9 @@
--- layout: queue (src/lua/layouts/queue.lua). queue: items got for waiters that went away.
+-- queue: items got for waiters that went away.
+-- KEYS: layout queue (src/lua/layouts/queue.lua)
 -- ARGV: 1 wake channel, then id, item pairs in the order they were got.
 -- Puts them back at the front of the line, first pair next out.
+--- @include "includes/feed_config"
+--- @include "includes/wake"
 local e = open_feed('queue') if e then return e end
 local m = (#ARGV - 1) / 2
 if m < 1 then return 0 end

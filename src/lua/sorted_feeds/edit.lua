@@ -1,5 +1,11 @@
--- layout: feed (src/lua/layouts/feed.lua). sorted_feed::edit.
+-- sorted_feed::edit.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- ARGV[1] id  ARGV[2] item  ARGV[3] feed.publish channel
+--- @include "includes/acl"
+--- @include "includes/change_log"
+--- @include "includes/errors"
+--- @include "includes/feed_config"
+--- @include "includes/notify"
 local err = open_feed('sorted_feed') or check_publish(ARGV[3])
 if err then return err end
 if redis.call('HEXISTS', K_ITEMS, ARGV[1]) == 0 then

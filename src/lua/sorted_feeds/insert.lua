@@ -1,7 +1,13 @@
--- layout: feed (src/lua/layouts/feed.lua). sorted_feed append/prepend/publish_before/publish_after.
+-- sorted_feed append/prepend/publish_before/publish_after.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- ARGV[1] mode: 'end' | 'begin' | 'before' | 'after'   ARGV[2] relative id
 -- ARGV[3] item  ARGV[4] feed.publish channel  ARGV[5] feed.position channel
 -- Returns the new id.
+--- @include "includes/acl"
+--- @include "includes/change_log"
+--- @include "includes/errors"
+--- @include "includes/feed_config"
+--- @include "includes/notify"
 local err = open_feed('sorted_feed') or check_publish(ARGV[4], ARGV[5])
 if err then return err end
 local mode, rel, item = ARGV[1], ARGV[2], ARGV[3]

@@ -1,6 +1,11 @@
--- layout: feed (src/lua/layouts/feed.lua). sorted_feed::move.
+-- sorted_feed::move.
+-- KEYS: layout feed (src/lua/layouts/feed.lua)
 -- ARGV[1] id  ARGV[2] mode: 'end' | 'begin' | 'before' | 'after'
 -- ARGV[3] relative id  ARGV[4] feed.position channel
+--- @include "includes/acl"
+--- @include "includes/errors"
+--- @include "includes/feed_config"
+--- @include "includes/notify"
 local err = open_feed('sorted_feed') or check_publish(ARGV[4])
 if err then return err end
 local id, mode, rel = ARGV[1], ARGV[2], ARGV[3]

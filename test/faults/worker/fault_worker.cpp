@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
         // this much at most.
         mo.lock_ttl = 1s;
         q.async_run_maintenance(std::chrono::milliseconds(*maintenance_ms), mo,
-                          asio::bind_cancellation_slot(stop_maintenance.slot(),
-                                                       [](boost::system::error_code) {}));
+                                asio::bind_cancellation_slot(stop_maintenance.slot(),
+                                                             [](boost::system::error_code) {}));
         for (long i = 0; i < *claimers; ++i) asio::co_spawn(ioc, claimer(q, st), asio::detached);
       });
   ioc.run();

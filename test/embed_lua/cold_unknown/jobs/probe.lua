@@ -1,2 +1,4 @@
--- layout: job. Reaches a name no header defines through `cold`: refused.
+-- Reaches a name no include defines through `cold`: refused.
+-- KEYS: layout job
+-- ARGV: none
 return cold.nowhere(1)

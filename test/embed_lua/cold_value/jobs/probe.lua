@@ -1,2 +1,4 @@
--- layout: job. Reaches a value through `cold`: refused.
+-- Reaches a value through `cold`: refused.
+-- KEYS: layout job
+-- ARGV: none
 return twice(cold.LIMIT)

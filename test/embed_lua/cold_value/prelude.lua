@@ -1,1 +1,0 @@
--- Empty prelude: these trees test the layout and the script.

@@ -1,0 +1,2 @@
+-- One half.
+local function half(n) return n / 2 end

@@ -1,0 +1,2 @@
+-- Another half.
+local function half(n) return n * 0.5 end

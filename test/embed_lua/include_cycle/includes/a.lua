@@ -1,0 +1,3 @@
+-- Needs b.
+--- @include "includes/b"
+local function a() return b() end

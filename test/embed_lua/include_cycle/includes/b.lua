@@ -1,0 +1,3 @@
+-- Needs a.
+--- @include "includes/a"
+local function b() return a() end

@@ -1,0 +1,3 @@
+-- Another layout, with another key.
+--- @include "includes/acl"
+local K_LOCK = KEYS[1]
