@@ -40,7 +40,7 @@ TEST_CASE(
         auto qa = co_await thoonk::job_queue::async_open(a, name, fast, asio::use_awaitable);
         auto qb = co_await thoonk::job_queue::async_open(b, name, fast, asio::use_awaitable);
         auto qm = co_await thoonk::job_queue::async_open(m, name, asio::use_awaitable);
-        const auto id = (co_await qadmin.async_put("the job", asio::use_awaitable)).id;
+        const auto id = co_await put_item(qadmin, "the job");
         auto job_a = co_await qa.async_claim(5s, asio::use_awaitable);
         ops.add(outcome::ok);
         REQUIRE(job_a.id == id);

@@ -276,7 +276,7 @@ TEST_CASE("faults: a runner through the proxy while it resets and cuts connectio
         for (int i = 0; i < total; ++i) {
           co_await sleep_for(
               std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 4)(pc.rng)));
-          auto id = (co_await qa.async_put(std::string(512, 'r'), asio::use_awaitable)).id;
+          auto id = co_await put_item(qa, std::string(512, 'r'));
           ids.push_back(id);
           while (pc.fault_due(i)) pc.inject_next(2048);
         }

@@ -157,10 +157,10 @@ TEST_CASE(
         auto r2 = co_await f.async_publish(thoonk::item_id("a"), "y", asio::use_awaitable);
         CHECK(r2.edited);
         thoonk::job_queue jq(uc, jname);
-        auto jid = (co_await jq.async_put("job", asio::use_awaitable)).id;
+        auto jid = co_await put_item(jq, "job");
         CHECK(!jid.empty());
         thoonk::queue q(uc, qname);
-        auto qid = (co_await q.async_put("item", asio::use_awaitable)).id;
+        auto qid = co_await put_item(q, "item");
         CHECK(!qid.empty());
 
         // Not its work: feed management (the `feeds` index is not its key).
@@ -226,7 +226,7 @@ TEST_CASE(
               co_return sleepers.integer == 1;
             });
             CHECK(sleeping);
-            auto id = (co_await ajq.async_put("work", asio::use_awaitable)).id;
+            auto id = co_await put_item(ajq, "work");
             auto arrived_4 = co_await wait_until([&] { return got.has_value(); });
             CHECK(arrived_4);
             REQUIRE(got);

@@ -452,7 +452,7 @@ TEST_CASE("acl: a job put while a claimer waits applies nothing; the retry makes
 
     // The caller retries after the grant: exactly one job.
     co_await user.grant_all(admin.conn());
-    auto id2 = (co_await uq.async_put("work", asio::use_awaitable)).id;
+    auto id2 = co_await put_item(uq, "work");
     auto claimed = co_await wait_until([&] { return claims > 0; });
     CHECK(claimed);
     REQUIRE(claims == 1);

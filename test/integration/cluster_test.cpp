@@ -169,7 +169,7 @@ TEST_CASE("cluster: feeds, queues and jobs on every shard; keys carry the name a
 
           auto jname = name_on(cl, port, "jobs-");
           auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
-          auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
+          auto jid = co_await put_item(jq, "work");
           auto job = co_await jq.async_claim(1s, asio::use_awaitable);
           CHECK(job.id == jid);
           co_await jq.async_finish(job, std::string("done"), asio::use_awaitable);
@@ -871,7 +871,7 @@ TEST_CASE(
         auto jname = name_on(cl, ports[2], "finished-");
         auto jq = co_await thoonk::job_queue::async_create_or_open(c, jname, asio::use_awaitable);
         auto pjq = co_await thoonk::job_queue::async_open(producer, jname, asio::use_awaitable);
-        auto jid = (co_await jq.async_put("work", asio::use_awaitable)).id;
+        auto jid = co_await put_item(jq, "work");
         asio::co_spawn(
             ioc,
             [&]() -> asio::awaitable<void> {
@@ -1096,7 +1096,7 @@ TEST_CASE(
         s.dead_letter_queue.reset();
         auto q = co_await thoonk::job_queue::async_create_or_open(c, qname, s, asio::use_awaitable);
         co_await c.async_set_config(qname, "dead_letter_queue", elsewhere, asio::use_awaitable);
-        auto id = (co_await q.async_put("doomed", asio::use_awaitable)).id;
+        auto id = co_await put_item(q, "doomed");
         auto j = co_await q.async_claim(1s, asio::use_awaitable);
         auto [fec, fr] = co_await q.async_fail(j, "no way out", nothrow);
         CHECK(fec == thoonk::error::cluster_cross_slot);

@@ -104,7 +104,7 @@ FIXTURE_TEST_CASE(
 
   // open() finds both; a handle from open works.
   auto o = co_await jq::async_open(f.c, plain, asio::use_awaitable);
-  auto id = (co_await o.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(o, "x");
   auto claimed = co_await o.async_claim(1s, asio::use_awaitable);
   CHECK(claimed.id == id);
 }
@@ -340,7 +340,7 @@ FIXTURE_TEST_CASE("qapi", "queue::get_item: the item of a waiting id",
                   "[queue][job_api][get_item]") {
   co_await f.c.async_connect(asio::use_awaitable);
   auto q = co_await thoonk::queue::async_create_or_open(f.c, f.name, asio::use_awaitable);
-  auto id = (co_await q.async_put(std::string("it\0em", 5), asio::use_awaitable)).id;
+  auto id = co_await put_item(q, std::string("it\0em", 5));
   auto item = co_await q.async_get_item(id, asio::use_awaitable);
   CHECK(item == std::string("it\0em", 5));
   co_await q.async_get(1s, asio::use_awaitable);
@@ -366,8 +366,8 @@ TEST_CASE("queue and job_queue operations take move-only completion handlers",
     auto q = co_await connected_job_queue(f);
     auto qq =
         co_await thoonk::queue::async_create_or_open(f.c, unique_name("qapi"), asio::use_awaitable);
-    auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
-    auto qid = (co_await qq.async_put("y", asio::use_awaitable)).id;
+    auto id = co_await put_item(q, "x");
+    auto qid = co_await put_item(qq, "y");
     auto j = co_await claim_one(q);
 
     // Queue.

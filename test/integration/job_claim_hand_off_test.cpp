@@ -124,7 +124,7 @@ FIXTURE_TEST_CASE("claimhandoff",
     const auto offered_by = co_await offer_made(f.c.conn(), f.name, 1);
     if (taker.empty()) taker = offered_by;
     CHECK(offered_by == taker);  // one taker per handle
-    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
+    auto id = co_await put_item(q, items[i]);
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -208,7 +208,7 @@ FIXTURE_TEST_CASE("claimhandoffidle",
   CHECK(p->ec == thoonk::error::queue_empty);
   auto withdrawn = co_await offered(f.c.conn(), f.name, taker, 0);
   CHECK(withdrawn);
-  auto id = (co_await q.async_put("later", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "later");
   auto c = co_await counts_of(q);
   CHECK(c.waiting == 1);
   CHECK(c.claimed == 0);
@@ -232,7 +232,7 @@ FIXTURE_TEST_CASE("claimhandoffoff",
     co_await sleep_for(50ms);
     auto offers = co_await cmd(f.c.conn(), "HLEN", key("takers", f.name));
     CHECK(offers.integer == 0);
-    auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
+    auto id = co_await put_item(q, "woken");
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     CHECK(!p->ec);
@@ -257,7 +257,7 @@ TEST_CASE("claim hand-off: a handle that may not subscribe to its channel works 
       co_await sleep_for(50ms);
       auto offers = co_await cmd(p.admin, "HLEN", key("takers", name));
       CHECK(offers.integer == 0);
-      auto id = (co_await q.async_put("woken", asio::use_awaitable)).id;
+      auto id = co_await put_item(q, "woken");
       auto got = co_await wait_until([&] { return pc->done; }, 5s);
       REQUIRE(got);
       CHECK(!pc->ec);
@@ -344,7 +344,7 @@ FIXTURE_TEST_CASE("claimhandoffelsewhere",
   for (int how = 0; how < 4; ++how) {
     auto p = start_claim(q, 10s);
     const auto taker = co_await offer_made(f.c.conn(), f.name, 1);
-    auto id = (co_await q.async_put("elsewhere", asio::use_awaitable)).id;
+    auto id = co_await put_item(q, "elsewhere");
     auto got = co_await wait_until([&] { return p->done; }, 5s);
     REQUIRE(got);
     REQUIRE(!p->ec);
@@ -401,16 +401,21 @@ FIXTURE_TEST_CASE("claimhandoffheld",
 
 namespace {
 
-/// What the claimers of the race below saw.
-struct race_state {
+/// What claimer coroutines share with the test that runs them: when to stop,
+/// how many still run, what they finished and any error they did not expect.
+struct claimers_state {
   bool stop = false;
   int running = 0;
   std::map<std::string, int> finished;  // id -> successful finishes
+  std::vector<std::string> unexpected;  // any other error, with its step
+};
+
+/// What the claimers of the race below saw.
+struct race_state : claimers_state {
   std::size_t timeouts = 0, cancels = 0;
   std::size_t chained = 0;  // finishes through finish_and_claim
   bool putting = true;
   int kills = 0;
-  std::vector<std::string> unexpected;  // any other error, with its step
 };
 
 /// Claims on `q` until told to stop, with waits from none to 200 ms, one
@@ -572,7 +577,7 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
   CHECK(offer.empty());
   // A put by another client reaches nobody's offer: it waits in the line,
   // and a third client claims it.
-  const auto id = (co_await q.async_put("after the stop", asio::use_awaitable)).id;
+  const auto id = co_await put_item(q, "after the stop");
   auto j = co_await job_of(q, id);
   CHECK(j.state == thoonk::job_state::waiting);
   thoonk::client third(f.ioc.get_executor(), named_config("thoonk-claimhandoffstop-third"));
@@ -589,14 +594,10 @@ TWO_CLIENT_TEST_CASE("claimhandoffstop",
 namespace {
 
 /// What the surviving claimers of the case below saw.
-struct survivor_state {
-  bool stop = false;
-  int running = 0;
-  std::map<std::string, int> finished;  // id -> successful finishes
+struct survivor_state : claimers_state {
   /// When each job was put (before the call) and claimed, with its token.
   std::map<std::string, std::chrono::steady_clock::time_point> put_at, claimed_at;
   std::map<std::string, std::int64_t> token;
-  std::vector<std::string> unexpected;
 };
 
 /// Claims and finishes jobs of `q` until told to stop, as the killed
@@ -668,7 +669,7 @@ FIXTURE_TEST_CASE_WITHIN(
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    auto id = (co_await q.async_put("job " + std::to_string(i), asio::use_awaitable)).id;
+    auto id = co_await put_item(q, "job " + std::to_string(i));
     st->put_at[id] = t;
     ids.push_back(std::move(id));
     co_await sleep_for(std::chrono::milliseconds(rng() % 2));

@@ -98,7 +98,7 @@ FIXTURE_TEST_CASE("jobs-config",
   co_await f.c.async_set_config(f.name, "claim_timeout_ms", "50", asio::use_awaitable);
   co_await f.c.async_set_config(f.name, "max_stalls", "1", asio::use_awaitable);
   thoonk::job_queue q(f.c, f.name);
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   co_await q.async_claim(1s, asio::use_awaitable);
   co_await sleep_for(120ms);
   auto rep = co_await q.async_maintain(no_stats(), asio::use_awaitable);

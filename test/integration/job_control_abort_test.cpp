@@ -218,7 +218,7 @@ TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments chang
     auto q = co_await engine_queue(f);
     auto [stalled, sj] = co_await put_and_claim(q, "x");
     co_await q.async_stall(sj, asio::use_awaitable);
-    auto waiting = (co_await q.async_put("w", asio::use_awaitable)).id;
+    auto waiting = co_await put_item(q, "w");
     auto scheduled = co_await put_at(q, "s", thoonk::now_epoch_ms() + 3600000);
     const auto before = co_await engine_snapshot(f.c.conn(), f.name);
     const std::vector<abort_options> all_opts{abort_options{}, failed_with("e"),
@@ -258,7 +258,7 @@ TEST_CASE("abort: a job that is not claimed, unknown ids and bad arguments chang
 FIXTURE_TEST_CASE("abort", "abort: a job claimed with the contract's plain commands is aborted too",
                   "[job][control][abort][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = (co_await q.async_put("plain", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "plain");
   // The contract's Get: pop the id, mark it claimed (no token).
   co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   co_await cmd(f.c.conn(), "ZADD", key("claimed", f.name), std::to_string(ms_now()), id);
@@ -400,7 +400,7 @@ TEST_CASE("progress: only the claim holder; kept on the job, published as an eve
     CHECK(events->at(1).detail == bytes);
 
     // Errors: a stale token, too large, not claimed, unknown, bad id.
-    auto w = (co_await q.async_put("waiting", asio::use_awaitable)).id;
+    auto w = co_await put_item(q, "waiting");
     const auto before = co_await engine_snapshot(f.c.conn(), f.name);
     thoonk::claim_ref stale{id, job.token + 1};
     auto [lc] = co_await q.async_progress(stale, "no", nothrow);

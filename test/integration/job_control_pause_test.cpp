@@ -50,7 +50,7 @@ TWO_CLIENT_TEST_CASE(
   auto [e2, j2] = co_await b.async_claim(300ms, nothrow);
   CHECK(e2 == E::queue_empty);
   // Puts go on, and their wake-ups do not get jobs out either.
-  (co_await b.async_put("4", asio::use_awaitable)).id;
+  co_await put_item(b, "4");
   co_await a.async_put("5", thoonk::priority::high, asio::use_awaitable);
   auto [e3, j3] = co_await b_plain.async_claim(200ms, nothrow);
   CHECK(e3 == E::queue_empty);
@@ -128,7 +128,7 @@ FIXTURE_TEST_CASE("pause",
 FIXTURE_TEST_CASE("pause", "pause: contract clients' plain claims are not stopped",
                   "[job][control][pause][interop]") {
   auto q = co_await engine_queue(f);
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   co_await q.async_pause(asio::use_awaitable);
   // The contract's Get is RPOP (BRPOP) + ZADD claimed: no script, no check.
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
@@ -266,7 +266,7 @@ FIXTURE_TEST_CASE("control-config",
   CHECK(back.rate_limit == 250);
   CHECK(back.paused == true);
   // Created paused: nothing is claimed until resume.
-  (co_await q.async_put("x", asio::use_awaitable)).id;
+  co_await put_item(q, "x");
   auto got19 = co_await try_claim(q);
   CHECK(!got19);
   co_await q.async_resume(asio::use_awaitable);

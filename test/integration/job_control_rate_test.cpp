@@ -203,12 +203,12 @@ FIXTURE_TEST_CASE_WITHIN(60s, "rate",
   auto all = co_await claim_at(f, t0 + 20000, 1000);
   CHECK(static_cast<std::int64_t>(all.jobs) == left);
   CHECK(all.wake_at == 0);  // short because the queue ran dry: no limit time
-  (co_await q.async_put("one more", asio::use_awaitable)).id;
+  co_await put_item(q, "one more");
   auto one = co_await claim_at(f, t0 + 20000, 1);
   CHECK(one.jobs == 1);
 
   // Paused: no job and no due time, whatever the limit.
-  (co_await q.async_put("paused", asio::use_awaitable)).id;
+  co_await put_item(q, "paused");
   co_await q.async_pause(asio::use_awaitable);
   auto paused = co_await claim_at(f, t0 + 30000, 5);
   CHECK(paused.jobs == 0);

@@ -42,7 +42,7 @@ FIXTURE_TEST_CASE("retry",
                   "retry: counts, backoff inside [min, max] and growing, then a dead letter",
                   "[job][retry][fail][claim][get_job][counts]") {
   auto q = co_await engine_queue(f, fast_retries(6));
-  auto id = (co_await q.async_put("flaky", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "flaky");
   std::int64_t last_wait = 0;
   for (std::int64_t n = 1; n <= 5; ++n) {
     auto j = co_await q.async_claim(5s, asio::use_awaitable);
@@ -89,7 +89,7 @@ FIXTURE_TEST_CASE("retry",
                   "retry: retry_at overrides the backoff; a permanent error skips the retries",
                   "[job][retry][fail][claim][get_job]") {
   auto q = co_await engine_queue(f, fast_retries(10));
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   thoonk::fail_options o;
   o.retry_at = thoonk::now_epoch_ms() + 3600000;
@@ -102,7 +102,7 @@ FIXTURE_TEST_CASE("retry",
   CHECK(!claimed);
 
   // retry_at in the past: claimable at once.
-  auto id2 = (co_await q.async_put("y", asio::use_awaitable)).id;
+  auto id2 = co_await put_item(q, "y");
   auto j2 = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j2.id == id2);
   thoonk::fail_options now_o;
@@ -132,7 +132,7 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   const std::string texts[] = {"plain \"quoted\" \\ text\n", std::string("bin\0\xff\xfe", 6),
                                "caf\xc3\xa9 \xe2\x82\xac"};
   for (const auto& data : texts) {
-    auto id = (co_await q.async_put(data, asio::use_awaitable)).id;
+    auto id = co_await put_item(q, data);
     auto j = co_await q.async_claim(1s, asio::use_awaitable);
     auto r = co_await q.async_fail(j, data + " failed", asio::use_awaitable);
     CHECK(r.outcome == outcome::dead_lettered);
@@ -179,7 +179,7 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
     "retry: a dead-letter queue named after the handle was opened is used",
     "[job][retry][fail][dead_letter][set_config]") {
   auto q = co_await engine_queue(f, fast_retries(1));
-  auto id = (co_await q.async_put("a", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "a");
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   co_await q.async_fail(j, "no dead-letter queue yet", asio::use_awaitable);  // none configured
 
@@ -206,7 +206,7 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   // A dead-letter queue that does not exist: the job is still kept.
   const auto nowhere = dead_letter_name(f.name, unique_name("nowhere"));
   co_await f.c.async_set_config(f.name, "dead_letter_queue", nowhere, asio::use_awaitable);
-  auto lost = (co_await q.async_put("d", asio::use_awaitable)).id;
+  auto lost = co_await put_item(q, "d");
   j = co_await q.async_claim(1s, asio::use_awaitable);
   auto r = co_await q.async_fail(j, "kept", asio::use_awaitable);
   CHECK(r.outcome == outcome::dead_lettered);
@@ -225,7 +225,7 @@ FIXTURE_TEST_CASE_WITH_CONFIG(
   thoonk::job_queue::settings s;
   s.retry.max_stalls = 2;
   auto [q, dead, dead_name] = co_await with_dead_letters(f, s);
-  auto id = (co_await q.async_put("sleepy", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "sleepy");
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   co_await lapse(f, id);
   auto r1 = co_await q.async_maintain(no_stats(), asio::use_awaitable);
@@ -293,7 +293,7 @@ FIXTURE_TEST_CASE("retry",
                   "retry: errors: stale token, wrong state, bad strategy, sizes; nothing changes",
                   "[job][retry][fail][put]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   thoonk::claim_ref waiting{id, 1};
   auto [e1, r1] = co_await q.async_fail(waiting, "no", nothrow);
   CHECK(e1 == E::job_not_claimed);
@@ -354,7 +354,7 @@ FIXTURE_TEST_CASE("events", "events: a job's life as typed events, and none when
         seen.push_back(std::string(thoonk::to_string(e.kind)) + " " + e.id + " " + e.detail);
       },
       asio::use_awaitable);
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   thoonk::fail_options o;
   o.retry_at = thoonk::now_epoch_ms() + 50;
@@ -452,7 +452,7 @@ FIXTURE_TEST_CASE("retry-limit",
                   "claim kept; retry_at 2^53 - 1 reads back exactly",
                   "[job][retry][fail][get_job][errors]") {
   auto q = co_await engine_queue(f, fast_retries(5));
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   auto j = co_await q.async_claim(1s, asio::use_awaitable);
   REQUIRE(j.id == id);
   const auto keys_before = co_await snapshot(f.c.conn(), f.name);

@@ -6,7 +6,7 @@ using thoonk::test::run_coro;
 
 JOB_QUEUE_TEST_CASE("jobs-flow", "job: put, claim, finish leaves nothing behind",
                     "[job][claim][counts][finish][get_ids][put]") {
-  auto id = (co_await q.async_put("payload", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "payload");
   CHECK(!id.empty());
   auto waiting = co_await llen(f.c.conn(), key("ids", f.name));
   CHECK(waiting == 1);
@@ -119,12 +119,12 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: retract removes a job from every key, in 
       "ids:[]\nitems:{}\nclaimed:[]\npublished:[]\ncancelled:{}\nstalled:{}\n";
 
   // waiting
-  auto a = (co_await q.async_put("a", asio::use_awaitable)).id;
+  auto a = co_await put_item(q, "a");
   co_await q.async_retract(a, asio::use_awaitable);
   auto snap = co_await snapshot(f.c.conn(), f.name);
   CHECK(snap.starts_with(empty));
   // claimed, with a failure counted
-  auto b = (co_await q.async_put("b", asio::use_awaitable)).id;
+  auto b = co_await put_item(q, "b");
   auto jb = co_await q.async_claim(1s, asio::use_awaitable);
   co_await q.async_cancel(jb, asio::use_awaitable);
   jb = co_await q.async_claim(1s, asio::use_awaitable);
@@ -134,7 +134,7 @@ JOB_QUEUE_TEST_CASE("jobs-flow", "job: retract removes a job from every key, in 
   auto [ec] = co_await q.async_finish(jb, nothrow);
   CHECK(ec == thoonk::error::job_not_found);
   // stalled
-  auto c = (co_await q.async_put("c", asio::use_awaitable)).id;
+  auto c = co_await put_item(q, "c");
   auto jc = co_await q.async_claim(1s, asio::use_awaitable);
   co_await q.async_stall(jc, asio::use_awaitable);
   co_await q.async_retract(c, asio::use_awaitable);
@@ -256,7 +256,7 @@ FIXTURE_TEST_CASE("jobs-flow", "job: with published=1 the contract's put-time in
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  auto id = (co_await q.async_put("work", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "work");
   auto score = co_await cmd(f.c.conn(), "ZSCORE", key("published", f.name), id);
   REQUIRE(!score.is_null());
   const double put_ms = score.is_string() ? std::stod(score.str) : score.dbl;

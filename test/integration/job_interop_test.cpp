@@ -66,7 +66,7 @@ FIXTURE_TEST_CASE("jobs-interop",
 JOB_QUEUE_TEST_CASE("jobs-interop",
                     "job interop: jobs put by the library work with the contract's plain commands",
                     "[job][counts][finish][get_result][put]") {
-  auto id = (co_await q.async_put("library job", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "library job");
 
   // Put: in feed.ids and feed.items, counted. feed.published (read by no
   // contract operation) is written only with the queue config published=1.

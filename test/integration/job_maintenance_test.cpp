@@ -17,7 +17,7 @@ FIXTURE_TEST_CASE(
   co_await other.async_connect(asio::use_awaitable);
   thoonk::job_queue qb(other, f.name);
 
-  auto id = (co_await qa.async_put("slow work", asio::use_awaitable)).id;
+  auto id = co_await put_item(qa, "slow work");
   auto ja = co_await qa.async_claim(1s, asio::use_awaitable);
   // Worker A hangs past the claim timeout; maintenance requeues the job.
   auto lapsed = co_await claim_lapsed(f.c.conn(), f.name, id, 100ms);
@@ -60,7 +60,7 @@ FIXTURE_TEST_CASE("jobs-maint", "job: a claim lapsing max_stalls times makes the
                   "[job][claim][finish][maintain][put][retry]") {
   fields cfg{{"claim_timeout_ms", "50"}, {"max_stalls", "2"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = (co_await q.async_put("poison", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "poison");
   co_await q.async_claim(1s, asio::use_awaitable);
   auto lapsed1 = co_await claim_lapsed(f.c.conn(), f.name, id, 50ms);
   REQUIRE(lapsed1);
@@ -205,7 +205,7 @@ TEST_CASE("job: maintain() releases its lock before it completes (run once and e
     fields cfg{{"claim_timeout_ms", "50"}};
     co_await create_feed(admin.conn(), name, "job", cfg);
     thoonk::job_queue aq(admin, name);
-    auto id = (co_await aq.async_put("x", asio::use_awaitable)).id;
+    auto id = co_await put_item(aq, "x");
 
     first.emplace(ioc.get_executor(), named_config("thoonk-maint-cron-1"));
     co_await first->async_connect(asio::use_awaitable);
@@ -277,7 +277,7 @@ FIXTURE_TEST_CASE("jobs-maint",
                   "[job][claim][put][run_maintenance]") {
   fields cfg{{"claim_timeout_ms", "50"}};
   auto q = co_await contract_job_queue(f, cfg);
-  auto id = (co_await q.async_put("x", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "x");
   co_await q.async_claim(1s, asio::use_awaitable);  // and "crash"
 
   asio::cancellation_signal sig;

@@ -312,7 +312,7 @@ FIXTURE_TEST_CASE("handoffprovisional",
         // A put that finds sleepers gives it back first: next out, before
         // the put's own job.
         co_await cmd(f.c.conn(), "SET", key("sleepers", f.name), "1");
-        auto other = (co_await q.async_put("after", asio::use_awaitable)).id;
+        auto other = co_await put_item(q, "after");
         auto line = co_await line_of(f);
         CHECK(line == ids{id, other});
       } else {

@@ -107,7 +107,7 @@ FIXTURE_TEST_CASE("handoff",
   for (std::size_t i = 0; i < items.size(); ++i) {
     // Both slots idle, offered by the round that found the queue dry.
     co_await r.offers(f.c.conn(), f.name, 2);
-    auto id = (co_await q.async_put(items[i], asio::use_awaitable)).id;
+    auto id = co_await put_item(q, items[i]);
     ids.push_back(id);
     co_await r.started(i + 1);
   }
@@ -226,7 +226,7 @@ FIXTURE_TEST_CASE("handoffdead",
   co_await cmd(c, "HSET", takers, "lapsed-offer", std::to_string(now - 1) + ":4");
   co_await cmd(c, "HSET", takers, "unregistered", later + ":4");
   co_await cmd(c, "SET", key("sleepers", f.name), "1");
-  auto first = (co_await q.async_put("one", asio::use_awaitable)).id;
+  auto first = co_await put_item(q, "one");
   auto counts = co_await counts_of(q);
   CHECK(counts.waiting == 1);
   CHECK(counts.claimed == 0);

@@ -80,8 +80,8 @@ FIXTURE_TEST_CASE(
     "dead letter at once",
     "[job][run][fail][dead_letter]") {
   auto q = co_await engine_queue(f, quick_retries(3));
-  auto flaky = (co_await q.async_put("flaky", asio::use_awaitable)).id;
-  auto fatal = (co_await q.async_put("fatal", asio::use_awaitable)).id;
+  auto flaky = co_await put_item(q, "flaky");
+  auto fatal = co_await put_item(q, "fatal");
   thoonk::job_coroutine h =
       [](thoonk::job_context ctx) -> asio::awaitable<std::optional<std::string>> {
     if (ctx.job().item == "fatal") throw thoonk::permanent_job_error("bad input: cannot parse");
@@ -317,7 +317,7 @@ TWO_CLIENT_TEST_CASE(
   s.claim_timeout = 200ms;
   auto q = co_await engine_queue(f, s);
   auto q2 = co_await open_on(other, f.name);
-  auto id = (co_await q.async_put("slow", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "slow");
   bool started = false, cancelled = false;
   thoonk::job_coroutine h =
       [&](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
@@ -473,7 +473,7 @@ FIXTURE_TEST_CASE("runprog",
                   "run: a handler's progress is kept on the job and refused once the claim is lost",
                   "[job][run][progress][get_job]") {
   auto q = co_await engine_queue(f);
-  auto id = (co_await q.async_put("report", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "report");
   bool reported = false, release = false;
   std::optional<thoonk::job_context> held;
   thoonk::job_coroutine h =

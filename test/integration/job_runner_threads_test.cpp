@@ -21,8 +21,8 @@ TEST_CASE("run: a plain function handler on a thread pool; nullopt finishes with
   asio::thread_pool pool(2);
   run_coro(f.ioc, [&]() -> asio::awaitable<void> {
     auto q = co_await engine_queue(f);
-    auto with = (co_await q.async_put("keep", asio::use_awaitable)).id;
-    auto without = (co_await q.async_put("drop", asio::use_awaitable)).id;
+    auto with = co_await put_item(q, "keep");
+    auto without = co_await put_item(q, "drop");
     std::atomic<int> on_pool{0};
     thoonk::job_function fn = [&](thoonk::job_context ctx) -> std::optional<std::string> {
       if (pool.get_executor().running_in_this_thread()) ++on_pool;
@@ -58,7 +58,7 @@ TEST_CASE(
         thoonk::job_queue::settings s;
         s.claim_timeout = 400ms;
         auto q = co_await engine_queue(f, s);
-        auto id = (co_await q.async_put("crunch", asio::use_awaitable)).id;
+        auto id = co_await put_item(q, "crunch");
         // Maintenance runs all along: a lease not renewed would lapse.
         asio::cancellation_signal stop_maint;
         bool maint_done = false;

@@ -33,7 +33,7 @@ struct setup {
 // second into `s`.
 asio::awaitable<setup> bring(thoonk::job_queue q, state s) {
   co_await q.async_put("bystander", asio::use_awaitable);
-  auto id = (co_await q.async_put("subject", thoonk::priority::high, asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "subject", thoonk::priority::high);
   setup out{id, 1};
   if (s == state::unknown) {
     out.id = "no-such-job";

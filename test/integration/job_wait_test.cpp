@@ -207,7 +207,7 @@ TEST_CASE("job: a put from another client wakes an idle claimer before the poll"
         REQUIRE(idle);
         CHECK(!got);
         auto t0 = std::chrono::steady_clock::now();
-        auto id = (co_await pq.async_put("wake up", asio::use_awaitable)).id;
+        auto id = co_await put_item(pq, "wake up");
         auto woken = co_await wait_until([&] { return got; });
         REQUIRE(woken);
         CHECK(got_id == id);
@@ -349,7 +349,7 @@ TEST_CASE("job: claims and results work by polling when pub/sub is not permitted
         // next reaches it by a poll.
         auto idle = co_await ran_since(admin.conn(), name, "rpop", pops);
         REQUIRE(idle);
-        auto id = (co_await aq.async_put("no wake-up for me", asio::use_awaitable)).id;
+        auto id = co_await put_item(aq, "no wake-up for me");
         auto claimed = co_await wait_until([&] { return got; });
         REQUIRE(claimed);
         CHECK(job.id == id);

@@ -12,10 +12,10 @@ FIXTURE_TEST_CASE("queue", "queue: FIFO order; high priority jumps the line",
   co_await f.c.async_connect(asio::use_awaitable);
   co_await create_feed(f.c.conn(), f.name, "queue");
   auto q = co_await thoonk::queue::async_open(f.c, f.name, asio::use_awaitable);
-  auto a = (co_await q.async_put("a", asio::use_awaitable)).id;
+  auto a = co_await put_item(q, "a");
   auto b = co_await q.async_put("b", asio::use_awaitable);
   auto c = co_await q.async_put("c", asio::use_awaitable);
-  auto x = (co_await q.async_put("x", thoonk::priority::high, asio::use_awaitable)).id;
+  auto x = co_await put_item(q, "x", thoonk::priority::high);
   std::vector<std::string> many{"m1", "m2"};
   auto mids = co_await q.async_put_many(many, thoonk::priority::normal, asio::use_awaitable);
   CHECK(mids.size() == 2);
@@ -209,7 +209,7 @@ FIXTURE_TEST_CASE("queue", "queue: interop with the contract's plain commands",
 
   // The library's put, taken with the contract's "Get" (RPOP instead of
   // BRPOP: the item is already there).
-  auto id = (co_await q.async_put("library item", asio::use_awaitable)).id;
+  auto id = co_await put_item(q, "library item");
   auto popped = co_await cmd(f.c.conn(), "RPOP", key("ids", f.name));
   CHECK(popped.str == id);
   auto resp = co_await plain_transaction(f.c.conn(), [&](thoonk::request& r) {

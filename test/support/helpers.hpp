@@ -56,6 +56,14 @@ struct capture {
   }
 };
 
+/// Puts `args` (an item, and a priority or put_options) on the queue or
+/// job queue `q` and returns the new job's id (its put_result's).
+template <class Queue, class... Args>
+asio::awaitable<std::string> put_item(Queue q, Args... args) {
+  auto r = co_await q.async_put(std::move(args)..., asio::use_awaitable);
+  co_return std::move(r.id);
+}
+
 /// The management channels (classic pub/sub on a cluster too).
 inline bool management_channel(std::string_view channel) {
   return channel == "newfeed" || channel == "delfeed" || channel == "conffeed";
