@@ -52,7 +52,7 @@ TEST_CASE("durability: put, finish and publish report the replica that acknowled
     // Acknowledged means the replica has it: read it there.
     thoonk::connection rc(c.get_executor(), replica_pair::config_for(servers.replica));
     co_await rc.async_connect(asio::use_awaitable);
-    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id.id);
+    auto on_replica = co_await cmd(rc, "HGET", key("items", jname), id);
     CHECK(on_replica.str == "work");
 
     auto job = co_await q.async_claim(1s, asio::use_awaitable);
