@@ -132,7 +132,7 @@ struct stopped_run {
 /// `n`th job, awaits `nth`, which stops the run (through its stop signal);
 /// requires that the run ends within 15 s, with no error.
 asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job_step nth,
-                                                thoonk::run_options o = {}) {
+                                                thoonk::run_options o) {
   auto s = std::make_shared<stopped_run>();
   thoonk::job_coroutine h =
       [s, n, nth](thoonk::job_context) -> asio::awaitable<std::optional<std::string>> {
@@ -144,6 +144,13 @@ asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job
   REQUIRE(done);
   CHECK(!s->run->ec);
   co_return *s;
+}
+
+// No default argument on the coroutine above: g++ 12 copies a coroutine's
+// defaulted class-type argument bitwise, leaving its strings pointing into
+// the caller's frame.
+asio::awaitable<stopped_run> run_stopped_by_job(thoonk::job_queue& q, int n, job_step nth) {
+  return run_stopped_by_job(q, n, std::move(nth), thoonk::run_options{});
 }
 
 }  // namespace

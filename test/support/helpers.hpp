@@ -64,6 +64,14 @@ asio::awaitable<std::string> put_item(Queue q, Args... args) {
   co_return std::move(r.id);
 }
 
+/// Requests `c` has accepted on its command connections: the seed
+/// connection and, on a cluster, every primary's.
+inline std::uint64_t requests_accepted(thoonk::client& c) {
+  auto n = c.conn().stats().requests;
+  for (const auto& node : c.cluster_stats().nodes) n += node.requests;
+  return n;
+}
+
 /// The management channels (classic pub/sub on a cluster too).
 inline bool management_channel(std::string_view channel) {
   return channel == "newfeed" || channel == "delfeed" || channel == "conffeed";
