@@ -9,6 +9,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -107,6 +109,20 @@ template <class Signature, class... Args>
 void post_handler(op_handler<Signature> h, const boost::asio::any_io_executor& ex, Args&&... args) {
   diagnostics_access::set(h.diag, {});
   post_handler(std::move(h.handler), ex, std::forward<Args>(args)...);
+}
+
+/// A handler for a producer of results (a batcher) that completes the
+/// caller's `h` through `fn(h, results...)`, on h's executor (`ex` when it
+/// has none) and cancelled through h's cancellation slot.
+template <class Handler, class Fn>
+auto adapt_handler(Handler h, const boost::asio::any_io_executor& ex, Fn fn) {
+  namespace asio = boost::asio;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto hex = asio::get_associated_executor(h, ex);
+  return asio::bind_cancellation_slot(
+      slot, asio::bind_executor(hex, [h = std::move(h), fn = std::move(fn)](auto&&... r) mutable {
+        fn(std::move(h), std::forward<decltype(r)>(r)...);
+      }));
 }
 
 }  // namespace thoonk::detail

@@ -2,24 +2,9 @@
 // finish (job_queue_ops_finish.cpp): claim, cancel, stall, heartbeat.
 // Claims wait in the impl's claim fetcher (jobs/fetcher.hpp), heartbeats go
 // through its batcher.
-#include <thoonk/job_queue.hpp>
-
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
-#include "thoonk_lua_scripts.hpp"
+#include "jobs/job_queue_ops.hpp"
 
 namespace thoonk {
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-using detail::use_nothrow;
-using namespace detail::jobs;  // NOLINT
-namespace scripts = detail::scripts;
 
 // ---- claims and the claimed job's operations --------------------------------------
 

@@ -3,13 +3,7 @@
 // resume, retry and retract of any job. The decisions live in the scripts (jobs/abort.lua,
 // progress.lua, pause.lua, resume.lua and includes/claim_control.lua claim_allowance, which every
 // claim script calls); this is their I/O.
-#include <thoonk/job_queue.hpp>
-
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
-#include "thoonk_lua_scripts.hpp"
+#include "jobs/job_queue_ops.hpp"
 
 namespace thoonk {
 namespace detail {
@@ -32,11 +26,6 @@ boost::asio::awaitable<op_result<>> queue_script(std::shared_ptr<job_queue_impl>
 
 }  // namespace
 }  // namespace detail
-
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-namespace scripts = detail::scripts;
 
 void job_queue::start_abort(std::string id, abort_options o, handler<> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl, std::string id,

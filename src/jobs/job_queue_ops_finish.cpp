@@ -1,16 +1,7 @@
 // thoonk::job_queue's finishes: finish and finish_and_claim, each sent
 // through the impl's batchers (jobs/batcher.hpp), which carry many finishes
 // in one script call. fail is in job_engine.cpp.
-#include <thoonk/job_queue.hpp>
-
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
-#include "thoonk_lua_scripts.hpp"
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
+#include "jobs/job_queue_ops.hpp"
 
 namespace thoonk {
 
@@ -26,29 +17,8 @@ error_code finish_problem(const job_queue_impl& impl, const claim_ref& claim,
   return {};
 }
 
-// The batcher's handler for the caller's `h`: `fn(h, batcher's results...)`
-// on h's executor, cancelled through h's slot.
-template <class Handler, class Fn>
-auto adapt_handler(Handler h, const asio::any_io_executor& ex, Fn fn) {
-  auto slot = asio::get_associated_cancellation_slot(h);
-  auto hex = asio::get_associated_executor(h, ex);
-  return asio::bind_cancellation_slot(
-      slot, asio::bind_executor(hex, [h = std::move(h), fn = std::move(fn)](auto&&... r) mutable {
-        fn(std::move(h), std::forward<decltype(r)>(r)...);
-      }));
-}
-
 }  // namespace
 }  // namespace detail
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-using detail::use_nothrow;
-using namespace detail::jobs;  // NOLINT
-namespace scripts = detail::scripts;
 
 void job_queue::start_finish(claim_ref claim, std::optional<std::string> result, handler<> h) {
   // No coroutine per finish: the request goes straight to the batcher, whose

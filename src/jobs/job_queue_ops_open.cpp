@@ -1,24 +1,9 @@
 // thoonk::job_queue's handles and settings: making a handle, open,
 // create_or_open and read_settings, and the settings' conversion to and
 // from the queue's config fields.
-#include <thoonk/job_queue.hpp>
-
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
-#include "thoonk_lua_scripts.hpp"
+#include "jobs/job_queue_ops.hpp"
 
 namespace thoonk {
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-using detail::use_nothrow;
-using namespace detail::jobs;  // NOLINT
-namespace scripts = detail::scripts;
 
 // ---- settings -------------------------------------------------------------------
 

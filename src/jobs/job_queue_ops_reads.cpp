@@ -1,12 +1,6 @@
 // thoonk::job_queue's reads of any job and of the queue: failures,
 // get_job, get_jobs, get_ids, counts (jobs/read.lua, jobs/inspect.lua).
-#include <thoonk/job_queue.hpp>
-
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
-#include "thoonk_lua_scripts.hpp"
+#include "jobs/job_queue_ops.hpp"
 
 namespace thoonk {
 
@@ -23,15 +17,6 @@ asio::awaitable<op_result<resp3::value>> read_query(std::shared_ptr<job_queue_im
 
 }  // namespace
 }  // namespace detail
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-using detail::use_nothrow;
-using namespace detail::jobs;  // NOLINT
-namespace scripts = detail::scripts;
 
 void job_queue::start_failures(std::string id, handler<std::int64_t> h) {
   auto op = [](std::shared_ptr<job_queue_impl> impl,

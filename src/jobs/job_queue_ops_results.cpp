@@ -1,13 +1,8 @@
 // thoonk::job_queue's results: subscribe_finished (job.finish messages)
 // and get_result, which waits for a job's stored result.
-#include <thoonk/job_queue.hpp>
+#include "jobs/job_queue_ops.hpp"
 
-#include "detail/spawn.hpp"
-#include "detail/unix_time.hpp"
-#include "feeds/common.hpp"
-#include "jobs/job_queue_impl.hpp"
 #include "subscriber/notify.hpp"
-#include "thoonk_lua_scripts.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
@@ -28,15 +23,6 @@ bool split_finish(std::string_view payload, job_finished& out) {
 
 }  // namespace
 }  // namespace detail
-
-namespace asio = boost::asio;
-using boost::system::error_code;
-using detail::job_queue_impl;
-using detail::op_result;
-using detail::op_status;
-using detail::use_nothrow;
-using namespace detail::jobs;  // NOLINT
-namespace scripts = detail::scripts;
 
 // ---- results ----------------------------------------------------------------------
 

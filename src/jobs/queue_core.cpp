@@ -172,13 +172,10 @@ void queue_base::start_put(std::string item, priority p, handler<put_result> h) 
 void queue_base::start_put_id(std::string item, priority p, handler<std::string> h) {
   // The deprecated form: the put's id alone. The handler keeps the
   // caller's cancellation slot and executor.
-  auto slot = asio::get_associated_cancellation_slot(h.handler);
-  auto ex = asio::get_associated_executor(h.handler, client_->get_executor());
-  auto id_only = asio::bind_cancellation_slot(
-      slot, asio::bind_executor(
-                ex, [h = std::move(h.handler)](boost::system::error_code ec, put_result r) mutable {
-                  std::move(h)(ec, std::move(r.id));
-                }));
+  auto id_only = adapt_handler(std::move(h.handler), client_->get_executor(),
+                               [](auto h, boost::system::error_code ec, put_result r) {
+                                 std::move(h)(ec, std::move(r.id));
+                               });
   start_put(std::move(item), p, handler<put_result>(std::move(id_only), h.diag));
 }
 
