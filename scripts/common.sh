@@ -4,8 +4,9 @@
 #   ensure_deps   install missing build/test dependencies (Debian 12, apt-get)
 #   start_redis   start a throwaway redis-server unless THOONK_REDIS_URL is set
 #   run_tsan_tests   build tsan_tests with ThreadSanitizer in build-tsan and run it
-#   start_tsan_build, finish_tsan_tests, stop_tsan_build   the same, its build
-#                    in the background at idle priority while other tests run
+#   run_clang_units  build the library and unit_tests with clang in build-clang and run them
+#   start_second_builds, finish_second_builds, stop_second_builds   both, their
+#                    builds in the background at idle priority while other tests run
 #
 # The scripts cd to the repository root (THOONK_ROOT) before building.
 
@@ -185,56 +186,80 @@ build_tsan_tests() {
   cmake --build "$THOONK_ROOT/build-tsan" -j"${THOONK_JOBS:-$(nproc)}" --target tsan_tests
 }
 
-# The ThreadSanitizer build while something else runs: in the background,
-# at idle priority (SCHED_IDLE through chrt, else nice 19), so it takes only
-# CPU time the foreground leaves unused. Its output goes to
-# build-tsan/build.log; THOONK_TSAN_BUILD_PID is its process id, for
-# finish_tsan_tests or stop_tsan_build.
-THOONK_TSAN_BUILD_PID=""
-start_tsan_build() {
+# The library and its unit tests built with clang (Debian's clang 14, the
+# fuzzers' compiler) and warnings as errors: the code is C++20, not g++ 12's
+# reading of it. No sanitizers: the g++ build has them.
+build_clang_units() {
+  local gen
+  gen=$(thoonk_generator_arg "$THOONK_ROOT/build-clang")
+  cmake -S "$THOONK_ROOT" -B "$THOONK_ROOT/build-clang" ${gen:+"$gen"} -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DTHOONK_WERROR=ON \
+    -DTHOONK_FUZZ=OFF -DTHOONK_BUILD_EXAMPLES=OFF -DTHOONK_BUILD_BENCHMARKS=OFF \
+    -DTHOONK_TEST_UNITY_BATCH=8 -DTHOONK_LIB_UNITY_BATCH=8
+  cmake --build "$THOONK_ROOT/build-clang" -j"${THOONK_JOBS:-$(nproc)}" --target unit_tests
+}
+
+run_built_clang_units() {
+  thoonk_log "clang: running unit_tests"
+  "$THOONK_ROOT/build-clang/test/unit_tests" --reporter console
+}
+
+run_clang_units() {
+  build_clang_units
+  run_built_clang_units
+}
+
+# The second builds (ThreadSanitizer's tests, then clang's) while something
+# else runs: in the background, at idle priority (SCHED_IDLE through chrt,
+# else nice 19), so they take only CPU time the foreground leaves unused.
+# Their output goes to build-second.log; THOONK_SECOND_BUILD_PID is the
+# job's process id, for finish_second_builds or stop_second_builds.
+THOONK_SECOND_BUILD_PID=""
+start_second_builds() {
   local idle=(nice -n 19)
   if command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null; then
     idle=(chrt --idle 0)
   fi
-  thoonk_log "ThreadSanitizer: building tsan_tests in build-tsan in the background (${idle[*]}; log: build-tsan/build.log)"
-  mkdir -p "$THOONK_ROOT/build-tsan"
-  # setsid: a session and process group of its own, so stop_tsan_build
+  thoonk_log "building tsan_tests (ThreadSanitizer, build-tsan) and unit_tests (clang, build-clang) in the background (${idle[*]}; log: build-second.log)"
+  # setsid: a session and process group of its own, so stop_second_builds
   # stops the compilers with it. A background job of this script is no
   # group leader, so setsid runs the build itself (its pid is the group's
   # id); should it have to fork, --wait keeps `wait` on the build.
   # set -e as in the foreground: a failed configure must not go on to build.
-  setsid --wait "${idle[@]}" bash -c 'set -euo pipefail; source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests' \
-    >"$THOONK_ROOT/build-tsan/build.log" 2>&1 &
-  THOONK_TSAN_BUILD_PID=$!
+  setsid --wait "${idle[@]}" bash -c 'set -euo pipefail; source "$THOONK_ROOT/scripts/common.sh"; build_tsan_tests; build_clang_units' \
+    >"$THOONK_ROOT/build-second.log" 2>&1 &
+  THOONK_SECOND_BUILD_PID=$!
 }
 
-# Stops a background build started by start_tsan_build: its whole process
-# group, by the id setsid gave it (the build's own pid, or its child's when
-# setsid forked).
-stop_tsan_build() {
-  [ -n "$THOONK_TSAN_BUILD_PID" ] || return 0
+# Stops the background builds started by start_second_builds: their whole
+# process group, by the id setsid gave it (the build's own pid, or its
+# child's when setsid forked).
+stop_second_builds() {
+  [ -n "$THOONK_SECOND_BUILD_PID" ] || return 0
   local group
-  for group in "$THOONK_TSAN_BUILD_PID" $(pgrep -P "$THOONK_TSAN_BUILD_PID" 2>/dev/null); do
+  for group in "$THOONK_SECOND_BUILD_PID" $(pgrep -P "$THOONK_SECOND_BUILD_PID" 2>/dev/null); do
     kill -TERM -- "-$group" 2>/dev/null || true
   done
-  wait "$THOONK_TSAN_BUILD_PID" 2>/dev/null || true
-  THOONK_TSAN_BUILD_PID=""
+  wait "$THOONK_SECOND_BUILD_PID" 2>/dev/null || true
+  THOONK_SECOND_BUILD_PID=""
 }
 
-# Waits for the background build, then runs the tests; a failed build
+# Waits for the background builds, then runs their tests; a failed build
 # prints its log and fails.
-finish_tsan_tests() {
+finish_second_builds() {
   local started=$SECONDS status=0
-  thoonk_log "ThreadSanitizer: waiting for the background build"
-  wait "$THOONK_TSAN_BUILD_PID" || status=$?
-  THOONK_TSAN_BUILD_PID=""
+  thoonk_log "waiting for the background builds (ThreadSanitizer, clang)"
+  wait "$THOONK_SECOND_BUILD_PID" || status=$?
+  THOONK_SECOND_BUILD_PID=""
   if [ "$status" -ne 0 ]; then
-    tail -n 60 "$THOONK_ROOT/build-tsan/build.log" >&2
-    thoonk_die "the ThreadSanitizer build failed (exit $status): build-tsan/build.log"
+    tail -n 60 "$THOONK_ROOT/build-second.log" >&2
+    thoonk_die "a background build failed (exit $status): build-second.log"
   fi
-  thoonk_log "ThreadSanitizer: build done (waited $((SECONDS - started)) s)"
+  thoonk_log "background builds done (waited $((SECONDS - started)) s)"
   run_built_tsan_tests
-  thoonk_log "ThreadSanitizer: clean, $((SECONDS - started)) s after the other tests"
+  thoonk_log "ThreadSanitizer: clean"
+  run_built_clang_units
+  thoonk_log "clang unit tests passed, $((SECONDS - started)) s after the other tests"
 }
 
 run_built_tsan_tests() {

@@ -4,8 +4,9 @@
 # (e.g. -R unit). THOONK_JOBS overrides the build's -j.
 #
 # A run without arguments also builds and runs the multi-threaded tests
-# under ThreadSanitizer (build-tsan, target tsan_tests; built in the
-# background while ctest runs, run after it); THOONK_TSAN=0 skips that step.
+# under ThreadSanitizer (build-tsan, target tsan_tests) and the library's
+# unit tests built with clang (build-clang), both built in the background
+# while ctest runs and run after it; THOONK_SECOND_BUILDS=0 skips that step.
 #
 # No redis-server is started here: the integration test binary starts its own
 # through the harness (test/support/redis_server.hpp), or uses
@@ -31,21 +32,21 @@ cmake --build build-tests -j"${THOONK_JOBS:-$(nproc)}"
 # Leaks are failures; UB stops the test at the first report, with a stack.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# A run without arguments builds the ThreadSanitizer tests meanwhile, in
-# the background at idle priority: the entries below wait on servers and
-# timers much of the time, and the TSan build takes three minutes when run
-# after them (docs/testing.md, "ThreadSanitizer").
-tsan=0
-if [ "$#" -eq 0 ] && [ "${THOONK_TSAN:-1}" != "0" ]; then
-  tsan=1
-  start_tsan_build
-  trap stop_tsan_build EXIT
+# A run without arguments builds the ThreadSanitizer tests and clang's
+# unit tests meanwhile, in the background at idle priority: the entries
+# below wait on servers and timers much of the time (docs/testing.md,
+# "Second builds").
+second=0
+if [ "$#" -eq 0 ] && [ "${THOONK_SECOND_BUILDS:-1}" != "0" ]; then
+  second=1
+  start_second_builds
+  trap stop_second_builds EXIT
 fi
 # Two entries at a time (THOONK_CTEST_JOBS): each integration file is an
 # entry with its own redis-server; the entries that need the whole machine
 # (the clusters, the fault suite) are RUN_SERIAL (test/CMakeLists.txt).
 ctest --test-dir build-tests --output-on-failure -j"${THOONK_CTEST_JOBS:-2}" "$@"
 
-if [ "$tsan" = 1 ]; then
-  finish_tsan_tests
+if [ "$second" = 1 ]; then
+  finish_second_builds
 fi

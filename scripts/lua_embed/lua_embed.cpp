@@ -752,9 +752,12 @@ namespace {
     std::vector<std::pair<std::string, std::string>> roots;  // name, where
     auto add_roots = [&](const std::vector<std::pair<std::string, int>>& c,
                          const std::string& file) {
-      for (const auto& [n, line] : c)
+      for (const auto& entry : c) {
+        // Not a structured binding: clang 14 cannot capture one in a lambda.
+        const std::string& n = entry.first;
         if (std::none_of(roots.begin(), roots.end(), [&](const auto& r) { return r.first == n; }))
-          roots.emplace_back(n, where_of(root_, file, line));
+          roots.emplace_back(n, where_of(root_, file, entry.second));
+      }
     };
     auto grow = [&](std::set<const definition*>& set, std::set<std::string> names,
                     const std::set<const definition*>& skip) {

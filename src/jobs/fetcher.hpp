@@ -328,7 +328,8 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
       idle_ = true;
       auto [ec] = co_await wake_.async_wait(use_nothrow);
       idle_ = false;
-      act([&](fetch_policy::actions& a) { policy_.on_wakeup(clock_type::now(), !ec, a); });
+      const bool fired = !ec;  // a structured binding: clang 14 cannot capture it
+      act([&](fetch_policy::actions& a) { policy_.on_wakeup(clock_type::now(), fired, a); });
     }
     running_ = false;
   }
@@ -336,7 +337,10 @@ class fetcher : public std::enable_shared_from_this<fetcher<T>> {
   // One claim call of the policy's.
   asio::awaitable<void> fetch_one(std::shared_ptr<fetcher> self, fetch_policy::fetch_id id,
                                   std::size_t n) {
-    auto [status, results] = co_await fetch_(n);
+    // Not structured bindings: clang 14 cannot capture one in a lambda.
+    auto reply = co_await fetch_(n);
+    auto& status = std::get<0>(reply);
+    auto& results = std::get<1>(reply);
     const error_code ec = status.ec;
     const bool was_closed = policy_.closed();
     act(

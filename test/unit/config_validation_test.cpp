@@ -184,8 +184,8 @@ TEST_CASE("permissions: the script error mapper maps ACL refusals and THOONK cod
   const char* texts[] = {
       "NOPERM this user has no permissions to run the 'evalsha' command",
       "NOPERM this user has no permissions to access one of the keys used as arguments",
-      "ERR The user executing the script can't publish to the channel mentioned in the command "
-      "script: 95eb, on @user_script:1.",
+      ("ERR The user executing the script can't publish to the channel mentioned in the command "
+       "script: 95eb, on @user_script:1."),
       "NOPERM this user has no permissions to run the 'hset' command",
   };
   for (const char* t : texts) {
