@@ -684,7 +684,9 @@ FIXTURE_TEST_CASE_WITHIN(
   check_none_unexpected(st->unexpected);
   check_each_once(ids, st->finished);
   // Jobs were handed to the dead handle, and came back: a survivor claimed
-  // each of them under a new token, this long after its put.
+  // each of them under a new token, this long after its put. The token is 2,
+  // or more when a hand-off to a survivor went back too, unconfirmed within
+  // its second on a machine loaded beyond that.
   std::vector<std::string> handed;
   for (const auto& m : sent->msgs)
     if (auto js = thoonk::detail::jobs::parse_hand_off(m.second))
@@ -692,7 +694,7 @@ FIXTURE_TEST_CASE_WITHIN(
   std::int64_t slowest = 0;
   std::string figures;
   for (const auto& id : handed) {
-    CHECK(st->token[id] == 2);
+    CHECK(st->token[id] >= 2);
     const auto back =
         std::chrono::duration_cast<std::chrono::milliseconds>(st->claimed_at[id] - st->put_at[id])
             .count();
