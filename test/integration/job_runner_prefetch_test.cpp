@@ -287,15 +287,15 @@ TWO_CLIENT_TEST_CASE("runaheadstopround",
     req.push("PUBLISH", feed_channel("wake", f.name), 50);
     // The pause outlasts the runner's answer to the wake-up on a loaded
     // machine: its round is held on the server when the stop comes.
-    req.push("CLIENT", "PAUSE", 1500, "WRITE");
+    req.push("CLIENT", "PAUSE", 3000, "WRITE");
     co_await raw_exec(other.conn(), req);
-    t.expires_after(700ms);
+    t.expires_after(1500ms);
     co_await t.async_wait(asio::use_awaitable);
     r.stop_signal.emit(asio::cancellation_type::terminal);
     // Long after the pause: the held round landed during the stop and
     // its jobs went back at once, not at the leave: the worker holds
     // only this job, and all 50 wait.
-    t.expires_after(1800ms);
+    t.expires_after(3300ms);
     co_await t.async_wait(asio::use_awaitable);
     held_during_stop = co_await claims_held(q);
     waiting_during_stop = static_cast<std::size_t>((co_await counts_of(q)).waiting);
