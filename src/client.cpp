@@ -1,6 +1,7 @@
 #include <thoonk/client.hpp>
 
 #include "connection/router.hpp"
+#include "detail/client_core.hpp"
 #include "detail/impl_access.hpp"
 #include "detail/spawn.hpp"
 #include "detail/uuid.hpp"
@@ -31,7 +32,9 @@ std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-client::client(executor_type ex, config cfg)
+namespace detail {
+
+client_core::client_core(executor_type ex, config cfg)
     : conn_(ex, cfg),
       sub_(ex, std::move(cfg)),
       router_(std::make_unique<detail::router>(conn_)),
@@ -40,48 +43,67 @@ client::client(executor_type ex, config cfg)
   detail::impl_access::of(sub_)->set_slot_source(router_->slots());
 }
 
-client::~client() = default;
+client_core::~client_core() = default;
 
-thoonk::cluster_stats client::cluster_stats() const { return router_->stats(); }
-
-std::optional<config::address> client::node_for_slot(std::uint16_t slot) const {
-  auto n = router_->node_for_slot(slot);
-  if (!n) return std::nullopt;
-  return config::address{n->host, n->port};
-}
-
-void client::stop() {
+void client_core::stop() {
   router_->stop();
   conn_.stop();
   sub_.stop();
 }
 
-void client::start_connect(handler<> h) {
-  auto op = [](client* self) -> asio::awaitable<std::tuple<error_code>> {
-    auto [ec] = co_await self->conn_.async_connect(asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return std::tuple{ec};
-    // Cluster mode: the slot map and a connection to each primary.
-    auto rec = co_await self->router_->connect();
-    if (rec) co_return std::tuple{rec};
-    auto [ec2] = co_await self->sub_.async_connect(asio::as_tuple(asio::use_awaitable));
-    co_return std::tuple{ec2};
-  };
-  detail::spawn_op(get_executor(), op(this), std::move(h));
+void client_core::close() {
+  closed_ = true;
+  stop();
 }
 
-namespace detail {
-router& router_of(client& c) noexcept { return *c.router_; }
 }  // namespace detail
+
+client::client(executor_type ex, config cfg)
+    : client_core_(std::make_shared<detail::client_core>(std::move(ex), std::move(cfg))) {}
+
+// The core outlives this object when handles or operations still hold it:
+// they complete with client_stopped from here on.
+client::~client() { client_core_->close(); }
+
+client::executor_type client::get_executor() const noexcept { return client_core_->get_executor(); }
+const config& client::get_config() const noexcept { return client_core_->get_config(); }
+connection& client::conn() noexcept { return client_core_->conn(); }
+subscriber& client::sub() noexcept { return client_core_->sub(); }
+const std::string& client::instance_id() const noexcept { return client_core_->instance_id(); }
+
+thoonk::cluster_stats client::cluster_stats() const { return client_core_->route().stats(); }
+
+std::optional<config::address> client::node_for_slot(std::uint16_t slot) const {
+  auto n = client_core_->route().node_for_slot(slot);
+  if (!n) return std::nullopt;
+  return config::address{n->host, n->port};
+}
+
+void client::stop() { client_core_->stop(); }
+
+void client::start_connect(handler<> h) {
+  auto op = [](detail::client_core* self) -> asio::awaitable<std::tuple<error_code>> {
+    auto [ec] = co_await self->conn().async_connect(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return std::tuple{ec};
+    // Cluster mode: the slot map and a connection to each primary.
+    auto rec = co_await self->route().connect();
+    if (rec) co_return std::tuple{rec};
+    auto [ec2] = co_await self->sub().async_connect(asio::as_tuple(asio::use_awaitable));
+    co_return std::tuple{ec2};
+  };
+  detail::spawn_op(client_core_, op(client_core_.get()), std::move(h));
+}
 
 void client::start_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
                         handler<resp3::value> h) {
   auto op =
-      [](client* self, script s, std::vector<std::string> keys,
+      [](detail::client_core* self, script s, std::vector<std::string> keys,
          std::vector<std::string> args) -> asio::awaitable<std::tuple<error_code, resp3::value>> {
     std::vector<std::string_view> k(keys.begin(), keys.end()), a(args.begin(), args.end());
     co_return co_await detail::eval_script(*self, s, k, a);
   };
-  detail::spawn_op(get_executor(), op(this, std::move(s), std::move(keys), std::move(args)),
+  detail::spawn_op(client_core_,
+                   op(client_core_.get(), std::move(s), std::move(keys), std::move(args)),
                    std::move(h));
 }
 

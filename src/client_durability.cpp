@@ -4,6 +4,7 @@
 #include <thoonk/error.hpp>
 
 #include "connection/router.hpp"
+#include "detail/client_core.hpp"
 #include "detail/executor_util.hpp"
 #include "detail/keys.hpp"
 #include "scripts/script_exec.hpp"
@@ -16,7 +17,7 @@ namespace thoonk::detail {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-error_code check_durability(const client& c, const durability& ack,
+error_code check_durability(const detail::client_core& c, const durability& ack,
                             std::string_view feed) noexcept {
   if (ack.replicas < 1 || ack.timeout.count() <= 0) return error::invalid_argument;
   // WAIT counts the replicas of the connection it is sent on; in cluster
@@ -36,20 +37,22 @@ error_code check_durability(const client& c, const durability& ack,
   return {};
 }
 
-asio::any_io_executor executor_of(client& c) noexcept { return c.get_executor(); }
+asio::any_io_executor executor_of(const client_core& c) noexcept { return c.get_executor(); }
 
 namespace {
 
 // Cluster mode: WAIT on the primary serving `feed`, through the router.
-asio::awaitable<std::tuple<error_code, response>> wait_on_primary(client* c, std::string key,
-                                                                  request req, exec_options opts) {
+asio::awaitable<std::tuple<error_code, response>> wait_on_primary(detail::client_core* c,
+                                                                  std::string key, request req,
+                                                                  exec_options opts) {
   co_return co_await router_of(*c).exec(req, key, opts);
 }
 
 }  // namespace
 
-void wait_for_replicas(client& c, durability& ack, std::string feed,
+void wait_for_replicas(std::shared_ptr<client_core> core, durability& ack, std::string feed,
                        asio::any_completion_handler<void(error_code)> then) {
+  client_core& c = *core;
   request req;
   req.push("WAIT", ack.replicas, ack.timeout.count());
   // The WAIT answers within its own timeout; config::request_timeout (which
@@ -58,7 +61,8 @@ void wait_for_replicas(client& c, durability& ack, std::string feed,
   opts.timeout = ack.timeout + std::chrono::seconds(1);
   auto slot = asio::get_associated_cancellation_slot(then);
   auto ex = c.get_executor();
-  auto done = [&ack, then = std::move(then), ex](error_code ec, response r) mutable {
+  // `core` rides with the completion: the client object may be gone.
+  auto done = [&ack, then = std::move(then), ex, core](error_code ec, response r) mutable {
     if (!ec && !r.empty()) {
       if (r[0].type == resp3::type::number) ack.acknowledged = static_cast<int>(r[0].integer);
       else ec = r[0].is_error() ? reply_error(r[0]) : error_code(error::unexpected_type);

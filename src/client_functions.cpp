@@ -51,7 +51,7 @@ asio::awaitable<detail::op_status> delete_on(detail::router& r,
   co_return status;
 }
 
-asio::awaitable<detail::op_result<std::size_t>> delete_stale_op(client* c) {
+asio::awaitable<detail::op_result<std::size_t>> delete_stale_op(detail::client_core* c) {
   auto& r = detail::router_of(*c);
   std::size_t deleted = 0;
   if (!r.clustered()) {
@@ -70,7 +70,7 @@ asio::awaitable<detail::op_result<std::size_t>> delete_stale_op(client* c) {
 }  // namespace
 
 void client::start_delete_stale_functions(handler<std::size_t> h) {
-  detail::spawn_op(get_executor(), delete_stale_op(this), std::move(h));
+  detail::spawn_op(client_core_, delete_stale_op(client_core_.get()), std::move(h));
 }
 
 }  // namespace thoonk

@@ -23,10 +23,6 @@
 namespace thoonk {
 
 class client;
-namespace detail {
-class router;
-router& router_of(client& c) noexcept;
-}  // namespace detail
 
 /// The kinds of feed the contract knows; stored as config field `type`.
 enum class feed_type { feed, sorted_feed, queue, job };
@@ -45,9 +41,15 @@ using feed_config = std::vector<std::pair<std::string, std::string>>;
 ///
 /// **Threading**: as thoonk::connection: everything runs on the executor
 /// given at construction; pass a strand when the io_context has several
-/// threads. **Lifetime**: feeds, queues and subscriptions made from a client
-/// must not outlive it, except subscription handles (which then do nothing).
-/// Destroying the client stops both connections.
+/// threads. **Lifetime** (one rule for every handle; docs/design.md,
+/// "Lifetimes"): feeds, sorted feeds, queues, job queues, runners and
+/// subscription handles made from a client share its connections, so any of
+/// them may be kept, copied, used and destroyed after the client is gone.
+/// Destroying the client stops it at once, as stop() does: operations in
+/// flight, waiting claims and gets included, complete with
+/// error::client_stopped, as does every operation started afterwards through
+/// a handle of it; subscriptions stop delivering. Destroy the client and its
+/// handles on its executor.
 class client {
  public:
   using executor_type = boost::asio::any_io_executor;
@@ -57,16 +59,16 @@ class client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
-  executor_type get_executor() const noexcept { return conn_.get_executor(); }
-  const config& get_config() const noexcept { return conn_.get_config(); }
+  executor_type get_executor() const noexcept;
+  const config& get_config() const noexcept;
   /// The command connection, for commands of your own (exec). The
   /// library's feed, queue and job operations do not use it directly: they
   /// go through the client's command router (on a single server, this
   /// connection).
-  connection& conn() noexcept { return conn_; }
-  subscriber& sub() noexcept { return sub_; }
+  connection& conn() noexcept;
+  subscriber& sub() noexcept;
   /// A random UUID made at construction: identifies this client instance.
-  const std::string& instance_id() const noexcept { return instance_id_; }
+  const std::string& instance_id() const noexcept;
 
   /// Connects the command connection, then the subscriber.
   /// Completion signature `void(error_code)`; errors as connection::async_connect.
@@ -336,12 +338,11 @@ class client {
   void start_get_config_json(std::string name, std::string field, handler<boost::json::value> h);
   void start_delete_stale_functions(handler<std::size_t> h);
 
-  friend detail::router& detail::router_of(client& c) noexcept;
+  friend struct detail::client_access;
 
-  connection conn_;
-  subscriber sub_;
-  std::unique_ptr<detail::router> router_;
-  std::string instance_id_;
+  // Shared with every handle made from this client and every operation in
+  // flight; see "Lifetime" above.
+  std::shared_ptr<detail::client_core> client_core_;
 };
 
 /// Why create_feed, set_config or set_config_json would refuse `value` for

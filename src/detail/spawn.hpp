@@ -4,6 +4,7 @@
 // current step (Asio propagates it into every co_await inside).
 #pragma once
 
+#include "detail/client_core.hpp"
 #include "detail/executor_util.hpp"
 #include "detail/op_status.hpp"
 
@@ -36,17 +37,20 @@ inline boost::system::error_code exception_to_code(std::exception_ptr e) {
 }
 
 /// `op` yields std::tuple<error_code, Ts...>; `h` takes (error_code, Ts...).
+/// `keep` (if any) lives until `h` has run: what `op` refers to by
+/// reference (the client core) stays alive as long as the coroutine.
 template <class... Ts>
 void spawn_op(const boost::asio::any_io_executor& ex,
               boost::asio::awaitable<std::tuple<boost::system::error_code, Ts...>> op,
-              boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)> h) {
+              boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)> h,
+              std::shared_ptr<const void> keep = {}) {
   namespace asio = boost::asio;
   auto slot = asio::get_associated_cancellation_slot(h);
   asio::co_spawn(
       ex, std::move(op),
       asio::bind_cancellation_slot(
-          slot, [h = std::move(h), ex](std::exception_ptr e,
-                                       std::tuple<boost::system::error_code, Ts...> r) mutable {
+          slot, [h = std::move(h), ex, keep = std::move(keep)](
+                    std::exception_ptr e, std::tuple<boost::system::error_code, Ts...> r) mutable {
             if (e) r = std::tuple<boost::system::error_code, Ts...>{exception_to_code(e), Ts{}...};
             std::apply(
                 [&](auto&&... a) {
@@ -71,21 +75,30 @@ void complete_op(op_handler<void(boost::system::error_code, Ts...)> h,
 template <class... Ts, class Status>
 void spawn_op(const boost::asio::any_io_executor& ex,
               boost::asio::awaitable<std::tuple<Status, Ts...>> op,
-              op_handler<void(boost::system::error_code, Ts...)> h) {
+              op_handler<void(boost::system::error_code, Ts...)> h,
+              std::shared_ptr<const void> keep = {}) {
   namespace asio = boost::asio;
   auto slot = asio::get_associated_cancellation_slot(h.handler);
-  asio::co_spawn(
-      ex, std::move(op),
-      asio::bind_cancellation_slot(
-          slot, [h = std::move(h), ex](std::exception_ptr e, std::tuple<Status, Ts...> r) mutable {
-            if (e) r = std::tuple<Status, Ts...>{exception_to_code(e), Ts{}...};
-            std::apply(
-                [&](auto&& status, auto&&... a) {
-                  complete_op(std::move(h), ex, op_status(std::forward<decltype(status)>(status)),
-                              std::forward<decltype(a)>(a)...);
-                },
-                std::move(r));
-          }));
+  asio::co_spawn(ex, std::move(op),
+                 asio::bind_cancellation_slot(
+                     slot, [h = std::move(h), ex, keep = std::move(keep)](
+                               std::exception_ptr e, std::tuple<Status, Ts...> r) mutable {
+                       if (e) r = std::tuple<Status, Ts...>{exception_to_code(e), Ts{}...};
+                       std::apply(
+                           [&](auto&& status, auto&&... a) {
+                             complete_op(std::move(h), ex,
+                                         op_status(std::forward<decltype(status)>(status)),
+                                         std::forward<decltype(a)>(a)...);
+                           },
+                           std::move(r));
+                     }));
+}
+
+/// spawn_op on the client core's executor, keeping the core alive until
+/// the handler has run (the operation may outlive the client object).
+template <class Op, class Handler>
+void spawn_op(const std::shared_ptr<client_core>& core, Op op, Handler h) {
+  spawn_op(core->get_executor(), std::move(op), std::move(h), core);
 }
 
 }  // namespace thoonk::detail

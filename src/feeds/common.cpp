@@ -86,7 +86,8 @@ void push_type_check(request& req, const feed_names& names) {
   req.push("HGET", names.key("config"), "type");
 }
 
-asio::awaitable<std::tuple<op_status, response>> exec_checked(client& c, const feed_names& n,
+asio::awaitable<std::tuple<op_status, response>> exec_checked(detail::client_core& c,
+                                                              const feed_names& n,
                                                               const request& req, feed_type want) {
   auto [ec, resp] = co_await exec_co(c, req, n.key("config"));
   op_status st(ec);

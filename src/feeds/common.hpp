@@ -9,6 +9,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/error.hpp>
+#include <thoonk/feed.hpp>
 #include <thoonk/feed_item.hpp>
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
@@ -73,7 +74,15 @@ boost::system::error_code check_type_reply(const resp3::value& v, feed_type want
 /// client's router and checks the type, then every other reply for error
 /// values (with the server's text).
 void push_type_check(request& req, const feed_names& names);
-boost::asio::awaitable<std::tuple<op_status, response>> exec_checked(client& c,
+/// feed::async_publish (a generated id) as an awaitable for the library's
+/// own operations (src/feeds/feed.cpp).
+boost::asio::awaitable<op_result<publish_result>> publish_item(client_core& c, std::string name,
+                                                               std::string item);
+/// client::async_create_or_open_feed as an awaitable for the library's own
+/// operations (src/feeds/management.cpp): completes with whether it created.
+boost::asio::awaitable<op_result<bool>> create_or_open_feed(client_core& c, std::string name,
+                                                            feed_type type, feed_config cfg);
+boost::asio::awaitable<std::tuple<op_status, response>> exec_checked(detail::client_core& c,
                                                                      const feed_names& names,
                                                                      const request& req,
                                                                      feed_type want);

@@ -36,7 +36,8 @@ namespace {
 // 1/1024 steps are exact in a double up to 2^43 ms (the year 2248), and the
 // score is formatted with 17 significant digits so Redis parses the same
 // double back. (src/lua/feeds/publish.lua)
-asio::awaitable<detail::op_result<publish_result>> publish_op(client& c, std::string name,
+asio::awaitable<detail::op_result<publish_result>> publish_op(detail::client_core& c,
+                                                              std::string name,
                                                               std::optional<std::string> id,
                                                               std::string item) {
   const auto& cfg = c.get_config();
@@ -69,6 +70,11 @@ constexpr std::string_view max_length_field = "max_length";
 }  // namespace
 
 namespace detail {
+asio::awaitable<op_result<publish_result>> publish_item(client_core& c, std::string name,
+                                                        std::string item) {
+  return publish_op(c, std::move(name), std::nullopt, std::move(item));
+}
+
 std::vector<std::string> feed_script_keys(std::string_view name) {
   return data_keys(feed_names(config{}, name));
 }
@@ -76,8 +82,8 @@ std::vector<std::string> feed_script_keys(std::string_view name) {
 
 void feed::start_publish(std::optional<std::string> id, std::string item,
                          handler<publish_result> h) const {
-  detail::spawn_op(client_->get_executor(),
-                   publish_op(*client_, name_, std::move(id), std::move(item)), std::move(h));
+  detail::spawn_op(client_core_, publish_op(*client_core_, name_, std::move(id), std::move(item)),
+                   std::move(h));
 }
 
 feed_config feed_settings::to_fields() const {

@@ -30,7 +30,8 @@ bool is_feed(feed_type kind) { return kind == feed_type::feed; }
 
 // One type-checked read in one round trip: the type check, then `req`'s
 // command on the feed's keys; yields that command's reply.
-asio::awaitable<std::tuple<op_status, resp3::value>> checked_read(client& c, const feed_names& n,
+asio::awaitable<std::tuple<op_status, resp3::value>> checked_read(detail::client_core& c,
+                                                                  const feed_names& n,
                                                                   feed_type kind, request req) {
   auto [st, resp] = co_await exec_checked(c, n, req, kind);
   if (st) co_return std::tuple{std::move(st), resp3::value{}};
@@ -44,8 +45,8 @@ request type_checked(const feed_names& n) {
   return req;
 }
 
-asio::awaitable<op_result<bool>> retract_op(client& c, std::string name, feed_type kind,
-                                            std::string id) {
+asio::awaitable<op_result<bool>> retract_op(detail::client_core& c, std::string name,
+                                            feed_type kind, std::string id) {
   const auto& cfg = c.get_config();
   if (auto ec = validate_name_and_id(cfg, name, id)) co_return std::tuple{ec, false};
   feed_names n(cfg, name);
@@ -58,8 +59,8 @@ asio::awaitable<op_result<bool>> retract_op(client& c, std::string name, feed_ty
   co_return std::tuple{std::move(st), removed};
 }
 
-asio::awaitable<op_result<std::vector<std::string>>> get_ids_op(client& c, std::string name,
-                                                                feed_type kind) {
+asio::awaitable<op_result<std::vector<std::string>>> get_ids_op(detail::client_core& c,
+                                                                std::string name, feed_type kind) {
   std::vector<std::string> out;
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
   feed_names n(c.get_config(), name);
@@ -70,8 +71,8 @@ asio::awaitable<op_result<std::vector<std::string>>> get_ids_op(client& c, std::
   co_return std::tuple{std::move(st), std::move(out)};
 }
 
-asio::awaitable<op_result<opt_string>> get_item_op(client& c, std::string name, feed_type kind,
-                                                   std::string id) {
+asio::awaitable<op_result<opt_string>> get_item_op(detail::client_core& c, std::string name,
+                                                   feed_type kind, std::string id) {
   const auto& cfg = c.get_config();
   if (auto ec = validate_name_and_id(cfg, name, id)) co_return std::tuple{ec, opt_string{}};
   feed_names n(cfg, name);
@@ -81,8 +82,8 @@ asio::awaitable<op_result<opt_string>> get_item_op(client& c, std::string name, 
   co_return std::tuple{std::move(st), as_opt_string(v)};
 }
 
-asio::awaitable<op_result<std::vector<opt_string>>> get_items_op(client& c, std::string name,
-                                                                 feed_type kind,
+asio::awaitable<op_result<std::vector<opt_string>>> get_items_op(detail::client_core& c,
+                                                                 std::string name, feed_type kind,
                                                                  std::vector<std::string> ids) {
   const auto& cfg = c.get_config();
   std::vector<opt_string> out;
@@ -108,8 +109,8 @@ asio::awaitable<op_result<std::vector<opt_string>>> get_items_op(client& c, std:
 }
 
 // Get All in one atomic step (src/lua/feeds/get_all.lua), paired up.
-asio::awaitable<op_result<std::vector<feed_item>>> get_all_op(client& c, std::string name,
-                                                              feed_type kind) {
+asio::awaitable<op_result<std::vector<feed_item>>> get_all_op(detail::client_core& c,
+                                                              std::string name, feed_type kind) {
   std::vector<feed_item> out;
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
   feed_names n(c.get_config(), name);
@@ -125,7 +126,7 @@ asio::awaitable<op_result<std::vector<feed_item>>> get_all_op(client& c, std::st
   co_return std::tuple{op_status{}, std::move(out)};
 }
 
-asio::awaitable<op_result<bool>> has_id_op(client& c, std::string name, feed_type kind,
+asio::awaitable<op_result<bool>> has_id_op(detail::client_core& c, std::string name, feed_type kind,
                                            std::string id) {
   const auto& cfg = c.get_config();
   if (auto ec = validate_name_and_id(cfg, name, id)) co_return std::tuple{ec, false};
@@ -140,7 +141,8 @@ asio::awaitable<op_result<bool>> has_id_op(client& c, std::string name, feed_typ
   co_return std::tuple{std::move(st), present};
 }
 
-asio::awaitable<op_result<std::uint64_t>> length_op(client& c, std::string name, feed_type kind) {
+asio::awaitable<op_result<std::uint64_t>> length_op(detail::client_core& c, std::string name,
+                                                    feed_type kind) {
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::uint64_t{0}};
   feed_names n(c.get_config(), name);
   auto req = type_checked(n);
@@ -153,7 +155,7 @@ asio::awaitable<op_result<std::uint64_t>> length_op(client& c, std::string name,
 }
 
 // Every config field of the feed, after the type check.
-asio::awaitable<op_result<feed_config>> read_config_op(client& c, std::string name,
+asio::awaitable<op_result<feed_config>> read_config_op(detail::client_core& c, std::string name,
                                                        feed_type kind) {
   feed_config out;
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, std::move(out)};
@@ -167,17 +169,18 @@ asio::awaitable<op_result<feed_config>> read_config_op(client& c, std::string na
 }
 
 template <class Handle>
-asio::awaitable<op_result<Handle>> open_op(client& c, std::string name) {
+asio::awaitable<op_result<Handle>> open_op(detail::client_core& c, Handle h, std::string name) {
   if (auto ec = validate_name(c.get_config(), name)) co_return std::tuple{ec, Handle{}};
   feed_names n(c.get_config(), name);
   auto req = type_checked(n);
   auto [st, resp] = co_await exec_checked(c, n, req, Handle::kind);
   if (st) co_return std::tuple{std::move(st), Handle{}};
-  co_return std::tuple{op_status{}, Handle(c, std::move(name))};
+  co_return std::tuple{op_status{}, std::move(h)};
 }
 
 template <class Handle, class Settings>
-asio::awaitable<op_result<Handle>> create_or_open_op(client& c, std::string name, Settings s) {
+asio::awaitable<op_result<Handle>> create_or_open_op(detail::client_core& c, Handle h,
+                                                     std::string name, Settings s) {
   auto fields = s.to_fields();
   // Refused before any I/O; create_or_open_feed checks again, but the
   // order of the checks (name first) is this operation's.
@@ -185,14 +188,14 @@ asio::awaitable<op_result<Handle>> create_or_open_op(client& c, std::string name
   for (const auto& [f, v] : fields)
     if (auto r = validate_config_field(f, v)) co_return std::tuple{r.ec, Handle{}};
   diagnostics diag;
-  auto [ec, created] = co_await c.async_create_or_open_feed(name, Handle::kind, std::move(fields),
-                                                            capture_diagnostics(diag, use_nothrow));
-  if (ec) co_return std::tuple{op_status(ec, diag.server_message()), Handle{}};
-  co_return std::tuple{op_status{}, Handle(c, std::move(name))};
+  auto [st, created] = co_await create_or_open_feed(c, name, Handle::kind, std::move(fields));
+  if (st) co_return std::tuple{std::move(st), Handle{}};
+  co_return std::tuple{op_status{}, std::move(h)};
 }
 
 template <class Settings>
-asio::awaitable<op_result<Settings>> read_settings_op(client& c, std::string name, feed_type kind) {
+asio::awaitable<op_result<Settings>> read_settings_op(detail::client_core& c, std::string name,
+                                                      feed_type kind) {
   auto [st, fields] = co_await read_config_op(c, std::move(name), kind);
   if (st) co_return std::tuple{std::move(st), Settings{}};
   co_return std::tuple{op_status{}, Settings::from_fields(fields)};
@@ -201,58 +204,57 @@ asio::awaitable<op_result<Settings>> read_settings_op(client& c, std::string nam
 }  // namespace
 
 void feed_core::start_retract(std::string id, handler<bool> h) const {
-  spawn_op(client_->get_executor(), retract_op(*client_, name_, kind_, std::move(id)),
-           std::move(h));
+  spawn_op(client_core_, retract_op(*client_core_, name_, kind_, std::move(id)), std::move(h));
 }
 
 void feed_core::start_get_ids(handler<std::vector<std::string>> h) const {
-  spawn_op(client_->get_executor(), get_ids_op(*client_, name_, kind_), std::move(h));
+  spawn_op(client_core_, get_ids_op(*client_core_, name_, kind_), std::move(h));
 }
 
 void feed_core::start_get_item(std::string id, handler<opt_string> h) const {
-  spawn_op(client_->get_executor(), get_item_op(*client_, name_, kind_, std::move(id)),
-           std::move(h));
+  spawn_op(client_core_, get_item_op(*client_core_, name_, kind_, std::move(id)), std::move(h));
 }
 
 void feed_core::start_get_items(std::vector<std::string> ids,
                                 handler<std::vector<opt_string>> h) const {
-  spawn_op(client_->get_executor(), get_items_op(*client_, name_, kind_, std::move(ids)),
-           std::move(h));
+  spawn_op(client_core_, get_items_op(*client_core_, name_, kind_, std::move(ids)), std::move(h));
 }
 
 void feed_core::start_get_all(handler<std::vector<feed_item>> h) const {
-  spawn_op(client_->get_executor(), get_all_op(*client_, name_, kind_), std::move(h));
+  spawn_op(client_core_, get_all_op(*client_core_, name_, kind_), std::move(h));
 }
 
 void feed_core::start_has_id(std::string id, handler<bool> h) const {
-  spawn_op(client_->get_executor(), has_id_op(*client_, name_, kind_, std::move(id)), std::move(h));
+  spawn_op(client_core_, has_id_op(*client_core_, name_, kind_, std::move(id)), std::move(h));
 }
 
 void feed_core::start_length(handler<std::uint64_t> h) const {
-  spawn_op(client_->get_executor(), length_op(*client_, name_, kind_), std::move(h));
+  spawn_op(client_core_, length_op(*client_core_, name_, kind_), std::move(h));
 }
 
 void feed_core::start_subscribe(feed_callback cb, feed_subscribe_options opts,
                                 handler<feed_subscription> h) const {
-  start_feed_subscribe(*client_, name_, kind_, std::move(cb), std::move(opts), std::move(h));
+  start_feed_subscribe(client_core_, name_, kind_, std::move(cb), std::move(opts), std::move(h));
 }
 
 template <class Derived, class Settings>
 void feed_base<Derived, Settings>::start_open(client* c, std::string name, handler<Derived> h) {
-  spawn_op(c->get_executor(), open_op<Derived>(*c, std::move(name)), std::move(h));
+  const auto& core = client_access::core(*c);
+  spawn_op(core, open_op<Derived>(*core, Derived(*c, name), std::move(name)), std::move(h));
 }
 
 template <class Derived, class Settings>
 void feed_base<Derived, Settings>::start_create_or_open(client* c, std::string name, Settings s,
                                                         handler<Derived> h) {
-  spawn_op(c->get_executor(), create_or_open_op<Derived>(*c, std::move(name), std::move(s)),
+  const auto& core = client_access::core(*c);
+  spawn_op(core,
+           create_or_open_op<Derived>(*core, Derived(*c, name), std::move(name), std::move(s)),
            std::move(h));
 }
 
 template <class Derived, class Settings>
 void feed_base<Derived, Settings>::start_read_settings(handler<Settings> h) const {
-  spawn_op(client_->get_executor(), read_settings_op<Settings>(*client_, name_, kind_),
-           std::move(h));
+  spawn_op(client_core_, read_settings_op<Settings>(*client_core_, name_, kind_), std::move(h));
 }
 
 template class feed_base<feed, feed_settings>;

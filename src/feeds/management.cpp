@@ -44,10 +44,10 @@ namespace {
 // which the next create repairs. Existence checks read the config's type.
 // docs/cluster.md, "Feed management".
 
-bool clustered(const client* c) { return c->get_config().cluster; }
+bool clustered(const detail::client_core* c) { return c->get_config().cluster; }
 
 // SADD / SREM of `name` in the feeds set (cluster mode's second step).
-asio::awaitable<std::tuple<detail::op_status, std::int64_t>> feeds_set_op(client* c,
+asio::awaitable<std::tuple<detail::op_status, std::int64_t>> feeds_set_op(detail::client_core* c,
                                                                           std::string_view command,
                                                                           std::string_view name) {
   request req;
@@ -68,8 +68,8 @@ error_code validate_field(const config& cfg, std::string_view field, std::string
 
 // Create (`create_or_open` false) or create-or-open: one script
 // (src/lua/management/create.lua). Completes with whether it created.
-asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, feed_type type,
-                                                   feed_config cfg, bool or_open) {
+asio::awaitable<detail::op_result<bool>> create_op(detail::client_core* c, std::string name,
+                                                   feed_type type, feed_config cfg, bool or_open) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, false};
   for (const auto& [f, v] : cfg)
     if (auto ec = validate_field(c->get_config(), f, v)) co_return std::tuple{ec, false};
@@ -102,13 +102,13 @@ asio::awaitable<detail::op_result<bool>> create_op(client* c, std::string name, 
 }
 
 // create_feed's completion has no `created`: it fails when the feed exists.
-asio::awaitable<detail::op_result<>> create_only_op(client* c, std::string name, feed_type type,
-                                                    feed_config cfg) {
+asio::awaitable<detail::op_result<>> create_only_op(detail::client_core* c, std::string name,
+                                                    feed_type type, feed_config cfg) {
   auto [st, created] = co_await create_op(c, std::move(name), type, std::move(cfg), false);
   co_return std::tuple{std::move(st)};
 }
 
-asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
+asio::awaitable<detail::op_result<>> delete_op(detail::client_core* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
   const bool cl = clustered(c);
@@ -128,7 +128,7 @@ asio::awaitable<detail::op_result<>> delete_op(client* c, std::string name) {
   co_return std::tuple{detail::op_status{}};
 }
 
-asio::awaitable<detail::op_result<bool>> exists_op(client* c, std::string name) {
+asio::awaitable<detail::op_result<bool>> exists_op(detail::client_core* c, std::string name) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec, false};
   request req;
   req.push("SISMEMBER", detail::feeds_key, name);
@@ -138,7 +138,7 @@ asio::awaitable<detail::op_result<bool>> exists_op(client* c, std::string name) 
   co_return std::tuple{error_code{}, resp[0].integer == 1};
 }
 
-asio::awaitable<detail::op_result<std::vector<std::string>>> list_op(client* c) {
+asio::awaitable<detail::op_result<std::vector<std::string>>> list_op(detail::client_core* c) {
   request req;
   req.push("SMEMBERS", detail::feeds_key);
   auto [ec, resp] = co_await detail::exec_co(*c, req, detail::feeds_key);
@@ -150,8 +150,8 @@ asio::awaitable<detail::op_result<std::vector<std::string>>> list_op(client* c) 
   co_return std::tuple{error_code{}, std::move(out)};
 }
 
-asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name, std::string field,
-                                                   std::string value) {
+asio::awaitable<detail::op_result<>> set_config_op(detail::client_core* c, std::string name,
+                                                   std::string field, std::string value) {
   if (auto ec = detail::validate_name(c->get_config(), name)) co_return std::tuple{ec};
   if (auto ec = validate_field(c->get_config(), field, value)) co_return std::tuple{ec};
   detail::feed_names n(c->get_config(), name);
@@ -169,7 +169,7 @@ asio::awaitable<detail::op_result<>> set_config_op(client* c, std::string name, 
   co_return std::tuple{std::move(st)};
 }
 
-asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(client* c,
+asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(detail::client_core* c,
                                                                              std::string name,
                                                                              std::string field) {
   if (auto ec = detail::validate_name(c->get_config(), name))
@@ -190,7 +190,7 @@ asio::awaitable<detail::op_result<std::optional<std::string>>> get_config_op(cli
   co_return std::tuple{error_code{}, detail::as_opt_string(resp[1])};
 }
 
-asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(client* c,
+asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(detail::client_core* c,
                                                                           std::string name,
                                                                           std::string field) {
   auto [st, text] = co_await get_config_op(c, std::move(name), std::move(field));
@@ -203,52 +203,64 @@ asio::awaitable<detail::op_result<boost::json::value>> get_config_json_op(client
 
 }  // namespace
 
+namespace detail {
+asio::awaitable<op_result<bool>> create_or_open_feed(client_core& c, std::string name,
+                                                     feed_type type, feed_config cfg) {
+  return create_op(&c, std::move(name), type, std::move(cfg), true);
+}
+}  // namespace detail
+
 void client::start_create_feed(std::string name, feed_type type, feed_config cfg, handler<> h) {
-  detail::spawn_op(get_executor(), create_only_op(this, std::move(name), type, std::move(cfg)),
+  detail::spawn_op(client_core_,
+                   create_only_op(client_core_.get(), std::move(name), type, std::move(cfg)),
                    std::move(h));
 }
 
 void client::start_create_or_open_feed(std::string name, feed_type type, feed_config cfg,
                                        handler<bool> h) {
-  detail::spawn_op(get_executor(), create_op(this, std::move(name), type, std::move(cfg), true),
+  detail::spawn_op(client_core_,
+                   create_op(client_core_.get(), std::move(name), type, std::move(cfg), true),
                    std::move(h));
 }
 
 void client::start_delete_feed(std::string name, handler<> h) {
-  detail::spawn_op(get_executor(), delete_op(this, std::move(name)), std::move(h));
+  detail::spawn_op(client_core_, delete_op(client_core_.get(), std::move(name)), std::move(h));
 }
 
 void client::start_feed_exists(std::string name, handler<bool> h) {
-  detail::spawn_op(get_executor(), exists_op(this, std::move(name)), std::move(h));
+  detail::spawn_op(client_core_, exists_op(client_core_.get(), std::move(name)), std::move(h));
 }
 
 void client::start_list_feeds(handler<std::vector<std::string>> h) {
-  detail::spawn_op(get_executor(), list_op(this), std::move(h));
+  detail::spawn_op(client_core_, list_op(client_core_.get()), std::move(h));
 }
 
 void client::start_set_config(std::string name, std::string field, std::string value, handler<> h) {
-  detail::spawn_op(get_executor(),
-                   set_config_op(this, std::move(name), std::move(field), std::move(value)),
-                   std::move(h));
+  detail::spawn_op(
+      client_core_,
+      set_config_op(client_core_.get(), std::move(name), std::move(field), std::move(value)),
+      std::move(h));
 }
 
 void client::start_get_config(std::string name, std::string field,
                               handler<std::optional<std::string>> h) {
-  detail::spawn_op(get_executor(), get_config_op(this, std::move(name), std::move(field)),
+  detail::spawn_op(client_core_,
+                   get_config_op(client_core_.get(), std::move(name), std::move(field)),
                    std::move(h));
 }
 
 void client::start_set_config_json(std::string name, std::string field, boost::json::value value,
                                    handler<> h) {
-  detail::spawn_op(
-      get_executor(),
-      set_config_op(this, std::move(name), std::move(field), boost::json::serialize(value)),
-      std::move(h));
+  detail::spawn_op(client_core_,
+                   set_config_op(client_core_.get(), std::move(name), std::move(field),
+                                 boost::json::serialize(value)),
+                   std::move(h));
 }
 
 void client::start_get_config_json(std::string name, std::string field,
                                    handler<boost::json::value> h) {
-  detail::spawn_op(get_executor(), get_config_json_op(this, std::move(name), std::move(field)),
+  detail::spawn_op(client_core_,
+                   get_config_json_op(client_core_.get(), std::move(name), std::move(field)),
                    std::move(h));
 }
 

@@ -43,7 +43,7 @@ bool is_relative(const feed_position& p) {
   return p.where == feed_position::before || p.where == feed_position::after;
 }
 
-asio::awaitable<detail::op_result<std::string>> insert_op(client& c, std::string name,
+asio::awaitable<detail::op_result<std::string>> insert_op(detail::client_core& c, std::string name,
                                                           feed_position pos, std::string item) {
   const auto& cfg = c.get_config();
   error_code ec = detail::validate_name(cfg, name);
@@ -64,8 +64,8 @@ asio::awaitable<detail::op_result<std::string>> insert_op(client& c, std::string
   co_return std::tuple{detail::op_status{}, std::move(v.str)};
 }
 
-asio::awaitable<detail::op_result<>> edit_op(client& c, std::string name, std::string id,
-                                             std::string item) {
+asio::awaitable<detail::op_result<>> edit_op(detail::client_core& c, std::string name,
+                                             std::string id, std::string item) {
   const auto& cfg = c.get_config();
   error_code ec = detail::validate_name_and_id(cfg, name, id);
   if (!ec) ec = detail::validate_item(cfg, item);
@@ -81,8 +81,8 @@ asio::awaitable<detail::op_result<>> edit_op(client& c, std::string name, std::s
   co_return std::tuple{std::move(sec)};
 }
 
-asio::awaitable<detail::op_result<>> move_op(client& c, std::string name, std::string id,
-                                             feed_position pos) {
+asio::awaitable<detail::op_result<>> move_op(detail::client_core& c, std::string name,
+                                             std::string id, feed_position pos) {
   const auto& cfg = c.get_config();
   error_code ec = detail::validate_name_and_id(cfg, name, id);
   if (!ec && is_relative(pos)) {
@@ -105,17 +105,17 @@ asio::awaitable<detail::op_result<>> move_op(client& c, std::string name, std::s
 }  // namespace
 
 void sorted_feed::start_insert(feed_position pos, std::string item, handler<std::string> h) const {
-  detail::spawn_op(client_->get_executor(),
-                   insert_op(*client_, name_, std::move(pos), std::move(item)), std::move(h));
+  detail::spawn_op(client_core_, insert_op(*client_core_, name_, std::move(pos), std::move(item)),
+                   std::move(h));
 }
 
 void sorted_feed::start_edit(std::string id, std::string item, handler<> h) const {
-  detail::spawn_op(client_->get_executor(),
-                   edit_op(*client_, name_, std::move(id), std::move(item)), std::move(h));
+  detail::spawn_op(client_core_, edit_op(*client_core_, name_, std::move(id), std::move(item)),
+                   std::move(h));
 }
 
 void sorted_feed::start_move(std::string id, feed_position pos, handler<> h) const {
-  detail::spawn_op(client_->get_executor(), move_op(*client_, name_, std::move(id), std::move(pos)),
+  detail::spawn_op(client_core_, move_op(*client_core_, name_, std::move(id), std::move(pos)),
                    std::move(h));
 }
 

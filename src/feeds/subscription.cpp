@@ -100,8 +100,9 @@ struct tombstone {
 
 class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
  public:
-  client* cli = nullptr;
-  std::weak_ptr<subscriber_impl> alive;  // expires with the client
+  // Kept alive by the state, so rounds in flight never reach a destroyed
+  // connection; closed() once the client object is gone.
+  std::shared_ptr<detail::client_core> cli;
   std::string name;
   feed_type type = feed_type::feed;
   feed_callback cb;
@@ -119,9 +120,7 @@ class feed_sub_state : public std::enable_shared_from_this<feed_sub_state> {
   error_code failed;                           // why the first sync failed
   asio::steady_timer* ready_waiter = nullptr;  // subscribe() waiting for a cursor
 
-  bool current(std::uint64_t r) const {
-    return !stopped && tracker.is_round(r) && !alive.expired();
-  }
+  bool current(std::uint64_t r) const { return !stopped && tracker.is_round(r) && !cli->closed(); }
 
   void stop() {
     if (stopped) return;
@@ -527,7 +526,8 @@ subscriber::callback feed_callback_for(const std::shared_ptr<feed_sub_state>& st
 
 // Registers `cb` on each channel; the caller removes what was registered
 // on failure. A refusal carries the server's text (subscribe_refused).
-asio::awaitable<op_status> register_channels(client* c, std::shared_ptr<feed_sub_state> st,
+asio::awaitable<op_status> register_channels(detail::client_core* c,
+                                             std::shared_ptr<feed_sub_state> st,
                                              std::vector<std::pair<std::string, chan>> chans) {
   for (auto& [channel, k] : chans) {
     auto callback = feed_callback_for(st, k);
@@ -556,7 +556,7 @@ struct waiter_guard {
   ~waiter_guard() { st->ready_waiter = nullptr; }
 };
 
-asio::awaitable<op_result<feed_subscription>> subscribe_op(client* c,
+asio::awaitable<op_result<feed_subscription>> subscribe_op(detail::client_core* c,
                                                            std::shared_ptr<feed_sub_state> st) {
   const auto& cfg = c->get_config();
   if (auto ec = validate_name(cfg, st->name)) co_return std::tuple{ec, feed_subscription{}};
@@ -610,7 +610,7 @@ asio::awaitable<op_result<feed_subscription>> subscribe_op(client* c,
 }
 
 asio::awaitable<op_result<feed_subscription>> subscribe_admin_op(
-    client* c, std::shared_ptr<feed_sub_state> st) {
+    detail::client_core* c, std::shared_ptr<feed_sub_state> st) {
   std::vector<std::pair<std::string, chan>> chans;
   chans.emplace_back(std::string(newfeed_channel), chan::newfeed);
   chans.emplace_back(std::string(delfeed_channel), chan::delfeed);
@@ -624,24 +624,24 @@ asio::awaitable<op_result<feed_subscription>> subscribe_admin_op(
 
 }  // namespace
 
-void start_feed_subscribe(client& c, std::string name, feed_type type, feed_callback cb,
-                          feed_subscribe_options opts, feed_subscribe_handler h) {
+void start_feed_subscribe(const std::shared_ptr<detail::client_core>& c, std::string name,
+                          feed_type type, feed_callback cb, feed_subscribe_options opts,
+                          feed_subscribe_handler h) {
   auto st = std::make_shared<feed_sub_state>();
-  st->cli = &c;
-  st->alive = detail::impl_access::of(c.sub());
+  st->cli = c;
   st->name = std::move(name);
   st->type = type;
   st->cb = std::move(cb);
   st->opts = std::move(opts);
-  spawn_op(c.get_executor(), subscribe_op(&c, std::move(st)), std::move(h));
+  spawn_op(c, subscribe_op(c.get(), std::move(st)), std::move(h));
 }
 
 void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscribe_handler h) {
+  const auto& core = client_access::core(*c);
   auto st = std::make_shared<feed_sub_state>();
-  st->cli = c;
-  st->alive = detail::impl_access::of(c->sub());
+  st->cli = core;
   st->admin_cb = std::move(cb);
-  spawn_op(c->get_executor(), subscribe_admin_op(c, std::move(st)), std::move(h));
+  spawn_op(core, subscribe_admin_op(core.get(), std::move(st)), std::move(h));
 }
 
 }  // namespace detail
@@ -663,7 +663,7 @@ void feed_subscription::reset() {
 }
 
 bool feed_subscription::active() const noexcept {
-  return state_ && !state_->stopped && !state_->alive.expired();
+  return state_ && !state_->stopped && !state_->cli->closed();
 }
 
 std::uint64_t feed_subscription::cursor() const noexcept {

@@ -10,7 +10,8 @@ namespace thoonk::detail {
 
 /// Subscribes to a feed (type feed or sorted_feed) of `c`; see
 /// feed::subscribe and docs/feeds.md.
-void start_feed_subscribe(client& c, std::string name, feed_type type, feed_callback cb,
-                          feed_subscribe_options opts, feed_subscribe_handler h);
+void start_feed_subscribe(const std::shared_ptr<detail::client_core>& c, std::string name,
+                          feed_type type, feed_callback cb, feed_subscribe_options opts,
+                          feed_subscribe_handler h);
 
 }  // namespace thoonk::detail

@@ -238,13 +238,13 @@ void job_queue::start_put_with_options(std::string item, put_options o, handler<
                                     : put_result::outcome_t::added;
     co_return std::tuple{op_status{}, std::move(r)};
   };
-  detail::spawn_op(client_->get_executor(),
-                   op(detail::shared_impl(core_), std::move(item), std::move(o)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(item), std::move(o)),
+                   std::move(h));
 }
 
 void job_queue::start_fail(claim_ref claim, std::string error_text, fail_options o,
                            handler<fail_result> h) {
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    job_queue_impl::fail_job(detail::shared_impl(core_), std::move(claim),
                                             std::move(error_text), std::move(o), std::string{}),
                    std::move(h));
@@ -266,7 +266,7 @@ void job_queue::start_list(std::string which, std::string cursor, std::size_t co
     page.jobs = detail::parse_jobs(std::move(v), 1);
     co_return std::tuple{op_status{}, std::move(page)};
   };
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    op(detail::shared_impl(core_), std::move(which), std::move(cursor), count),
                    std::move(h));
 }
@@ -274,7 +274,7 @@ void job_queue::start_list(std::string which, std::string cursor, std::size_t co
 void job_queue::start_subscribe_events(std::function<void(const job_event&)> on_event,
                                        handler<subscription> h) {
   auto& impl = detail::impl_of(core_);
-  detail::subscribe_split<job_event>(*client_, impl,
+  detail::subscribe_split<job_event>(*client_core_, impl,
                                      detail::jobs::job_keys(impl.names).event_channel,
                                      &detail::split_event, std::move(on_event), std::move(h));
 }

@@ -28,7 +28,8 @@ const queue_kind job_layout{feed_type::job, [](const feed_names& n) { return job
                             &scripts::jobs_put};
 }  // namespace
 
-job_queue_impl::job_queue_impl(client& c, std::string_view name, job_queue_options o)
+job_queue_impl::job_queue_impl(std::shared_ptr<client_core> c, std::string_view name,
+                               job_queue_options o)
     : queue_core(c, name, job_layout, o),
       lock_key(names.key("maintenance")),
       finish_channel(names.job_finish_channel()),
@@ -336,7 +337,8 @@ std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& c
   return std::static_pointer_cast<job_queue_impl>(core);
 }
 
-std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o) {
+std::shared_ptr<queue_core> make_job_queue(const std::shared_ptr<client_core>& c,
+                                           std::string_view name, job_queue_options o) {
   auto impl = std::make_shared<job_queue_impl>(c, name, std::move(o));
   impl->init();
   return impl;

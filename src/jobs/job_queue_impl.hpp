@@ -42,7 +42,7 @@ class job_queue_impl final : public queue_core {
   template <class T>
   using awaitable = boost::asio::awaitable<T>;
 
-  job_queue_impl(client& c, std::string_view name, job_queue_options o);
+  job_queue_impl(std::shared_ptr<client_core> c, std::string_view name, job_queue_options o);
   /// Creates the dispatcher and batchers (needs weak_from_this()).
   void init();
   /// Ends everything pending with operation_aborted. On the executor.
@@ -173,7 +173,8 @@ double backoff_jitter();
 job_queue_impl& impl_of(const std::shared_ptr<queue_core>& core);
 std::shared_ptr<job_queue_impl> shared_impl(const std::shared_ptr<queue_core>& core);
 /// A new job_queue_impl, initialised: a job_queue handle's state.
-std::shared_ptr<queue_core> make_job_queue(client& c, std::string_view name, job_queue_options o);
+std::shared_ptr<queue_core> make_job_queue(const std::shared_ptr<client_core>& c,
+                                           std::string_view name, job_queue_options o);
 /// invalid_name (the queue's) or invalid_id, before any I/O.
 boost::system::error_code check_id(const job_queue_impl& impl, std::string_view id);
 /// A script of one job: `args` after the id; the reply, or the status.
@@ -191,8 +192,8 @@ boost::asio::awaitable<op_result<>> job_script_status(std::shared_ptr<job_queue_
 /// and handed to `f`. The subscriber completes `h` and fills its
 /// diagnostics.
 template <class Event, class Split>
-void subscribe_split(client& c, job_queue_impl& impl, const std::string& channel, Split split,
-                     std::function<void(const Event&)> f,
+void subscribe_split(detail::client_core& c, job_queue_impl& impl, const std::string& channel,
+                     Split split, std::function<void(const Event&)> f,
                      op_handler<void(boost::system::error_code, subscription)> h) {
   if (impl.name_ec) {
     post_handler(std::move(h), c.get_executor(), impl.name_ec, subscription{});

@@ -12,7 +12,7 @@ void job_queue::start_claim(std::chrono::milliseconds timeout, handler<claimed_j
   // No coroutine per claim: the waiter holds h (a job claimed ahead is
   // handed out at once).
   if (core_->name_ec) {
-    detail::post_handler(std::move(h), client_->get_executor(), core_->name_ec, claimed_job{});
+    detail::post_handler(std::move(h), client_core_->get_executor(), core_->name_ec, claimed_job{});
     return;
   }
   detail::impl_of(core_).claims->wait(timeout, std::move(h.handler), h.diag);
@@ -27,14 +27,13 @@ void job_queue::start_cancel(claim_ref claim, handler<std::int64_t> h) {
         co_await detail::job_script(impl, scripts::jobs_cancel(), std::move(c.id), std::move(args));
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
-                   std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(claim)), std::move(h));
 }
 
 void job_queue::start_stall(claim_ref claim, handler<> h) {
   std::vector<std::string> args{std::to_string(claim.token), detail::unix_ms_string(),
                                 core_->wake_channel};
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_stall(),
                                              std::move(claim.id), std::move(args)),
                    std::move(h));
@@ -47,13 +46,12 @@ void job_queue::start_heartbeat(claim_ref claim, handler<> h) {
     if (st) co_return std::tuple{std::move(st)};
     co_return std::tuple{op_status(statuses.at(0))};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(claim)),
-                   std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(claim)), std::move(h));
 }
 
 void job_queue::start_heartbeat_many(std::vector<claim_ref> claims,
                                      handler<std::vector<error_code>> h) {
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    job_queue_impl::heartbeat_batch(detail::shared_impl(core_), std::move(claims)),
                    std::move(h));
 }

@@ -49,8 +49,8 @@ void job_queue::start_abort(std::string id, abort_options o, handler<> h) {
       co_return std::tuple{op_status(error::unexpected_type)};
     co_return std::tuple{op_status{}};
   };
-  detail::spawn_op(client_->get_executor(),
-                   op(detail::shared_impl(core_), std::move(id), std::move(o)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(id), std::move(o)),
+                   std::move(h));
 }
 
 void job_queue::start_progress(claim_ref claim, std::string text, handler<> h) {
@@ -62,14 +62,14 @@ void job_queue::start_progress(claim_ref claim, std::string text, handler<> h) {
     co_return co_await detail::job_script_status(impl, scripts::jobs_progress(), std::move(c.id),
                                                  std::move(args));
   };
-  detail::spawn_op(client_->get_executor(),
-                   op(detail::shared_impl(core_), std::move(claim), std::move(text)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(claim), std::move(text)),
+                   std::move(h));
 }
 
 void job_queue::start_subscribe_aborts(std::function<void(const std::string&)> on_abort,
                                        handler<subscription> h) {
   auto& impl = detail::impl_of(core_);
-  detail::subscribe_split<std::string>(*client_, impl,
+  detail::subscribe_split<std::string>(*client_core_, impl,
                                        detail::jobs::job_keys(impl.names).abort_channel,
                                        &detail::split_abort, std::move(on_abort), std::move(h));
 }
@@ -77,19 +77,19 @@ void job_queue::start_subscribe_aborts(std::function<void(const std::string&)> o
 // pause and resume change the config: announced on conffeed as
 // client::set_config does (`name\0instance uuid`).
 void job_queue::start_pause(handler<> h) {
-  std::vector<std::string> args{core_->names.name(), client_->instance_id(),
+  std::vector<std::string> args{core_->names.name(), client_core_->instance_id(),
                                 std::string(detail::conffeed_channel)};
   detail::spawn_op(
-      client_->get_executor(),
+      client_core_->get_executor(),
       detail::queue_script(detail::shared_impl(core_), scripts::jobs_pause(), std::move(args)),
       std::move(h));
 }
 
 void job_queue::start_resume(handler<> h) {
-  std::vector<std::string> args{core_->wake_channel, core_->names.name(), client_->instance_id(),
-                                std::string(detail::conffeed_channel)};
+  std::vector<std::string> args{core_->wake_channel, core_->names.name(),
+                                client_core_->instance_id(), std::string(detail::conffeed_channel)};
   detail::spawn_op(
-      client_->get_executor(),
+      client_core_->get_executor(),
       detail::queue_script(detail::shared_impl(core_), scripts::jobs_resume(), std::move(args)),
       std::move(h));
 }
@@ -97,14 +97,14 @@ void job_queue::start_resume(handler<> h) {
 // Any job: retry a failed or dead one, retract one.
 void job_queue::start_retry(std::string id, handler<> h) {
   std::vector<std::string> args{detail::unix_ms_string(), core_->wake_channel};
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retry(),
                                              std::move(id), std::move(args)),
                    std::move(h));
 }
 
 void job_queue::start_retract(std::string id, handler<> h) {
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    detail::job_script_status(detail::shared_impl(core_), scripts::jobs_retract(),
                                              std::move(id), {}),
                    std::move(h));

@@ -23,7 +23,7 @@ error_code finish_problem(const job_queue_impl& impl, const claim_ref& claim,
 void job_queue::start_finish(claim_ref claim, std::optional<std::string> result, handler<> h) {
   // No coroutine per finish: the request goes straight to the batcher, whose
   // (status) result completes h. Validation fails before any I/O.
-  const auto& ex = client_->get_executor();
+  const auto& ex = client_core_->get_executor();
   auto& impl = detail::impl_of(core_);
   if (auto invalid = detail::finish_problem(impl, claim, result)) {
     detail::post_handler(std::move(h), ex, invalid);
@@ -39,7 +39,7 @@ void job_queue::start_finish(claim_ref claim, std::optional<std::string> result,
 void job_queue::start_finish_and_claim(claim_ref claim, std::optional<std::string> result,
                                        handler<claimed_job> h) {
   // As start_finish, with the next job (or queue_empty) in the completion.
-  const auto& ex = client_->get_executor();
+  const auto& ex = client_core_->get_executor();
   auto& impl = detail::impl_of(core_);
   if (auto invalid = detail::finish_problem(impl, claim, result)) {
     detail::post_handler(std::move(h), ex, invalid, claimed_job{});

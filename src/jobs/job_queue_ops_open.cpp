@@ -69,7 +69,7 @@ job_queue::settings job_queue::settings::from_fields(const feed_config& fields) 
 // ---- handles --------------------------------------------------------------------
 
 job_queue::job_queue(client& c, std::string name, job_queue_options opts)
-    : queue_base(c, detail::make_job_queue(c, name, std::move(opts))) {}
+    : queue_base(detail::make_job_queue(detail::client_access::core(c), name, std::move(opts))) {}
 
 std::uint64_t job_queue::malformed_finish_events() const noexcept {
   return core_ ? *detail::impl_of(core_).malformed_finishes : 0;
@@ -83,12 +83,12 @@ void job_queue::start_create_or_open(settings s, handler<job_queue> h) {
   // Each field is checked on its way; this also checks how they combine
   // (max_backoff not below min_backoff).
   if (!s.problem().empty()) {
-    detail::post_handler(std::move(h), client_->get_executor(), error_code(error::invalid_argument),
-                         job_queue{});
+    detail::post_handler(std::move(h), client_core_->get_executor(),
+                         error_code(error::invalid_argument), job_queue{});
     return;
   }
   if (s.dead_letter_queue && detail::impl_of(core_).other_slot(*s.dead_letter_queue)) {
-    detail::post_handler(std::move(h), client_->get_executor(),
+    detail::post_handler(std::move(h), client_core_->get_executor(),
                          error_code(error::cluster_cross_slot), job_queue{});
     return;
   }
@@ -115,7 +115,7 @@ void job_queue::start_read_settings(handler<settings> h) {
       if (values[i]) set.emplace_back(std::string(fields[i]), std::move(*values[i]));
     co_return std::tuple{op_status{}, settings::from_fields(set)};
   };
-  detail::spawn_op(client_->get_executor(), op(core_), std::move(h));
+  detail::spawn_op(client_core_, op(core_), std::move(h));
 }
 
 }  // namespace thoonk

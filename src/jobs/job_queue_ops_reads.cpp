@@ -26,8 +26,7 @@ void job_queue::start_failures(std::string id, handler<std::int64_t> h) {
     auto [st, v] = co_await impl->call(scripts::jobs_read(), std::move(args));
     co_return std::tuple{std::move(st), st ? std::int64_t{0} : as_int(v)};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id)),
-                   std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(id)), std::move(h));
 }
 
 void job_queue::start_get_job(std::string id, handler<std::optional<job_info>> h) {
@@ -40,8 +39,7 @@ void job_queue::start_get_job(std::string id, handler<std::optional<job_info>> h
     if (!jobs.empty()) out = std::move(jobs.front());
     co_return std::tuple{op_status{}, std::move(out)};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id)),
-                   std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(id)), std::move(h));
 }
 
 void job_queue::start_get_jobs(handler<std::vector<job_info>> h) {
@@ -52,7 +50,7 @@ void job_queue::start_get_jobs(handler<std::vector<job_info>> h) {
     if (st) co_return std::tuple{std::move(st), std::vector<job_info>{}};
     co_return std::tuple{op_status{}, detail::parse_jobs(std::move(v))};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_)), std::move(h));
 }
 
 void job_queue::start_get_ids(handler<std::vector<std::string>> h) {
@@ -62,7 +60,7 @@ void job_queue::start_get_ids(handler<std::vector<std::string>> h) {
     if (st) co_return std::tuple{std::move(st), std::vector<std::string>{}};
     co_return std::tuple{op_status{}, as_strings(std::move(v))};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_)), std::move(h));
 }
 
 void job_queue::start_counts(handler<job_counts> h) {
@@ -73,7 +71,7 @@ void job_queue::start_counts(handler<job_counts> h) {
     if (!detail::parse_counts(v, c)) co_return std::tuple{op_status(error::unexpected_type), c};
     co_return std::tuple{op_status{}, c};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_)), std::move(h));
 }
 
 }  // namespace thoonk

@@ -29,8 +29,9 @@ bool split_finish(std::string_view payload, job_finished& out) {
 void job_queue::start_subscribe_finished(std::function<void(const job_finished&)> on_finished,
                                          handler<subscription> h) {
   auto& impl = detail::impl_of(core_);
-  detail::subscribe_split<job_finished>(*client_, impl, impl.finish_channel, &detail::split_finish,
-                                        std::move(on_finished), std::move(h));
+  detail::subscribe_split<job_finished>(*client_core_, impl, impl.finish_channel,
+                                        &detail::split_finish, std::move(on_finished),
+                                        std::move(h));
 }
 
 void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeout,
@@ -98,7 +99,7 @@ void job_queue::start_get_result(std::string id, std::chrono::milliseconds timeo
     }
     co_return std::tuple{op_status(p->ec), std::move(p->value)};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(id), timeout),
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(id), timeout),
                    std::move(h));
 }
 

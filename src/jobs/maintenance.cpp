@@ -88,18 +88,17 @@ asio::awaitable<op_status> count_scan(job_queue_impl& self, const script& s,
 }
 
 // Publishes `item` to the stats feed, creating the feed when missing.
-asio::awaitable<error_code> publish_stats(client& c, std::string name, std::size_t max_length,
-                                          std::string item) {
+asio::awaitable<error_code> publish_stats(detail::client_core& c, std::string name,
+                                          std::size_t max_length, std::string item) {
   if (auto ec = validate_name(c.get_config(), name)) co_return ec;
-  thoonk::feed f(c, name);
-  auto [ec, r] = co_await f.async_publish(item, use_nothrow);
-  if (ec != error::feed_not_found) co_return ec;
+  auto [st, r] = co_await publish_item(c, name, item);
+  if (st.ec != error::feed_not_found) co_return st.ec;
   feed_config cfg;
   cfg.emplace_back("max_length", std::to_string(max_length));
-  auto [cec] = co_await c.async_create_feed(name, feed_type::feed, std::move(cfg), use_nothrow);
-  if (cec && cec != error::feed_exists) co_return cec;
-  auto [ec2, r2] = co_await f.async_publish(std::move(item), use_nothrow);
-  co_return ec2;
+  auto [cst, created] = co_await create_or_open_feed(c, name, feed_type::feed, std::move(cfg));
+  if (cst) co_return cst.ec;
+  auto [st2, r2] = co_await publish_item(c, std::move(name), std::move(item));
+  co_return st2.ec;
 }
 
 }  // namespace
@@ -345,7 +344,7 @@ namespace thoonk {
 using detail::job_queue_impl;
 
 void job_queue::start_maintain(maintenance_options opts, handler<maintenance_report> h) {
-  detail::spawn_op(client_->get_executor(),
+  detail::spawn_op(client_core_,
                    job_queue_impl::maintain(detail::shared_impl(core_), std::move(opts)),
                    std::move(h));
 }
@@ -353,7 +352,7 @@ void job_queue::start_maintain(maintenance_options opts, handler<maintenance_rep
 void job_queue::start_run_maintenance(std::chrono::milliseconds interval, maintenance_options opts,
                                       handler<> h) {
   detail::spawn_op(
-      client_->get_executor(),
+      client_core_->get_executor(),
       job_queue_impl::run_maintenance(detail::shared_impl(core_), interval, std::move(opts)),
       std::move(h));
 }

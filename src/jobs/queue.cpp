@@ -22,7 +22,7 @@ const queue_kind queue_layout{
 
 class queue_impl final : public queue_core {
  public:
-  queue_impl(client& c, std::string_view name, const queue_options& o)
+  queue_impl(std::shared_ptr<client_core> c, std::string_view name, const queue_options& o)
       : queue_core(c, name, queue_layout, o), opts(o) {}
 
   void init() {
@@ -95,7 +95,8 @@ queue_impl& plain_impl_of(const std::shared_ptr<queue_core>& core) {
   return static_cast<queue_impl&>(*core);
 }
 
-std::shared_ptr<queue_core> make_queue(client& c, std::string_view name, const queue_options& o) {
+std::shared_ptr<queue_core> make_queue(const std::shared_ptr<client_core>& c, std::string_view name,
+                                       const queue_options& o) {
   auto impl = std::make_shared<queue_impl>(c, name, o);
   impl->init();
   return impl;
@@ -110,7 +111,7 @@ using detail::op_result;
 using detail::op_status;
 
 queue::queue(client& c, std::string name, queue_options opts)
-    : queue_base(c, detail::make_queue(c, name, opts)) {}
+    : queue_base(detail::make_queue(detail::client_access::core(c), name, opts)) {}
 
 void queue::start_open(handler<queue> h) { detail::start_open_handle(*this, core_, std::move(h)); }
 
@@ -125,7 +126,7 @@ void queue::start_read_settings(handler<settings> h) {
 void queue::start_get(std::chrono::milliseconds timeout, handler<queue_item> h) {
   // No coroutine per get: the waiter holds h.
   if (core_->name_ec) {
-    detail::post_handler(std::move(h), client_->get_executor(), core_->name_ec, queue_item{});
+    detail::post_handler(std::move(h), client_core_->get_executor(), core_->name_ec, queue_item{});
     return;
   }
   detail::plain_impl_of(core_).gets->wait(timeout, std::move(h.handler), h.diag);
@@ -144,7 +145,7 @@ void queue::start_get_item(std::string id, handler<std::optional<std::string>> h
     if (st) co_return std::tuple{std::move(st), std::optional<std::string>{}};
     co_return std::tuple{op_status{}, detail::as_opt_string(resp[1])};
   };
-  detail::spawn_op(client_->get_executor(), op(core_, std::move(id)), std::move(h));
+  detail::spawn_op(client_core_, op(core_, std::move(id)), std::move(h));
 }
 
 void queue::start_get_ids(handler<std::vector<std::string>> h) {
@@ -154,7 +155,7 @@ void queue::start_get_ids(handler<std::vector<std::string>> h) {
     if (st) co_return std::tuple{std::move(st), std::vector<std::string>{}};
     co_return std::tuple{op_status{}, detail::jobs::as_strings(std::move(v))};
   };
-  detail::spawn_op(client_->get_executor(), op(core_), std::move(h));
+  detail::spawn_op(client_core_, op(core_), std::move(h));
 }
 
 void queue::start_length(handler<std::size_t> h) {
@@ -164,7 +165,7 @@ void queue::start_length(handler<std::size_t> h) {
     if (st) co_return std::tuple{std::move(st), std::size_t{0}};
     co_return std::tuple{op_status{}, static_cast<std::size_t>(detail::jobs::as_int(v))};
   };
-  detail::spawn_op(client_->get_executor(), op(core_), std::move(h));
+  detail::spawn_op(client_core_, op(core_), std::move(h));
 }
 
 }  // namespace thoonk

@@ -14,11 +14,12 @@ namespace thoonk::detail {
 
 using namespace jobs;  // NOLINT
 
-queue_core::queue_core(client& c, std::string_view name, const queue_kind& kind,
-                       const queue_options_base& o)
-    : cl(c),
-      name_ec(validate_name(c.get_config(), name)),
-      names(c.get_config(), name),
+queue_core::queue_core(std::shared_ptr<client_core> c, std::string_view name,
+                       const queue_kind& kind, const queue_options_base& o)
+    : client(std::move(c)),
+      cl(*client),
+      name_ec(validate_name(cl.get_config(), name)),
+      names(cl.get_config(), name),
       type(kind.type),
       keys(kind.layout(names)),
       wake_channel(names.channel("wake")),
@@ -69,9 +70,8 @@ asio::awaitable<op_status> queue_core::create_or_open(feed_config fields) {
   for (const auto& [f, v] : fields)
     if (auto r = validate_config_field(f, v)) co_return r.ec;
   diagnostics diag;
-  auto [ec, created] = co_await cl.async_create_or_open_feed(
-      names.name(), type, std::move(fields), capture_diagnostics(diag, use_nothrow));
-  if (ec) co_return op_status(ec, diag.server_message());
+  auto [st, created] = co_await create_or_open_feed(cl, names.name(), type, std::move(fields));
+  if (st) co_return std::move(st);
   co_return co_await ensure_wake(std::chrono::milliseconds::max());
 }
 
@@ -152,8 +152,10 @@ asio::awaitable<op_result<std::vector<std::string>>> queue_core::put_many(
 
 // ---- queue_base -------------------------------------------------------------
 
-queue_base::queue_base(client& c, std::shared_ptr<queue_core> core)
-    : client_(&c), core_(std::move(core)), closer_(close_when_released(core_, c.get_executor())) {}
+queue_base::queue_base(std::shared_ptr<queue_core> core)
+    : client_core_(core->client),
+      core_(std::move(core)),
+      closer_(close_when_released(core_, client_core_->get_executor())) {}
 
 const std::string& queue_base::name() const noexcept { return core_->names.name(); }
 
@@ -161,9 +163,9 @@ void queue_base::start_put(std::string item, priority p, handler<put_result> h) 
   // No coroutine per put: the request goes straight to the batcher, which
   // completes h (validation fails before any I/O).
   auto ec = core_->name_ec;
-  if (!ec) ec = validate_item(client_->get_config(), item);
+  if (!ec) ec = validate_item(client_core_->get_config(), item);
   if (ec) {
-    post_handler(std::move(h), client_->get_executor(), ec, put_result{});
+    post_handler(std::move(h), client_core_->get_executor(), ec, put_result{});
     return;
   }
   core_->puts[p == priority::high ? 1 : 0]->submit(std::move(item), std::move(h.handler), h.diag);
@@ -172,7 +174,7 @@ void queue_base::start_put(std::string item, priority p, handler<put_result> h) 
 void queue_base::start_put_id(std::string item, priority p, handler<std::string> h) {
   // The deprecated form: the put's id alone. The handler keeps the
   // caller's cancellation slot and executor.
-  auto id_only = adapt_handler(std::move(h.handler), client_->get_executor(),
+  auto id_only = adapt_handler(std::move(h.handler), client_core_->get_executor(),
                                [](auto h, boost::system::error_code ec, put_result r) {
                                  std::move(h)(ec, std::move(r.id));
                                });
@@ -181,7 +183,7 @@ void queue_base::start_put_id(std::string item, priority p, handler<std::string>
 
 void queue_base::start_put_many(std::vector<std::string> items, priority p,
                                 handler<std::vector<std::string>> h) {
-  spawn_op(client_->get_executor(), queue_core::put_many(core_, std::move(items), p), std::move(h));
+  spawn_op(client_core_, queue_core::put_many(core_, std::move(items), p), std::move(h));
 }
 
 }  // namespace thoonk::detail

@@ -40,7 +40,8 @@ class queue_core : public std::enable_shared_from_this<queue_core> {
  public:
   using error_code = boost::system::error_code;
 
-  queue_core(client& c, std::string_view name, const queue_kind& kind, const queue_options_base& o);
+  queue_core(std::shared_ptr<client_core> c, std::string_view name, const queue_kind& kind,
+             const queue_options_base& o);
   virtual ~queue_core() = default;
   queue_core(const queue_core&) = delete;
   queue_core& operator=(const queue_core&) = delete;
@@ -77,7 +78,10 @@ class queue_core : public std::enable_shared_from_this<queue_core> {
   static asio::awaitable<op_result<std::vector<std::string>>> put_many(
       std::shared_ptr<queue_core> self, std::vector<std::string> items, priority p);
 
-  client& cl;
+  /// The client's connections: owned (with every handle), so the
+  /// machinery running in the background never outlives them.
+  std::shared_ptr<client_core> client;
+  client_core& cl;
   error_code name_ec;  ///< the name's validation: every operation fails with it
   feed_names names;
   feed_type type;

@@ -27,7 +27,8 @@ class wake_subscription {
   /// server's text (or error::request_timeout when it is still pending).
   /// `poke` tells the fetcher to look again (it must not keep the fetcher
   /// alive). Call on the client's executor.
-  asio::awaitable<op_status> ensure(client& c, std::string channel, std::function<void()> poke,
+  asio::awaitable<op_status> ensure(detail::client_core& c, std::string channel,
+                                    std::function<void()> poke,
                                     std::chrono::milliseconds max_wait) {
     auto st = st_;
     if (st->closed) co_return error_code(asio::error::operation_aborted);
@@ -79,8 +80,8 @@ class wake_subscription {
     std::vector<std::weak_ptr<asio::steady_timer>> waiting;
   };
 
-  static asio::awaitable<void> subscribe(client* c, std::string channel, std::function<void()> poke,
-                                         std::shared_ptr<state> st) {
+  static asio::awaitable<void> subscribe(detail::client_core* c, std::string channel,
+                                         std::function<void()> poke, std::shared_ptr<state> st) {
     auto cb = [poke](const message&) { poke(); };
     auto [ec, s] = co_await subscribe_notifications(*c, std::move(channel), std::move(cb),
                                                     capture_diagnostics(st->diag, use_nothrow));

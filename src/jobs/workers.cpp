@@ -84,7 +84,7 @@ void job_queue::start_get_workers(handler<std::vector<worker_info>> h) {
     }
     co_return std::tuple{op_status{}, std::move(out)};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_)), std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_)), std::move(h));
 }
 
 void job_queue::start_fail_worker(std::string name, handler<std::int64_t> h) {
@@ -98,8 +98,7 @@ void job_queue::start_fail_worker(std::string name, handler<std::int64_t> h) {
     if (r.workers == 0) co_return std::tuple{op_status(error::worker_not_found), std::int64_t{0}};
     co_return std::tuple{op_status{}, r.requeued + r.dead_lettered};
   };
-  detail::spawn_op(client_->get_executor(), op(detail::shared_impl(core_), std::move(name)),
-                   std::move(h));
+  detail::spawn_op(client_core_, op(detail::shared_impl(core_), std::move(name)), std::move(h));
 }
 
 }  // namespace thoonk

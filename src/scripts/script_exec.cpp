@@ -66,7 +66,8 @@ asio::awaitable<std::tuple<error_code, response>> exec_co(connection& conn, cons
   co_return co_await conn.async_exec(req, opts, asio::as_tuple(asio::use_awaitable));
 }
 
-asio::awaitable<std::tuple<error_code, response>> exec_co(client& c, const request& req,
+asio::awaitable<std::tuple<error_code, response>> exec_co(detail::client_core& c,
+                                                          const request& req,
                                                           std::string_view routing_key,
                                                           exec_options opts) {
   co_return co_await router_of(c).exec(req, routing_key, opts);
@@ -205,7 +206,7 @@ script sharded_variant(const script& s) {
 }
 
 asio::awaitable<std::tuple<error_code, resp3::value>> eval_script(
-    client& c, const script& s, std::span<const std::string_view> keys,
+    detail::client_core& c, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts) {
   exec_target target;
   target.r = &router_of(c);
@@ -325,7 +326,8 @@ op_status reply_status(const resp3::value& v) {
   return {ec, v.str};
 }
 
-asio::awaitable<std::tuple<op_status, resp3::value>> run_script(client& c, const script& s,
+asio::awaitable<std::tuple<op_status, resp3::value>> run_script(detail::client_core& c,
+                                                                const script& s,
                                                                 std::vector<std::string> keys,
                                                                 std::vector<std::string> args) {
   std::vector<std::string_view> k(keys.begin(), keys.end());

@@ -8,6 +8,7 @@
 #include <thoonk/connection.hpp>
 #include <thoonk/script.hpp>
 
+#include "detail/client_core.hpp"
 #include "detail/op_status.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -46,7 +47,7 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval
 /// eval_script on the connection the client's router chooses for the
 /// first key (the feed, queue or job code's only way to a script).
 boost::asio::awaitable<std::tuple<boost::system::error_code, resp3::value>> eval_script(
-    client& c, const script& s, std::span<const std::string_view> keys,
+    detail::client_core& c, const script& s, std::span<const std::string_view> keys,
     std::span<const std::string_view> args, exec_options opts = {});
 
 /// Awaitable form of connection::exec for the library's coroutines.
@@ -57,7 +58,8 @@ boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
 /// `routing_key`, a key the request's commands touch (every command of one
 /// request must touch keys of that key's feed only); empty: any connection.
 boost::asio::awaitable<std::tuple<boost::system::error_code, response>> exec_co(
-    client& c, const request& req, std::string_view routing_key, exec_options opts = {});
+    detail::client_core& c, const request& req, std::string_view routing_key,
+    exec_options opts = {});
 
 /// The one mapper of error replies (every library script, and any
 /// command) to error codes; success for anything that is not an error
@@ -110,6 +112,7 @@ script sharded_variant(const script& s);
 /// and the value keep the server's text). Takes its keys and args by value:
 /// the awaitable owns them.
 boost::asio::awaitable<std::tuple<op_status, resp3::value>> run_script(
-    client& c, const script& s, std::vector<std::string> keys, std::vector<std::string> args);
+    detail::client_core& c, const script& s, std::vector<std::string> keys,
+    std::vector<std::string> args);
 
 }  // namespace thoonk::detail

@@ -1,6 +1,8 @@
 // How the library subscribes to its own notification channels.
 #pragma once
 
+#include "detail/client_core.hpp"
+
 #include <thoonk/client.hpp>
 #include <thoonk/subscriber.hpp>
 
@@ -18,7 +20,7 @@ namespace thoonk::detail {
 /// delfeed, conffeed) are classic ones everywhere. Same completion as
 /// subscriber::subscribe.
 template <class CompletionToken>
-auto subscribe_notifications(client& c, std::string channel, subscriber::callback cb,
+auto subscribe_notifications(detail::client_core& c, std::string channel, subscriber::callback cb,
                              CompletionToken&& token) {
   if (c.get_config().cluster)
     return c.sub().async_ssubscribe(std::move(channel), std::move(cb),

@@ -7,6 +7,7 @@
 // over 2 s worth of claims in CI, 10 s worth with the tag [.long]).
 // co_await stays out of CHECK and REQUIRE: Catch2 also passes the
 // expression to __builtin_constant_p, and g++ 12 then awaits it twice.
+#include "detail/client_core.hpp"
 #include "support/child_process.hpp"
 #include "support/job_engine.hpp"
 
@@ -37,7 +38,8 @@ asio::awaitable<claim_reply> claim_at(fixture& f, std::int64_t now, std::size_t 
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
   std::vector<std::string> args{std::to_string(now), std::to_string(n), names.channel("wake")};
   auto [st, v] = co_await thoonk::detail::run_script(
-      f.c, scripts::jobs_claim(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
+      thoonk::detail::core_of(f.c), scripts::jobs_claim(),
+      thoonk::detail::jobs::job_keys(names).keys, std::move(args));
   INFO(v.str);
   REQUIRE(!st.ec);
   claim_reply r;

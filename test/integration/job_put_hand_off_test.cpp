@@ -8,6 +8,7 @@
 // for the next claim. A hand-off to a job_queue handle is provisional until
 // the handle confirms it: left unconfirmed past its second, it goes back.
 // co_await stays out of CHECK and REQUIRE (g++ 12, see job_runner_test.cpp).
+#include "detail/client_core.hpp"
 #include "support/job_engine.hpp"
 #include "support/runner.hpp"
 
@@ -263,8 +264,8 @@ asio::awaitable<std::int64_t> server_ms(fixture& f) {
 asio::awaitable<std::int64_t> confirm(fixture& f, std::vector<std::string> pairs) {
   const thoonk::detail::feed_names names(f.c.get_config(), f.name);
   auto [st, v] = co_await thoonk::detail::run_script(
-      f.c, thoonk::detail::scripts::jobs_take_confirm(), thoonk::detail::jobs::job_keys(names).keys,
-      std::move(pairs));
+      thoonk::detail::core_of(f.c), thoonk::detail::scripts::jobs_take_confirm(),
+      thoonk::detail::jobs::job_keys(names).keys, std::move(pairs));
   REQUIRE(!st.ec);
   co_return v.integer;
 }

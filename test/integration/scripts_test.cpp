@@ -2,6 +2,7 @@
 // scripts/lua_embed; docs/architecture.md "Scripts"): every one loads on
 // a real server (a syntax error fails here, not in a user's call), and a
 // server error raised on a known line of a .lua file reports that line.
+#include "detail/client_core.hpp"
 #include "support/helpers.hpp"
 
 #include "detail/keys.hpp"
@@ -52,8 +53,8 @@ asio::awaitable<void> expect_error_line(fixture& f, std::string type, std::strin
   const auto& s = find_script(file);
   auto want = line_of(s.file_text, marker);
   REQUIRE(want > 1);
-  auto [ec, v] =
-      co_await thoonk::detail::run_script(f.c, s.get(), std::move(keys), std::move(args));
+  auto [ec, v] = co_await thoonk::detail::run_script(thoonk::detail::core_of(f.c), s.get(),
+                                                     std::move(keys), std::move(args));
   INFO(v.str);
   CHECK(ec == thoonk::error::script_error);
   CHECK(reported_line(v.str) == want);
@@ -152,7 +153,8 @@ FIXTURE_TEST_CASE("scripts", "scripts: a Lua error reports the line of the .lua 
     std::vector<std::string> args;
     args.emplace_back("counts");
     auto [ec, v] = co_await thoonk::detail::run_script(
-        f.c, scripts::jobs_read(), thoonk::detail::jobs::job_keys(names).keys, std::move(args));
+        thoonk::detail::core_of(f.c), scripts::jobs_read(),
+        thoonk::detail::jobs::job_keys(names).keys, std::move(args));
     CHECK(ec == thoonk::error::feed_not_found);
     CHECK(v.str.find("THOONK feed_not_found") != std::string::npos);
   }

@@ -37,6 +37,18 @@ class client;
 
 namespace thoonk::detail {
 
+class client_core;
+
+/// The library's way to the client_core that a client and every handle made
+/// from it share (each keeps it in a private member named client_core_ and
+/// befriends this accessor).
+struct client_access {
+  template <class T>
+  static auto core(const T& x) noexcept -> const decltype(x.client_core_)& {
+    return x.client_core_;
+  }
+};
+
 /// What an operation's out-of-line start function receives: the caller's
 /// handler, type-erased, and where to put the server's error text (null
 /// unless the caller used thoonk::capture_diagnostics or a throwing token).
@@ -93,15 +105,19 @@ template <class Token>
 inline constexpr bool is_adapter_v = is_capture_diagnostics<std::decay_t<Token>>::value ||
                                      is_with_durability<std::decay_t<Token>>::value;
 
-// The client an operation runs through, from its start function's first
-// argument: a client, or a feed/queue handle (get_client()). Null when there
-// is none (connection::async_exec).
+// The client core an operation runs through, from its start function's
+// first argument: a client or a feed/queue handle (shared ownership, so a
+// durable operation's WAIT can outlive both). nullptr_t when there is none
+// (connection::async_exec).
 template <class T>
-client* client_of(T& x) noexcept {
-  if constexpr (std::is_pointer_v<T>) return x ? client_of(*x) : nullptr;
-  else if constexpr (std::is_same_v<std::remove_cv_t<T>, client>) return &x;
-  else if constexpr (requires { x.get_client(); }) return &x.get_client();
-  else return nullptr;
+auto client_of(T& x) noexcept {
+  if constexpr (std::is_pointer_v<T>) {
+    return x ? client_of(*x) : decltype(client_of(*x)){};
+  } else if constexpr (requires { client_access::core(x); }) {
+    return std::shared_ptr<client_core>(client_access::core(x));
+  } else {
+    return nullptr;
+  }
 }
 template <class... A>
 inline constexpr bool has_client_v = false;
@@ -125,10 +141,10 @@ std::string feed_name_of(const T& x) {
 // `feed`: the client's one connection, or in cluster mode the feed's
 // primary), which completes `then` (bound to the caller's executor and
 // cancellation slot) after filling `ack`.
-boost::system::error_code check_durability(const client& c, const durability& ack,
+boost::system::error_code check_durability(const client_core& c, const durability& ack,
                                            std::string_view feed) noexcept;
-boost::asio::any_io_executor executor_of(client& c) noexcept;
-void wait_for_replicas(client& c, durability& ack, std::string feed,
+boost::asio::any_io_executor executor_of(const client_core& c) noexcept;
+void wait_for_replicas(std::shared_ptr<client_core> c, durability& ack, std::string feed,
                        boost::asio::any_completion_handler<void(boost::system::error_code)> then);
 
 template <class Signature>
@@ -140,35 +156,37 @@ template <class... Ts>
 struct durable<void(boost::system::error_code, Ts...)> {
   using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code, Ts...)>;
 
-  static handler_type wrap(handler_type h, client* c, durability* ack, std::string feed) {
+  static handler_type wrap(handler_type h, std::shared_ptr<client_core> c, durability* ack,
+                           std::string feed) {
     namespace asio = boost::asio;
     auto slot = asio::get_associated_cancellation_slot(h);
     auto ex = asio::get_associated_executor(h, executor_of(*c));
     return asio::bind_cancellation_slot(
-        slot, asio::bind_executor(ex, [h = std::move(h), c, ack, slot, ex, feed = std::move(feed)](
-                                          boost::system::error_code ec, Ts... ts) mutable {
-          if (ec) {
-            std::move(h)(ec, std::move(ts)...);
-            return;
-          }
-          wait_for_replicas(
-              *c, *ack, std::move(feed),
-              asio::bind_cancellation_slot(
-                  slot, asio::bind_executor(
-                            ex, [h = std::move(h), t = std::tuple<Ts...>(std::move(ts)...)](
-                                    boost::system::error_code) mutable {
+        slot, asio::bind_executor(
+                  ex, [h = std::move(h), c = std::move(c), ack, slot, ex, feed = std::move(feed)](
+                          boost::system::error_code ec, Ts... ts) mutable {
+                    if (ec) {
+                      std::move(h)(ec, std::move(ts)...);
+                      return;
+                    }
+                    wait_for_replicas(
+                        std::move(c), *ack, std::move(feed),
+                        asio::bind_cancellation_slot(
+                            slot, asio::bind_executor(ex, [h = std::move(h),
+                                                           t = std::tuple<Ts...>(std::move(ts)...)](
+                                                              boost::system::error_code) mutable {
                               std::apply(
                                   [&](auto&&... a) {
                                     std::move(h)(boost::system::error_code{}, std::move(a)...);
                                   },
                                   std::move(t));
                             })));
-        }));
+                  }));
   }
 
   /// The operation is refused before it starts (posted, never inline).
-  static void refuse(handler_type h, client* c, boost::system::error_code ec) {
-    boost::asio::post(executor_of(*c), boost::asio::append(std::move(h), ec, Ts{}...));
+  static void refuse(handler_type h, const client_core& c, boost::system::error_code ec) {
+    boost::asio::post(executor_of(c), boost::asio::append(std::move(h), ec, Ts{}...));
   }
 };
 
@@ -239,13 +257,13 @@ auto initiate(CompletionToken&& token, Fn&& fn, Args&&... args) {
                   auto... a) {
     if constexpr (has_client_v<decltype(a)...>) {
       if (x.ack) {
-        client* c = client_of(std::get<0>(std::tie(a...)));
+        std::shared_ptr<client_core> c = client_of(std::get<0>(std::tie(a...)));
         std::string feed = feed_name_of(std::get<0>(std::tie(a...)));
         x.ack->acknowledged = -1;
         x.ack->error = {};
         if (auto ec = check_durability(*c, *x.ack, feed)) {
           diagnostics_access::set(x.diag, {});
-          durable<Signature>::refuse(std::move(h), c, ec);
+          durable<Signature>::refuse(std::move(h), *c, ec);
           return;
         }
         // A new handler, not an assignment: Boost 1.81's move assignment of

@@ -39,15 +39,14 @@ namespace thoonk::detail {
 /// slot): completes with operation_aborted; a request not yet written is
 /// never sent, one already written may still take effect.
 ///
-/// **Lifetime**: arguments are taken by value; the client must outlive the
-/// operation, the handle need not. A handle is cheap (client pointer +
-/// name): copy it freely. **Threading**: as the client's operations (start
-/// them on the client's executor); handlers run on the token's associated
-/// executor, else the client's.
+/// **Lifetime**: arguments are taken by value. A handle is cheap (a shared
+/// pointer to the client's connections and the name): copy it freely; it
+/// and its operations may outlive the client (thoonk::client, "Lifetime"). **Threading**: as the
+/// client's operations (start them on the client's executor); handlers run on the token's
+/// associated executor, else the client's.
 class feed_core {
  public:
   const std::string& name() const noexcept { return name_; }
-  client& get_client() const noexcept { return *client_; }
 
   /// Removes `id` and PUBLISHes `feed.retract` `id`. Completion
   /// `void(error_code, bool)`: true when removed, false (and nothing
@@ -193,9 +192,10 @@ class feed_core {
 
   feed_core() = default;
   feed_core(client& c, std::string name, feed_type kind)
-      : client_(&c), name_(std::move(name)), kind_(kind) {}
+      : client_core_(client_access::core(c)), name_(std::move(name)), kind_(kind) {}
 
-  client* client_ = nullptr;
+  friend struct detail::client_access;
+  std::shared_ptr<client_core> client_core_;
   std::string name_;
   feed_type kind_ = feed_type::feed;
 

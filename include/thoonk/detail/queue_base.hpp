@@ -55,9 +55,9 @@ struct queue_options_base {
 /// still waiting (get, claim, get_result) complete with operation_aborted.
 ///
 /// **Threading and lifetime**: as thoonk::client: operations run on the
-/// client's executor; destroy the object (all copies) on that executor and
-/// before the client, and let pending operations complete first (or stop
-/// the client, which makes them complete with error::client_stopped).
+/// client's executor; destroy the object (all copies) on that executor. It
+/// may outlive the client (thoonk::client, "Lifetime"): destroying the
+/// client completes its pending operations with error::client_stopped.
 /// Arguments are taken by value.
 ///
 /// **Errors common to every operation**: error::invalid_name (before any
@@ -71,7 +71,6 @@ class queue_base {
  public:
   /// The queue's name.
   const std::string& name() const noexcept;
-  client& get_client() const noexcept { return *client_; }
 
   /// Puts one item under a generated id (a short base-36 string from
   /// `feed.idincr:[f]`). Puts issued in the same tick (or while an earlier
@@ -133,9 +132,10 @@ class queue_base {
 
   queue_base() = default;
   /// Takes shared ownership of `core`; the last copy of the handle closes it.
-  queue_base(client& c, std::shared_ptr<queue_core> core);
+  explicit queue_base(std::shared_ptr<queue_core> core);
 
-  client* client_ = nullptr;
+  friend struct detail::client_access;
+  std::shared_ptr<client_core> client_core_;
   std::shared_ptr<queue_core> core_;
 
  private:

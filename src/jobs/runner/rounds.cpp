@@ -267,14 +267,14 @@ void job_queue::start_run(job_coroutine co, job_function fn, run_options opts,
   auto slot = asio::get_associated_cancellation_slot(h.handler);
   if (slot.is_connected()) {
     std::weak_ptr<detail::runner> weak = r;
-    auto ex = client_->get_executor();
+    auto ex = client_core_->get_executor();
     slot.assign([weak, ex](asio::cancellation_type) {
       asio::post(ex, [weak]() {
         if (auto s = weak.lock()) s->request_stop();
       });
     });
   }
-  auto done = [slot, h = std::move(h), ex = client_->get_executor()](
+  auto done = [slot, h = std::move(h), ex = client_core_->get_executor()](
                   std::exception_ptr e, detail::op_result<run_report> res) mutable {
     auto s = slot;
     if (s.is_connected()) s.clear();
@@ -282,7 +282,7 @@ void job_queue::start_run(job_coroutine co, job_function fn, run_options opts,
     auto& [st, rep] = res;
     detail::complete_op(std::move(h), ex, std::move(st), std::move(rep));
   };
-  asio::co_spawn(client_->get_executor(), detail::runner::run(r), std::move(done));
+  asio::co_spawn(client_core_->get_executor(), detail::runner::run(r), std::move(done));
 }
 
 }  // namespace thoonk
