@@ -16,7 +16,10 @@ add_library(thoonk_admin ${THOONK_ADMIN_SOURCES} ${THOONK_ADMIN_PAGE_CPP})
 add_library(thoonk::admin ALIAS thoonk_admin)
 target_link_libraries(thoonk_admin PUBLIC thoonk::thoonk)
 target_include_directories(thoonk_admin PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_compile_definitions(thoonk_admin PRIVATE BOOST_ASIO_NO_DEPRECATED)
+# Not BOOST_ASIO_NO_DEPRECATED, unlike the core library: it changes
+# any_io_executor, and the sockets and streams of Asio and Beast that this
+# library instantiates are instantiated by applications too (the same
+# template compiled two ways would break the one-definition rule).
 thoonk_warnings(thoonk_admin)
 set_target_properties(thoonk_admin PROPERTIES EXPORT_NAME admin)
 install(TARGETS thoonk_admin EXPORT thoonkTargets

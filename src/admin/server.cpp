@@ -194,7 +194,9 @@ class server::impl : public std::enable_shared_from_this<impl> {
   static asio::awaitable<void> session(std::shared_ptr<impl> self,
                                        std::shared_ptr<beast::tcp_stream> stream) {
     co_await self->serve(*stream);
-    // The socket closes with the stream, when the last owner lets go.
+    boost::system::error_code ignored;
+    stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream->socket().close(ignored);
     self->sessions_.erase(stream.get());
     self->slot_free_.cancel();
     if (self->sessions_.empty()) self->drained_.cancel();

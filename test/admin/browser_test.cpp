@@ -298,7 +298,7 @@ TEST_CASE(
           auto resumed = co_await wd.wait_text("#queue-status", "running");
           CHECK(resumed == "running");
           auto settings2 = co_await q.async_read_settings(asio::use_awaitable);
-          CHECK(settings2.paused == false);
+          CHECK(!settings2.paused.value_or(false));
 
           // Scheduled: "Run now" makes s1 waiting.
           co_await wd.go(qpath + "/scheduled");
@@ -343,11 +343,23 @@ TEST_CASE(
           // No alert ran, and the console has no error.
           auto alert = co_await wd.alert_text();
           CHECK(alert.empty());
+          // A probe error of our own proves the console log is read: it
+          // must come back, and nothing else may be an error.
+          json::object script;
+          script["script"] = "console.error('thoonk-admin-probe'); return 1;";
+          script["args"] = json::array{};
+          co_await wd.cmd(http::verb::post, wd.s("/execute/sync"), script);
           co_await collect();
+          bool probe_seen = false;
           for (const auto& line : console) {
+            if (line.find("thoonk-admin-probe") != std::string::npos) {
+              probe_seen = true;
+              continue;
+            }
             INFO("console: " << line);
             CHECK(line.rfind("SEVERE", 0) != 0);
           }
+          CHECK(probe_seen);
         } catch (...) {
           failure = std::current_exception();
         }

@@ -556,7 +556,25 @@ TEST_CASE("admin: limits: body, headers, slow clients, bad HTTP, and a running a
     auto nofile = co_await get(port, "/nothing.js");
     CHECK(nofile.status == 404);
 
-    co_await srv.stop();
+    // A stop cuts connections still open (an idle keep-alive one here).
+    beast::tcp_stream idle(ioc.get_executor());
+    co_await idle.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::use_awaitable);
+    {
+      http::request<http::empty_body> req{http::verb::get, "/api/queues/" + s.jobs, 11};
+      req.set(http::field::host, "127.0.0.1");
+      co_await http::async_write(idle, req, asio::use_awaitable);
+      beast::flat_buffer buf;
+      http::response<http::string_body> res;
+      co_await http::async_read(idle, buf, res, asio::use_awaitable);
+      CHECK(res.result_int() == 200);
+    }
+    auto stopped = co_await srv.stop();
+    CHECK(stopped == asio::error::operation_aborted);
+    idle.expires_after(2s);
+    char one = 0;
+    auto [iec, in] =
+        co_await idle.async_read_some(asio::buffer(&one, 1), asio::as_tuple(asio::use_awaitable));
+    CHECK(iec == asio::error::eof);
     // Stopped: the port is closed.
     beast::tcp_stream after(ioc.get_executor());
     auto [cec] = co_await after.async_connect({asio::ip::make_address("127.0.0.1"), port},
