@@ -726,9 +726,23 @@ asio::awaitable<api_response> api::dispatch(api_request& r) {
     case route_id::rate_limit:
     case route_id::retry_dead:
     case route_id::delete_queue: co_return co_await queue_action(c_, opts_, r.id, p.at(0), r.body);
-    case route_id::page: break;
+    case route_id::page:
+    case route_id::events: break;
   }
   co_return error_response(404, "not_found", "no such API route");
+}
+
+asio::awaitable<std::optional<api_response>> api::check_job_queue(std::string name) {
+  std::optional<api_error> err;
+  try {
+    co_await job_queue_of(c_, name);
+    co_return std::nullopt;
+  } catch (api_error& e) {
+    err = std::move(e);
+  } catch (const std::exception& e) {
+    err = api_error{500, "internal", e.what(), {}};
+  }
+  co_return error_response(err->status, err->code, err->message, err->server);
 }
 
 asio::awaitable<api_response> api::handle(api_request r) {

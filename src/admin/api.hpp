@@ -10,6 +10,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ class api {
   api(client& c, const options& opts) : c_(c), opts_(opts) {}
   /// Never throws for a request's sake: every failure is a JSON answer.
   boost::asio::awaitable<api_response> handle(api_request r);
+  /// For /api/queues/{q}/events: nullopt when `name` is a job queue, else
+  /// the error answer.
+  boost::asio::awaitable<std::optional<api_response>> check_job_queue(std::string name);
 
  private:
   boost::asio::awaitable<api_response> dispatch(api_request& r);

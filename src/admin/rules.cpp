@@ -157,6 +157,7 @@ router make_router() {
   r.add("POST", "/api/queues/{q}/rate_limit", route_id::rate_limit, true);
   r.add("POST", "/api/queues/{q}/retry_dead", route_id::retry_dead, true);
   r.add("POST", "/api/queues/{q}/delete", route_id::delete_queue, true);
+  r.add("GET", "/api/queues/{q}/events", route_id::events, false);
   return r;
 }
 
@@ -291,6 +292,40 @@ std::string code_for(const boost::system::error_code& ec) {
   for (const auto& n : names)
     if (ec == n.e) return n.name;
   return "error";
+}
+
+std::string sse_frame(std::string_view name, std::string_view data) {
+  std::string out = "event: ";
+  out += name;
+  out += '\n';
+  std::size_t start = 0;
+  for (;;) {
+    auto nl = data.find('\n', start);
+    out += "data: ";
+    out += data.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    out += '\n';
+    if (nl == std::string_view::npos) break;
+    start = nl + 1;
+  }
+  out += '\n';
+  return out;
+}
+
+void event_buffer::push(std::string frame) {
+  if (frames_.size() >= capacity_) {
+    frames_.erase(frames_.begin());
+    ++dropped_;
+  }
+  frames_.push_back(std::move(frame));
+}
+
+std::string event_buffer::take() {
+  std::string out;
+  if (dropped_ > 0) out = sse_frame("overflow", "{\"dropped\":" + std::to_string(dropped_) + "}");
+  for (auto& f : frames_) out += f;
+  frames_.clear();
+  dropped_ = 0;
+  return out;
 }
 
 }  // namespace thoonk::admin::detail

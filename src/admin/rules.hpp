@@ -55,6 +55,7 @@ enum class route_id {
   rate_limit,
   retry_dead,
   delete_queue,
+  events,
 };
 
 struct route {
@@ -145,5 +146,29 @@ unsigned status_for(const boost::system::error_code& ec);
 /// A short stable code for the JSON body ("job_not_found"): the library's
 /// enumerator name for its own errors, else "error".
 std::string code_for(const boost::system::error_code& ec);
+
+/// One Server-Sent Events frame: `event: <name>` and one `data:` line per
+/// line of `data` (JSON has none: its newlines are escaped), then a blank
+/// line.
+std::string sse_frame(std::string_view name, std::string_view data);
+
+/// The events waiting to be written to one /api/events client: at most
+/// `capacity`; when a slow client lets more pile up, the oldest are dropped
+/// and the next take() starts with an `overflow` frame saying how many, so
+/// the page knows to reload rather than trust its live view.
+class event_buffer {
+ public:
+  explicit event_buffer(std::size_t capacity) : capacity_(capacity) {}
+  void push(std::string frame);
+  bool empty() const noexcept { return frames_.empty() && dropped_ == 0; }
+  /// Everything waiting, as one string to write; empties the buffer.
+  std::string take();
+  std::size_t size() const noexcept { return frames_.size(); }
+
+ private:
+  std::size_t capacity_;
+  std::size_t dropped_ = 0;
+  std::vector<std::string> frames_;
+};
 
 }  // namespace thoonk::admin::detail

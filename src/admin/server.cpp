@@ -17,9 +17,14 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <thoonk/diagnostics.hpp>
+#include <thoonk/job_queue.hpp>
 
 #include <iterator>
 #include <memory>
@@ -235,7 +240,13 @@ class server::impl : public std::enable_shared_from_this<impl> {
       }
       auto req = parser.release();
       const bool keep = req.keep_alive();
-      response_t res = co_await answer(req);
+      std::optional<std::string> events_queue;
+      response_t res = co_await answer(req, events_queue);
+      if (events_queue) {
+        // The connection becomes an event stream until either side ends it.
+        co_await stream_events(stream, std::move(*events_queue), req.version());
+        co_return;
+      }
       res.keep_alive(keep);
       if (!co_await write(stream, std::move(res), keep)) co_return;
       if (!keep) co_return;
@@ -265,7 +276,111 @@ class server::impl : public std::enable_shared_from_this<impl> {
     co_return !ec;
   }
 
-  asio::awaitable<response_t> answer(const request_t& req) {
+  /// The state of one /api/queues/{q}/events connection, used by the
+  /// subscription's callback and the read that watches for the client
+  /// leaving.
+  struct event_session {
+    explicit event_session(const asio::any_io_executor& ex) : wake(ex) {}
+    detail::event_buffer frames{1000};
+    asio::steady_timer wake;
+    bool gone = false;  // the client closed (or the server stopped)
+    char sink[256] = {};
+    subscription sub;
+  };
+
+  /// /api/queues/{q}/events: the queue's job events as Server-Sent Events
+  /// (job_queue::async_subscribe_events), until the client goes away or the
+  /// server stops; a comment line every 15 s keeps proxies from timing out
+  /// and finds a client that left.
+  asio::awaitable<void> stream_events(beast::tcp_stream& stream, std::string name,
+                                      unsigned version) {
+    auto st = std::make_shared<event_session>(client_.get_executor());
+    co_await run_events(stream, st, std::move(name), version);
+    // The subscription's callback points at *st: end the subscription, and
+    // let its removal (which may be posted) run before *st can go.
+    st->sub.reset();
+    co_await asio::post(client_.get_executor(), asio::as_tuple(asio::deferred));
+  }
+
+  asio::awaitable<void> run_events(beast::tcp_stream& stream, std::shared_ptr<event_session> st,
+                                   std::string name, unsigned version) {
+    job_queue q(client_, name);
+    thoonk::diagnostics diag;
+    // (Results kept in tuples, not structured bindings assigned later: g++
+    // 12 mishandles those in coroutine frames.)
+    std::tuple<boost::system::error_code, job_queue::settings> settings =
+        co_await q.async_read_settings(capture_diagnostics(diag, nothrow));
+    boost::system::error_code ec = std::get<0>(settings);
+    if (!ec) {
+      std::tuple<boost::system::error_code, subscription> sub = co_await q.async_subscribe_events(
+          // A plain pointer, not a shared_ptr: stream_events keeps *st
+          // alive until the subscription is gone.
+          [raw = st.get()](const job_event& e) {
+            boost::json::object o;
+            o["kind"] = to_string(e.kind);
+            o["id"] = e.id;
+            o["detail"] = e.detail;
+            raw->frames.push(detail::sse_frame("job", boost::json::serialize(o)));
+            raw->wake.cancel();
+          },
+          capture_diagnostics(diag, nothrow));
+      ec = std::get<0>(sub);
+      st->sub = std::move(std::get<1>(sub));
+    }
+    if (ec) {
+      auto e = detail::error_response(detail::status_for(ec), detail::code_for(ec), ec.message(),
+                                      diag.server_message());
+      co_await write(stream, json_response(e.status, std::move(e.body), version), false);
+      co_return;
+    }
+    http::response<http::empty_body> res{http::status::ok, version};
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-store");
+    res.set("X-Content-Type-Options", "nosniff");
+    res.keep_alive(false);
+    http::response_serializer<http::empty_body> sr(res);
+    stream.expires_after(opts_.request_timeout);
+    std::tuple<boost::system::error_code, std::size_t> head =
+        co_await http::async_write_header(stream, sr, nothrow);
+    if (std::get<0>(head)) co_return;
+    // The first frame says whether events will come at all: the scripts
+    // publish them only with the queue's `events` setting.
+    boost::json::object ready;
+    ready["queue"] = name;
+    ready["events"] = std::get<1>(settings).events.value_or(false);
+    std::string out = detail::sse_frame("ready", boost::json::serialize(ready));
+    // The client sends nothing more: a read completes only when it closes
+    // the connection (or the server stops), and wakes the loop.
+    stream.socket().async_read_some(asio::buffer(st->sink),
+                                    [st](boost::system::error_code, std::size_t) {
+                                      st->gone = true;
+                                      st->wake.cancel();
+                                    });
+    for (;;) {
+      if (!out.empty()) {
+        stream.expires_after(opts_.request_timeout);
+        std::tuple<boost::system::error_code, std::size_t> w =
+            co_await asio::async_write(stream, asio::buffer(out), nothrow);
+        if (std::get<0>(w)) co_return;
+        out.clear();
+      }
+      if (st->frames.empty()) {
+        st->wake.expires_after(std::chrono::seconds(15));
+        stream.expires_never();
+        // Wait for an event, the keep-alive time, or the client leaving.
+        co_await st->wake.async_wait(nothrow);
+        if (st->gone) co_return;
+        if (st->frames.empty()) {
+          out = ": keep-alive\n\n";
+          continue;
+        }
+      }
+      out = st->frames.take();
+    }
+  }
+
+  asio::awaitable<response_t> answer(const request_t& req,
+                                     std::optional<std::string>& events_queue) {
     const unsigned v = req.version();
     if (static_cast<std::size_t>(std::distance(req.begin(), req.end())) > opts_.max_header_fields)
       co_return plain_error(431, "too_many_headers",
@@ -297,6 +412,12 @@ class server::impl : public std::enable_shared_from_this<impl> {
       co_return res;
     }
     if (m.r->id == detail::route_id::page) co_return std::move(*page_file("/index.html", v));
+    if (m.r->id == detail::route_id::events) {
+      if (auto refused = co_await api_.check_job_queue(m.params.at(0)))
+        co_return json_response(refused->status, std::move(refused->body), v);
+      events_queue = m.params.at(0);
+      co_return response_t{};
+    }
     detail::api_request ar;
     ar.id = m.r->id;
     ar.params = std::move(m.params);

@@ -618,3 +618,71 @@ TEST_CASE(
       },
       30s);
 }
+
+TEST_CASE("admin: /api/queues/{q}/events streams a queue's job events as Server-Sent Events",
+          "[admin][http][events]") {
+  asio::io_context ioc;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    thoonk::client c(ioc.get_executor(), test_config());
+    co_await c.async_connect(asio::use_awaitable);
+    auto s = co_await seed(c);
+    const std::string name = unique_name("adm-events");
+    thoonk::job_queue::settings set;
+    set.events = true;
+    auto q = co_await thoonk::job_queue::async_create_or_open(c, name, set, asio::use_awaitable);
+    running_server srv(c, {});
+    const auto port = srv.port();
+
+    // Not a job queue, or none: a JSON error, as for every route.
+    auto missing = co_await get(port, "/api/queues/nope-" + name + "/events");
+    CHECK(missing.status == 404);
+    auto plain = co_await get(port, "/api/queues/" + s.plain + "/events");
+    CHECK(plain.status == 409);
+
+    beast::tcp_stream es(ioc.get_executor());
+    es.expires_after(10s);
+    co_await es.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::use_awaitable);
+    std::string req = "GET /api/queues/" + name + "/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    co_await asio::async_write(es, asio::buffer(req), asio::use_awaitable);
+    std::string got;
+    co_await asio::async_read_until(es, asio::dynamic_buffer(got), "event: ready",
+                                    asio::use_awaitable);
+    co_await asio::async_read_until(es, asio::dynamic_buffer(got), "\n\n", asio::use_awaitable);
+    CHECK(got.starts_with("HTTP/1.1 200"));
+    CHECK(got.find("Content-Type: text/event-stream") != std::string::npos);
+    CHECK(got.find("\"events\":true") != std::string::npos);
+
+    // A put and a claim arrive as frames.
+    thoonk::put_options o;
+    o.id = "e1";
+    co_await q.async_put("evt item", o, asio::use_awaitable);
+    co_await asio::async_read_until(es, asio::dynamic_buffer(got), "\"kind\":\"put\"",
+                                    asio::use_awaitable);
+    CHECK(got.find("event: job\ndata: {\"kind\":\"put\",\"id\":\"e1\"") != std::string::npos);
+    auto j = co_await q.async_claim(1s, asio::use_awaitable);
+    co_await asio::async_read_until(es, asio::dynamic_buffer(got), "\"kind\":\"claimed\"",
+                                    asio::use_awaitable);
+    CHECK(j.id == "e1");
+
+    // A queue without the events setting says so in its first frame.
+    beast::tcp_stream quiet(ioc.get_executor());
+    quiet.expires_after(10s);
+    co_await quiet.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::use_awaitable);
+    std::string req2 = "GET /api/queues/" + s.jobs + "/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    co_await asio::async_write(quiet, asio::buffer(req2), asio::use_awaitable);
+    std::string got2;
+    co_await asio::async_read_until(quiet, asio::dynamic_buffer(got2), "}\n\n",
+                                    asio::use_awaitable);
+    CHECK(got2.find("\"events\":false") != std::string::npos);
+
+    // A stop ends the streams: both connections see the end.
+    auto stopped = co_await srv.stop();
+    CHECK(stopped == asio::error::operation_aborted);
+    auto [e1, n1] = co_await asio::async_read(es, asio::dynamic_buffer(got),
+                                              asio::as_tuple(asio::use_awaitable));
+    CHECK(e1 == asio::error::eof);
+    auto [e2, n2] = co_await asio::async_read(quiet, asio::dynamic_buffer(got2),
+                                              asio::as_tuple(asio::use_awaitable));
+    CHECK(e2 == asio::error::eof);
+  });
+}

@@ -159,3 +159,26 @@ TEST_CASE("admin rules: library errors map to HTTP statuses and codes", "[admin]
   CHECK(code_for(E::no_channel_permission) == "no_channel_permission");
   CHECK(code_for(boost::asio::error::connection_refused) == "error");
 }
+
+TEST_CASE("admin rules: Server-Sent Events frames and the bounded event buffer", "[admin][unit]") {
+  CHECK(sse_frame("job", R"({"id":"1"})") == "event: job\ndata: {\"id\":\"1\"}\n\n");
+  CHECK(sse_frame("x", "a\nb") == "event: x\ndata: a\ndata: b\n\n");
+  event_buffer b(2);
+  CHECK(b.empty());
+  b.push("1");
+  b.push("2");
+  CHECK(!b.empty());
+  CHECK(b.take() == "12");
+  CHECK(b.empty());
+  b.push("a");
+  b.push("b");
+  b.push("c");  // the oldest goes; the next take says how many
+  CHECK(b.size() == 2);
+  CHECK(b.take() == sse_frame("overflow", R"({"dropped":1})") + "bc");
+  CHECK(b.empty());
+  CHECK(b.take().empty());
+  auto r = make_router();
+  auto m = r.match("GET", parse_target("/api/queues/q/events").segments);
+  REQUIRE(m.result == route_match::outcome::found);
+  CHECK(m.r->id == route_id::events);
+}
