@@ -340,6 +340,21 @@ TEST_CASE(
           CHECK(imgs2.empty());
           co_await wd.screenshot(shots, "feed");
 
+          // Live updates: the queue view of a queue with the events setting
+          // holds an event stream open (the page marks it), and a put shows.
+          const std::string live_name = unique_name("adm-live");
+          thoonk::job_queue::settings live_set;
+          live_set.events = true;
+          auto live = co_await thoonk::job_queue::async_create_or_open(c, live_name, live_set,
+                                                                       asio::use_awaitable);
+          co_await wd.go(base + "#queue/" + live_name + "/waiting");
+          co_await wd.find("#view[data-live=\"on\"]");
+          thoonk::put_options lp;
+          lp.id = "live1";
+          co_await live.async_put("arrived live", lp, asio::use_awaitable);
+          auto live_item = co_await wd.wait_text("tr[data-job=\"live1\"] td.item", "arrived live");
+          CHECK(live_item == "arrived live");
+
           // No alert ran, and the console has no error.
           auto alert = co_await wd.alert_text();
           CHECK(alert.empty());
