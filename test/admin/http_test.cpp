@@ -35,6 +35,14 @@ std::map<std::string, std::string> hdr(std::string k, std::string v) {
   return m;
 }
 
+// A job handler that holds its job until *release (a free coroutine with
+// its arguments by value: it outlives the lambda that starts it).
+asio::awaitable<std::optional<std::string>> hold_job(std::shared_ptr<bool> release,
+                                                     thoonk::job_context) {
+  for (int i = 0; i < 1000 && !*release; ++i) co_await sleep_for(std::chrono::milliseconds(10));
+  co_return std::nullopt;
+}
+
 std::string jobs_path(const std::string& q, const std::string& rest = "") {
   return "/api/queues/" + q + "/jobs" + rest;
 }
@@ -684,5 +692,88 @@ TEST_CASE("admin: /api/queues/{q}/events streams a queue's job events as Server-
     auto [e2, n2] = co_await asio::async_read(quiet, asio::dynamic_buffer(got2),
                                               asio::as_tuple(asio::use_awaitable));
     CHECK(e2 == asio::error::eof);
+  });
+}
+
+TEST_CASE("admin: workers and the worker holding a job, from a running job runner",
+          "[admin][http][workers]") {
+  asio::io_context ioc;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    thoonk::client c(ioc.get_executor(), test_config());
+    co_await c.async_connect(asio::use_awaitable);
+    const std::string name = unique_name("adm-workers");
+    auto q = co_await thoonk::job_queue::async_create_or_open(c, name, {}, asio::use_awaitable);
+    thoonk::put_options o;
+    o.id = "r1";
+    co_await q.async_put("for the runner", o, asio::use_awaitable);
+    auto release = std::make_shared<bool>(false);
+    thoonk::run_options ro;
+    ro.worker_name = "adm-worker-1";
+    ro.stop_timeout = 2s;
+    asio::cancellation_signal stop_runner;
+    bool runner_done = false;
+    q.async_run(
+        thoonk::job_coroutine(
+            [release](thoonk::job_context ctx) { return hold_job(release, std::move(ctx)); }),
+        ro,
+        asio::bind_cancellation_slot(
+            stop_runner.slot(),
+            [&runner_done](boost::system::error_code, thoonk::run_report) { runner_done = true; }));
+    running_server srv(c, {});
+    const auto port = srv.port();
+    // The runner claims r1 and holds it.
+    bool claimed = co_await wait_until(
+        [&]() -> asio::awaitable<bool> {
+          auto j = co_await q.async_get_job("r1", asio::use_awaitable);
+          co_return j && j->state == thoonk::job_state::claimed;
+        },
+        10s);
+    REQUIRE(claimed);
+    auto ws = co_await get(port, "/api/queues/" + name + "/workers");
+    REQUIRE(ws.status == 200);
+    REQUIRE(ws.json.at("workers").as_array().size() == 1);
+    const auto& w = ws.json.at("workers").at(0);
+    CHECK(w.at("name").as_string() == "adm-worker-1");
+    CHECK(w.at("alive").as_bool());
+    CHECK(w.at("last_heartbeat").as_int64() > 0);
+    REQUIRE(w.at("claims").as_array().size() == 1);
+    CHECK(w.at("claims").at(0).as_string() == "r1");
+    CHECK(std::string(w.at("description").as_string()).find("pid") != std::string::npos);
+    auto j = co_await get(port, jobs_path(name, "/r1"));
+    CHECK(str(j.json, "worker") == "adm-worker-1");
+    auto qs = co_await get(port, "/api/queues/" + name);
+    CHECK(qs.json.at("workers").as_int64() == 1);
+
+    *release = true;
+    stop_runner.emit(asio::cancellation_type::terminal);
+    bool ended = co_await wait_until([&] { return runner_done; }, 10s);
+    CHECK(ended);
+    co_await srv.stop();
+  });
+}
+
+TEST_CASE("admin: max_connections: a connection beyond it waits until one closes",
+          "[admin][http][security]") {
+  asio::io_context ioc;
+  run_coro(ioc, [&]() -> asio::awaitable<void> {
+    thoonk::client c(ioc.get_executor(), test_config());
+    co_await c.async_connect(asio::use_awaitable);
+    thoonk::admin::options o;
+    o.max_connections = 1;
+    o.request_timeout = 600ms;
+    running_server srv(c, o);
+    const auto port = srv.port();
+    // A connection that sends nothing holds the only slot until the
+    // request timeout cuts it; the next request is served after that.
+    beast::tcp_stream idle(ioc.get_executor());
+    co_await idle.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::use_awaitable);
+    co_await sleep_for(100ms);  // accepted before the next one arrives
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = co_await get(port, "/api/queues");
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(r.status == 200);
+    CHECK(waited >= 400ms);
+    CHECK(waited < 5s);
+    co_await srv.stop();
   });
 }
