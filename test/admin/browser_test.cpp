@@ -174,6 +174,11 @@ class webdriver {
     co_await cmd(http::verb::post, s("/element/" + e + "/click"), json::object{});
   }
 
+  asio::awaitable<void> clear(const std::string& css) {
+    auto e = co_await find(css);
+    co_await cmd(http::verb::post, s("/element/" + e + "/clear"), json::object{});
+  }
+
   asio::awaitable<void> type(const std::string& css, const std::string& text) {
     auto e = co_await find(css);
     json::object b;
@@ -299,6 +304,18 @@ TEST_CASE(
           CHECK(resumed == "running");
           auto settings2 = co_await q.async_read_settings(asio::use_awaitable);
           CHECK(!settings2.paused.value_or(false));
+
+          // Rate limit: typed and set.
+          co_await wd.clear("#rate-input");
+          co_await wd.type("#rate-input", "25");
+          co_await wd.click("#rate-btn");
+          bool limited = co_await wait_until(
+              [&]() -> asio::awaitable<bool> {
+                auto st = co_await q.async_read_settings(asio::use_awaitable);
+                co_return st.rate_limit.value_or(0) == 25;
+              },
+              10s);
+          CHECK(limited);
 
           // Scheduled: "Run now" makes s1 waiting.
           co_await wd.go(qpath + "/scheduled");

@@ -40,7 +40,7 @@ std::map<std::string, std::string> hdr(std::string k, std::string v) {
 asio::awaitable<std::optional<std::string>> hold_job(std::shared_ptr<bool> release,
                                                      thoonk::job_context) {
   for (int i = 0; i < 1000 && !*release; ++i) co_await sleep_for(std::chrono::milliseconds(10));
-  co_return std::nullopt;
+  co_return std::string("result of r1");
 }
 
 std::string jobs_path(const std::string& q, const std::string& rest = "") {
@@ -744,7 +744,19 @@ TEST_CASE("admin: workers and the worker holding a job, from a running job runne
     auto qs = co_await get(port, "/api/queues/" + name);
     CHECK(qs.json.at("workers").as_int64() == 1);
 
+    // Finished: its kept result is what the job's page shows.
     *release = true;
+    bool finished = co_await wait_until(
+        [&]() -> asio::awaitable<bool> {
+          auto gone = co_await q.async_get_job("r1", asio::use_awaitable);
+          co_return !gone.has_value();
+        },
+        10s);
+    REQUIRE(finished);
+    auto done = co_await get(port, jobs_path(name, "/r1"));
+    CHECK(done.status == 200);
+    CHECK(str(done.json, "state") == "finished");
+    CHECK(str(done.json, "result") == "result of r1");
     stop_runner.emit(asio::cancellation_type::terminal);
     bool ended = co_await wait_until([&] { return runner_done; }, 10s);
     CHECK(ended);
