@@ -16,10 +16,12 @@ add_library(thoonk_admin ${THOONK_ADMIN_SOURCES} ${THOONK_ADMIN_PAGE_CPP})
 add_library(thoonk::admin ALIAS thoonk_admin)
 target_link_libraries(thoonk_admin PUBLIC thoonk::thoonk)
 target_include_directories(thoonk_admin PRIVATE ${PROJECT_SOURCE_DIR}/src)
-# Not BOOST_ASIO_NO_DEPRECATED, unlike the core library: it changes
-# any_io_executor, and the sockets and streams of Asio and Beast that this
-# library instantiates are instantiated by applications too (the same
-# template compiled two ways would break the one-definition rule).
+# Not BOOST_ASIO_NO_DEPRECATED, unlike the core library: it changes the
+# return type of Asio's error_code overloads (BOOST_ASIO_SYNC_OP_VOID: void
+# instead of error_code, e.g. basic_socket::close(error_code&)), and the
+# sockets this library uses are the ones applications and tests use too; the
+# linker keeps one copy of each such member, so a caller compiled the other
+# way reads a result that is not there.
 thoonk_warnings(thoonk_admin)
 set_target_properties(thoonk_admin PROPERTIES EXPORT_NAME admin)
 install(TARGETS thoonk_admin EXPORT thoonkTargets
