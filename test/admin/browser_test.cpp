@@ -372,6 +372,27 @@ TEST_CASE(
           auto live_item = co_await wd.wait_text("tr[data-job=\"live1\"] td.item", "arrived live");
           CHECK(live_item == "arrived live");
 
+          // "Retry all dead" retries every dead letter, in bounded steps.
+          thoonk::fail_options perm;
+          perm.permanent = true;
+          for (int i = 0; i < 3; ++i) {
+            co_await live.async_put("doomed", asio::use_awaitable);
+            auto doomed = co_await live.async_claim(1s, asio::use_awaitable);
+            co_await live.async_fail(doomed, "bad", perm, asio::use_awaitable);
+          }
+          co_await wd.go(base + "#queue/" + live_name + "/dead");
+          co_await wd.find("#jobs-table tbody tr");
+          co_await wd.click("#retry-all-btn");
+          bool all_retried = co_await wait_until(
+              [&]() -> asio::awaitable<bool> {
+                auto n = co_await live.async_counts(asio::use_awaitable);
+                co_return n.stalled == 0;
+              },
+              10s);
+          CHECK(all_retried);
+          bool table_empty = co_await wd.gone("#jobs-table tbody tr");
+          CHECK(table_empty);
+
           // No alert ran, and the console has no error.
           auto alert = co_await wd.alert_text();
           CHECK(alert.empty());
