@@ -32,6 +32,9 @@ THOONK_DEPS=(
   # targets as one graph, where make waits for each target's library
   # first (docs/testing.md, "Build time").
   ninja-build
+  # The admin dashboard's browser test (ctest admin_browser): headless
+  # Chromium driven through chromedriver.
+  chromium chromium-driver
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no
