@@ -5,6 +5,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/feed_base.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/feed_item.hpp>
 
@@ -19,18 +20,18 @@
 namespace thoonk {
 
 /// What a feed publish did.
-struct publish_result {
+struct THOONK_API publish_result {
   std::string id;       ///< the given or generated id
   bool edited = false;  ///< the id existed: this was an edit (`feed.edit`)
-  std::vector<std::string>
-      evicted;  ///< ids removed by max_length (each announced on `feed.retract`)
+  /// Ids removed by max_length (each announced on `feed.retract`).
+  std::vector<std::string> evicted;
 };
 
 /// The settings of a feed: typed values over the contract's string config
 /// fields (`feed.config:[f]`). nullopt means "not set": on creation the
 /// field is not written and the default applies; read back, the field is
 /// unset (or holds a value the scripts cannot use and ignore).
-struct feed_settings {
+struct THOONK_API feed_settings {
   /// Config `max_length`: the most items the feed keeps; a publish of a new
   /// id at the limit evicts the oldest. 0 or unset: unlimited. At most
   /// 2^53 - 1 (Lua numbers are doubles); larger is error::invalid_argument.
@@ -63,10 +64,10 @@ inline constexpr bool is_operation_argument_v<feed_settings> = true;
 /// (retract, reads, subscribe, read_settings) and what every operation has
 /// in common (validation, errors, cancellation, lifetimes) are documented
 /// in detail::feed_core and detail::feed_base.
-class feed : public detail::feed_base<feed, feed_settings> {
+class THOONK_API feed : public detail::feed_base<feed, feed_settings> {
  public:
-  using settings = feed_settings;
-  static constexpr feed_type kind = feed_type::feed;
+  using settings = feed_settings;  ///< the creation settings of this kind of feed
+  static constexpr feed_type kind = feed_type::feed;  ///< the stored `type` of a feed
 
   /// An empty handle; only assign to it.
   feed() = default;
@@ -81,6 +82,9 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// gradually); then `feed.publish` gets `id\0item`. Errors: as every
   /// operation; error::no_channel_permission, with nothing changed, when
   /// the user may not PUBLISH the notification.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish(std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
@@ -99,6 +103,9 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// position, nothing is evicted, and `feed.edit` gets `id\0item`.
   /// Otherwise as publish(item). Completion
   /// `void(error_code, publish_result)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish(item_id id, std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(

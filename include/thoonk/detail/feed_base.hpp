@@ -7,6 +7,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/feed_item.hpp>
 
@@ -44,7 +45,7 @@ namespace thoonk::detail {
 /// name): copy it freely. **Threading**: as the client's operations (start
 /// them on the client's executor); handlers run on the token's associated
 /// executor, else the client's.
-class feed_core {
+class THOONK_API feed_core {
  public:
   const std::string& name() const noexcept { return name_; }
   client& get_client() const noexcept { return *client_; }
@@ -215,9 +216,10 @@ class feed_core {
 /// Getting a handle and reading the settings back, typed by the handle
 /// (`Derived`: feed or sorted_feed) and its `Settings`
 /// (Derived::settings). Instantiated for those two only
-/// (src/feeds/feed_base.cpp).
+/// (src/feeds/feed_base.cpp), which the shared library exports: the
+/// attribute is on the template, as an explicit instantiation cannot add it.
 template <class Derived, class Settings>
-class feed_base : public feed_core {
+class THOONK_API feed_base : public feed_core {
  public:
   /// Opens an existing feed: checks that it exists with this handle's type.
   /// Completion `void(error_code, Derived)`. Errors: error::invalid_name,

@@ -6,6 +6,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/job_types.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -32,7 +33,7 @@ namespace detail {
 class queue_core;
 
 /// The tuning queue_options and job_queue_options share (client side only).
-struct queue_options_base {
+struct THOONK_API queue_options_base {
   /// Waiting getters and claimers (and get_result) re-check the server this
   /// often even without a wake-up notification (puts made with plain
   /// commands do not notify).
@@ -67,7 +68,7 @@ struct queue_options_base {
 /// Other server error replies give error::server_error (error::script_error
 /// for a Lua error); with thoonk::capture_diagnostics the caller gets the
 /// server's text for those and for ACL refusals.
-class queue_base {
+class THOONK_API queue_base {
  public:
   /// The queue's name.
   const std::string& name() const noexcept;
