@@ -60,10 +60,22 @@ inline constexpr bool is_operation_argument_v<feed_settings> = true;
 /// operation that changes data is one Lua script that also PUBLISHes its
 /// notification in the same atomic step.
 ///
-/// Get a handle with async_open() or async_create_or_open(); the shared operations
-/// (retract, reads, subscribe, read_settings) and what every operation has
-/// in common (validation, errors, cancellation, lifetimes) are documented
-/// in detail::feed_core and detail::feed_base.
+/// Get a handle with async_open() or async_create_or_open().
+///
+/// **Common to every operation**: names and ids are checked before any I/O
+/// (error::invalid_name, error::invalid_id, error::item_too_large); the
+/// feed's type is checked on the server (error::feed_not_found,
+/// error::wrong_feed_type); transport errors keep their codes
+/// (error::unknown_outcome: sent, and it may have run; error::client_stopped);
+/// ACL refusals give error::no_permission or its kin; other error replies
+/// give error::server_error (error::script_error for a Lua error).
+/// Cancellation completes with operation_aborted: a request not yet written
+/// is never sent, one already written may still take effect. Start
+/// operations on the client's executor; the client must outlive them, the
+/// handle need not. The operations shared by feed and sorted_feed
+/// (async_retract, the reads, async_subscribe, async_read_settings) come
+/// from a base class of the implementation (detail::feed_core), outside
+/// this reference: docs/feeds.md describes each.
 class THOONK_API feed : public detail::feed_base<feed, feed_settings> {
  public:
   using settings = feed_settings;  ///< the creation settings of this kind of feed

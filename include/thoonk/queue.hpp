@@ -55,8 +55,16 @@ struct THOONK_API queue_item {
 /// they sleep until a put script's wake-up message on `feed.wake:[name]`
 /// (or, for puts made with plain commands, the next poll).
 ///
-/// Copies, threading, lifetime and the errors common to every operation:
-/// see detail::queue_base (put and put_many are documented there).
+/// **Common to every operation**: error::invalid_name before any I/O;
+/// error::feed_not_found and error::wrong_feed_type (checked on the server);
+/// transport errors keep their codes (error::unknown_outcome: sent, and it
+/// may have taken effect; error::client_stopped); other error replies give
+/// error::server_error (error::script_error for a Lua error). Copies share
+/// state; operations run on the client's executor; destroy every copy on
+/// that executor and before the client. The puts (async_put,
+/// async_put_many) come from a base class of the implementation
+/// (detail::queue_base), outside this reference: docs/jobs.md describes
+/// them.
 class THOONK_API queue : public detail::queue_base,
                          public detail::queue_handles<queue, queue_options> {
  public:
