@@ -6,8 +6,9 @@
 // `cursor-file` holds a cursor saved by an earlier run, the subscription
 // resumes from it: the items published while this program was not running
 // are replayed first (marked "replayed"), in order, then live events follow.
-// After `count` publish events (replayed or live), or on SIGTERM/SIGINT, it
-// saves the subscription's cursor to `cursor-file` and exits with status 0.
+// After `count` publish events (replayed or live) and, when it resumed, the
+// catch-up's report, or on SIGTERM/SIGINT, it saves the subscription's
+// cursor to `cursor-file` and exits with status 0.
 // The same replay happens by itself after a lost subscriber connection.
 #include <thoonk/thoonk.hpp>
 
@@ -54,9 +55,14 @@ class subscriber_app {
     thoonk::feed_subscribe_options options;
     options.catch_up = true;
     options.resume_from = read_cursor(cursor_file_);
-    options.on_catch_up = [](const thoonk::catch_up_info& info) {
+    // A resumed subscription reports its catch-up once the replay is done;
+    // the program waits for that report before it counts itself done.
+    catching_up_ = options.resume_from.has_value();
+    options.on_catch_up = [this](const thoonk::catch_up_info& info) {
       std::cout << "subscriber: caught up " << info.items << " items (cursor " << info.from
                 << " -> " << info.to << ")" << std::endl;
+      catching_up_ = false;
+      maybe_done();
     };
     auto sub = co_await news.async_subscribe([this](const thoonk::feed_event& e) { on_event(e); },
                                              options);
@@ -82,7 +88,11 @@ class subscriber_app {
     ++seen_;
     std::cout << "subscriber: item " << e.id << " \"" << e.item << "\""
               << (e.replayed ? " (replayed)" : " (live)") << std::endl;
-    if (seen_ >= count_) done_.cancel();
+    maybe_done();
+  }
+
+  void maybe_done() {
+    if (seen_ >= count_ && !catching_up_) done_.cancel();
   }
 
   thoonk::client client_;
@@ -90,6 +100,7 @@ class subscriber_app {
   std::string cursor_file_;
   int count_;
   int seen_ = 0;
+  bool catching_up_ = false;
   asio::steady_timer done_;
 };
 

@@ -33,8 +33,9 @@ THOONK_DEPS=(
   # first (docs/testing.md, "Build time").
   ninja-build
   # Packaging (docs/packaging.md): the API reference, the Debian packages
-  # and their checks (scripts/test-packages.sh), the HTTP example's client.
-  doxygen debhelper dpkg-dev lintian curl
+  # and their checks (scripts/test-packages.sh; dpkg-buildpackage requires
+  # build-essential), the HTTP example's client.
+  doxygen build-essential debhelper dpkg-dev lintian curl
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no

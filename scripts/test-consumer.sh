@@ -68,9 +68,12 @@ pc_flags=$(PKG_CONFIG_PATH="$pc_path${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" pkg-c
 thoonk_log "consumer: pkg-config ${pc_args[*]} thoonk: $pc_flags"
 # shellcheck disable=SC2086 # the flags are words
 c++ -std=c++20 $flags -o "$work/consumer-pc" "$THOONK_ROOT/test/consumer/main.cpp" $pc_flags
-if [ "$static" = 1 ] && ldd "$work/consumer-pc" | grep -q libthoonk; then
+# ldd's output in a variable first: `ldd | grep -q` fails under pipefail
+# when grep quits early and ldd gets SIGPIPE.
+libs=$(ldd "$work/consumer-pc")
+if [ "$static" = 1 ] && grep -q libthoonk <<<"$libs"; then
   thoonk_die "the --static consumer links libthoonk.so"
-elif [ "$static" = 0 ] && ! ldd "$work/consumer-pc" | grep -q 'libthoonk\.so\.'; then
+elif [ "$static" = 0 ] && ! grep -q 'libthoonk\.so\.' <<<"$libs"; then
   thoonk_die "the pkg-config consumer does not link libthoonk.so"
 fi
 "$work/consumer-pc"
@@ -84,7 +87,8 @@ if [ "$static_target" = 1 ]; then
     { cat "$work/cmake-static-configure.log" >&2; thoonk_die "configuring the static consumer failed"; }
   cmake --build "$work/cmake-static" >"$work/cmake-static-build.log" 2>&1 ||
     { cat "$work/cmake-static-build.log" >&2; thoonk_die "building the consumer with thoonk::thoonk_static failed"; }
-  if ldd "$work/cmake-static/consumer" | grep -q libthoonk; then
+  libs=$(ldd "$work/cmake-static/consumer")
+  if grep -q libthoonk <<<"$libs"; then
     thoonk_die "the thoonk::thoonk_static consumer links libthoonk.so"
   fi
   "$work/cmake-static/consumer"

@@ -81,7 +81,7 @@ check_packages() {
 
   # Installed packages of an earlier, interrupted run would hide a missing
   # dependency: start from none.
-  if dpkg-query -W -f='${Status}' libthoonk0 2>/dev/null | grep -q 'install ok installed'; then
+  if [[ "$(dpkg-query -W -f='${Status}\n' libthoonk0 2>/dev/null || true)" == *'install ok installed'* ]]; then
     thoonk_log "packages: removing the installed libthoonk packages first"
     remove_packages
   fi
@@ -104,7 +104,7 @@ check_packages() {
 
   remove_packages
   trap - EXIT
-  if dpkg-query -W -f='${Status}' libthoonk0 libthoonk-dev 2>/dev/null | grep -q 'install ok installed'; then
+  if [[ "$(dpkg-query -W -f='${Status}\n' libthoonk0 libthoonk-dev 2>/dev/null || true)" == *'install ok installed'* ]]; then
     thoonk_die "the packages are still installed after apt-get purge"
   fi
   thoonk_log "packages: exports, install, consumer and removal passed in $((SECONDS - started)) s"
