@@ -40,8 +40,7 @@ fail() {
 
 # Waits up to $3 seconds for the pattern $2 in the file $1.
 wait_for() {
-  local i
-  for i in $(seq $(($3 * 10))); do
+  for _ in $(seq $(($3 * 10))); do
     grep -q -- "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
@@ -52,8 +51,8 @@ wait_for() {
 # within 20 s.
 stop_bg() {
   kill -TERM "$bg_pid"
-  local i status=0
-  for i in $(seq 200); do
+  local status=0
+  for _ in $(seq 200); do
     kill -0 "$bg_pid" 2>/dev/null || break
     sleep 0.1
   done

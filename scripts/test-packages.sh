@@ -75,9 +75,13 @@ remove_packages() {
 }
 
 check_packages() {
-  local started=$SECONDS debs
-  debs=$(cd "$work" && ls ./*.deb | grep -v dbgsym || true)
-  [ -n "$debs" ] || thoonk_die "no packages in $work: run the build phase first"
+  local started=$SECONDS deb debs=()
+  for deb in "$work"/*.deb; do
+    [ -e "$deb" ] || continue
+    case "$deb" in *-dbgsym_*) continue ;; esac
+    debs+=("./${deb##*/}")
+  done
+  [ "${#debs[@]}" -gt 0 ] || thoonk_die "no packages in $work: run the build phase first"
 
   # Installed packages of an earlier, interrupted run would hide a missing
   # dependency: start from none.
@@ -86,8 +90,8 @@ check_packages() {
     remove_packages
   fi
   trap 'remove_packages; _thoonk_stop_redis' EXIT
-  thoonk_log "packages: apt-get install $(echo $debs)"
-  (cd "$work" && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $debs) \
+  thoonk_log "packages: apt-get install ${debs[*]}"
+  (cd "$work" && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${debs[@]}") \
     >"$work/install.log" 2>&1 || {
     cat "$work/install.log" >&2
     thoonk_die "apt-get install of the packages failed"
