@@ -7,6 +7,9 @@
 # under ThreadSanitizer (build-tsan, target tsan_tests) and the library's
 # unit tests built with clang (build-clang), both built in the background
 # while ctest runs and run after it; THOONK_SECOND_BUILDS=0 skips that step.
+# With them, the Debian packages are built (and linted) in the background
+# and, after ctest, installed, used by test/consumer and removed
+# (scripts/test-packages.sh, docs/packaging.md); THOONK_PACKAGES=0 skips that.
 #
 # No redis-server is started here: the integration test binary starts its own
 # through the harness (test/support/redis_server.hpp), or uses
