@@ -16,12 +16,8 @@ add_library(thoonk_admin ${THOONK_ADMIN_SOURCES} ${THOONK_ADMIN_PAGE_CPP})
 add_library(thoonk::admin ALIAS thoonk_admin)
 target_link_libraries(thoonk_admin PUBLIC thoonk::thoonk)
 target_include_directories(thoonk_admin PRIVATE ${PROJECT_SOURCE_DIR}/src)
-# Not BOOST_ASIO_NO_DEPRECATED, unlike the core library: it changes the
-# return type of Asio's error_code overloads (BOOST_ASIO_SYNC_OP_VOID: void
-# instead of error_code, e.g. basic_socket::close(error_code&)), and the
-# sockets this library uses are the ones applications and tests use too; the
-# linker keeps one copy of each such member, so a caller compiled the other
-# way reads a result that is not there.
+# Not BOOST_ASIO_NO_DEPRECATED, as for the core library (CMakeLists.txt says
+# why: it changes what Asio's inline error_code overloads return).
 thoonk_warnings(thoonk_admin)
 set_target_properties(thoonk_admin PROPERTIES EXPORT_NAME admin)
 install(TARGETS thoonk_admin EXPORT thoonkTargets

@@ -35,6 +35,10 @@ THOONK_DEPS=(
   # The admin dashboard's browser test (ctest admin_browser): headless
   # Chromium driven through chromedriver.
   chromium chromium-driver
+  # Packaging (docs/packaging.md): the API reference, the Debian packages
+  # and their checks (scripts/test-packages.sh; dpkg-buildpackage requires
+  # build-essential), the HTTP example's client.
+  doxygen build-essential debhelper dpkg-dev lintian curl
 )
 
 # Installs whatever of THOONK_DEPS is missing. Cheap when all is present: no
@@ -276,4 +280,44 @@ run_built_tsan_tests() {
   fi
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
     "${runner[@]}" "$THOONK_ROOT/build-tsan/test/tsan_tests" --reporter console
+}
+
+# The Debian packages (scripts/test-packages.sh, docs/packaging.md): built in
+# the background at idle priority while ctest runs (log: build-packages.log),
+# then checked (lintian, exports, install, consumer, removal) by
+# finish_package_build. THOONK_PACKAGE_BUILD_PID is the build's process id.
+THOONK_PACKAGE_BUILD_PID=""
+start_package_build() {
+  local idle=(nice -n 19)
+  if command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null; then
+    idle=(chrt --idle 0)
+  fi
+  thoonk_log "building the Debian packages in the background (${idle[*]}; log: build-packages.log)"
+  setsid --wait "${idle[@]}" bash "$THOONK_ROOT/scripts/test-packages.sh" build \
+    >"$THOONK_ROOT/build-packages.log" 2>&1 &
+  THOONK_PACKAGE_BUILD_PID=$!
+}
+
+stop_package_build() {
+  [ -n "$THOONK_PACKAGE_BUILD_PID" ] || return 0
+  local group
+  for group in "$THOONK_PACKAGE_BUILD_PID" $(pgrep -P "$THOONK_PACKAGE_BUILD_PID" 2>/dev/null); do
+    kill -TERM -- "-$group" 2>/dev/null || true
+  done
+  wait "$THOONK_PACKAGE_BUILD_PID" 2>/dev/null || true
+  THOONK_PACKAGE_BUILD_PID=""
+}
+
+finish_package_build() {
+  local started=$SECONDS status=0
+  thoonk_log "waiting for the Debian package build"
+  wait "$THOONK_PACKAGE_BUILD_PID" || status=$?
+  THOONK_PACKAGE_BUILD_PID=""
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$THOONK_ROOT/build-packages.log" >&2
+    thoonk_die "the Debian package build failed (exit $status): build-packages.log"
+  fi
+  thoonk_log "package build done (waited $((SECONDS - started)) s)"
+  bash "$THOONK_ROOT/scripts/test-packages.sh" check
+  thoonk_log "Debian packages checked, $((SECONDS - started)) s after the other tests"
 }

@@ -7,6 +7,9 @@
 # under ThreadSanitizer (build-tsan, target tsan_tests) and the library's
 # unit tests built with clang (build-clang), both built in the background
 # while ctest runs and run after it; THOONK_SECOND_BUILDS=0 skips that step.
+# With them, the Debian packages are built (and linted) in the background
+# and, after ctest, installed, used by test/consumer and removed
+# (scripts/test-packages.sh, docs/packaging.md); THOONK_PACKAGES=0 skips that.
 #
 # No redis-server is started here: the integration test binary starts its own
 # through the harness (test/support/redis_server.hpp), or uses
@@ -41,6 +44,11 @@ if [ "$#" -eq 0 ] && [ "${THOONK_SECOND_BUILDS:-1}" != "0" ]; then
   second=1
   start_second_builds
   trap stop_second_builds EXIT
+  # The Debian packages too (docs/packaging.md); THOONK_PACKAGES=0 skips them.
+  if [ "${THOONK_PACKAGES:-1}" != "0" ]; then
+    start_package_build
+    trap 'stop_second_builds; stop_package_build' EXIT
+  fi
 fi
 # Two entries at a time (THOONK_CTEST_JOBS): each integration file is an
 # entry with its own redis-server; the entries that need the whole machine
@@ -49,4 +57,7 @@ ctest --test-dir build-tests --output-on-failure -j"${THOONK_CTEST_JOBS:-2}" "$@
 
 if [ "$second" = 1 ]; then
   finish_second_builds
+  if [ -n "$THOONK_PACKAGE_BUILD_PID" ]; then
+    finish_package_build
+  fi
 fi

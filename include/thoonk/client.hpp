@@ -5,6 +5,7 @@
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/resp3/value.hpp>
 #include <thoonk/script.hpp>
 #include <thoonk/subscriber.hpp>
@@ -28,9 +29,9 @@ class client;
 enum class feed_type { feed, sorted_feed, queue, job };
 
 /// "feed", "sorted_feed", "queue", "job".
-std::string_view to_string(feed_type t) noexcept;
+THOONK_API std::string_view to_string(feed_type t) noexcept;
 /// Parses the stored `type` value; nullopt for anything else.
-std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept;
+THOONK_API std::optional<feed_type> feed_type_from_string(std::string_view s) noexcept;
 
 /// Extra config fields written at creation, e.g. {{"max_length", "100"}}.
 using feed_config = std::vector<std::pair<std::string, std::string>>;
@@ -50,28 +51,36 @@ using feed_config = std::vector<std::pair<std::string, std::string>>;
 /// error::client_stopped, as does every operation started afterwards through
 /// a handle of it; subscriptions stop delivering. Destroy the client and its
 /// handles on its executor.
-class client {
+class THOONK_API client {
  public:
+  /// The executor everything of the client runs on.
   using executor_type = boost::asio::any_io_executor;
 
+  /// Makes the connections without I/O: async_connect() connects.
   client(executor_type ex, config cfg);
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
+  /// The executor given at construction.
   executor_type get_executor() const noexcept;
+  /// The configuration given at construction.
   const config& get_config() const noexcept;
   /// The command connection, for commands of your own (exec). The
   /// library's feed, queue and job operations do not use it directly: they
   /// go through the client's command router (on a single server, this
   /// connection).
   connection& conn() noexcept;
+  /// The subscriber connection (feed events, your own channels).
   subscriber& sub() noexcept;
   /// A random UUID made at construction: identifies this client instance.
   const std::string& instance_id() const noexcept;
 
   /// Connects the command connection, then the subscriber.
   /// Completion signature `void(error_code)`; errors as connection::async_connect.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
@@ -90,6 +99,8 @@ class client {
   /// script's reply; a Lua error is an error value (check is_error()), not
   /// an error code. Error codes are transport errors as for async_exec().
   /// Cancellation: as connection::async_exec.
+  /// Thread safety: start it on the client's executor (a strand when the io_context runs on several
+  /// threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_eval(script s, std::vector<std::string> keys, std::vector<std::string> args,
                   CompletionToken&& token = {}) {
@@ -112,6 +123,9 @@ class client {
   /// Creates a feed: SADD feeds, config `type` plus `cfg` fields, and
   /// PUBLISH newfeed `name\0instance-uuid`, in one atomic script.
   /// Completion `void(error_code)`; error::feed_exists if it exists.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_create_feed(std::string name, feed_type type, feed_config cfg,
                          CompletionToken&& token = {}) {
@@ -136,6 +150,9 @@ class client {
   /// exists with another type; error::invalid_argument for a config value
   /// the library cannot use (nothing written); the handles' create_or_open
   /// (feed, sorted_feed, queue, job_queue) are built on it.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_create_or_open_feed(std::string name, feed_type type, feed_config cfg,
                                  CompletionToken&& token = {}) {
@@ -153,6 +170,9 @@ class client {
 
   /// Deletes a feed and every key of it, and PUBLISHes delfeed.
   /// Completion `void(error_code)`; error::feed_not_found if missing.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_delete_feed(std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
@@ -166,6 +186,9 @@ class client {
   }
 
   /// Completion `void(error_code, bool)`.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_feed_exists(std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, bool)>(
@@ -179,6 +202,9 @@ class client {
   }
 
   /// Names of all feeds, sorted. Completion `void(error_code, std::vector<std::string>)`.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_list_feeds(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
@@ -194,6 +220,9 @@ class client {
   /// Completion `void(error_code)`; error::feed_not_found if missing;
   /// error::invalid_argument, with nothing written, for a value the library
   /// cannot use (config_field_problem() says which rule it broke).
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_set_config(std::string name, std::string field, std::string value,
                         CompletionToken&& token = {}) {
@@ -213,6 +242,9 @@ class client {
   /// Reads one config field. Completion
   /// `void(error_code, std::optional<std::string>)` (nullopt: field unset);
   /// error::feed_not_found if the feed is missing.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_get_config(std::string name, std::string field, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
@@ -228,6 +260,10 @@ class client {
   }
 
   /// Stores a structured value as JSON text in one config field.
+  /// Completion `void(error_code)`. Errors as async_set_config() (the value is the JSON text).
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_set_config_json(std::string name, std::string field, boost::json::value value,
                              CompletionToken&& token = {}) {
@@ -248,6 +284,9 @@ class client {
   /// Reads one config field as JSON. Completion
   /// `void(error_code, boost::json::value)`: null when the field is unset;
   /// a field that is not valid JSON is returned as a JSON string.
+  /// Cancellation: as connection::async_exec (a request not yet written is never sent; a written
+  /// one completes with operation_aborted at once and may still run on the server). Thread safety:
+  /// start it on the client's executor (a strand when the io_context runs on several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_get_config_json(std::string name, std::string field, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, boost::json::value)>(
@@ -351,6 +390,6 @@ class client {
 /// an integer from 1 to 9007199254740991 (milliseconds)"), or an empty
 /// string when the value is accepted. Fields the library does not read
 /// accept any value. No I/O; thread-safe. The rules are in docs/feeds.md §2.
-std::string config_field_problem(std::string_view field, std::string_view value);
+THOONK_API std::string config_field_problem(std::string_view field, std::string_view value);
 
 }  // namespace thoonk

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <thoonk/export.hpp>
 #include <vector>
 
 namespace thoonk {
@@ -20,12 +21,12 @@ inline constexpr std::uint16_t cluster_hash_slots = 16384;
 /// share a slot. In cluster mode the library's keys of feed `orders` are
 /// tagged `{orders}`: hash_slot("orders") is their slot. No I/O;
 /// thread-safe.
-std::uint16_t hash_slot(std::string_view key) noexcept;
+THOONK_API std::uint16_t hash_slot(std::string_view key) noexcept;
 
 /// One primary connection of a client's router (cluster mode).
-struct cluster_node_stats {
-  std::string host;
-  std::uint16_t port = 0;
+struct THOONK_API cluster_node_stats {
+  std::string host;                    ///< the node's address as the cluster announces it
+  std::uint16_t port = 0;              ///< its port
   bool connected = false;              ///< set up now
   std::uint64_t connects = 0;          ///< successful connects, the first one included
   std::uint64_t reconnects = 0;        ///< successful connects after a lost connection
@@ -35,7 +36,7 @@ struct cluster_node_stats {
 
 /// What a client's router has done on a cluster since the client was made
 /// (client::cluster_stats). All zero on one server.
-struct cluster_stats {
+struct THOONK_API cluster_stats {
   std::uint64_t moved = 0;        ///< MOVED replies followed (the map updated, the request sent on)
   std::uint64_t asked = 0;        ///< ASK replies followed (ASKING sent)
   std::uint64_t tryagain = 0;     ///< TRYAGAIN replies: paused and sent again
@@ -49,7 +50,7 @@ struct cluster_stats {
   /// Successful connects and reconnects of the per-primary connections,
   /// those closed since (a primary that left the map) included.
   std::uint64_t node_connects = 0;
-  std::uint64_t node_reconnects = 0;
+  std::uint64_t node_reconnects = 0;  ///< node connections made again after one was lost
   /// One entry per primary connection the router holds now.
   std::vector<cluster_node_stats> nodes;
 };

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <boost/system/error_code.hpp>
+#include <thoonk/export.hpp>
 
 #include <type_traits>
 
@@ -65,7 +66,7 @@ enum class condition {
 };
 
 /// The category of thoonk::condition ("thoonk.condition").
-const boost::system::error_category& condition_category() noexcept;
+THOONK_API const boost::system::error_category& condition_category() noexcept;
 
 /// Makes a boost::system::error_condition of `c`.
 inline boost::system::error_condition make_error_condition(condition c) noexcept {
@@ -74,14 +75,14 @@ inline boost::system::error_condition make_error_condition(condition c) noexcept
 
 /// The condition of `ec`; for a code of no known category (an application's
 /// own, say), condition::server_refused. Undefined for a success.
-condition condition_of(const boost::system::error_code& ec) noexcept;
+THOONK_API condition condition_of(const boost::system::error_code& ec) noexcept;
 
 /// Whether the operation may succeed if tried again later unchanged
 /// (`ec == condition::transient`): error::unknown_outcome, not_connected,
 /// connect_timeout, request_timeout, health_check_timeout, not_primary,
 /// cluster_redirect_limit, cluster_topology_unavailable, and transport
 /// codes (boost::asio::error::*, system errors). False for a success.
-bool is_transient(const boost::system::error_code& ec) noexcept;
+THOONK_API bool is_transient(const boost::system::error_code& ec) noexcept;
 
 }  // namespace thoonk
 

@@ -1,6 +1,7 @@
 // Connection and library configuration.
 #pragma once
 
+#include <thoonk/export.hpp>
 #include <thoonk/resp3/parser.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -16,18 +17,19 @@ namespace thoonk {
 
 /// Everything a client needs to reach a server and how to behave there.
 /// Plain data: copy it, change fields, pass it to a client/connection.
-struct config {
+struct THOONK_API config {
   // ---- where ---------------------------------------------------------------
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 6379;
+  std::string host = "127.0.0.1";  ///< server host name or address (ignored with unix_socket)
+  std::uint16_t port = 6379;       ///< server TCP port
   /// When non-empty, connect to this Unix domain socket instead of host:port.
   std::string unix_socket;
+  /// The database index SELECTed at connect (0 to 15 on a default server; 0 on a cluster).
   int database = 0;
 
   /// One server of a primary-and-replicas setup.
   struct address {
-    std::string host;
-    std::uint16_t port = 6379;
+    std::string host;           ///< host name or address
+    std::uint16_t port = 6379;  ///< TCP port
   };
   /// Several servers (a primary and its replicas, in any order): the
   /// connection and the subscriber use the first one that answers ROLE as
@@ -65,12 +67,14 @@ struct config {
   /// A connection that waits for a reply and hears nothing for this long is
   /// closed (and re-established when reconnect is on).
   std::chrono::milliseconds health_check_timeout{6000};
+  /// Reconnect after a lost connection (with the backoff below); false: a loss is final.
   bool reconnect = true;
   /// Reconnect backoff: the delay cap doubles from min to max, and each
   /// delay is drawn with equal jitter, uniformly from [cap/2, cap]. After a
   /// refused setup (wrong password, SELECT refused, NOPERM) the cap jumps to
   /// max: retrying sooner cannot help.
   std::chrono::milliseconds reconnect_min_delay{50};
+  /// The longest wait between reconnect attempts.
   std::chrono::milliseconds reconnect_max_delay{5000};
   /// Default timeout of every request that sets no exec_options::timeout of
   /// its own, the library's typed operations (feeds, queues, jobs) included:
@@ -94,7 +98,7 @@ struct config {
   /// connection_event::server_message) and attempts are spaced by
   /// reconnect_max_delay until one succeeds. docs/security.md has details.
   struct tls_options {
-    bool enabled = false;
+    bool enabled = false;  ///< connect with TLS (`rediss://` sets it)
     /// PEM file of the CAs trusted to sign the server's certificate. With
     /// ca_file and ca_dir both empty, the system's default trust store.
     std::string ca_file;
@@ -104,7 +108,7 @@ struct config {
     /// for servers that require one (redis `tls-auth-clients yes`). Both or
     /// neither.
     std::string cert_file;
-    std::string key_file;
+    std::string key_file;  ///< the client private key (PEM) for mutual TLS, with cert_file
     /// The name sent as SNI and checked against the certificate. Empty: the
     /// host connected to (an IP address is checked against the
     /// certificate's IP entries and sends no SNI).
@@ -120,10 +124,10 @@ struct config {
     /// 13 (TLS 1.3). Anything else fails with tls_config_invalid.
     int min_version = 12;
   };
-  tls_options tls;
+  tls_options tls;  ///< TLS settings (docs/security.md)
 
   // ---- limits ----------------------------------------------------------------
-  resp3::parser_limits limits;
+  resp3::parser_limits limits;            ///< limits on replies from the server (docs/security.md)
   std::size_t max_name_length = 1024;     ///< feed names, bytes
   std::size_t max_id_length = 1024;       ///< item and job ids, bytes
   std::size_t max_item_size = 64u << 20;  ///< item/job payload/result, bytes
@@ -179,12 +183,15 @@ struct config {
   /// `tls_server_name` (percent-decoded) and `tls_verify=none` (UNSAFE: no verification at all);
   /// `redis://` turns TLS off and refuses them. Sets ec = error::invalid_url on anything else.
   static config from_url(std::string_view url, boost::system::error_code& ec, const config& base);
+  /// from_url(url, ec, config{}): every field the URL does not set keeps its default.
   static config from_url(std::string_view url, boost::system::error_code& ec);
 
   /// from_url(THOONK_REDIS_URL) when that variable is set and non-empty;
   /// otherwise `base` (127.0.0.1:6379). Throws boost::system::system_error
   /// when the variable does not parse.
   static config from_env(const config& base);
+  /// from_env(config{}): THOONK_REDIS_URL, else 127.0.0.1:6379; throws boost::system::system_error
+  /// when the variable does not parse.
   static config from_env();
 };
 

@@ -3,6 +3,7 @@
 
 #include <thoonk/config.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/request.hpp>
 #include <thoonk/resp3/value.hpp>
 
@@ -23,7 +24,7 @@ namespace thoonk {
 using response = std::vector<resp3::value>;
 
 /// Per-request options.
-struct exec_options {
+struct THOONK_API exec_options {
   /// 0: config::request_timeout applies (itself 0, no timeout, by default).
   /// Otherwise the request fails with error::request_timeout after this
   /// long; if it was already written it is abandoned (its reply is read and
@@ -37,12 +38,12 @@ template <>
 inline constexpr bool is_operation_argument_v<exec_options> = true;
 
 /// Observable counters. Monotonic over the connection's life.
-struct connection_stats {
-  std::uint64_t requests = 0;  ///< exec() calls accepted
-  std::uint64_t commands = 0;  ///< commands in those requests
-  std::uint64_t writes = 0;    ///< socket write operations (one per coalesced batch)
-  std::uint64_t bytes_written = 0;
-  std::uint64_t bytes_read = 0;
+struct THOONK_API connection_stats {
+  std::uint64_t requests = 0;          ///< exec() calls accepted
+  std::uint64_t commands = 0;          ///< commands in those requests
+  std::uint64_t writes = 0;            ///< socket write operations (one per coalesced batch)
+  std::uint64_t bytes_written = 0;     ///< bytes handed to the socket
+  std::uint64_t bytes_read = 0;        ///< bytes read from the socket
   std::uint64_t replies = 0;           ///< replies matched to requests
   std::uint64_t pushes = 0;            ///< out-of-band pushes received
   std::uint64_t connects = 0;          ///< successful connects (first one included)
@@ -63,7 +64,8 @@ struct connection_stats {
 };
 
 /// What happened to the connection, for on_event().
-struct connection_event {
+struct THOONK_API connection_event {
+  /// What happened.
   enum kind_t {
     connected,
     disconnected,
@@ -73,7 +75,7 @@ struct connection_event {
     /// +client) or error::handshake_failed (e.g. a name with spaces). The
     /// setup goes on without a name; `connected` follows if all else works.
     client_name_refused,
-  } kind;
+  } kind;                           ///< which event this is
   boost::system::error_code error;  ///< why it was lost or failed (empty for connected)
   int protocol = 0;                 ///< 3 or 2 after `connected`
   /// connect_failed only: the server refused the setup for a reason that
@@ -108,17 +110,19 @@ class connection_impl;
 /// **Lifetime**: destroying the connection stops it (as stop()); pending
 /// operations complete with error::client_stopped / error::unknown_outcome.
 /// Destroy it on its executor's thread, or after the io_context stopped.
-class connection {
+class THOONK_API connection {
  public:
+  /// The executor everything of the connection runs on.
   using executor_type = boost::asio::any_io_executor;
 
+  /// Makes the connection without I/O: async_connect() connects.
   connection(executor_type ex, config cfg);
   ~connection();
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  executor_type get_executor() const noexcept;
-  const config& get_config() const noexcept;
+  executor_type get_executor() const noexcept;  ///< the executor given at construction
+  const config& get_config() const noexcept;    ///< the configuration given at construction
 
   /// Connects (TCP or Unix socket), runs the setup handshake (HELLO 3 with
   /// AUTH/SETNAME, SELECT; RESP2 fallback), and starts the background loops
@@ -144,6 +148,8 @@ class connection {
   ///
   /// Cancellation: terminal cancellation of the wait completes it with
   /// operation_aborted; the background loop is not affected.
+  /// Thread safety: start it on the connection's executor (a strand when the io_context runs on
+  /// several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
@@ -179,6 +185,8 @@ class connection {
   /// removed and never sent; a written one is marked abandoned, completes
   /// with operation_aborted at once, and its reply is discarded when it
   /// arrives, so later replies stay aligned.
+  /// Thread safety: start it on the connection's executor (a strand when the io_context runs on
+  /// several threads).
   template <completion_token CompletionToken = default_token_t>
   auto async_exec(const request& req, CompletionToken&& token = {}) {
     return async_exec(req, exec_options{}, std::forward<CompletionToken>(token));
@@ -188,6 +196,8 @@ class connection {
   [[deprecated("use async_exec")]] auto exec(const request& req, CompletionToken&& token) {
     return async_exec(req, std::forward<CompletionToken>(token));
   }
+  /// async_exec() with per-request options (exec_options: a deadline, the retry policy). Completion
+  /// `void(error_code, response)`; errors, cancellation and thread safety as async_exec(req) above.
   template <completion_token CompletionToken = default_token_t>
   auto async_exec(const request& req, exec_options opts, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, response)>(
@@ -211,6 +221,7 @@ class connection {
   bool is_connected() const noexcept;
   /// The negotiated protocol: 3, 2, or 0 when not connected.
   int protocol() const noexcept;
+  /// A snapshot of the counters; call on the connection's executor.
   connection_stats stats() const noexcept;
 
   /// Registers a listener for connect/disconnect events. Listeners run on

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/system/system_error.hpp>
+#include <thoonk/export.hpp>
 
 #include <string>
 #include <string_view>
@@ -25,7 +26,7 @@ struct diagnostics_access;
 /// included). **Lifetime**: it must outlive the operation. **Threading**:
 /// written on the client's executor just before the completion handler
 /// runs; read it from the handler or after the co_await.
-class diagnostics {
+class THOONK_API diagnostics {
  public:
   /// The server's error text; empty when the error did not come from the
   /// server (or there was no error).
@@ -87,7 +88,7 @@ with_diagnostics(diagnostics& diag, CompletionToken&& token) {
 /// (`NOPERM ...`, a script's error and its line) kept beside it; `what()`
 /// has both. It is a boost::system::system_error, so code that catches
 /// that keeps working.
-class error_with_diagnostics : public boost::system::system_error {
+class THOONK_API error_with_diagnostics : public boost::system::system_error {
  public:
   /// An exception for `ec`, with the server's text of `diag`.
   error_with_diagnostics(boost::system::error_code ec, diagnostics diag)

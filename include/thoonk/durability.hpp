@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/system/error_code.hpp>
+#include <thoonk/export.hpp>
 
 #include <chrono>
 #include <type_traits>
@@ -35,7 +36,7 @@ namespace thoonk {
 ///
 /// **Lifetime**: must outlive the operation. **Threading**: written on the
 /// client's executor just before the handler runs.
-struct durability {
+struct THOONK_API durability {
   /// How many replicas must acknowledge: 1 or more.
   int replicas = 1;
   /// How long WAIT may hold the connection: more than 0 (WAIT 0 would block
@@ -70,9 +71,9 @@ struct durability {
 /// (not on connection::async_exec: there is no client to wait through).
 template <class CompletionToken>
 struct with_durability_t {
-  using token_type = CompletionToken;
-  durability* ack;
-  CompletionToken token;
+  using token_type = CompletionToken;  ///< the wrapped token's type
+  durability* ack;        ///< receives the acknowledgement counts; must outlive the operation
+  CompletionToken token;  ///< the wrapped completion token
 };
 
 template <class CompletionToken>

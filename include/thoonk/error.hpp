@@ -8,6 +8,8 @@
 // and, where there is something to do, what to do about it.
 #pragma once
 
+#include <thoonk/export.hpp>
+
 #include <boost/system/error_code.hpp>
 
 #include <type_traits>
@@ -103,7 +105,7 @@ enum class error {
 };
 
 /// The category of thoonk::error codes ("thoonk").
-const boost::system::error_category& category() noexcept;
+THOONK_API const boost::system::error_category& category() noexcept;
 
 inline boost::system::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), category()};

@@ -5,6 +5,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/feed_base.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/feed_item.hpp>
 
@@ -19,18 +20,18 @@
 namespace thoonk {
 
 /// What a feed publish did.
-struct publish_result {
+struct THOONK_API publish_result {
   std::string id;       ///< the given or generated id
   bool edited = false;  ///< the id existed: this was an edit (`feed.edit`)
-  std::vector<std::string>
-      evicted;  ///< ids removed by max_length (each announced on `feed.retract`)
+  /// Ids removed by max_length (each announced on `feed.retract`).
+  std::vector<std::string> evicted;
 };
 
 /// The settings of a feed: typed values over the contract's string config
 /// fields (`feed.config:[f]`). nullopt means "not set": on creation the
 /// field is not written and the default applies; read back, the field is
 /// unset (or holds a value the scripts cannot use and ignore).
-struct feed_settings {
+struct THOONK_API feed_settings {
   /// Config `max_length`: the most items the feed keeps; a publish of a new
   /// id at the limit evicts the oldest. 0 or unset: unlimited. At most
   /// 2^53 - 1 (Lua numbers are doubles); larger is error::invalid_argument.
@@ -59,14 +60,26 @@ inline constexpr bool is_operation_argument_v<feed_settings> = true;
 /// operation that changes data is one Lua script that also PUBLISHes its
 /// notification in the same atomic step.
 ///
-/// Get a handle with async_open() or async_create_or_open(); the shared operations
-/// (retract, reads, subscribe, read_settings) and what every operation has
-/// in common (validation, errors, cancellation, lifetimes) are documented
-/// in detail::feed_core and detail::feed_base.
-class feed : public detail::feed_base<feed, feed_settings> {
+/// Get a handle with async_open() or async_create_or_open().
+///
+/// **Common to every operation**: names and ids are checked before any I/O
+/// (error::invalid_name, error::invalid_id, error::item_too_large); the
+/// feed's type is checked on the server (error::feed_not_found,
+/// error::wrong_feed_type); transport errors keep their codes
+/// (error::unknown_outcome: sent, and it may have run; error::client_stopped);
+/// ACL refusals give error::no_permission or its kin; other error replies
+/// give error::server_error (error::script_error for a Lua error).
+/// Cancellation completes with operation_aborted: a request not yet written
+/// is never sent, one already written may still take effect. Start
+/// operations on the client's executor; the client must outlive them, the
+/// handle need not. The operations shared by feed and sorted_feed
+/// (async_retract, the reads, async_subscribe, async_read_settings) come
+/// from a base class of the implementation (detail::feed_core), outside
+/// this reference: docs/feeds.md describes each.
+class THOONK_API feed : public detail::feed_base<feed, feed_settings> {
  public:
-  using settings = feed_settings;
-  static constexpr feed_type kind = feed_type::feed;
+  using settings = feed_settings;  ///< the creation settings of this kind of feed
+  static constexpr feed_type kind = feed_type::feed;  ///< the stored `type` of a feed
 
   /// An empty handle; only assign to it.
   feed() = default;
@@ -81,6 +94,9 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// gradually); then `feed.publish` gets `id\0item`. Errors: as every
   /// operation; error::no_channel_permission, with nothing changed, when
   /// the user may not PUBLISH the notification.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish(std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(
@@ -99,6 +115,9 @@ class feed : public detail::feed_base<feed, feed_settings> {
   /// position, nothing is evicted, and `feed.edit` gets `id\0item`.
   /// Otherwise as publish(item). Completion
   /// `void(error_code, publish_result)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish(item_id id, std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, publish_result)>(

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/system/error_code.hpp>
@@ -22,14 +23,19 @@ class client;
 /// A position in a sorted feed, as carried by `feed.position` payloads and
 /// taken by sorted_feed::async_move(). Contract syntax: `:end`, `begin:`,
 /// `:<id>` (before id) and `<id>:` (after id).
-struct feed_position {
+struct THOONK_API feed_position {
+  /// The kind of position: the end, the beginning, before or after an id.
   enum where_t : std::uint8_t { end, begin, before, after };
-  where_t where = end;
+  where_t where = end;      ///< the kind of position
   std::string relative_id;  ///< before / after only
 
+  /// The end of the sorted feed.
   static feed_position at_end() { return {end, {}}; }
+  /// The beginning of the sorted feed.
   static feed_position at_begin() { return {begin, {}}; }
+  /// Just before the item `id`.
   static feed_position before_id(std::string id) { return {before, std::move(id)}; }
+  /// Just after the item `id`.
   static feed_position after_id(std::string id) { return {after, std::move(id)}; }
 
   /// The contract's text form (`:end`, `begin:`, `:<id>`, `<id>:`).
@@ -45,14 +51,15 @@ inline constexpr bool is_operation_argument_v<feed_position> = true;
 /// One notification of a feed or sorted feed.
 ///
 /// The views are valid only during the callback: copy what you keep.
-struct feed_event {
+struct THOONK_API feed_event {
+  /// What happened to the item.
   enum kind_t : std::uint8_t {
     publish,   ///< `feed.publish`: a new item (sorted feeds: also an edit, see docs)
     edit,      ///< `feed.edit`: an existing id was republished (feeds only)
     retract,   ///< `feed.retract`: the id was removed (retract or max_length eviction)
     position,  ///< `feed.position`: a sorted-feed item was placed or moved
   };
-  kind_t kind = publish;
+  kind_t kind = publish;  ///< which event this is
   std::string_view feed;  ///< the feed's name
   std::string_view id;    ///< the item id
   std::string_view item;  ///< publish / edit: the item (arbitrary bytes)
@@ -63,16 +70,17 @@ struct feed_event {
 };
 
 /// One feed-management notification (`newfeed`, `delfeed`, `conffeed`).
-struct feed_admin_event {
+struct THOONK_API feed_admin_event {
+  /// A feed was created, deleted, or its configuration changed.
   enum kind_t : std::uint8_t { created, deleted, config_changed };
-  kind_t kind = created;
+  kind_t kind = created;      ///< which event this is
   std::string_view feed;      ///< the feed's name
   std::string_view instance;  ///< instance_id() of the client that made the change
 };
 
 /// What a catch-up did, reported once per catch-up, after its replayed
 /// events and before live events resume.
-struct catch_up_info {
+struct THOONK_API catch_up_info {
   std::uint64_t from = 0;         ///< the subscription's cursor before the replay
   std::uint64_t to = 0;           ///< the feed's publish counter at the sync point
   std::uint64_t items = 0;        ///< items replayed (publish events with replayed = true)
@@ -92,7 +100,7 @@ struct catch_up_info {
 };
 
 /// Options of feed::async_subscribe() and sorted_feed::async_subscribe().
-struct feed_subscribe_options {
+struct THOONK_API feed_subscribe_options {
   /// Replay, after every subscriber reconnect, everything the subscription
   /// missed while disconnected, from the feed's own data, in order, before
   /// live events resume. See docs/feeds.md "Catch-up" for exactly what is
@@ -113,7 +121,7 @@ using feed_callback = std::function<void(const feed_event&)>;
 using feed_admin_callback = std::function<void(const feed_admin_event&)>;
 
 /// Counters of one subscription.
-struct feed_subscription_stats {
+struct THOONK_API feed_subscription_stats {
   std::uint64_t delivered = 0;        ///< callback invocations (live and replayed)
   std::uint64_t replayed = 0;         ///< of which from catch-up
   std::uint64_t catch_ups = 0;        ///< completed catch-ups
@@ -130,23 +138,29 @@ class feed_sub_state;
 /// client uses the channels, the subscriber unsubscribes them. Movable, not
 /// copyable; may outlive the client (it then does nothing). Destroy or reset
 /// it on the client's executor; it may be reset from inside its own callback.
-class feed_subscription {
+class THOONK_API feed_subscription {
  public:
   feed_subscription() = default;
+  /// Made by the library (async_subscribe); applications get handles, never make them.
   explicit feed_subscription(std::shared_ptr<detail::feed_sub_state> s) noexcept
       : state_(std::move(s)) {}
+  /// Moves the subscription; `o` becomes empty.
   feed_subscription(feed_subscription&& o) noexcept = default;
+  /// Ends this subscription, then takes over `o`'s.
   feed_subscription& operator=(feed_subscription&& o) noexcept;
   feed_subscription(const feed_subscription&) = delete;
   feed_subscription& operator=(const feed_subscription&) = delete;
   ~feed_subscription();
 
+  /// Ends the subscription now: no callback after it returns. Call it on the
+  /// client's executor.
   void reset();
-  bool active() const noexcept;
+  bool active() const noexcept;  ///< true until reset(), or until the client is gone
   /// Catch-up subscriptions: the feed's publish counter value up to which
   /// every publish/edit has been delivered (`feed.publishes`). Save it to
   /// resume later with feed_subscribe_options::resume_from. 0 otherwise.
   std::uint64_t cursor() const noexcept;
+  /// A snapshot of the counters; call on the client's executor.
   feed_subscription_stats stats() const noexcept;
 
  private:
@@ -156,7 +170,8 @@ class feed_subscription {
 namespace detail {
 using feed_subscribe_handler =
     detail::op_handler<void(boost::system::error_code, feed_subscription)>;
-void start_subscribe_feed_admin(client* c, feed_admin_callback cb, feed_subscribe_handler h);
+THOONK_API void start_subscribe_feed_admin(client* c, feed_admin_callback cb,
+                                           feed_subscribe_handler h);
 }  // namespace detail
 
 /// Subscribes to feed management events of every feed: `newfeed`,

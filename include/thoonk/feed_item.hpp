@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <thoonk/export.hpp>
 #include <utility>
 
 namespace thoonk {
@@ -14,12 +15,13 @@ namespace thoonk {
 /// `publish(item, id)` (arguments swapped) a compile error instead of a
 /// silent mix-up: `f.publish(thoonk::item_id("a"), "body", token)`. There is
 /// deliberately no implicit conversion from or to std::string.
-class item_id {
+class THOONK_API item_id {
  public:
+  /// An id chosen by the caller (publish with this id: a new item or an edit).
   explicit item_id(std::string value) noexcept : value_(std::move(value)) {}
 
-  const std::string& str() const& noexcept { return value_; }
-  std::string str() && noexcept { return std::move(value_); }
+  const std::string& str() const& noexcept { return value_; }  ///< the id
+  std::string str() && noexcept { return std::move(value_); }  ///< the id, moved out
 
   friend bool operator==(const item_id&, const item_id&) = default;
 
@@ -28,9 +30,9 @@ class item_id {
 };
 
 /// One item of a feed or sorted feed: its id and its bytes.
-struct feed_item {
-  std::string id;
-  std::string item;
+struct THOONK_API feed_item {
+  std::string id;    ///< the item id
+  std::string item;  ///< the item's payload
   friend bool operator==(const feed_item&, const feed_item&) = default;
 };
 

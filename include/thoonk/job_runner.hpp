@@ -4,6 +4,7 @@
 // operations.
 #pragma once
 
+#include <thoonk/export.hpp>
 #include <thoonk/job_types.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -36,7 +37,7 @@ class job_slot;
 /// it has left (job_queue::async_fail with fail_options::permanent). Any other
 /// exception fails the job with its retry strategy (retried after the
 /// backoff, or a dead letter once its retries are used up).
-class permanent_job_error : public std::runtime_error {
+class THOONK_API permanent_job_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -45,7 +46,7 @@ class permanent_job_error : public std::runtime_error {
 /// stays valid as long as a copy exists (also after async_run() completed).
 ///
 /// Thread safety: every member may be called from any thread, at once.
-class job_context {
+class THOONK_API job_context {
  public:
   /// The job as claimed: id, token, item, failure count.
   const claimed_job& job() const noexcept;
@@ -88,7 +89,7 @@ using job_coroutine =
 using job_function = std::function<std::optional<std::string>(job_context)>;
 
 /// How job_queue::async_run works.
-struct run_options {
+struct THOONK_API run_options {
   /// Handlers running at once (1 .. 10000). Idle slots are filled with jobs
   /// claimed in one script call, together with the finishes of the jobs
   /// just done (one round trip per round, not per job).
@@ -155,8 +156,8 @@ template <>
 inline constexpr bool is_operation_argument_v<run_options> = true;
 
 /// What a run did, when it completed.
-struct run_report {
-  std::string worker_name;
+struct THOONK_API run_report {
+  std::string worker_name;          ///< the name the runner registered under
   std::uint64_t started = 0;        ///< handlers started
   std::uint64_t finished = 0;       ///< jobs finished (accepted by the server)
   std::uint64_t failed = 0;         ///< handlers that threw: retry scheduled
@@ -174,12 +175,13 @@ struct run_report {
 };
 
 /// A worker as the queue's registry lists it (job_queue::async_get_workers).
-struct worker_info {
-  std::string name;
+struct THOONK_API worker_info {
+  std::string name;  ///< the worker's registered name
   /// When its registration lapses, and "now", both by the server's clock
   /// (ms): lapses_at < server_now means the worker is dead, and its jobs go
   /// back at the next maintenance run.
   epoch_ms lapses_at = 0;
+  /// The server's clock when the registry was read (epoch ms), to compare lapses_at with.
   epoch_ms server_now = 0;
   /// The last heartbeat (server ms): lapses_at minus its time to live.
   epoch_ms last_heartbeat = 0;

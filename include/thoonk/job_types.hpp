@@ -5,6 +5,7 @@
 #pragma once
 
 #include <thoonk/completion.hpp>
+#include <thoonk/export.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -37,12 +38,13 @@ inline epoch_ms now_epoch_ms() {
 /// member twice when it is built inside a co_await expression
 /// (`co_await q.finish(claim_ref(id, token), ...)` would crash;
 /// docs/threading.md, "g++ 12 and temporaries inside co_await").
-struct claim_ref {
+struct THOONK_API claim_ref {
   claim_ref() = default;
+  /// A claim of job `job_id` under `claim_token` (the token async_claim() returned).
   claim_ref(std::string job_id, std::int64_t claim_token)
       : id(std::move(job_id)), token(claim_token) {}
 
-  std::string id;
+  std::string id;  ///< the job id
   /// The claim token: the attempt number (1 for the first claim; it grows
   /// with every claim of this id and may skip values). finish/cancel/stall/
   /// heartbeat must present it; once the claim ended (lapsed and
@@ -53,8 +55,8 @@ struct claim_ref {
 
 /// A job handed to a worker by async_claim(): its claim (id and token), item and
 /// failure count. Pass it to finish/fail/cancel/stall/heartbeat as it is.
-struct claimed_job : claim_ref {
-  std::string item;
+struct THOONK_API claimed_job : claim_ref {
+  std::string item;  ///< the job's payload
   /// The job's failure count (feed.cancelled: cancels, failures and lapsed
   /// leases) when it was claimed.
   std::int64_t failures = 0;
@@ -63,7 +65,7 @@ struct claimed_job : claim_ref {
 /// How often a job is retried and how long it waits in between. Every
 /// field left unset takes the queue's default (job_queue::settings, whose
 /// own defaults are 10, 3, 2 s, 300 s).
-struct retry_strategy {
+struct THOONK_API retry_strategy {
   /// A failure (async_fail()) that brings the job's retry count to this makes it
   /// a dead letter; below it, the job is scheduled again after a backoff.
   /// At least 1: with 1 the first failure is final.
@@ -85,35 +87,39 @@ struct retry_strategy {
 /// When a put names an existing job (put_options::id), how it changes it
 /// (update flags). A put for an id that no job has adds the job
 /// whatever the flags.
-struct update_flags {
+struct THOONK_API update_flags {
+  /// The item: replaced, or kept when the put has none.
   enum class data_mode : std::uint8_t {
     replace,  ///< the put's item replaces the job's
     keep,     ///< the job keeps its item
   };
+  /// The run-at time: set always, only if earlier, or only if later.
   enum class run_at_mode : std::uint8_t {
     always,      ///< the put's run_at replaces the job's
     if_later,    ///< only when later than the job's
     if_earlier,  ///< only when earlier than the job's
     never,       ///< the job keeps its run_at
   };
+  /// The retry strategy: replaced or kept.
   enum class strategy_mode : std::uint8_t {
     replace,  ///< the put's retry strategy (unset: the queue's) replaces the job's
     keep,     ///< the job keeps its retry strategy
   };
+  /// The failure and retry counters: kept or reset.
   enum class counters_mode : std::uint8_t {
     keep,   ///< retry count, stall count and failure count stay
     reset,  ///< all three go back to 0 (the last error stays readable)
   };
-  data_mode data = data_mode::replace;
-  run_at_mode run_at = run_at_mode::always;
-  strategy_mode strategy = strategy_mode::replace;
-  counters_mode counters = counters_mode::keep;
+  data_mode data = data_mode::replace;              ///< how the item is updated
+  run_at_mode run_at = run_at_mode::always;         ///< how the run-at time is updated
+  strategy_mode strategy = strategy_mode::replace;  ///< how the retry strategy is updated
+  counters_mode counters = counters_mode::keep;     ///< how the counters are updated
 
   friend bool operator==(const update_flags&, const update_flags&) = default;
 };
 
 /// Options of job_queue::async_put(item, put_options, token).
-struct put_options {
+struct THOONK_API put_options {
   /// The job's id. Unset: a new id is made (never de-duplicated). Set: the
   /// put de-duplicates: an existing job with this id is updated under
   /// `update` instead of a second one being added; a job with this id that
@@ -138,7 +144,8 @@ template <>
 inline constexpr bool is_operation_argument_v<put_options> = true;
 
 /// What a put with options did.
-struct put_result {
+struct THOONK_API put_result {
+  /// What the put did.
   enum class outcome_t : std::uint8_t {
     added,    ///< a new job
     updated,  ///< an existing job (waiting, scheduled or stalled) was updated
@@ -146,15 +153,15 @@ struct put_result {
   };
   /// Shorthands: `r.outcome == put_result::held`.
   static constexpr outcome_t added = outcome_t::added;
-  static constexpr outcome_t updated = outcome_t::updated;
-  static constexpr outcome_t held = outcome_t::held;
+  static constexpr outcome_t updated = outcome_t::updated;  ///< `outcome_t::updated`
+  static constexpr outcome_t held = outcome_t::held;        ///< `outcome_t::held`
 
-  std::string id;
-  outcome_t outcome = outcome_t::added;
+  std::string id;                        ///< the job id (generated, or the one given)
+  outcome_t outcome = outcome_t::added;  ///< what the put did
 };
 
 /// Options of job_queue::async_fail.
-struct fail_options {
+struct THOONK_API fail_options {
   /// Retry at this time (epoch ms) instead of after the backoff (still
   /// counted against max_retries). Beyond +/-(2^53 - 1) ms:
   /// error::invalid_argument before any I/O.
@@ -167,7 +174,8 @@ inline constexpr bool is_operation_argument_v<fail_options> = true;
 
 /// Options of job_queue::async_abort: how a job whose claim is ended by another
 /// client (or by the worker itself) ends.
-struct abort_options {
+struct THOONK_API abort_options {
+  /// What becomes of the aborted job.
   enum class outcome_t : std::uint8_t {
     /// As async_cancel(): back to the end of the line, failure count + 1, no
     /// retry counted, no backoff.
@@ -179,9 +187,9 @@ struct abort_options {
   };
   /// Shorthands: `abort_options{abort_options::failed, "why"}`.
   static constexpr outcome_t cancelled = outcome_t::cancelled;
-  static constexpr outcome_t failed = outcome_t::failed;
+  static constexpr outcome_t failed = outcome_t::failed;  ///< `outcome_t::failed`
 
-  outcome_t outcome = outcome_t::cancelled;
+  outcome_t outcome = outcome_t::cancelled;  ///< what becomes of the job
   /// The error kept as the job's last error (outcome failed; ignored for
   /// cancelled). At most config::max_item_size bytes.
   std::string error;
@@ -192,16 +200,18 @@ template <>
 inline constexpr bool is_operation_argument_v<abort_options> = true;
 
 /// What async_fail() did.
-struct fail_result {
+struct THOONK_API fail_result {
+  /// What became of the failed job.
   enum class outcome_t : std::uint8_t {
     retry_scheduled,  ///< the job runs again at `run_at`
     dead_lettered,    ///< out of retries (or permanent): in feed.stalled
   };
   /// Shorthands: `r.outcome == fail_result::dead_lettered`.
   static constexpr outcome_t retry_scheduled = outcome_t::retry_scheduled;
+  /// `outcome_t::dead_lettered`.
   static constexpr outcome_t dead_lettered = outcome_t::dead_lettered;
 
-  outcome_t outcome = outcome_t::retry_scheduled;
+  outcome_t outcome = outcome_t::retry_scheduled;  ///< what became of the job
   /// When the retry is due (epoch ms); 0 for a dead letter.
   epoch_ms run_at = 0;
   /// The job's retry count after this failure.
@@ -217,17 +227,17 @@ enum class job_state {
 };
 
 /// A put held for a claimed job (applied when the claim ends).
-struct held_put {
+struct THOONK_API held_put {
   std::optional<std::string> item;  ///< unset: the job keeps its item
-  epoch_ms run_at = 0;
-  update_flags update;
+  epoch_ms run_at = 0;              ///< the run-at time to apply (epoch ms; 0: none)
+  update_flags update;              ///< how the held put updates the job
 };
 
 /// A job as get_job / get_jobs / the listings read it (in one atomic step).
-struct job_info {
-  std::string id;
-  std::string item;
-  job_state state = job_state::waiting;
+struct THOONK_API job_info {
+  std::string id;                        ///< the job id
+  std::string item;                      ///< the job's payload
+  job_state state = job_state::waiting;  ///< the job's state
   /// The failure count (feed.cancelled): cancels, failures, lapsed leases.
   std::int64_t failures = 0;
   /// Scheduled: when it becomes claimable (epoch ms); otherwise 0.
@@ -249,8 +259,8 @@ struct job_info {
 };
 
 /// One page of a listing (get_scheduled, get_dead_letters).
-struct job_page {
-  std::vector<job_info> jobs;
+struct THOONK_API job_page {
+  std::vector<job_info> jobs;  ///< the jobs of this page, in the listing's order
   /// Pass it back for the next page; empty when this was the last one.
   std::string next;
 };
@@ -258,14 +268,15 @@ struct job_page {
 /// A finish event of a job queue (subscribe_finished): a job finished with
 /// a result. The contract's payload `id\0result` on `job.finish:[f]`,
 /// split; the result may itself contain NUL bytes.
-struct job_finished {
-  std::string id;
-  std::string result;
+struct THOONK_API job_finished {
+  std::string id;      ///< the finished job's id
+  std::string result;  ///< its result
 };
 
 /// A job event (subscribe_events), published on `job.event:[f]` by the
 /// scripts when the queue's `events` setting is on.
-struct job_event {
+struct THOONK_API job_event {
+  /// What happened to the job.
   enum class kind_t : std::uint8_t {
     put,              ///< a new job (detail: run_at if scheduled, else empty)
     updated,          ///< a put with an id updated a job
@@ -280,16 +291,16 @@ struct job_event {
     progress,         ///< the claim holder reported progress; detail: the progress text
     aborted,          ///< job_queue::abort ended its claim; detail: "cancelled" or "failed"
   };
-  kind_t kind = kind_t::put;
-  std::string id;
+  kind_t kind = kind_t::put;  ///< which event this is
+  std::string id;             ///< the job id
   std::string detail;
 };
 
 /// The event kind's name as published ("put", "retry_scheduled", ...).
-std::string_view to_string(job_event::kind_t k) noexcept;
+THOONK_API std::string_view to_string(job_event::kind_t k) noexcept;
 
 /// Counts per state and the contract's counters.
-struct job_counts {
+struct THOONK_API job_counts {
   std::int64_t waiting = 0;    ///< LLEN feed.ids
   std::int64_t claimed = 0;    ///< ZCARD feed.claimed
   std::int64_t stalled = 0;    ///< SCARD feed.stalled

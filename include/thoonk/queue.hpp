@@ -5,6 +5,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/queue_base.hpp>
+#include <thoonk/export.hpp>
 
 #include <boost/system/error_code.hpp>
 
@@ -20,7 +21,7 @@ namespace thoonk {
 /// Tuning of a queue object (client side only). The defaults suit most uses.
 /// poll_interval, max_put_batch and max_puts_in_flight: see
 /// detail::queue_options_base.
-struct queue_options : detail::queue_options_base {
+struct THOONK_API queue_options : detail::queue_options_base {
   /// Most items one get script takes for the waiting coroutines of this
   /// object (clamped to 1..1000).
   std::size_t max_fetch_batch = 256;
@@ -31,9 +32,9 @@ template <>
 inline constexpr bool is_operation_argument_v<queue_options> = true;
 
 /// One item taken from a queue.
-struct queue_item {
-  std::string id;
-  std::string item;
+struct THOONK_API queue_item {
+  std::string id;    ///< the item id
+  std::string item;  ///< the item's payload
 };
 
 /// A queue of items: each item is got by exactly one getter (at most once:
@@ -54,9 +55,18 @@ struct queue_item {
 /// they sleep until a put script's wake-up message on `feed.wake:[name]`
 /// (or, for puts made with plain commands, the next poll).
 ///
-/// Copies, threading, lifetime and the errors common to every operation:
-/// see detail::queue_base (put and put_many are documented there).
-class queue : public detail::queue_base, public detail::queue_handles<queue, queue_options> {
+/// **Common to every operation**: error::invalid_name before any I/O;
+/// error::feed_not_found and error::wrong_feed_type (checked on the server);
+/// transport errors keep their codes (error::unknown_outcome: sent, and it
+/// may have taken effect; error::client_stopped); other error replies give
+/// error::server_error (error::script_error for a Lua error). Copies share
+/// state; operations run on the client's executor; destroy every copy on
+/// that executor and before the client. The puts (async_put,
+/// async_put_many) come from a base class of the implementation
+/// (detail::queue_base), outside this reference: docs/jobs.md describes
+/// them.
+class THOONK_API queue : public detail::queue_base,
+                         public detail::queue_handles<queue, queue_options> {
  public:
   /// A queue's config fields the library reads: none (the contract gives a
   /// queue only its `type`). Kept so that every kind of feed is opened and
@@ -86,6 +96,8 @@ class queue : public detail::queue_base, public detail::queue_handles<queue, que
   /// Cancellation: completes with operation_aborted; an item taken for this
   /// getter by a script already in flight is given to another waiting
   /// getter of this object or put back at the front of the queue.
+  /// Thread safety: start it on the client's executor; handlers run on the token's associated
+  /// executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get(std::chrono::milliseconds timeout, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, queue_item)>(
@@ -102,6 +114,9 @@ class queue : public detail::queue_base, public detail::queue_handles<queue, que
   /// has that id (never put, or already got). Completion
   /// `void(error_code, std::optional<std::string>)`. Errors: invalid_id
   /// (before any I/O), the common ones.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_item(std::string id, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
@@ -116,6 +131,9 @@ class queue : public detail::queue_base, public detail::queue_handles<queue, que
   /// The waiting ids as the contract's `LRANGE feed.ids:[f] 0 -1` returns
   /// them: the LAST element is the next one out.
   /// Completion `void(error_code, std::vector<std::string>)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_ids(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
@@ -128,6 +146,9 @@ class queue : public detail::queue_base, public detail::queue_handles<queue, que
   }
 
   /// Number of waiting items. Completion `void(error_code, std::size_t)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_length(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, std::size_t)>(

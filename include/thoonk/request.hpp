@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thoonk/export.hpp>
 
 namespace thoonk {
 
@@ -29,7 +30,7 @@ namespace thoonk {
 /// Commands of the SUBSCRIBE family get their confirmations as pushes, not
 /// as replies, so they do not count in expected_replies(); they are meant for
 /// the subscriber connection.
-class request {
+class THOONK_API request {
  public:
   /// Appends one command.
   template <class... Args>
@@ -62,30 +63,36 @@ class request {
   std::size_t expected_replies() const noexcept { return expected_replies_; }
   /// The serialized bytes.
   const std::string& payload() const noexcept { return payload_; }
-  bool empty() const noexcept { return commands_ == 0; }
+  bool empty() const noexcept { return commands_ == 0; }  ///< true when no command was pushed
 
+  /// Removes every command; the buffer keeps its capacity for reuse.
   void clear() noexcept {
     payload_.clear();
     commands_ = 0;
     expected_replies_ = 0;
   }
+  /// Reserves `bytes` of payload buffer.
   void reserve(std::size_t bytes) { payload_.reserve(bytes); }
 
   // -- low-level building blocks (used by push; public for generated code) --
   /// Starts a command of `argc` arguments (the command name included).
   void begin_command(std::size_t argc, std::string_view command);
+  /// Appends one argument of the command begun with begin_command().
   void append_arg(std::string_view s) {
     append_header('$', s.size());
     payload_.append(s.data(), s.size());
     payload_.append("\r\n", 2);
   }
+  /// Appends an integer argument, in decimal.
   template <std::integral I>
   requires(!std::same_as<I, bool> && !std::same_as<I, char>) void append_arg(I v) {
     char buf[24];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
     append_arg(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));
   }
+  /// As append_arg(std::string_view).
   void append_arg(const char* s) { append_arg(std::string_view(s)); }
+  /// As append_arg(std::string_view).
   void append_arg(const std::string& s) { append_arg(std::string_view(s)); }
 
  private:

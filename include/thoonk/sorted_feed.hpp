@@ -6,6 +6,7 @@
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
 #include <thoonk/detail/feed_base.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/feed_item.hpp>
 
@@ -23,9 +24,10 @@ namespace thoonk {
 /// effect). The type exists so that create_or_open and read_settings look
 /// the same for every kind of feed; application fields stay readable with
 /// client::async_get_config.
-struct sorted_feed_settings {
+struct THOONK_API sorted_feed_settings {
   /// No fields: empty.
   feed_config to_fields() const { return {}; }
+  /// A sorted feed has no settings: none to read.
   static sorted_feed_settings from_fields(const feed_config&) { return {}; }
   /// Always empty: there is nothing to refuse.
   std::string problem() const { return {}; }
@@ -48,14 +50,26 @@ inline constexpr bool is_operation_argument_v<sorted_feed_settings> = true;
 /// Operations naming an id that is not in the feed (edit, the moves, the
 /// relative id of publish_before/after and of move_before/after) fail with
 /// error::id_not_found. Sorted feeds have no `max_length` (see
-/// sorted_feed_settings). Get a handle with async_open() or async_create_or_open(); the
-/// shared operations (retract, reads, subscribe, read_settings) and what
-/// every operation has in common (validation, errors, cancellation,
-/// lifetimes) are documented in detail::feed_core and detail::feed_base.
-class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> {
+/// sorted_feed_settings). Get a handle with async_open() or async_create_or_open().
+///
+/// **Common to every operation**: names and ids are checked before any I/O
+/// (error::invalid_name, error::invalid_id, error::item_too_large); the
+/// feed's type is checked on the server (error::feed_not_found,
+/// error::wrong_feed_type); transport errors keep their codes
+/// (error::unknown_outcome: sent, and it may have run; error::client_stopped);
+/// ACL refusals give error::no_permission or its kin; other error replies
+/// give error::server_error (error::script_error for a Lua error).
+/// Cancellation completes with operation_aborted: a request not yet written
+/// is never sent, one already written may still take effect. Start
+/// operations on the client's executor; the client must outlive them, the
+/// handle need not. The operations shared by feed and sorted_feed
+/// (async_retract, the reads, async_subscribe, async_read_settings) come
+/// from a base class of the implementation (detail::feed_core), outside
+/// this reference: docs/feeds.md describes each.
+class THOONK_API sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> {
  public:
-  using settings = sorted_feed_settings;
-  static constexpr feed_type kind = feed_type::sorted_feed;
+  using settings = sorted_feed_settings;  ///< the creation settings of this kind of feed
+  static constexpr feed_type kind = feed_type::sorted_feed;  ///< the stored `type` of a sorted feed
 
   /// An empty handle; only assign to it.
   sorted_feed() = default;
@@ -64,6 +78,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
 
   /// Appends `item` at the end (RPUSH; position `:end`). Completion
   /// `void(error_code, std::string id)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_append(std::string item, CompletionToken&& token = {}) const {
     return async_insert(feed_position::at_end(), std::move(item),
@@ -77,6 +94,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
 
   /// Inserts `item` at the beginning (LPUSH; position `begin:`). Completion
   /// `void(error_code, std::string id)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_prepend(std::string item, CompletionToken&& token = {}) const {
     return async_insert(feed_position::at_begin(), std::move(item),
@@ -92,6 +112,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Inserts `item` before the item `before` (position `:<before>`).
   /// Completion `void(error_code, std::string id)`; error::id_not_found when
   /// `before` is not in the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish_before(item_id before, std::string item, CompletionToken&& token = {}) const {
     return async_insert(feed_position::before_id(std::move(before).str()), std::move(item),
@@ -108,6 +131,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Inserts `item` after the item `after` (position `<after>:`).
   /// Completion `void(error_code, std::string id)`; error::id_not_found when
   /// `after` is not in the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_publish_after(item_id after, std::string item, CompletionToken&& token = {}) const {
     return async_insert(feed_position::after_id(std::move(after).str()), std::move(item),
@@ -124,6 +150,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Inserts `item` at `pos`: the four functions above in one, for a
   /// position that is data (for instance one read from another feed's
   /// `feed.position` event). Completion `void(error_code, std::string id)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_insert(feed_position pos, std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::string)>(
@@ -140,6 +169,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Replaces the item of `id` (its position is unchanged) and PUBLISHes
   /// `feed.publish` `id\0item`. Completion `void(error_code)`;
   /// error::id_not_found when `id` is not in the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_edit(item_id id, std::string item, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),
@@ -156,6 +188,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Moves `id` to the beginning; `feed.position` gets `id\0begin:`.
   /// Completion `void(error_code)`; error::id_not_found when `id` is not in
   /// the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_move_to_begin(std::string id, CompletionToken&& token = {}) const {
     return async_move(std::move(id), feed_position::at_begin(),
@@ -170,6 +205,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
 
   /// Moves `id` to the end; `feed.position` gets `id\0:end`. Completion and
   /// errors as async_move_to_begin().
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_move_to_end(std::string id, CompletionToken&& token = {}) const {
     return async_move(std::move(id), feed_position::at_end(), std::forward<CompletionToken>(token));
@@ -185,6 +223,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Completion `void(error_code)`; error::id_not_found when `id` or
   /// `other` is not in the feed; error::invalid_argument, before any I/O,
   /// when `other` is `id` itself.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_move_before(std::string id, std::string other, CompletionToken&& token = {}) const {
     return async_move(std::move(id), feed_position::before_id(std::move(other)),
@@ -199,6 +240,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
 
   /// Moves `id` just after `other`; `feed.position` gets `id\0<other>:`.
   /// Completion and errors as async_move_before().
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_move_after(std::string id, std::string other, CompletionToken&& token = {}) const {
     return async_move(std::move(id), feed_position::after_id(std::move(other)),
@@ -214,6 +258,9 @@ class sorted_feed : public detail::feed_base<sorted_feed, sorted_feed_settings> 
   /// Moves `id` to `pos`: the four moves above in one, for a position that
   /// is data (for instance mirroring another sorted feed's position
   /// events). Completion and errors as those.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_move(std::string id, feed_position pos, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code)>(std::forward<CompletionToken>(token),

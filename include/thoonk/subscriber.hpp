@@ -4,6 +4,7 @@
 #include <thoonk/config.hpp>
 #include <thoonk/connection.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/system/error_code.hpp>
@@ -23,14 +24,15 @@ struct impl_access;
 }  // namespace detail
 
 /// One pub/sub message. The views are valid only during the callback.
-struct message {
-  std::string_view channel;
-  std::string_view payload;
+struct THOONK_API message {
+  std::string_view channel;  ///< the channel the message came on (valid during the callback only)
+  std::string_view payload;  ///< the message (valid during the callback only)
   std::string_view pattern;  ///< the matching pattern for psubscribe callbacks, else empty
 };
 
 /// What happened to the subscriber connection.
-struct subscriber_event {
+struct THOONK_API subscriber_event {
+  /// What happened.
   enum kind_t {
     /// Connected and every registered channel and pattern is subscribed on
     /// the server (sent after the first connect and after each reconnect).
@@ -39,7 +41,7 @@ struct subscriber_event {
     connected,
     /// The connection was lost; messages are missed until `connected`.
     disconnected,
-  } kind;
+  } kind;                           ///< which event this is
   boost::system::error_code error;  ///< why it was lost (disconnected only)
 };
 
@@ -48,16 +50,20 @@ struct subscriber_event {
 /// goes, the subscriber sends UNSUBSCRIBE/PUNSUBSCRIBE. Movable, not
 /// copyable. Outliving the subscriber is safe (it then does nothing).
 /// Destroy or reset it on the subscriber's executor.
-class subscription {
+class THOONK_API subscription {
  public:
   subscription() = default;
-  subscription(subscription&& o) noexcept;
+  subscription(subscription&& o) noexcept;  ///< moves the subscription; `o` becomes empty
+  /// Unsubscribes this one, then takes over `o`'s.
   subscription& operator=(subscription&& o) noexcept;
   subscription(const subscription&) = delete;
   subscription& operator=(const subscription&) = delete;
   ~subscription();
 
+  /// Unsubscribes now: no callback after it returns. Call it on the
+  /// subscriber's executor.
   void reset();
+  /// True until reset(), or until the subscriber is gone.
   bool active() const noexcept { return !owner_.expired() && id_ != 0; }
 
  private:
@@ -74,7 +80,8 @@ class subscription {
   std::uint64_t id_ = 0;
 };
 
-struct subscriber_stats {
+/// Counters of the subscriber connection; monotonic over its life.
+struct THOONK_API subscriber_stats {
   std::uint64_t messages = 0;         ///< message/pmessage pushes received
   std::uint64_t deliveries = 0;       ///< callback invocations
   std::uint64_t callback_errors = 0;  ///< callbacks that threw
@@ -101,19 +108,24 @@ struct subscriber_stats {
 /// what was missed. Memory in this process stays bounded by the read buffer.
 ///
 /// **Threading and lifetime**: as thoonk::connection.
-class subscriber {
+class THOONK_API subscriber {
  public:
+  /// The executor everything of the subscriber runs on.
   using executor_type = boost::asio::any_io_executor;
-  using callback = std::function<void(const message&)>;
+  /// Channel, on the executor.
+  using callback = std::function<void(const message&)>;  ///< receives each message of a subscribed
 
+  /// Makes the subscriber without I/O: async_connect() connects.
   subscriber(executor_type ex, config cfg);
   ~subscriber();
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
 
-  executor_type get_executor() const noexcept;
+  executor_type get_executor() const noexcept;  ///< the executor given at construction
 
   /// As connection::async_connect. Completion signature `void(error_code)`.
+  /// Cancellation: completes with operation_aborted; nothing stays registered.
+  /// Thread safety: start it on the subscriber's executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_connect(CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code)>(
@@ -137,6 +149,7 @@ class subscriber {
   /// connection's setup was refused, instead of waiting for a reconnect that
   /// would be refused too; operation_aborted on cancellation. On any error
   /// nothing stays registered.
+  /// Thread safety: start it on the subscriber's executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_subscribe(std::string channel, callback cb, CompletionToken&& token = {}) {
     return initiate_subscribe(false, std::move(channel), std::move(cb),
@@ -150,6 +163,9 @@ class subscriber {
   }
 
   /// As async_subscribe() for a glob-style pattern (PSUBSCRIBE).
+  /// Completion `void(error_code, subscription)`; errors as async_subscribe().
+  /// Cancellation: completes with operation_aborted; nothing stays registered.
+  /// Thread safety: start it on the subscriber's executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_psubscribe(std::string pattern, callback cb, CompletionToken&& token = {}) {
     return initiate_subscribe(true, std::move(pattern), std::move(cb),
@@ -175,6 +191,9 @@ class subscriber {
   /// subscriber's own connection: `disconnected` when a subscribed shard
   /// channel is lost, `connected` when every one is subscribed again (feeds
   /// catch up then). docs/cluster.md, "Notifications".
+  /// Completion `void(error_code, subscription)`; errors as async_subscribe().
+  /// Cancellation: completes with operation_aborted; nothing stays registered.
+  /// Thread safety: start it on the subscriber's executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_ssubscribe(std::string channel, callback cb, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, subscription)>(
@@ -203,7 +222,8 @@ class subscriber {
   /// Closes the connection, stops reconnecting, fails pending subscribes.
   void stop();
 
-  bool is_connected() const noexcept;
+  bool is_connected() const noexcept;  ///< true while the subscriber connection is up
+  /// A snapshot of the counters; call on the subscriber's executor.
   subscriber_stats stats() const noexcept;
 
  private:

@@ -19,3 +19,4 @@
 #include <thoonk/script.hpp>
 #include <thoonk/sorted_feed.hpp>
 #include <thoonk/subscriber.hpp>
+#include <thoonk/version.hpp>

@@ -28,6 +28,14 @@ namespace thoonk::detail {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
+namespace {
+// How a wait for the slot map ended. Outside the class, in an unnamed
+// namespace: GCC gives a member enum default visibility even under
+// -fvisibility=hidden, and libthoonk.so would export Asio's awaitable
+// instantiations for it (docs/packaging.md, "Exported symbols").
+enum class wait_end { done, time_up, aborted };
+}  // namespace
+
 class cluster_router : public slot_source, public std::enable_shared_from_this<cluster_router> {
  public:
   using clock = std::chrono::steady_clock;
@@ -68,8 +76,6 @@ class cluster_router : public slot_source, public std::enable_shared_from_this<c
     cluster_node node;
     std::unique_ptr<connection> conn;
   };
-  // How a wait for the slot map ended.
-  enum class wait_end { done, time_up, aborted };
 
   connection& connection_for(const cluster_node& node);
   asio::awaitable<error_code> connect_node(connection& conn);
@@ -342,8 +348,7 @@ asio::awaitable<void> cluster_router::refresh_join() {
   (void)ec;  // cancelled by the refresher when it ends
 }
 
-asio::awaitable<cluster_router::wait_end> cluster_router::wait_route(const route_wait* w,
-                                                                     clock::time_point until) {
+asio::awaitable<wait_end> cluster_router::wait_route(const route_wait* w, clock::time_point until) {
   using namespace asio::experimental::awaitable_operators;
   // Counted while it waits, so that the map is read again and again.
   struct stuck_guard {

@@ -8,6 +8,7 @@
 #include <thoonk/completion.hpp>
 #include <thoonk/diagnostics.hpp>
 #include <thoonk/durability.hpp>
+#include <thoonk/export.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
@@ -141,11 +142,12 @@ std::string feed_name_of(const T& x) {
 // `feed`: the client's one connection, or in cluster mode the feed's
 // primary), which completes `then` (bound to the caller's executor and
 // cancellation slot) after filling `ack`.
-boost::system::error_code check_durability(const client_core& c, const durability& ack,
-                                           std::string_view feed) noexcept;
-boost::asio::any_io_executor executor_of(const client_core& c) noexcept;
-void wait_for_replicas(std::shared_ptr<client_core> c, durability& ack, std::string feed,
-                       boost::asio::any_completion_handler<void(boost::system::error_code)> then);
+THOONK_API boost::system::error_code check_durability(const client_core& c, const durability& ack,
+                                                      std::string_view feed) noexcept;
+THOONK_API boost::asio::any_io_executor executor_of(const client_core& c) noexcept;
+THOONK_API void wait_for_replicas(
+    std::shared_ptr<client_core> c, durability& ack, std::string feed,
+    boost::asio::any_completion_handler<void(boost::system::error_code)> then);
 
 template <class Signature>
 struct durable;

@@ -7,6 +7,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/feed_events.hpp>
 #include <thoonk/feed_item.hpp>
 
@@ -44,13 +45,16 @@ namespace thoonk::detail {
 /// and its operations may outlive the client (thoonk::client, "Lifetime"). **Threading**: as the
 /// client's operations (start them on the client's executor); handlers run on the token's
 /// associated executor, else the client's.
-class feed_core {
+class THOONK_API feed_core {
  public:
   const std::string& name() const noexcept { return name_; }
 
   /// Removes `id` and PUBLISHes `feed.retract` `id`. Completion
   /// `void(error_code, bool)`: true when removed, false (and nothing
   /// published) when the id was not in the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_retract(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, bool)>(
@@ -65,6 +69,9 @@ class feed_core {
   /// All ids in the feed's order: oldest first for a feed (its zset), list
   /// order for a sorted feed. Completion
   /// `void(error_code, std::vector<std::string>)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_ids(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::vector<std::string>)>(
@@ -78,6 +85,9 @@ class feed_core {
 
   /// One item. Completion `void(error_code, std::optional<std::string>)`:
   /// nullopt when the id is not in the feed.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_item(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::optional<std::string>)>(
@@ -93,6 +103,9 @@ class feed_core {
   /// Several items, in the order of `ids` (nullopt for missing ids), in one
   /// round trip. Completion
   /// `void(error_code, std::vector<std::optional<std::string>>)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_items(std::vector<std::string> ids, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code,
@@ -109,6 +122,9 @@ class feed_core {
   /// Every item in the feed's order, read in one atomic step (a consistent
   /// snapshot; O(n) on the server, like the contract's HGETALL).
   /// Completion `void(error_code, std::vector<feed_item>)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_get_all(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::vector<feed_item>)>(
@@ -121,6 +137,9 @@ class feed_core {
   }
 
   /// Whether `id` is in the feed. Completion `void(error_code, bool)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_has_id(std::string id, CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, bool)>(
@@ -133,6 +152,9 @@ class feed_core {
   }
 
   /// Number of items. Completion `void(error_code, std::uint64_t)`.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_length(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, std::uint64_t)>(
@@ -174,6 +196,7 @@ class feed_core {
     return async_subscribe(std::move(cb), std::move(opts), std::forward<CompletionToken>(token));
   }
   /// As above with default options (no catch-up).
+  /// Completion, errors, cancellation and thread safety: as the overload above.
   template <completion_token CompletionToken = default_token_t>
   auto async_subscribe(feed_callback cb, CompletionToken&& token = {}) const {
     return async_subscribe(std::move(cb), feed_subscribe_options{},
@@ -215,13 +238,17 @@ class feed_core {
 /// Getting a handle and reading the settings back, typed by the handle
 /// (`Derived`: feed or sorted_feed) and its `Settings`
 /// (Derived::settings). Instantiated for those two only
-/// (src/feeds/feed_base.cpp).
+/// (src/feeds/feed_base.cpp), which the shared library exports: the
+/// attribute is on the template, as an explicit instantiation cannot add it.
 template <class Derived, class Settings>
-class feed_base : public feed_core {
+class THOONK_API feed_base : public feed_core {
  public:
   /// Opens an existing feed: checks that it exists with this handle's type.
   /// Completion `void(error_code, Derived)`. Errors: error::invalid_name,
   /// error::feed_not_found, error::wrong_feed_type, as every operation.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   static auto async_open(client& c, std::string name, CompletionToken&& token = {}) {
     return detail::initiate<void(boost::system::error_code, Derived)>(
@@ -242,6 +269,9 @@ class feed_base : public feed_core {
   /// before any I/O, for settings the library cannot use
   /// (Settings::problem() says which); error::wrong_feed_type, with nothing
   /// changed, when the name is a feed of another type; as every operation.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   static auto async_create_or_open(client& c, std::string name, Settings s,
                                    CompletionToken&& token = {}) {
@@ -258,6 +288,7 @@ class feed_base : public feed_core {
                                 std::forward<CompletionToken>(token));
   }
   /// As above with default settings.
+  /// Completion, errors, cancellation and thread safety: as the overload above.
   template <completion_token CompletionToken = default_token_t>
   static auto async_create_or_open(client& c, std::string name, CompletionToken&& token = {}) {
     return async_create_or_open(c, std::move(name), Settings{},
@@ -274,6 +305,9 @@ class feed_base : public feed_core {
   /// Completion `void(error_code, Settings)`; a field that is unset, or
   /// holds a value the library's scripts cannot use (written with plain
   /// commands), reads as nullopt: the scripts then use the default.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_read_settings(CompletionToken&& token = {}) const {
     return detail::initiate<void(boost::system::error_code, Settings)>(

@@ -6,6 +6,7 @@
 
 #include <thoonk/client.hpp>
 #include <thoonk/detail/async.hpp>
+#include <thoonk/export.hpp>
 #include <thoonk/job_types.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -32,7 +33,7 @@ namespace detail {
 class queue_core;
 
 /// The tuning queue_options and job_queue_options share (client side only).
-struct queue_options_base {
+struct THOONK_API queue_options_base {
   /// Waiting getters and claimers (and get_result) re-check the server this
   /// often even without a wake-up notification (puts made with plain
   /// commands do not notify).
@@ -67,7 +68,7 @@ struct queue_options_base {
 /// Other server error replies give error::server_error (error::script_error
 /// for a Lua error); with thoonk::capture_diagnostics the caller gets the
 /// server's text for those and for ACL refusals.
-class queue_base {
+class THOONK_API queue_base {
  public:
   /// The queue's name.
   const std::string& name() const noexcept;
@@ -89,6 +90,7 @@ class queue_base {
   }
   /// async_put() at a priority: priority::high puts the item at the front
   /// of the line (the next one out).
+  /// Completion, errors, cancellation and thread safety: as the overload above.
   template <completion_token CompletionToken = default_token_t>
   auto async_put(std::string item, priority p, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, put_result)>(
@@ -113,6 +115,9 @@ class queue_base {
   ///
   /// Completion `void(error_code, std::vector<std::string> ids)`; errors as
   /// async_put(). On an error after some chunks succeeded, ids holds those.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   auto async_put_many(std::vector<std::string> items, priority p, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, std::vector<std::string>)>(
@@ -160,6 +165,9 @@ class queue_handles {
   /// with T's type). Completion `void(error_code, T::settings)`: fields
   /// not set in the config are unset (the defaults apply). Errors: the
   /// common ones.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t, class S = T>
   auto async_read_settings(CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, typename S::settings)>(
@@ -177,6 +185,9 @@ class queue_handles {
   /// need not). Completion `void(error_code, T)`. Errors: invalid_name,
   /// feed_not_found, wrong_feed_type, transport errors; the subscriber's
   /// errors (subscribe_refused, ...). On an error the handle is unchecked.
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t>
   static auto async_open(client& c, std::string name, Options opts, CompletionToken&& token = {}) {
     return initiate<void(boost::system::error_code, T)>(std::forward<CompletionToken>(token),
@@ -189,6 +200,8 @@ class queue_handles {
                                                     CompletionToken&& token) {
     return async_open(c, std::move(name), std::move(opts), std::forward<CompletionToken>(token));
   }
+  /// As the overload above with default options; completion, errors, cancellation and thread safety
+  /// as there.
   template <completion_token CompletionToken = default_token_t>
   static auto async_open(client& c, std::string name, CompletionToken&& token = {}) {
     return async_open(c, std::move(name), Options{}, std::forward<CompletionToken>(token));
@@ -207,6 +220,9 @@ class queue_handles {
   /// `void(error_code, T)`. Errors: error::invalid_argument when a setting
   /// is out of range (before any I/O; settings::problem() says which), the
   /// errors of async_open().
+  /// Cancellation: completes with operation_aborted; a request not yet written is never sent, one
+  /// already written may still take effect. Thread safety: start it on the client's executor;
+  /// handlers run on the token's associated executor.
   template <completion_token CompletionToken = default_token_t, class S = T>
   static auto async_create_or_open(client& c, std::string name, typename S::settings s,
                                    Options opts, CompletionToken&& token = {}) {
@@ -223,6 +239,8 @@ class queue_handles {
     return async_create_or_open(c, std::move(name), std::move(s), std::move(opts),
                                 std::forward<CompletionToken>(token));
   }
+  /// As the overload above with default options; completion, errors, cancellation and thread safety
+  /// as there.
   template <completion_token CompletionToken = default_token_t, class S = T>
   static auto async_create_or_open(client& c, std::string name, typename S::settings s,
                                    CompletionToken&& token = {}) {
@@ -237,6 +255,8 @@ class queue_handles {
     return async_create_or_open(c, std::move(name), std::move(s),
                                 std::forward<CompletionToken>(token));
   }
+  /// As the overload above with default options; completion, errors, cancellation and thread safety
+  /// as there.
   template <completion_token CompletionToken = default_token_t, class S = T>
   static auto async_create_or_open(client& c, std::string name, CompletionToken&& token = {}) {
     return async_create_or_open(c, std::move(name), typename S::settings{}, Options{},

@@ -11,6 +11,7 @@
 // that owns the parser must be closed (docs/design.md §2).
 #pragma once
 
+#include <thoonk/export.hpp>
 #include <thoonk/resp3/value.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -24,10 +25,10 @@ namespace thoonk::resp3 {
 
 /// Hard limits applied while parsing. Every length on the wire is checked
 /// against them before any memory is reserved.
-struct parser_limits {
+struct THOONK_API parser_limits {
   std::size_t max_bulk_length = 512u * 1024 * 1024;  ///< bytes in one bulk string/error/verbatim
-  std::size_t max_aggregate_elements =
-      4u * 1024 * 1024;        ///< elements of one array/set/push; pairs of one map
+  /// Elements of one array/set/push; pairs of one map.
+  std::size_t max_aggregate_elements = 4u * 1024 * 1024;
   std::size_t max_depth = 32;  ///< nesting of aggregates (top level is depth 1)
   std::size_t max_reply_bytes = 1024u * 1024 * 1024;  ///< wire bytes of one top-level reply
   std::size_t max_line_length = 64u * 1024;  ///< a header or simple string/error line, without CRLF
@@ -56,11 +57,15 @@ struct parser_limits {
 /// True for the errors a parser reports (malformed replies and exceeded
 /// limits): the connection that saw one closes, and the request whose reply
 /// it was gets it.
-bool is_parse_error(const boost::system::error_code& ec) noexcept;
+THOONK_API bool is_parse_error(const boost::system::error_code& ec) noexcept;
 
-class parser {
+/// An incremental RESP3/RESP2 parser: feed it bytes as they arrive, take complete replies as trees
+/// of resp3::value. No I/O. Not thread-safe: one parser per connection, used by one thread at a
+/// time. Malformed input and the limits of parser_limits are errors (resp3 parse errors,
+/// is_parse_error()).
+class THOONK_API parser {
  public:
-  explicit parser(parser_limits limits = {});
+  explicit parser(parser_limits limits = {});  ///< a parser enforcing `limits`
 
   /// Consumes complete tokens from the front of `data` and returns how many
   /// bytes were consumed. Stops as soon as a top-level value is complete
@@ -85,11 +90,13 @@ class parser {
   /// take max_reply_memory minus this. The owner sets it before each
   /// consume(); reset() sets it to 0.
   void set_held_memory(std::size_t bytes) noexcept { held_memory_ = bytes; }
+  /// The memory the parser counts as held (checked against the limits).
   std::size_t held_memory() const noexcept { return held_memory_; }
 
   /// Forgets any partial state (after an error or a reconnect).
   void reset();
 
+  /// The limits given at construction.
   const parser_limits& limits() const noexcept { return limits_; }
 
  private:
@@ -151,7 +158,7 @@ class parser {
 /// Parses a buffer that holds whole replies (tests, tools) and returns the
 /// values in order. Malformed input sets `ec` to the parser's error; a buffer
 /// that ends inside a reply sets `ec` to error::missing_crlf (truncated).
-std::vector<value> parse_all(std::string_view data, boost::system::error_code& ec,
-                             parser_limits limits = {});
+THOONK_API std::vector<value> parse_all(std::string_view data, boost::system::error_code& ec,
+                                        parser_limits limits = {});
 
 }  // namespace thoonk::resp3

@@ -16,6 +16,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <thoonk/export.hpp>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ enum class type : std::uint8_t {
 };
 
 /// Human-readable name of a type ("blob_string", ...), for messages and tests.
-std::string_view to_string(type t) noexcept;
+THOONK_API std::string_view to_string(type t) noexcept;
 
 struct value;
 
@@ -53,8 +54,12 @@ struct value;
 /// values that have no elements pay 8 bytes for it; the size and capacity
 /// sit in front of the elements, in the same allocation. A std::vector<value>
 /// (or a braced list) converts to it, moving the values.
-class value_list {
+class THOONK_API value_list {
  public:
+  /// \name Member types, as std::vector<value>
+  ///@{
+
+  /// The member types of a standard sequence container.
   using value_type = value;
   using size_type = std::size_t;
   using difference_type = std::ptrdiff_t;
@@ -66,16 +71,27 @@ class value_list {
   using const_iterator = const value*;
   using reverse_iterator = std::reverse_iterator<iterator>;
   using const_reverse_iterator = std::reverse_iterator<const_iterator>;
+  ///@}
 
+  /// An empty list; no allocation.
   value_list() noexcept = default;
+  /// \name Construction, copy and move, as std::vector<value>
+  ///@{
+
+  /// As std::vector<value>'s; a moved-from list is empty.
   value_list(std::initializer_list<value> init);
   value_list(std::vector<value> v);  // NOLINT(google-explicit-constructor): a vector is a list
   value_list(const value_list& other);
   value_list(value_list&& other) noexcept : h_(other.h_) { other.h_ = nullptr; }
   value_list& operator=(const value_list& other);
   value_list& operator=(value_list&& other) noexcept;
+  ///@}
   ~value_list();
 
+  /// \name Element access and iteration, as std::vector<value>
+  ///@{
+
+  /// As std::vector<value>'s.
   std::size_t size() const noexcept { return h_ != nullptr ? h_->size : 0; }
   bool empty() const noexcept { return size() == 0; }
   std::size_t capacity() const noexcept { return h_ != nullptr ? h_->capacity : 0; }
@@ -95,23 +111,31 @@ class value_list {
 
   value& operator[](std::size_t i) noexcept;
   const value& operator[](std::size_t i) const noexcept;
-  /// Throws std::out_of_range past the end.
+  /// As std::vector<value>'s: throws std::out_of_range past the end.
   value& at(std::size_t i);
+  /// As std::vector<value>'s: throws std::out_of_range past the end.
   const value& at(std::size_t i) const;
   value& front() noexcept;
   const value& front() const noexcept;
   value& back() noexcept;
   const value& back() const noexcept;
+  ///@}
 
   /// Makes room for `n` elements in all (never shrinks).
   void reserve(std::size_t n);
+  /// \name Modifiers, as std::vector<value>
+  ///@{
+
+  /// As std::vector<value>'s.
   void push_back(const value& v);
   void push_back(value&& v);
   template <class... Args>
   value& emplace_back(Args&&... args);
   void pop_back() noexcept;
+  ///@}
   /// Destroys the elements and keeps the storage.
   void clear() noexcept;
+  /// Exchanges the two lists' storage; no element moves.
   void swap(value_list& other) noexcept {
     header* h = h_;
     h_ = other.h_;
@@ -143,9 +167,9 @@ class value_list {
 /// `integer` and `dbl` share their storage: read the one the type names
 /// (`dbl` for double_number, `integer` for number and boolean); both read 0
 /// on a value that has neither.
-struct value {
-  resp3::type type = resp3::type::null;
-  std::string str;  ///< strings, errors, verbatim text, big number digits
+struct THOONK_API value {
+  resp3::type type = resp3::type::null;  ///< the RESP3 type of the node
+  std::string str;                       ///< strings, errors, verbatim text, big number digits
   union {
     std::int64_t integer = 0;  ///< number; boolean as 0/1
     double dbl;                ///< double_number
@@ -153,14 +177,16 @@ struct value {
   value_list elements;    ///< array, set, push; map as k0,v0,k1,v1,...
   value_list attributes;  ///< an attribute map (`|N`) that preceded this value, flattened k,v
 
+  /// A null reply (RESP3 `_`, RESP2 nil).
   bool is_null() const noexcept { return type == resp3::type::null; }
-  bool is_error() const noexcept {
+  bool is_error() const noexcept {  ///< an error reply (simple or blob); `str` holds its text
     return type == resp3::type::simple_error || type == resp3::type::blob_error;
   }
-  bool is_string() const noexcept {
+  bool is_string() const noexcept {  ///< a simple, blob or verbatim string; `str` holds it
     return type == resp3::type::simple_string || type == resp3::type::blob_string ||
            type == resp3::type::verbatim_string;
   }
+  /// An array, map, set, attribute or push; `children` holds its elements.
   bool is_aggregate() const noexcept {
     return type == resp3::type::array || type == resp3::type::map || type == resp3::type::set ||
            type == resp3::type::push;
@@ -175,7 +201,7 @@ static_assert(sizeof(value) <= sizeof(std::string) + 32, "a reply node stays sma
 
 /// A compact, unambiguous rendering for diagnostics and test failure messages,
 /// e.g. `[bulk "a", int 1, null]`.
-std::string debug_string(const value& v);
+THOONK_API std::string debug_string(const value& v);
 
 // ---- value_list members that need the complete value -------------------------
 
