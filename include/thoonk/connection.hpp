@@ -90,7 +90,8 @@ struct connection_event {
 
 namespace detail {
 class connection_impl;
-}
+struct impl_access;
+}  // namespace detail
 
 /// A connection shared by any number of coroutines.
 ///
@@ -224,6 +225,7 @@ class connection {
   static void start_exec(std::shared_ptr<detail::connection_impl> impl, const request& req,
                          exec_options opts, exec_handler h);
 
+  friend struct detail::impl_access;
   std::shared_ptr<detail::connection_impl> impl_;
 };
 
