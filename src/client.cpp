@@ -1,5 +1,6 @@
 #include <thoonk/client.hpp>
 
+#include "connection/connection_impl.hpp"
 #include "connection/router.hpp"
 #include "detail/client_core.hpp"
 #include "detail/impl_access.hpp"
@@ -53,7 +54,16 @@ void client_core::stop() {
 
 void client_core::close() {
   closed_ = true;
-  stop();
+  // Stopped here and now, not through connection::stop(), which only posts
+  // the stop when called off the executor. ~client runs on the executor's
+  // thread or after its io_context stopped (the documented rule), where a
+  // direct call is safe. A posted stop might never run (an io_context that
+  // is not run again), and the requests waiting in the connection's queue
+  // hold completion handlers that hold this core: a cycle the direct stop
+  // breaks, as it moves them out to the io_context at once.
+  router_->stop();
+  detail::impl_access::of(conn_)->stop();
+  detail::impl_access::of(sub_)->stop();
 }
 
 }  // namespace detail

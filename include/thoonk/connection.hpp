@@ -92,7 +92,8 @@ struct THOONK_API connection_event {
 
 namespace detail {
 class connection_impl;
-}
+struct impl_access;
+}  // namespace detail
 
 /// A connection shared by any number of coroutines.
 ///
@@ -235,6 +236,7 @@ class THOONK_API connection {
   static void start_exec(std::shared_ptr<detail::connection_impl> impl, const request& req,
                          exec_options opts, exec_handler h);
 
+  friend struct detail::impl_access;
   std::shared_ptr<detail::connection_impl> impl_;
 };
 

@@ -3,6 +3,7 @@
 // headers expose no implementation to applications.
 #pragma once
 
+#include <thoonk/connection.hpp>
 #include <thoonk/subscriber.hpp>
 
 #include <memory>
@@ -10,6 +11,9 @@
 namespace thoonk::detail {
 
 struct impl_access {
+  static const std::shared_ptr<connection_impl>& of(const connection& c) noexcept {
+    return c.impl_;
+  }
   static const std::shared_ptr<subscriber_impl>& of(const subscriber& s) noexcept {
     return s.impl_;
   }

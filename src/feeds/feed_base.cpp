@@ -240,15 +240,17 @@ void feed_core::start_subscribe(feed_callback cb, feed_subscribe_options opts,
 template <class Derived, class Settings>
 void feed_base<Derived, Settings>::start_open(client* c, std::string name, handler<Derived> h) {
   const auto& core = client_access::core(*c);
-  spawn_op(core, open_op<Derived>(*core, Derived(*c, name), std::move(name)), std::move(h));
+  Derived handle(*c, name);  // before the name moves: argument order is unspecified
+  spawn_op(core, open_op<Derived>(*core, std::move(handle), std::move(name)), std::move(h));
 }
 
 template <class Derived, class Settings>
 void feed_base<Derived, Settings>::start_create_or_open(client* c, std::string name, Settings s,
                                                         handler<Derived> h) {
   const auto& core = client_access::core(*c);
+  Derived handle(*c, name);  // before the name moves: argument order is unspecified
   spawn_op(core,
-           create_or_open_op<Derived>(*core, Derived(*c, name), std::move(name), std::move(s)),
+           create_or_open_op<Derived>(*core, std::move(handle), std::move(name), std::move(s)),
            std::move(h));
 }
 
