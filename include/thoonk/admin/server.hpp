@@ -88,7 +88,10 @@ struct options {
 /// outlive async_run()'s completion.
 class server {
  public:
+  /// A server for `c`'s feeds and queues with `opts`; no I/O until listen()
+  /// or async_run(). The options are checked there.
   server(client& c, options opts);
+  /// Destroy it only once async_run() has completed (cancel it first).
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
