@@ -155,7 +155,8 @@ TEST_CASE(
   run_coro(t.ioc, [&]() -> asio::awaitable<void> {
     co_await check.async_connect();
     auto g = co_await thoonk::feed::async_open(check, name);
-    CHECK(co_await g.async_length() == 1);
+    const auto n = co_await g.async_length();
+    CHECK(n == 1);
     check.stop();
   });
 }
@@ -180,7 +181,8 @@ TEST_CASE(
   REQUIRE_FALSE(waiting.has_value());
   t.c.reset();
   run_coro(t.ioc, [&]() -> asio::awaitable<void> {
-    CHECK(co_await wait_until([&] { return waiting.has_value(); }));
+    const bool ended = co_await wait_until([&] { return waiting.has_value(); });
+    CHECK(ended);
     auto [ec, r] = co_await q->async_put("after", nothrow);
     CHECK(ec == thoonk::error::client_stopped);
     auto [ec2, job] = co_await q->async_claim(std::chrono::seconds(5), nothrow);
@@ -251,4 +253,41 @@ TEST_CASE(
   });
   CHECK(delivered == 0);
   sub.reset();
+}
+
+namespace {
+// A named coroutine: g++ 12 frees by-value parameters of coroutine lambdas
+// wrongly.
+asio::awaitable<std::optional<std::string>> echo_job(thoonk::job_context ctx) {
+  co_return ctx.job().item;
+}
+}  // namespace
+
+TEST_CASE(
+    "client lifetime: a runner whose client is destroyed ends its run with "
+    "client_stopped",
+    "[client][lifetime][runner]") {
+  handle_case t;
+  t.connect();
+  const auto name = unique_name("lifetime-runner");
+  std::optional<thoonk::job_queue> q;
+  run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    q = co_await thoonk::job_queue::async_create_or_open(*t.c, name, asio::use_awaitable);
+  });
+  std::optional<error_code> ended;
+  thoonk::run_options opts;
+  opts.concurrency = 2;
+  q->async_run(&echo_job, opts, [&](error_code ec, thoonk::run_report) { ended = ec; });
+  // Let it register and wait on the dry queue.
+  t.ioc.restart();
+  t.ioc.run_for(std::chrono::milliseconds(300));
+  REQUIRE_FALSE(ended.has_value());
+  t.c.reset();
+  q.reset();  // the run holds what it needs
+  run_coro(t.ioc, [&]() -> asio::awaitable<void> {
+    const bool done = co_await wait_until([&] { return ended.has_value(); });
+    CHECK(done);
+  });
+  REQUIRE(ended.has_value());
+  CHECK(*ended == thoonk::error::client_stopped);
 }
