@@ -183,7 +183,8 @@ THOONK_API void start_subscribe_feed_admin(client* c, feed_admin_callback cb,
 /// executor, exactly once per event (no catch-up for these events).
 /// Errors: error::subscribe_refused (the server's text through
 /// capture_diagnostics), error::client_stopped; operation_aborted when
-/// cancelled (nothing stays registered). `c` must outlive the operation.
+/// cancelled (nothing stays registered). The operation and the subscription
+/// may outlive `c` (thoonk::client, "Lifetime").
 template <completion_token CompletionToken = default_token_t>
 auto async_subscribe_feed_admin(client& c, feed_admin_callback cb, CompletionToken&& token = {}) {
   return detail::initiate<void(boost::system::error_code, feed_subscription)>(

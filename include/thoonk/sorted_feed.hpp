@@ -61,8 +61,8 @@ inline constexpr bool is_operation_argument_v<sorted_feed_settings> = true;
 /// give error::server_error (error::script_error for a Lua error).
 /// Cancellation completes with operation_aborted: a request not yet written
 /// is never sent, one already written may still take effect. Start
-/// operations on the client's executor; the client must outlive them, the
-/// handle need not. The operations shared by feed and sorted_feed
+/// operations on the client's executor; the handle and its operations may
+/// outlive the client (thoonk::client, "Lifetime"). The operations shared by feed and sorted_feed
 /// (async_retract, the reads, async_subscribe, async_read_settings) come
 /// from a base class of the implementation (detail::feed_core), outside
 /// this reference: docs/feeds.md describes each.
