@@ -48,7 +48,10 @@ std::string cli_binary() {
 class cli_run {
  public:
   /// `url` is passed as THOONK_REDIS_URL (empty: the variable is removed).
-  cli_run(const std::vector<std::string>& args, const std::string& url) {
+  cli_run(const std::vector<std::string>& args, const std::string& url)
+      : cli_run(cli_binary(), args, url) {}
+  /// Another program (`script`, to give the tool a terminal).
+  cli_run(const std::string& bin, const std::vector<std::string>& args, const std::string& url) {
     int out[2], err[2];
     if (::pipe(out) != 0 || ::pipe(err) != 0) throw std::runtime_error("pipe failed");
     posix_spawn_file_actions_t fa;
@@ -68,7 +71,6 @@ class cli_run {
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::string bin = cli_binary();
     std::vector<std::string> argv_s{bin};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -610,6 +612,20 @@ TEST_CASE("cli: top", "[cli]") {
   }
   r = run({"top", "--interval", "0s"}, url);
   CHECK(r.code == 2);
+  // On a terminal (a pseudo-terminal from util-linux's `script`, which
+  // Debian always installs) each frame starts with cursor-home and clear.
+  REQUIRE(::access("/usr/bin/script", X_OK) == 0);
+  {
+    cli_run t("/usr/bin/script",
+              {"-qec", cli_binary() + " top --iterations 2 --interval 100ms", "/dev/null"}, url);
+    CHECK(t.wait() == 0);
+    std::size_t clears = 0;
+    for (auto at = t.out.find("\x1b[H\x1b[2J"); at != std::string::npos;
+         at = t.out.find("\x1b[H\x1b[2J", at + 1))
+      ++clears;
+    CHECK(clears == 2);
+    CHECK(has(t.out, "PUTS/S"));
+  }
 }
 
 TEST_CASE("cli: dashboard", "[cli]") {
