@@ -571,8 +571,10 @@ TEST_CASE("cli: feed publish and feed tail", "[cli]") {
   }
   // Until SIGTERM.
   {
-    cli_run tail({"feed", "tail", f}, url);
-    tail.pump(500ms);
+    // The replay shows that it runs (its signal handler is set before it
+    // connects): then SIGTERM.
+    cli_run tail({"feed", "tail", f, "--from", "0"}, url);
+    REQUIRE(tail.wait_for_output("oldest news", 10s));
     tail.signal(SIGTERM);
     CHECK(tail.wait() == 0);
   }
