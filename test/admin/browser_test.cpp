@@ -340,8 +340,14 @@ TEST_CASE(
           co_await wd.click("#search-form button");
           auto id_shown = co_await wd.wait_text(".job-id", "c1");
           CHECK(id_shown == "c1");
-          auto detail = co_await wd.find("#job-detail");
-          auto detail_text = co_await wd.text(detail);
+          // The id shows before the rest of the view is filled in: wait for it.
+          std::string detail_text;
+          for (int i = 0; i < 100; ++i) {
+            auto detail = co_await wd.find("#job-detail");
+            detail_text = co_await wd.text(detail);
+            if (detail_text.find("being worked on") != std::string::npos) break;
+            co_await sleep_for(std::chrono::milliseconds(100));
+          }
           CHECK(detail_text.find("claimed") != std::string::npos);
           CHECK(detail_text.find("being worked on") != std::string::npos);
           co_await wd.screenshot(shots, "job");
